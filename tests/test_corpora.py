@@ -1,0 +1,138 @@
+"""Each adapter on a small fixture written in the corpus' native format."""
+
+import pytest
+
+from extract import corpora
+from extract.manifest import ManifestError
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_common_voice(tmp_path, tone):
+    tone("cv/clips/common_voice_it_1.mp3.wav")
+    tone("cv/clips/common_voice_it_2.wav")
+    tsv = _write(
+        tmp_path / "cv/test.tsv",
+        "client_id\tpath\tsentence\tup_votes\tdown_votes\tage\tgender\taccents\tlocale\n"
+        "abc\tcommon_voice_it_1.mp3.wav\tCiao a tutti.\t2\t0\ttwenties\tmale_masculine\t\tit\n"
+        "def\tcommon_voice_it_2.wav\tBuongiorno.\t2\t0\t\tfemale_feminine\t\tit\n"
+        "ghi\tcommon_voice_it_3.wav\tManca.\t2\t0\t\t\t\tit\n",
+    )
+    result = corpora.common_voice(tsv, language="it")
+    assert [(u.id, u.gender, u.speaker, u.split, u.language) for u in result.utterances] == [
+        ("common_voice_it_1.mp3", "male", "abc", "test", "it"),
+        ("common_voice_it_2", "female", "def", "test", "it"),
+    ]
+    assert result.utterances[0].extra == {"age": "twenties"}
+    assert len(result.missing_audio) == 1 and result.missing_audio[0].line == 4
+    assert "1 rows skipped because their audio is missing" in result.summary()
+
+
+def test_common_voice_bad_rows(tmp_path):
+    tsv = _write(tmp_path / "train.tsv", "client_id\tpath\tsentence\n")
+    with pytest.raises(ManifestError, match="train.tsv:1: missing column\\(s\\) gender"):
+        corpora.common_voice(tsv, language="en")
+    tsv = _write(tmp_path / "dev.tsv", "client_id\tpath\tsentence\tgender\na\tb.wav\tc\talien\n")
+    with pytest.raises(ManifestError, match="dev.tsv:2: unrecognised gender value 'alien'"):
+        corpora.common_voice(tsv, language="en")
+    tsv = _write(tmp_path / "test.tsv", "client_id\tpath\tsentence\tgender\na\tb.wav\n")
+    with pytest.raises(ManifestError, match="test.tsv:2: expected 4 tab-separated fields"):
+        corpora.common_voice(tsv, language="en")
+
+
+def test_fleurs(tmp_path, tone):
+    tone("fl/audio/dev/10.wav")
+    tsv = _write(
+        tmp_path / "fl/dev.tsv",
+        "1\t10.wav\tHello, World.\thello world\th e l l o | w o r l d\t16000\tFEMALE\n",
+    )
+    result = corpora.fleurs(tsv, language="en")
+    (utterance,) = result.utterances
+    assert (utterance.id, utterance.text, utterance.gender, utterance.split) == ("10", "Hello, World.", "female", "dev")
+    assert utterance.extra == {"sentence_id": "1", "num_samples": 16000, "speaker_ids_known": False}
+    bad = _write(tmp_path / "fl/test.tsv", "1\t10.wav\tx\tx\tx\tmany\tMALE\n")
+    with pytest.raises(ManifestError, match="test.tsv:1: num_samples is not an integer"):
+        corpora.fleurs(bad, language="en")
+
+
+def test_voxpopuli(tmp_path, tone):
+    tone("vp/audio/2019/20190101-0900-PLENARY-1_de_0.ogg.wav")
+    tone("vp/audio/20190101-0900-PLENARY-2_de_0.wav")
+    tsv = _write(
+        tmp_path / "vp/asr_test.tsv",
+        "id\traw_text\tnormalized_text\tspeaker_id\tsplit\tgender\tis_gold_transcript\taccent\n"
+        "20190101-0900-PLENARY-2_de_0\tGuten Tag.\tguten tag\t1234\ttest\tfemale\tTrue\tNone\n",
+    )
+    (utterance,) = corpora.voxpopuli(tsv, "de", tmp_path / "vp/audio").utterances
+    assert (utterance.speaker, utterance.gender, utterance.split) == ("1234", "female", "test")
+    assert utterance.audio.endswith("20190101-0900-PLENARY-2_de_0.wav")
+
+
+def test_must_c_with_speaker_pronouns(tmp_path, tone):
+    root = tmp_path / "en-it/data/tst-COMMON"
+    tone("en-it/data/tst-COMMON/wav/ted_767.wav", seconds=4.0)
+    tone("en-it/data/tst-COMMON/wav/ted_900.wav", seconds=4.0)
+    _write(
+        root / "txt/tst-COMMON.yaml",
+        "- {duration: 1.5, offset: 0.5, rW: 3, uW: 0, speaker_id: spk.767, wav: ted_767.wav}\n"
+        "- {duration: 1.0, offset: 2.0, rW: 2, uW: 0, speaker_id: spk.767, wav: ted_767.wav}\n"
+        "- {duration: 2.0, offset: 1.0, rW: 2, uW: 0, speaker_id: spk.900, wav: ted_900.wav}\n",
+    )
+    _write(root / "txt/tst-COMMON.en", "I was tired.\nThank you.\nHello there.\n")
+    _write(root / "txt/tst-COMMON.it", "Ero stanca.\nGrazie.\nCiao.\n")
+    speakers = _write(tmp_path / "must-speakers.tsv", "TALK-ID\tTED-PRONOUN\n767\tShe\n")
+    result = corpora.must_c(root, "tst-COMMON", "it", speakers, split="test")
+    first, second, third = result.utterances
+    assert (first.id, first.offset, first.duration, first.gender, first.translation) == ("ted_767_0", 0.5, 1.5, "female", "Ero stanca.")
+    assert second.id == "ted_767_1" and third.gender == "unknown" and third.speaker == "spk.900"
+    _write(root / "txt/tst-COMMON.it", "Ero stanca.\n")
+    with pytest.raises(ManifestError, match="tst-COMMON.it: has 1 lines but the segment list has 3 segments"):
+        corpora.must_c(root, "tst-COMMON", "it", speakers)
+
+
+def test_must_she(tmp_path, tone):
+    tone("ms/wav/it-0001.wav")
+    tsv = _write(
+        tmp_path / "ms/MONOLINGUAL.it_v1.2.tsv",
+        "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n"
+        "it-0001\ten-it\t1234\tI was born there.\tSono nata lì.\tSono nato lì.\tJane Doe\tShe\t1F\tA\tnata nato\n"
+        "it-0002\ten-it\t1235\tI was tired.\tEro stanco.\tEro stanca.\tJohn Roe\tHe\t1M\tA\tstanco stanca\n",
+    )
+    result = corpora.must_she(tsv)
+    (utterance,) = result.utterances
+    assert (utterance.gender, utterance.language, utterance.translation) == ("female", "en", "Sono nata lì.")
+    assert utterance.extra["category"] == "1F" and utterance.extra["genderterms"] == "nata nato"
+    assert [m.id for m in result.missing_audio] == ["it-0002"]
+
+
+def test_generic_tsv_and_jsonl(tmp_path, tone):
+    tone("g/a.wav")
+    tsv = _write(tmp_path / "g/list.tsv", "utt\tfile\ttranscript\tsex\tspk\tmood\nu1\ta.wav\thi\tF\ts1\thappy\n")
+    result = corpora.generic_tsv(tsv, {"id": "utt", "audio": "file", "text": "transcript", "gender": "sex", "speaker": "spk"}, language="en", dataset="mine")
+    (utterance,) = result.utterances
+    assert (utterance.gender, utterance.dataset, utterance.extra) == ("female", "mine", {"mood": "happy"})
+    jsonl = _write(tmp_path / "g/list.jsonl", '{"key": "u2", "path": "a.wav", "sentence": "yo", "gender": "He", "who": "s2", "x": 1}\n')
+    result = corpora.generic_jsonl(jsonl, {"id": "key", "audio": "path", "text": "sentence", "speaker": "who"}, language="es")
+    (utterance,) = result.utterances
+    assert (utterance.id, utterance.gender, utterance.language, utterance.extra) == ("u2", "male", "es", {"x": 1})
+    bad = _write(tmp_path / "g/bad.jsonl", '{"key": "u3"}\n')
+    with pytest.raises(ManifestError, match="bad.jsonl:1: no value for audio, language, speaker"):
+        corpora.generic_jsonl(bad, {"id": "key"})
+
+
+def test_hf_dataset_writes_in_memory_audio(tmp_path):
+    import numpy as np
+    import soundfile
+
+    rows = [
+        {"id": "r1", "audio": {"path": None, "array": np.full(1600, 0.1), "sampling_rate": 16000}, "sentence": "hi", "gender": "female_feminine", "client_id": "c1", "age": "thirties"},
+    ]
+    result = corpora.hf_dataset(rows, tmp_path / "hf", "cv_hf", language="en", split="test")
+    (utterance,) = result.utterances
+    assert utterance.gender == "female" and utterance.extra == {"age": "thirties"}
+    data, rate = soundfile.read(utterance.audio)
+    assert rate == 16000 and len(data) == 1600
