@@ -136,3 +136,19 @@ def test_hf_dataset_writes_in_memory_audio(tmp_path):
     assert utterance.gender == "female" and utterance.extra == {"age": "thirties"}
     data, rate = soundfile.read(utterance.audio)
     assert rate == 16000 and len(data) == 1600
+
+
+def test_manifest_cli_reports_missing_audio(tmp_path, tone, capsys):
+    from experiments.manifest import main
+
+    tone("cv/clips/a.wav")
+    tsv = _write(tmp_path / "cv/test.tsv", "client_id\tpath\tsentence\tgender\ns1\ta.wav\thi\tmale\ns2\tb.wav\tho\tfemale\n")
+    out = tmp_path / "m.jsonl"
+    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "missing audio:" in captured.err and "b.wav" in captured.err
+    assert "1 utterances; 1 rows skipped" in captured.out and len(out.read_text().splitlines()) == 1
+    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out), "--strict"]) == 1
+    bad = _write(tmp_path / "bad.tsv", "client_id\tpath\n")
+    assert main(["common_voice", str(bad), "--language", "en", "--out", str(out)]) == 2
+    assert "bad.tsv:1: missing column(s)" in capsys.readouterr().err

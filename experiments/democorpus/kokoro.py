@@ -44,15 +44,23 @@ class _Kokoro:
             str(model_path()), sess_options=options, providers=["CPUExecutionProvider"]
         )
 
-    def speak(self, phonemes: str, voice: str, speed: float) -> np.ndarray:
-        if voice not in self.voices:
-            raise KokoroError(f"unknown Kokoro voice {voice!r}; available: {sorted(self.voices)}")
+    def style(self, mixture: tuple[tuple[str, float], ...]) -> np.ndarray:
+        """A voice style as a weighted sum of the shipped styles (Kokoro's usual voice blending)."""
+        unknown = [name for name, _ in mixture if name not in self.voices]
+        if unknown:
+            raise KokoroError(f"unknown Kokoro voice(s) {unknown}; available: {sorted(self.voices)}")
+        total = sum(weight for _, weight in mixture)
+        if not mixture or abs(total - 1.0) > 1e-6:
+            raise KokoroError(f"blend weights must sum to 1, got {total}")
+        return sum(weight * self.voices[name].astype(np.float32) for name, weight in mixture)
+
+    def speak(self, phonemes: str, mixture: tuple[tuple[str, float], ...], speed: float) -> np.ndarray:
+        style = self.style(mixture)
         tokens = [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
         if not tokens:
             raise KokoroError(f"no Kokoro tokens in phonemes {phonemes!r}")
         if len(tokens) > MAX_TOKENS:
             raise KokoroError(f"{len(tokens)} phoneme tokens, more than Kokoro's {MAX_TOKENS}: shorten the sentence")
-        style = self.voices[voice]
         reference = style[min(len(tokens), len(style)) - 1].reshape(1, -1).astype(np.float32)
         (audio,) = self.session.run(
             None,
@@ -70,9 +78,10 @@ def _engine() -> _Kokoro:
     return _Kokoro()
 
 
-def synthesize(text: str, voice: str, espeak_language: str, speed: float = 1.0) -> tuple[np.ndarray, int]:
-    """Speech for ``text`` in ``voice`` with phonemes from espeak-ng's ``espeak_language``."""
-    return _engine().speak(phonemize(text, espeak_language), voice, speed), SAMPLE_RATE
+def synthesize(text: str, voice: str | tuple[tuple[str, float], ...], espeak_language: str, speed: float = 1.0) -> tuple[np.ndarray, int]:
+    """Speech for ``text`` in ``voice`` (a style name or a blend of (name, weight)) with phonemes from espeak-ng."""
+    mixture = ((voice, 1.0),) if isinstance(voice, str) else voice
+    return _engine().speak(phonemize(text, espeak_language), mixture, speed), SAMPLE_RATE
 
 
 def voice_names() -> list[str]:

@@ -1,0 +1,196 @@
+"""Build the demo corpus: synthetic gender-labelled speech, reproducible from a seed, in the cache.
+
+Layout under the corpus folder::
+
+    audio/{speaker}/{language}-{index}.wav   16 kHz mono PCM
+    manifest.jsonl                           ASR utterances (en + es), speaker-disjoint splits
+    mustshe/MONOLINGUAL.es.tsv, mustshe/wav  MuST-SHE-format first-person sentences, en->es
+    mustshe.jsonl                            the same as a manifest
+    card.json, CARD.md                       per-voice WER, pitch and duration (corpus card)
+    build.json                               seed and settings; written last, marks the corpus complete
+
+The voices are synthetic: numbers computed on this corpus prove the pipeline, not a finding.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from experiments.democorpus.sentences import ASR_SENTENCES, MUSTSHE_SENTENCES, MUSTSHE_TARGET
+from experiments.democorpus.voices import VOICES, Voice
+from extract.audio import SAMPLE_RATE
+from extract.corpora import must_she
+from extract.manifest import Utterance, write_manifest
+from extract.paths import cache_dir
+
+CORPUS_VERSION = 1
+MUSTSHE_COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY", "TEXT-CATEGORY", "GENDERTERMS")
+
+
+@dataclass(frozen=True)
+class DemoCorpus:
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.jsonl"
+
+    @property
+    def mustshe_tsv(self) -> Path:
+        return self.root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
+
+    @property
+    def mustshe_manifest(self) -> Path:
+        return self.root / "mustshe.jsonl"
+
+    @property
+    def card(self) -> Path:
+        return self.root / "card.json"
+
+    @property
+    def complete(self) -> bool:
+        return (self.root / "build.json").is_file()
+
+
+def default_root(seed: int = 0) -> Path:
+    return cache_dir() / "corpora" / f"demo-v{CORPUS_VERSION}-seed{seed}"
+
+
+def assign_splits(voices: tuple[Voice, ...], seed: int, languages: tuple[str, ...]) -> dict[str, str]:
+    """Speaker-disjoint splits: per gender, a seeded permutation of the voices that speak every
+    language gives one test and one dev voice (so each language has both); all others train."""
+    rng = np.random.default_rng(seed)
+    splits = {voice.name: "train" for voice in voices}
+    for gender in sorted({voice.gender for voice in voices}):
+        names = sorted(v.name for v in voices if v.gender == gender and set(languages) <= set(v.languages))
+        if len(names) < 3:
+            raise ValueError(f"need at least 3 {gender} voices speaking {languages} for train/dev/test, got {len(names)}")
+        order = [names[i] for i in rng.permutation(len(names))]
+        splits.update({order[0]: "test", order[1]: "dev"})
+    return splits
+
+
+def _write_wav(path: Path, audio: np.ndarray, rate: int) -> float:
+    import soundfile
+    import soxr
+
+    if rate != SAMPLE_RATE:
+        audio = soxr.resample(audio, rate, SAMPLE_RATE)
+    peak = float(np.max(np.abs(audio)))
+    if peak == 0:
+        raise RuntimeError(f"synthesizer produced silence for {path}")
+    audio = 0.9 * audio / max(peak, 0.9)  # never clip; leave quiet voices as they are
+    path.parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(path, audio.astype(np.float32), SAMPLE_RATE, subtype="PCM_16")
+    return len(audio) / SAMPLE_RATE
+
+
+def _progress(total: int, description: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=description, unit="utt", disable=not enabled)
+
+
+def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, show) -> list[Utterance]:
+    utterances = []
+    jobs = [
+        (voice, language, index, text)
+        for voice in voices
+        for language in voice.languages
+        for index, text in enumerate(ASR_SENTENCES[language][:sentences_per_language])
+    ]
+    with _progress(len(jobs), "synthesizing ASR utterances", show) as bar:
+        for voice, language, index, text in jobs:
+            speed = float(rng.uniform(0.92, 1.08))
+            path = root / "audio" / voice.name / f"{language}-{index:02d}.wav"
+            duration = _write_wav(path, *voice.synthesize(text, language, speed))
+            utterances.append(
+                Utterance(
+                    id=f"{voice.name}-{language}-{index:02d}",
+                    audio=str(path.relative_to(root)),
+                    language=language,
+                    text=text,
+                    gender=voice.gender,
+                    speaker=voice.name,
+                    split=splits[voice.name],
+                    dataset="demo",
+                    duration=round(duration, 3),
+                    extra={"engine": voice.engine, "voice": voice.describe(), "speed": round(speed, 3), "synthetic": True},
+                )
+            )
+            bar.update()
+    return utterances
+
+
+def _synthesize_mustshe(root: Path, voices, rng, count, show) -> None:
+    """Each sentence is read by one female voice (category 1F) and one male voice (1M), round robin."""
+    by_gender = {gender: [v for v in voices if v.gender == gender] for gender in ("female", "male")}
+    rows = []
+    sentences = MUSTSHE_SENTENCES[:count]
+    with _progress(2 * len(sentences), "synthesizing MuST-SHE utterances", show) as bar:
+        for index, sentence in enumerate(sentences):
+            for gender, category, pronoun in (("female", "1F", "She"), ("male", "1M", "He")):
+                voice = by_gender[gender][index % len(by_gender[gender])]
+                item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
+                _write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
+                feminine = gender == "female"
+                terms = ";".join(f"{f} {m}" if feminine else f"{m} {f}" for f, m in sentence.terms)
+                rows.append({
+                    "ID": item, "LANG": f"en-{MUSTSHE_TARGET}", "TALK": voice.name, "SRC": sentence.source,
+                    "REF": sentence.feminine if feminine else sentence.masculine,
+                    "WRONG-REF": sentence.masculine if feminine else sentence.feminine,
+                    "SPEAKER": voice.name, "GENDER": pronoun, "CATEGORY": category, "TEXT-CATEGORY": "A", "GENDERTERMS": terms,
+                })
+                bar.update()
+    tsv = root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
+    lines = ["\t".join(MUSTSHE_COLUMNS)] + ["\t".join(row[c] for c in MUSTSHE_COLUMNS) for row in rows]
+    tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def build_demo_corpus(
+    root: Path | None = None,
+    seed: int = 0,
+    sentences_per_language: int | None = None,
+    mustshe_sentences: int | None = None,
+    voices: tuple[Voice, ...] = VOICES,
+    measure: bool = True,
+    show_progress: bool = True,
+) -> DemoCorpus:
+    """Build the corpus unless a complete one is already there; returns its paths.
+
+    ``sentences_per_language`` and ``mustshe_sentences`` trim the corpus (tests use a few);
+    ``measure`` transcribes it with the bundled Whisper base to write the corpus card.
+    """
+    corpus = DemoCorpus(Path(root) if root else default_root(seed))
+    settings = {
+        "version": CORPUS_VERSION,
+        "seed": seed,
+        "sentences_per_language": sentences_per_language,
+        "mustshe_sentences": mustshe_sentences,
+        "voices": [voice.name for voice in voices],
+        "measured": measure,
+    }
+    if corpus.complete and json.loads((corpus.root / "build.json").read_text()) == settings:
+        return corpus
+    shutil.rmtree(corpus.root, ignore_errors=True)
+    corpus.root.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    splits = assign_splits(voices, seed, tuple(ASR_SENTENCES))
+    utterances = _synthesize_asr(corpus.root, voices, splits, rng, sentences_per_language, show_progress)
+    write_manifest(corpus.manifest, utterances)
+    _synthesize_mustshe(corpus.root, voices, rng, mustshe_sentences, show_progress)
+    mustshe = must_she(corpus.mustshe_tsv)
+    if mustshe.missing_audio:
+        raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")
+    write_manifest(corpus.mustshe_manifest, mustshe.utterances)
+    if measure:
+        from experiments.democorpus.card import write_card
+
+        write_card(corpus, show_progress=show_progress)
+    (corpus.root / "build.json").write_text(json.dumps(settings, indent=2))
+    return corpus

