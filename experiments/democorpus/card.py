@@ -28,9 +28,11 @@ def transcribe_with_bundled_whisper(utterances, batch_size: int = 16, show_progr
     import torch
     from tqdm.auto import tqdm
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
+    from transformers.utils import logging as transformers_logging
 
     from extract.weights import bundled_whisper
 
+    transformers_logging.set_verbosity_error()  # generate() warns about Whisper's own suppress-token processors
     folder = bundled_whisper("base")
     processor = WhisperProcessor.from_pretrained(folder)
     model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
