@@ -1,0 +1,116 @@
+"""The interface every model family implements, and the shared extraction loop."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from extract.hooks import Site, capture
+
+
+class UnknownSiteError(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class NonFiniteError(ValueError):
+    """A hidden state contains NaN or infinity."""
+
+
+@dataclass
+class Prepared:
+    """Model inputs for a batch, and each utterance's input length in samples."""
+
+    inputs: dict[str, torch.Tensor]
+    samples: np.ndarray
+
+
+def disable_layerdrop(model: nn.Module) -> None:
+    """Layerdrop at 0 everywhere: config attributes and module attributes alike."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        for name in list(vars(config)) if config is not None else []:
+            if name.endswith("layerdrop"):
+                setattr(config, name, 0.0)
+        if isinstance(getattr(module, "layerdrop", None), float):
+            module.layerdrop = 0.0
+
+
+class Extractor(ABC):
+    """A loaded model of one family: its site table, input preparation and encoder call."""
+
+    family: ClassVar[str]
+    default_checkpoint: ClassVar[str]
+
+    def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
+        self.model = model.to(device=device, dtype=dtype).eval()
+        disable_layerdrop(self.model)
+        self.processor = processor
+        self.checkpoint, self.revision = checkpoint, revision
+        self.device, self.dtype = torch.device(device), dtype
+
+    @abstractmethod
+    def site_table(self) -> dict[str, Site]:
+        """Every site of the loaded model, in forward order."""
+
+    @abstractmethod
+    def prepare(self, audios: list[np.ndarray]) -> Prepared:
+        """16 kHz mono float32 waveforms to model inputs."""
+
+    @abstractmethod
+    def encode(self, inputs: dict[str, torch.Tensor]):
+        """Run the part of the model that holds the sites (never a decoder)."""
+
+    @abstractmethod
+    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+        """Valid frames per utterance at ``site``, from the model's masks or stride formulas."""
+
+    @abstractmethod
+    def frame_rate(self, site: str) -> float:
+        """Frames per second at ``site``."""
+
+    def auxiliary_sites(self, sites: list[str]) -> dict[str, Site]:
+        """Extra tensors (e.g. an output mask) that ``valid_lengths`` needs; captured, never stored."""
+        return {}
+
+    def resolve_sites(self, requested: list[str] | str) -> list[str]:
+        table = self.site_table()
+        if requested == "all" or requested == ["all"]:
+            return list(table)
+        names = [requested] if isinstance(requested, str) else list(requested)
+        unknown = [name for name in names if name not in table]
+        if unknown:
+            raise UnknownSiteError(f"unknown site(s) {', '.join(unknown)} for {self.family}; valid sites: {', '.join(table)}")
+        return [name for name in table if name in names]  # forward order
+
+    def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None) -> list[dict[str, np.ndarray]]:
+        """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with only valid frames, float32."""
+        table = self.site_table()
+        wanted = {name: table[name] for name in sites} | self.auxiliary_sites(sites)
+        prepared = self.prepare(audios)
+        inputs = {key: value.to(self.device) for key, value in prepared.inputs.items()}
+        inputs = {key: value.to(self.dtype) if value.is_floating_point() else value for key, value in inputs.items()}
+        with torch.inference_mode(), capture(self.model, wanted) as (captured, run):
+            run(self.encode, inputs)
+        results: list[dict[str, np.ndarray]] = [{} for _ in audios]
+        for name in sites:
+            states = captured.tensors[name].float().cpu().numpy()
+            lengths = self.valid_lengths(name, prepared, captured.tensors)
+            for index, length in enumerate(lengths):
+                if not 0 < length <= states.shape[1]:
+                    raise ValueError(f"site {name}: valid length {length} outside 1..{states.shape[1]}")
+                array = np.array(states[index, : int(length)], copy=True)
+                if not np.isfinite(array).all():
+                    who = ids[index] if ids else f"batch item {index}"
+                    raise NonFiniteError(f"non-finite values at site {name} for utterance {who}")
+                results[index][name] = array
+        return results
+
+
+def lengths_from_mask(mask: torch.Tensor) -> np.ndarray:
+    return mask.long().sum(dim=1).cpu().numpy()

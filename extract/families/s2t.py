@@ -1,0 +1,48 @@
+"""fairseq S2T through transformers' Speech2Text: log-mel filterbanks, a strided conv stem, a transformer encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from extract.families.base import Extractor, Prepared
+from extract.hooks import Site
+
+
+class S2TExtractor(Extractor):
+    family = "s2t"
+    default_checkpoint = "facebook/s2t-medium-mustc-multilingual-st"
+
+    @classmethod
+    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "S2TExtractor":
+        from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
+
+        if random_init:
+            model = Speech2TextForConditionalGeneration(Speech2TextConfig.from_pretrained(checkpoint, revision=revision))
+        else:
+            model = Speech2TextForConditionalGeneration.from_pretrained(checkpoint, revision=revision)
+        processor = Speech2TextFeatureExtractor.from_pretrained(checkpoint, revision=revision)
+        return cls(model, processor, checkpoint, revision, **kwargs)
+
+    @property
+    def encoder(self):
+        return self.model.model.encoder
+
+    def site_table(self) -> dict[str, Site]:
+        table = {f"encoder.layer.{i}": Site(f"model.encoder.layers.{i}") for i in range(len(self.encoder.layers))}
+        table["encoder.final"] = Site("model.encoder.layer_norm")
+        return table
+
+    def prepare(self, audios: list[np.ndarray]) -> Prepared:
+        batch = self.processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
+        return Prepared({"input_features": batch.input_features, "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+
+    def encode(self, inputs):
+        return self.encoder(inputs["input_features"], attention_mask=inputs["attention_mask"])
+
+    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+        frames = prepared.inputs["attention_mask"].sum(dim=1)
+        return self.encoder._get_feat_extract_output_lengths(frames).cpu().numpy()
+
+    def frame_rate(self, site: str) -> float:
+        return 100.0 / 2 ** self.model.config.num_conv_layers

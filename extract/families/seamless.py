@@ -1,0 +1,61 @@
+"""SeamlessM4T v2, speech encoder only: conformer layers, then (after the encoder's layer norm) the
+intermediate FFN, the length adaptor and the inner layer norm."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from extract.families.base import Extractor, Prepared, lengths_from_mask
+from extract.hooks import Site
+
+FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
+
+
+class SeamlessExtractor(Extractor):
+    family = "seamless"
+    default_checkpoint = "facebook/seamless-m4t-v2-large"
+
+    @classmethod
+    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "SeamlessExtractor":
+        from transformers import SeamlessM4TFeatureExtractor, SeamlessM4Tv2Config, SeamlessM4Tv2ForSpeechToText
+
+        if random_init:
+            model = SeamlessM4Tv2ForSpeechToText(SeamlessM4Tv2Config.from_pretrained(checkpoint, revision=revision))
+        else:
+            model = SeamlessM4Tv2ForSpeechToText.from_pretrained(checkpoint, revision=revision)
+        processor = SeamlessM4TFeatureExtractor.from_pretrained(checkpoint, revision=revision)
+        return cls(model, processor, checkpoint, revision, **kwargs)
+
+    @property
+    def speech_encoder(self):
+        return self.model.speech_encoder
+
+    def site_table(self) -> dict[str, Site]:
+        layers = len(self.speech_encoder.encoder.layers)
+        table = {f"encoder.layer.{i}": Site(f"speech_encoder.encoder.layers.{i}") for i in range(layers)}
+        table["pre_adapter"] = Site("speech_encoder.encoder")
+        table["post_adapter"] = Site("speech_encoder.inner_layer_norm")
+        return table
+
+    def prepare(self, audios: list[np.ndarray]) -> Prepared:
+        batch = self.processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
+        return Prepared({"input_features": batch.input_features, "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+
+    def encode(self, inputs):
+        return self.speech_encoder(input_features=inputs["input_features"], attention_mask=inputs["attention_mask"])
+
+    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+        mask = prepared.inputs["attention_mask"]
+        if site != "post_adapter" or self.speech_encoder.adapter is None:
+            return lengths_from_mask(mask)
+        for layer in self.speech_encoder.adapter.layers:  # each adaptor layer's own length formula
+            lengths = layer._compute_sub_sample_lengths_from_attention_mask(mask).long()
+            width = int(lengths.max())
+            mask = (torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]).long()
+        return lengths.cpu().numpy()
+
+    def frame_rate(self, site: str) -> float:
+        if site != "post_adapter" or self.speech_encoder.adapter is None:
+            return FEATURE_FRAMES_PER_SECOND
+        return FEATURE_FRAMES_PER_SECOND / self.model.config.adaptor_stride ** len(self.speech_encoder.adapter.layers)

@@ -1,0 +1,111 @@
+"""One hook context manager for every model family.
+
+It registers forward hooks on the modules named in a site table, keeps a detached copy of each
+captured tensor, optionally stops the forward pass once every requested site has fired (no work
+past the last wanted layer, no decoder), always removes its hooks, and fails loudly when a site
+did not fire (e.g. a layer skipped by layerdrop) or fired twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a hidden state is read: ``module`` (a dotted path), its input or output, and a transform."""
+
+    module: str
+    take: str = "output"  # "output", or "input" (the first positional argument)
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None
+    select: Callable[[object], torch.Tensor] | None = None  # picks the tensor out of a structured output
+
+    def __post_init__(self):
+        if self.take not in ("input", "output"):
+            raise ValueError(f"take must be 'input' or 'output', got {self.take!r}")
+
+
+class SiteNotCapturedError(RuntimeError):
+    """A requested site did not fire during the forward pass."""
+
+
+class _StopForward(Exception):
+    """Raised inside a hook to end the forward pass early; never escapes :func:`capture`."""
+
+
+@dataclass
+class Capture:
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    stopped_early: bool = False
+
+
+def _first_tensor(value) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    if hasattr(value, "last_hidden_state"):
+        return value.last_hidden_state
+    raise TypeError(f"cannot find a tensor in a {type(value).__name__}")
+
+
+def resolve_module(model: nn.Module, path: str) -> nn.Module:
+    try:
+        return model.get_submodule(path)
+    except AttributeError as error:
+        raise KeyError(f"model {type(model).__name__} has no module {path!r}") from error
+
+
+@contextmanager
+def capture(model: nn.Module, sites: dict[str, Site], stop_early: bool = True) -> Iterator[tuple[Capture, Callable]]:
+    """Yield ``(capture, run)``: call ``run(fn, *args, **kwargs)`` to run the forward pass.
+
+    ``run`` returns the forward's result, or None when the pass was stopped after the last site.
+    """
+    result = Capture()
+    handles = []
+
+    def make_hook(name: str, site: Site):
+        def store(value) -> None:
+            if name in result.tensors:
+                raise RuntimeError(f"site {name} ({site.module}) fired twice in one forward pass")
+            tensor = (site.select(value) if site.select else _first_tensor(value)).detach()
+            result.tensors[name] = site.transform(tensor) if site.transform else tensor
+            if stop_early and len(result.tensors) == len(sites):
+                raise _StopForward
+
+        if site.take == "input":
+            return lambda module, args, kwargs: store(args[0] if args else next(iter(kwargs.values())))
+        return lambda module, args, kwargs, output: store(output)
+
+    try:
+        for name, site in sites.items():
+            module = resolve_module(model, site.module)
+            hook = make_hook(name, site)
+            if site.take == "input":
+                handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+            else:
+                handles.append(module.register_forward_hook(hook, with_kwargs=True))
+
+        def run(fn: Callable, *args, **kwargs):
+            try:
+                output = fn(*args, **kwargs)
+            except _StopForward:
+                result.stopped_early = True
+                output = None
+            missing = [name for name in sites if name not in result.tensors]
+            if missing:
+                raise SiteNotCapturedError(
+                    f"sites not captured: {', '.join(missing)} (a skipped layer? check that layerdrop is 0 and the model is in eval mode)"
+                )
+            return output
+
+        yield result, run
+    finally:
+        for handle in handles:
+            handle.remove()
