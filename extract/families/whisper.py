@@ -58,5 +58,8 @@ class WhisperExtractor(Extractor):
             return np.full(len(prepared.samples), frames)
         return np.minimum(np.array([math.ceil(n / SAMPLES_PER_FRAME) for n in prepared.samples]), frames)
 
+    def input_seconds(self, seconds: float) -> float:
+        return self.encoder.config.max_source_positions * SAMPLES_PER_FRAME / 16_000  # always padded to 30 s
+
     def frame_rate(self, site: str) -> float:
         return 16_000 / SAMPLES_PER_FRAME
