@@ -1,8 +1,8 @@
 """``python -m experiments.demo``: the end-to-end demo on the embedded default corpus.
 
-Today it builds the synthetic demo corpus (with its corpus card) and loads the bundled, converted
-Whisper base; extraction, probes, gaps and figures join as their stages land. Every stage skips
-work already done.
+Today it builds the synthetic demo corpus (with its corpus card) and extracts every site of the
+bundled, converted Whisper base into a shard store; probes, gaps and figures join as their
+stages land. Every stage skips work already done.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import time
 
 from experiments.democorpus.build import build_demo_corpus, default_root
+from experiments.extract import main as extract_main
 from extract.manifest import read_manifest
 
 
@@ -31,13 +32,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"[demo] corpus card: {corpus.root / 'CARD.md'}")
 
-    from transformers import WhisperForConditionalGeneration
-
-    from extract.weights import bundled_whisper
-
-    folder = bundled_whisper("base")
-    model = WhisperForConditionalGeneration.from_pretrained(folder)
-    print(f"[demo] bundled Whisper base ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters) at {folder}")
+    store = corpus.root.parent.parent / "stores" / f"demo-seed{args.seed}" / "whisper-base"
+    status = extract_main(["--model", "whisper", "--checkpoint", "bundled-base", "--manifest", str(corpus.manifest), "--sites", "all", "--out", str(store)])
+    if status != 0:
+        raise SystemExit(f"[demo] extraction failed with status {status}")
     print(f"[demo] done in {time.time() - started:.0f} s")
 
 
