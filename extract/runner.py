@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from extract.audio import AudioError, load_audio
 from extract.families.base import Extractor

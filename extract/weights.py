@@ -196,7 +196,7 @@ def whisper_state_dict(ct2: CT2Model) -> tuple[dict[str, torch.Tensor], dict]:
     return state, dims
 
 
-def _generation_config(tokenizer, ct2_config: dict, config) -> "GenerationConfig":
+def _generation_config(tokenizer, ct2_config: dict, config):
     from transformers import GenerationConfig
 
     ids = tokenizer.convert_tokens_to_ids

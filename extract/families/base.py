@@ -116,5 +116,18 @@ class Extractor(ABC):
         return results
 
 
+def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:
+    """Pretrained weights, or the same architecture with random weights (the random-model baseline)."""
+    if random_init:
+        return model_class(config_class.from_pretrained(checkpoint, revision=revision))
+    return model_class.from_pretrained(checkpoint, revision=revision)
+
+
+def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepared:
+    """Run a padding feature extractor with its attention mask (the source of valid lengths)."""
+    batch = processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
+    return Prepared({input_key: batch[input_key], "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+
+
 def lengths_from_mask(mask: torch.Tensor) -> np.ndarray:
     return mask.long().sum(dim=1).cpu().numpy()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared
+from extract.families.base import Extractor, Prepared, load_weights, padded_batch
 from extract.hooks import Site
 
 
@@ -17,10 +17,7 @@ class S2TExtractor(Extractor):
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "S2TExtractor":
         from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
 
-        if random_init:
-            model = Speech2TextForConditionalGeneration(Speech2TextConfig.from_pretrained(checkpoint, revision=revision))
-        else:
-            model = Speech2TextForConditionalGeneration.from_pretrained(checkpoint, revision=revision)
+        model = load_weights(Speech2TextForConditionalGeneration, Speech2TextConfig, checkpoint, revision, random_init)
         processor = Speech2TextFeatureExtractor.from_pretrained(checkpoint, revision=revision)
         return cls(model, processor, checkpoint, revision, **kwargs)
 
@@ -34,8 +31,7 @@ class S2TExtractor(Extractor):
         return table
 
     def prepare(self, audios: list[np.ndarray]) -> Prepared:
-        batch = self.processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
-        return Prepared({"input_features": batch.input_features, "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+        return padded_batch(self.processor, audios, "input_features")
 
     def encode(self, inputs):
         return self.encoder(inputs["input_features"], attention_mask=inputs["attention_mask"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, lengths_from_mask
+from extract.families.base import Extractor, Prepared, lengths_from_mask, load_weights, padded_batch
 from extract.hooks import Site
 
 FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
@@ -20,10 +20,7 @@ class SeamlessExtractor(Extractor):
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "SeamlessExtractor":
         from transformers import SeamlessM4TFeatureExtractor, SeamlessM4Tv2Config, SeamlessM4Tv2ForSpeechToText
 
-        if random_init:
-            model = SeamlessM4Tv2ForSpeechToText(SeamlessM4Tv2Config.from_pretrained(checkpoint, revision=revision))
-        else:
-            model = SeamlessM4Tv2ForSpeechToText.from_pretrained(checkpoint, revision=revision)
+        model = load_weights(SeamlessM4Tv2ForSpeechToText, SeamlessM4Tv2Config, checkpoint, revision, random_init)
         processor = SeamlessM4TFeatureExtractor.from_pretrained(checkpoint, revision=revision)
         return cls(model, processor, checkpoint, revision, **kwargs)
 
@@ -39,8 +36,7 @@ class SeamlessExtractor(Extractor):
         return table
 
     def prepare(self, audios: list[np.ndarray]) -> Prepared:
-        batch = self.processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
-        return Prepared({"input_features": batch.input_features, "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+        return padded_batch(self.processor, audios, "input_features")
 
     def encode(self, inputs):
         return self.speech_encoder(input_features=inputs["input_features"], attention_mask=inputs["attention_mask"])

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared
+from extract.families.base import Extractor, Prepared, load_weights
 from extract.hooks import Site
 
 SAMPLES_PER_FRAME = 320  # 10 ms mel hop x conv stride 2 at 16 kHz
@@ -26,10 +26,7 @@ class WhisperExtractor(Extractor):
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, keep_padding: bool = False, **kwargs) -> "WhisperExtractor":
         from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-        if random_init:
-            model = WhisperForConditionalGeneration(WhisperConfig.from_pretrained(checkpoint, revision=revision))
-        else:
-            model = WhisperForConditionalGeneration.from_pretrained(checkpoint, revision=revision)
+        model = load_weights(WhisperForConditionalGeneration, WhisperConfig, checkpoint, revision, random_init)
         processor = WhisperFeatureExtractor.from_pretrained(checkpoint, revision=revision)
         return cls(model, processor, checkpoint, revision, keep_padding=keep_padding, **kwargs)
 

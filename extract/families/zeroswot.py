@@ -15,7 +15,7 @@ import re
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, lengths_from_mask
+from extract.families.base import Extractor, Prepared, lengths_from_mask, padded_batch
 from extract.hooks import Site
 
 PROCESSOR_CHECKPOINT = "facebook/wav2vec2-large-960h-lv60-self"
@@ -74,8 +74,7 @@ class ZeroSwotExtractor(Extractor):
         return {"_post_adapter_mask": Site("", select=_second_tensor)} if "post_adapter" in sites else {}
 
     def prepare(self, audios: list[np.ndarray]) -> Prepared:
-        batch = self.processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
-        return Prepared({"input_values": batch.input_values, "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
+        return padded_batch(self.processor, audios, "input_values")
 
     def encode(self, inputs):
         return self.model(inputs["input_values"], attention_mask=inputs["attention_mask"])
