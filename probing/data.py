@@ -1,0 +1,122 @@
+"""Labels and speaker-disjoint, gender-balanced splits from shard metadata.
+
+Every probe reads its labels from the store's metadata, so a probe can be trained from the
+shards alone. Splits follow the manifest's train/dev/test when present; otherwise they are
+speaker-disjoint (80/20 train/test by speaker, dev carved from the train speakers). Each split is
+balanced by downsampling the larger class, spreading the kept utterances over its speakers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TASKS = {"female-male": ("male", "female"), "other-male": ("male", "other")}  # class 0, class 1
+
+
+@dataclass
+class SplitData:
+    ids: list[str]
+    labels: np.ndarray  # 0/1 per TASKS order
+    speakers: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def describe(self) -> dict:
+        return {"utterances": len(self.ids), "speakers": int(len(set(self.speakers.tolist()))), "class_1_share": float(self.labels.mean()) if len(self) else 0.0}
+
+
+@dataclass
+class ProbeSplits:
+    task: str
+    train: SplitData
+    dev: SplitData
+    test: SplitData
+    source: str  # "manifest" or "speaker-disjoint"
+
+    @property
+    def class_names(self) -> tuple[str, str]:
+        return TASKS[self.task]
+
+    def sizes(self) -> dict:
+        return {"source": self.source, **{name: getattr(self, name).describe() for name in ("train", "dev", "test")}}
+
+
+def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Downsample the larger class to the smaller one's size, round robin over its speakers (seeded)."""
+    by_class = [indices[labels[indices] == c] for c in (0, 1)]
+    target = min(len(group) for group in by_class)
+    kept = []
+    for group in by_class:
+        if len(group) == target:
+            kept.append(group)
+            continue
+        per_speaker = {}
+        for index in rng.permutation(group):
+            per_speaker.setdefault(speakers[index], []).append(index)
+        queues = [per_speaker[s] for s in rng.permutation(sorted(per_speaker))]
+        chosen, depth = [], 0
+        while len(chosen) < target:
+            for queue in queues:
+                if depth < len(queue) and len(chosen) < target:
+                    chosen.append(queue[depth])
+            depth += 1
+        kept.append(np.array(chosen, dtype=int))
+    return np.sort(np.concatenate(kept))
+
+
+def _speaker_disjoint(labels, speakers, rng, test_share=0.2, dev_share=0.1):
+    """Assign whole speakers to train/dev/test per class, so each split keeps both classes."""
+    assignment = {}
+    for c in (0, 1):
+        names = sorted(set(speakers[labels == c].tolist()))
+        order = [names[i] for i in rng.permutation(len(names))]
+        needed = 1 + (test_share > 0) + (dev_share > 0)
+        if len(order) < needed:
+            raise ValueError(f"need at least {needed} speakers of class {c} for speaker-disjoint splits, got {len(order)}")
+        n_test = max(1, int(round(test_share * len(order)))) if test_share > 0 else 0
+        n_dev = max(1, int(round(dev_share * len(order)))) if dev_share > 0 else 0
+        for position, name in enumerate(order):
+            assignment[name] = "test" if position < n_test else "dev" if position < n_test + n_dev else "train"
+    return np.array([assignment[s] for s in speakers])
+
+
+def make_splits(metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None) -> ProbeSplits:
+    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
+    negative, positive = TASKS[task]
+    genders = np.array(metadata["gender"])
+    keep = np.isin(genders, [negative, positive])
+    if language is not None:
+        keep &= np.array(metadata["language"]) == language
+    index = np.flatnonzero(keep)
+    if len(index) == 0:
+        raise ValueError(f"no utterances labelled {negative}/{positive}" + (f" in language {language}" if language else ""))
+    labels = (genders[index] == positive).astype(int)
+    absent = [name for value, name in ((0, negative), (1, positive)) if value not in labels]
+    if absent:
+        raise ValueError(f"no utterances labelled {absent[0]}: a {task} probe needs both classes")
+    speakers = np.array(metadata["speaker"], dtype=object)[index]
+    given = np.array(metadata["split"], dtype=object)[index]
+    rng = np.random.default_rng(seed)
+    if {"train", "test"} <= set(given.tolist()):
+        split_of, source = given, "manifest"
+        if "dev" not in set(given.tolist()):
+            train_only = split_of == "train"
+            carved = _speaker_disjoint(labels[train_only], speakers[train_only], rng, test_share=0.0, dev_share=0.1)
+            split_of = split_of.copy()
+            split_of[train_only] = np.where(carved == "dev", "dev", "train")
+    else:
+        split_of, source = _speaker_disjoint(labels, speakers, rng), "speaker-disjoint"
+    all_ids = np.array(ids, dtype=object)[index]
+    parts = {}
+    for name in ("train", "dev", "test"):
+        members = np.flatnonzero(split_of == name)
+        if name != "dev" and (len(members) == 0 or len(set(labels[members].tolist())) < 2):
+            raise ValueError(f"the {name} split lacks one of the classes {negative}/{positive}")
+        chosen = _balance(members, labels, speakers, rng) if len(members) else members
+        parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
+    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source)

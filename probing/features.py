@@ -1,0 +1,72 @@
+"""Probe inputs read from a store, and standardization with training-split statistics.
+
+Random-init and layer-normed states have tiny per-dimension scales; an unscaled L2 logistic probe
+then reads chance where a scaled one reads 100, so features are standardized by default.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SAMPLED_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def positional(reader, site: str, ids: list[str], positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``positions`` frames (``[N, P, D]``, zero-padded) and each utterance's valid count."""
+    return reader.leading(site, positions, ids)
+
+
+def pooled(reader, site: str, ids: list[str], how: str) -> np.ndarray:
+    """``[N, P', D]``: mean or max over valid frames (P' = 1), or frames at 0/25/50/75/100 % of the length (P' = 5)."""
+    if how == "mean":
+        return reader.means(site, ids)[:, None, :]
+    rows = []
+    for utterance_id in ids:
+        states = reader.get(site, utterance_id)
+        if how == "max":
+            rows.append(states.max(axis=0, keepdims=True))
+        elif how == "sampled":
+            rows.append(states[[int(round(q * (len(states) - 1))) for q in SAMPLED_FRACTIONS]])
+        else:
+            raise ValueError(f"unknown pooling {how!r}")
+    return np.stack(rows)
+
+
+def sequences(reader, site: str, ids: list[str], max_frames: int | None = None) -> list[np.ndarray]:
+    out = []
+    for utterance_id in ids:
+        states = reader.get(site, utterance_id)
+        out.append(states[:max_frames] if max_frames else states)
+    return out
+
+
+class Standardizer:
+    """Per position and dimension (``[P, D]``) statistics over the valid training rows."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray):
+        self.mean, self.scale = mean, scale
+
+    @classmethod
+    def fit(cls, x: np.ndarray, mask: np.ndarray) -> "Standardizer":
+        weights = mask[..., None].astype(np.float64)
+        count = np.maximum(weights.sum(axis=0), 1.0)
+        mean = (x * weights).sum(axis=0) / count
+        variance = (((x - mean) ** 2) * weights).sum(axis=0) / count
+        scale = np.sqrt(variance)
+        scale[scale < 1e-12] = 1.0  # a constant dimension carries nothing; leave it centred
+        return cls(mean.astype(np.float32), scale.astype(np.float32))
+
+    @classmethod
+    def fit_sequences(cls, sequences: list[np.ndarray]) -> "Standardizer":
+        frames = np.concatenate(sequences)
+        return cls.fit(frames[:, None, :], np.ones((len(frames), 1), dtype=bool))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.scale).astype(np.float32)
+
+    def sequences(self, sequences: list[np.ndarray]) -> list[np.ndarray]:
+        return [((s - self.mean[0]) / self.scale[0]).astype(np.float32) for s in sequences]
+
+
+def valid_mask(lengths: np.ndarray, positions: int) -> np.ndarray:
+    return np.arange(positions)[None, :] < np.asarray(lengths)[:, None]

@@ -1,0 +1,63 @@
+"""Probe modules: ``(x [B, T, D], lengths [B]) -> logits``. Training lives in :mod:`probing.train`."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class PositionalLogistic(nn.Module):
+    """One binary logistic classifier per position, all positions in one batched linear map.
+
+    ``x [B, P, D] -> logits [B, P]``; weights ``[P, D]``, biases ``[P]``. Positions beyond an
+    utterance's length produce logits that the loss and the metrics mask out.
+    """
+
+    def __init__(self, positions: int, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(positions, dim))
+        self.bias = nn.Parameter(torch.zeros(positions))
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.einsum("bpd,pd->bp", x, self.weight) + self.bias
+
+
+class AttentionProbe(nn.Module):
+    """Fucci et al. 2025: one learnable query attends over W_K x and W_V x; a linear layer gives class logits.
+
+    ``x [B, T, D], lengths [B] -> (logits [B, 2], attention [B, T])``; padded positions get zero weight.
+    """
+
+    def __init__(self, dim: int, classes: int = 2):
+        super().__init__()
+        self.query = nn.Parameter(torch.randn(dim) / math.sqrt(dim))
+        self.keys = nn.Linear(dim, dim, bias=False)
+        self.values = nn.Linear(dim, dim, bias=False)
+        self.classifier = nn.Linear(dim, classes)
+        nn.init.xavier_uniform_(self.classifier.weight)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.keys(x) @ self.query / math.sqrt(x.shape[-1])
+        scores = scores.masked_fill(~length_mask(lengths, x.shape[1]), float("-inf"))
+        attention = torch.softmax(scores, dim=-1)
+        pooled = torch.einsum("bt,btd->bd", attention, self.values(x))
+        return self.classifier(pooled), attention
+
+
+def interpolate_weights(weights: list, points: int = 100):
+    """Resample each utterance's attention weights (its valid length) to ``points`` values, for mean ± std curves."""
+    import numpy as np
+
+    grid = np.linspace(0.0, 1.0, points)
+    out = np.empty((len(weights), points))
+    for row, w in enumerate(weights):
+        w = np.asarray(w, dtype=float)
+        out[row] = np.interp(grid, np.linspace(0.0, 1.0, len(w)), w) if len(w) > 1 else np.full(points, w[0] if len(w) else np.nan)
+    return out

@@ -1,0 +1,189 @@
+"""Training with Lightning: one LightningModule per regimen, any probe module inside.
+
+- :class:`LogisticSystem`: L2-regularised logistic probes (per position, or pooled), full batch,
+  L-BFGS, the same objective as scikit-learn's ``LogisticRegression(C=1)`` per position;
+- :class:`AttentionSystem`: the attention probe, Adam lr 1e-4, batch 32, ReduceLROnPlateau(0.5, 3)
+  and early stopping (min_delta 1e-5, patience 20) on dev loss, best weights restored.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from dataclasses import dataclass
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from probing.modules import AttentionProbe, PositionalLogistic, length_mask
+
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
+logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+
+
+def _trainer(device: str, max_epochs: int, callbacks=(), seed: int = 0) -> L.Trainer:
+    L.seed_everything(seed, workers=True, verbose=False)
+    return L.Trainer(
+        accelerator="gpu" if device.startswith("cuda") else "cpu", devices=1, max_epochs=max_epochs, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=list(callbacks),
+        num_sanity_val_steps=0, deterministic=False,
+    )
+
+
+class _Single(Dataset):
+    """A dataset of one item: the whole training set, for full-batch optimisation."""
+
+    def __init__(self, *tensors):
+        self.tensors = tensors
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        return self.tensors
+
+
+class LogisticSystem(L.LightningModule):
+    def __init__(self, positions: int, dim: int, c: float = 1.0, max_iter: int = 1000):
+        super().__init__()
+        self.save_hyperparameters()
+        self.probe = PositionalLogistic(positions, dim)
+
+    def training_step(self, batch, batch_index):
+        x, y, mask = batch
+        logits = self.probe(x)
+        targets = y[:, None].expand_as(logits).to(logits.dtype)
+        data = (F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask).sum()
+        penalty = 0.5 / self.hparams.c * self.probe.weight.pow(2).sum()
+        return (data + penalty) / x.shape[0]
+
+    def configure_optimizers(self):
+        return torch.optim.LBFGS(
+            self.parameters(), lr=1.0, max_iter=self.hparams.max_iter, history_size=20,
+            tolerance_grad=1e-6, tolerance_change=1e-10, line_search_fn="strong_wolfe",
+        )
+
+
+@dataclass
+class FittedLogistic:
+    weight: torch.Tensor  # [P, D]
+    bias: torch.Tensor  # [P]
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """P(class 1) for ``x [N, P, D]``: ``[N, P]``."""
+        with torch.inference_mode():
+            logits = torch.einsum("bpd,pd->bp", torch.as_tensor(x, dtype=torch.float32), self.weight) + self.bias
+        return torch.sigmoid(logits).numpy()
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> FittedLogistic:
+    """L2 logistic regression per position: ``x [N, P, D]``, ``y [N]``, ``mask [N, P]`` (valid positions)."""
+    system = LogisticSystem(x.shape[1], x.shape[2], c=c, max_iter=max_iter)
+    data = _Single(torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32), torch.as_tensor(mask, dtype=torch.float32))
+    _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
+    return FittedLogistic(system.probe.weight.detach().cpu(), system.probe.bias.detach().cpu())
+
+
+class SequenceDataset(Dataset):
+    def __init__(self, sequences: list[np.ndarray], labels: np.ndarray):
+        self.sequences, self.labels = sequences, labels
+
+    def __len__(self):
+        return len(self.sequences)
+
+    def __getitem__(self, index):
+        return self.sequences[index], int(self.labels[index])
+
+
+def collate_sequences(items):
+    width = max(len(seq) for seq, _ in items)
+    x = torch.zeros(len(items), width, items[0][0].shape[1])
+    for row, (seq, _) in enumerate(items):
+        x[row, : len(seq)] = torch.as_tensor(seq)
+    lengths = torch.tensor([len(seq) for seq, _ in items])
+    return x, lengths, torch.tensor([label for _, label in items])
+
+
+class AttentionSystem(L.LightningModule):
+    def __init__(self, dim: int, lr: float = 1e-4):  # Fucci et al. 2025: Adam at 1e-4
+        super().__init__()
+        self.save_hyperparameters()
+        self.probe = AttentionProbe(dim)
+
+    def _loss(self, batch):
+        x, lengths, y = batch
+        logits, _ = self.probe(x, lengths)
+        return F.cross_entropy(logits, y)
+
+    def training_step(self, batch, batch_index):
+        loss = self._loss(batch)
+        self.log("train_loss", loss, on_epoch=True, on_step=False, batch_size=len(batch[2]))
+        return loss
+
+    def validation_step(self, batch, batch_index):
+        self.log("val_loss", self._loss(batch), on_epoch=True, batch_size=len(batch[2]))
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=3)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val_loss"}}
+
+
+class KeepBest(L.Callback):
+    """Keeps the weights with the lowest dev loss in memory and restores them when training ends."""
+
+    def __init__(self):
+        self.best, self.state, self.epoch = float("inf"), None, -1
+
+    def on_validation_epoch_end(self, trainer, module):
+        loss = float(trainer.callback_metrics["val_loss"])
+        if loss < self.best:
+            self.best, self.state, self.epoch = loss, copy.deepcopy(module.state_dict()), trainer.current_epoch
+
+    def on_fit_end(self, trainer, module):
+        if self.state is not None:
+            module.load_state_dict(self.state)
+
+
+@dataclass
+class FittedAttention:
+    probe: AttentionProbe
+    best_epoch: int
+    epochs: int
+
+    def predict(self, sequences: list[np.ndarray], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Class-1 probabilities and each utterance's attention weights over its valid frames."""
+        probabilities, weights = [], []
+        self.probe.eval()
+        with torch.inference_mode():
+            for start in range(0, len(sequences), batch_size):
+                x, lengths, _ = collate_sequences([(s, 0) for s in sequences[start : start + batch_size]])
+                logits, attention = self.probe(x, lengths)
+                probabilities.append(torch.softmax(logits, -1)[:, 1].numpy())
+                weights.extend(a[:n].numpy() for a, n in zip(attention, lengths.tolist()))
+        return np.concatenate(probabilities), weights
+
+
+def fit_attention(train, dev, dim: int, max_epochs: int = 200, device: str = "cpu", seed: int = 0, batch_size: int = 32, lr: float = 1e-4) -> FittedAttention:
+    """``train``/``dev``: (sequences, labels). Early stopping needs a non-empty dev set."""
+    if not len(dev[0]):
+        raise ValueError("the attention probe needs a dev split for early stopping")
+    L.seed_everything(seed, verbose=False)
+    system = AttentionSystem(dim, lr=lr)
+    keep = KeepBest()
+    stop = L.pytorch.callbacks.EarlyStopping(monitor="val_loss", min_delta=1e-5, patience=20, mode="min")
+    generator = torch.Generator().manual_seed(seed)
+    train_loader = DataLoader(SequenceDataset(*train), batch_size=batch_size, shuffle=True, collate_fn=collate_sequences, generator=generator)
+    dev_loader = DataLoader(SequenceDataset(*dev), batch_size=batch_size, collate_fn=collate_sequences)
+    trainer = _trainer(device, max_epochs, callbacks=[keep, stop], seed=seed)
+    trainer.fit(system, train_loader, dev_loader)
+    return FittedAttention(system.probe.cpu(), keep.epoch, trainer.current_epoch)
+
+
+__all__ = ["fit_logistic", "fit_attention", "FittedLogistic", "FittedAttention", "length_mask"]
