@@ -48,10 +48,10 @@ class Standardizer:
 
     @classmethod
     def fit(cls, x: np.ndarray, mask: np.ndarray) -> "Standardizer":
-        weights = mask[..., None].astype(np.float64)
-        count = np.maximum(weights.sum(axis=0), 1.0)
-        mean = (x * weights).sum(axis=0) / count
-        variance = (((x - mean) ** 2) * weights).sum(axis=0) / count
+        where = np.broadcast_to(np.asarray(mask, dtype=bool)[..., None], x.shape)
+        count = np.maximum(where[..., :1].sum(axis=0), 1)
+        mean = x.sum(axis=0, where=where, dtype=np.float64) / count
+        variance = np.square(x - mean.astype(np.float32)).sum(axis=0, where=where, dtype=np.float64) / count
         scale = np.sqrt(variance)
         scale[scale < 1e-12] = 1.0  # a constant dimension carries nothing; leave it centred
         return cls(mean.astype(np.float32), scale.astype(np.float32))

@@ -59,33 +59,51 @@ def online_code(
     labels: np.ndarray,
     valid: np.ndarray,
     speakers: np.ndarray,
-    fit: Callable[[np.ndarray], object],
+    fit: Callable[[np.ndarray], object] | None,
     probabilities: Callable[[object, np.ndarray], np.ndarray],
     seed: int = 0,
     fractions=DEFAULT_FRACTIONS,
+    fit_many: Callable[[list[np.ndarray]], list] | None = None,
 ) -> OnlineCode:
     """``fit(indices) -> model`` trains a fresh probe; ``probabilities(model, indices) -> [n, P]`` gives P(class 1).
 
-    ``valid [N, P]`` marks the positions that exist for each example (all true for sequence probes).
+    ``fit_many(list of index arrays) -> models`` may replace ``fit`` to train every block's probe in
+    one go (the batched logistic probes do). ``valid [N, P]`` marks the positions that exist for
+    each example (all true for sequence probes).
     """
     order = speaker_order(speakers, seed)
     ends = block_ends(speakers[order], fractions)
     valid = valid.reshape(len(labels), -1)
     online = np.zeros(valid.shape[1])
-    uniform_blocks = []
-    start = 0
-    for number, end in enumerate(ends):
+    starts = [0, *ends[:-1]]
+    coded, uniform_blocks = [], []
+    for number, (start, end) in enumerate(zip(starts, ends)):
         block = order[start:end]
-        seen = order[:start]
-        if number == 0 or len(set(labels[seen].tolist())) < 2:
+        if number == 0 or len(set(labels[order[:start]].tolist())) < 2:
             online += valid[block].sum(axis=0) * np.log2(CLASSES)
             if number > 0:
                 uniform_blocks.append(number)
         else:
-            p1 = np.asarray(probabilities(fit(seen), block)).reshape(len(block), -1)
-            p_true = np.where(labels[block][:, None] == 1, p1, 1.0 - p1)
-            bits = -np.log2(np.clip(p_true, 1e-12, 1.0))
-            online += (bits * valid[block]).sum(axis=0)
-        start = end
+            coded.append((order[:start], block))
+    models = fit_many([seen for seen, _ in coded]) if fit_many else [fit(seen) for seen, _ in coded]
+    for model, (_, block) in zip(models, coded):
+        p1 = np.asarray(probabilities(model, block)).reshape(len(block), -1)
+        p_true = np.where(labels[block][:, None] == 1, p1, 1.0 - p1)
+        online += (-np.log2(np.clip(p_true, 1e-12, 1.0)) * valid[block]).sum(axis=0)
     uniform = valid.sum(axis=0) * np.log2(CLASSES)
     return OnlineCode(online, uniform.astype(float), ends, uniform_blocks)
+
+
+def online_code_logistic(x: np.ndarray, labels: np.ndarray, valid: np.ndarray, speakers: np.ndarray, seed: int = 0,
+                         fractions=DEFAULT_FRACTIONS, **fit_options) -> OnlineCode:
+    """Online code of per-position logistic probes, every block's probe trained in one batched fit
+    (one head per training prefix): ``x [N, P, D]``, ``valid [N, P]``."""
+    from probing.train import fit_logistic_heads
+
+    def fit_blocks(prefixes):
+        heads = np.zeros((len(prefixes), *valid.shape), dtype=bool)
+        for head, prefix in enumerate(prefixes):
+            heads[head, prefix] = valid[prefix]
+        return fit_logistic_heads(x, np.broadcast_to(labels, (len(prefixes), len(labels))), heads, seed=seed, **fit_options)
+
+    return online_code(labels, valid, speakers, None, lambda model, idx: model.probabilities(x[idx]), seed=seed, fractions=fractions, fit_many=fit_blocks)

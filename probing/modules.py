@@ -15,17 +15,24 @@ def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 class PositionalLogistic(nn.Module):
     """One binary logistic classifier per position, all positions in one batched linear map.
 
-    ``x [B, P, D] -> logits [B, P]``; weights ``[P, D]``, biases ``[P]``. Positions beyond an
-    utterance's length produce logits that the loss and the metrics mask out.
+    ``x [B, P, D] -> logits [H, B, P]``; weights ``[H, P, D]``, biases ``[H, P]``. ``H`` independent
+    heads share one pass over ``x`` (the MDL blocks, or a probe and its controls), which turns the
+    per-position matrix-vector products into matrix products. Positions beyond an utterance's length
+    produce logits that the loss and the metrics mask out.
     """
 
-    def __init__(self, positions: int, dim: int):
+    def __init__(self, positions: int, dim: int, heads: int = 1):
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(positions, dim))
-        self.bias = nn.Parameter(torch.zeros(positions))
+        self.weight = nn.Parameter(torch.zeros(heads, positions, dim))
+        self.bias = nn.Parameter(torch.zeros(heads, positions))
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.einsum("bpd,pd->bp", x, self.weight) + self.bias
+        return torch.einsum("bpd,hpd->hbp", x, self.weight) + self.bias[:, None, :]
+
+    def position_major(self, x_by_position: torch.Tensor) -> torch.Tensor:
+        """The same logits from ``x`` laid out ``[P, B, D]``, as ``[P, B, H]``: one contiguous matrix
+        product per position, no copy of ``x`` (what training uses, since it evaluates many times)."""
+        return torch.bmm(x_by_position, self.weight.permute(1, 2, 0)) + self.bias.T[:, None, :]
 
 
 class AttentionProbe(nn.Module):

@@ -10,7 +10,7 @@ import numpy as np
 
 from probing import controls, features, metrics
 from probing.data import ProbeSplits, make_splits
-from probing.mdl import online_code
+from probing.mdl import online_code, online_code_logistic
 from probing.train import fit_attention, fit_logistic
 
 PROBES = ("positional", "attention", "mean", "max", "sampled")
@@ -115,7 +115,7 @@ def _logistic_run(config, reader, splits, labels):
     extra["mean_test_length"] = mean_test_length
     row_metrics = _row_metrics(scores, span, splits.class_names)
     if config.mdl:
-        code = online_code(labels["train"], masks["train"], splits.train.speakers, fit, lambda m, idx: m.probabilities(x["train"][idx]), seed=config.seed)
+        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, c=config.c, max_iter=config.max_iter, device=config.device)
         arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits}
         extra |= _mdl_summary(code, span)
     return row_metrics | extra, arrays, {}

@@ -50,18 +50,21 @@ class _Single(Dataset):
 
 
 class LogisticSystem(L.LightningModule):
-    def __init__(self, positions: int, dim: int, c: float = 1.0, max_iter: int = 1000):
+    """Sum over heads and positions of ``sum_i logloss + ||w||^2 / (2C)``, divided by N: each
+    (head, position) keeps scikit-learn's objective, and the sum leaves them independent."""
+
+    def __init__(self, positions: int, dim: int, heads: int = 1, c: float = 1.0, max_iter: int = 1000):
         super().__init__()
         self.save_hyperparameters()
-        self.probe = PositionalLogistic(positions, dim)
+        self.probe = PositionalLogistic(positions, dim, heads)
 
     def training_step(self, batch, batch_index):
-        x, y, mask = batch
-        logits = self.probe(x)
-        targets = y[:, None].expand_as(logits).to(logits.dtype)
+        x, y, mask = batch  # position-major: [P, N, D], [N, H], [P, N, H]
+        logits = self.probe.position_major(x)
+        targets = y[None].expand_as(logits).to(logits.dtype)
         data = (F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask).sum()
         penalty = 0.5 / self.hparams.c * self.probe.weight.pow(2).sum()
-        return (data + penalty) / x.shape[0]
+        return (data + penalty) / x.shape[1]
 
     def configure_optimizers(self):
         return torch.optim.LBFGS(
@@ -82,12 +85,26 @@ class FittedLogistic:
         return torch.sigmoid(logits).numpy()
 
 
+def fit_logistic_heads(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> list[FittedLogistic]:
+    """Independent L2 logistic regressions per head and position, in one optimisation.
+
+    ``x [N, P, D]``; ``y [H, N]`` labels per head; ``mask [H, N, P]`` which (example, position)
+    pairs each head trains on (padding, or examples outside an MDL block's training prefix).
+    """
+    system = LogisticSystem(x.shape[1], x.shape[2], heads=y.shape[0], c=c, max_iter=max_iter)
+    data = _Single(
+        torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 0, 1), dtype=np.float32)),
+        torch.from_numpy(np.ascontiguousarray(np.asarray(y).T, dtype=np.float32)),
+        torch.from_numpy(np.ascontiguousarray(np.transpose(mask, (2, 1, 0)), dtype=np.float32)),
+    )
+    _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
+    weight, bias = system.probe.weight.detach().cpu(), system.probe.bias.detach().cpu()
+    return [FittedLogistic(weight[h], bias[h]) for h in range(y.shape[0])]
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> FittedLogistic:
     """L2 logistic regression per position: ``x [N, P, D]``, ``y [N]``, ``mask [N, P]`` (valid positions)."""
-    system = LogisticSystem(x.shape[1], x.shape[2], c=c, max_iter=max_iter)
-    data = _Single(torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32), torch.as_tensor(mask, dtype=torch.float32))
-    _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
-    return FittedLogistic(system.probe.weight.detach().cpu(), system.probe.bias.detach().cpu())
+    return fit_logistic_heads(x, y[None], mask[None], c=c, max_iter=max_iter, device=device, seed=seed)[0]
 
 
 class SequenceDataset(Dataset):
