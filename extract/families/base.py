@@ -46,6 +46,7 @@ class Extractor(ABC):
 
     family: ClassVar[str]
     default_checkpoint: ClassVar[str]
+    transformers_classes: ClassVar[tuple[str, str, str]] = ()  # model, config and feature extractor class names
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()
@@ -53,6 +54,16 @@ class Extractor(ABC):
         self.processor = processor
         self.checkpoint, self.revision = checkpoint, revision
         self.device, self.dtype = torch.device(device), dtype
+
+    @classmethod
+    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "Extractor":
+        """From the hub or a local folder; ``random_init`` keeps the architecture and draws new weights."""
+        import transformers
+
+        model_class, config_class, processor_class = (getattr(transformers, name) for name in cls.transformers_classes)
+        model = load_weights(model_class, config_class, checkpoint, revision, random_init)
+        processor = processor_class.from_pretrained(checkpoint, revision=revision)
+        return cls(model, processor, checkpoint, revision, **kwargs)
 
     @abstractmethod
     def site_table(self) -> dict[str, Site]:

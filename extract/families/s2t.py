@@ -5,21 +5,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, load_weights, padded_batch
+from extract.families.base import Extractor, Prepared, padded_batch
 from extract.hooks import Site
 
 
 class S2TExtractor(Extractor):
     family = "s2t"
+    transformers_classes = ("Speech2TextForConditionalGeneration", "Speech2TextConfig", "Speech2TextFeatureExtractor")
     default_checkpoint = "facebook/s2t-medium-mustc-multilingual-st"
-
-    @classmethod
-    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "S2TExtractor":
-        from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
-
-        model = load_weights(Speech2TextForConditionalGeneration, Speech2TextConfig, checkpoint, revision, random_init)
-        processor = Speech2TextFeatureExtractor.from_pretrained(checkpoint, revision=revision)
-        return cls(model, processor, checkpoint, revision, **kwargs)
 
     @property
     def encoder(self):

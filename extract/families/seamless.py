@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, lengths_from_mask, load_weights, padded_batch
+from extract.families.base import Extractor, Prepared, lengths_from_mask, padded_batch
 from extract.hooks import Site
 
 FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
@@ -14,15 +14,8 @@ FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
 
 class SeamlessExtractor(Extractor):
     family = "seamless"
+    transformers_classes = ("SeamlessM4Tv2ForSpeechToText", "SeamlessM4Tv2Config", "SeamlessM4TFeatureExtractor")
     default_checkpoint = "facebook/seamless-m4t-v2-large"
-
-    @classmethod
-    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "SeamlessExtractor":
-        from transformers import SeamlessM4TFeatureExtractor, SeamlessM4Tv2Config, SeamlessM4Tv2ForSpeechToText
-
-        model = load_weights(SeamlessM4Tv2ForSpeechToText, SeamlessM4Tv2Config, checkpoint, revision, random_init)
-        processor = SeamlessM4TFeatureExtractor.from_pretrained(checkpoint, revision=revision)
-        return cls(model, processor, checkpoint, revision, **kwargs)
 
     @property
     def speech_encoder(self):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, load_weights
+from extract.families.base import Extractor, Prepared
 from extract.hooks import Site
 
 SAMPLES_PER_FRAME = 320  # 10 ms mel hop x conv stride 2 at 16 kHz
@@ -15,20 +15,13 @@ SAMPLES_PER_FRAME = 320  # 10 ms mel hop x conv stride 2 at 16 kHz
 
 class WhisperExtractor(Extractor):
     family = "whisper"
+    transformers_classes = ("WhisperForConditionalGeneration", "WhisperConfig", "WhisperFeatureExtractor")
     default_checkpoint = "openai/whisper-large-v3"
 
     def __init__(self, *args, keep_padding: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.keep_padding = keep_padding
         self.encoder_path = "model.encoder" if hasattr(self.model, "model") else "encoder"
-
-    @classmethod
-    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, keep_padding: bool = False, **kwargs) -> "WhisperExtractor":
-        from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
-
-        model = load_weights(WhisperForConditionalGeneration, WhisperConfig, checkpoint, revision, random_init)
-        processor = WhisperFeatureExtractor.from_pretrained(checkpoint, revision=revision)
-        return cls(model, processor, checkpoint, revision, keep_padding=keep_padding, **kwargs)
 
     @property
     def encoder(self):
