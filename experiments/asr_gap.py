@@ -22,26 +22,22 @@ import numpy as np
 
 from experiments.asr_metrics import error_counts, metric_for, normalize
 from experiments.gaps import Group, delta_rel, published_resampling, relative_gap, speaker_bootstrap_interval
-from extract.manifest import normalize_gender
+from extract.manifest import ManifestError, iter_json_objects, normalize_gender
 
 REQUIRED = ("id", "reference", "hypothesis", "gender", "speaker", "language")
 
 
 def read_hypotheses(path: Path) -> list[dict]:
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: invalid JSON ({error})") from error
-            missing = [key for key in REQUIRED if key not in row]
-            if missing:
-                raise ValueError(f"{path}:{number}: missing key(s) {', '.join(missing)}")
+    for number, row in iter_json_objects(path):
+        missing = [key for key in REQUIRED if key not in row]
+        if missing:
+            raise ManifestError(path, number, f"missing key(s) {', '.join(missing)}")
+        try:
             row["gender"] = normalize_gender(row["gender"])
-            rows.append(row)
+        except ValueError as error:
+            raise ManifestError(path, number, str(error)) from error
+        rows.append(row)
     return rows
 
 

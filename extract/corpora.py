@@ -9,7 +9,6 @@ and line.
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from extract.manifest import ManifestError, Utterance, normalize_gender
+from extract.manifest import ManifestError, Utterance, iter_json_objects, normalize_gender
 
 csv.field_size_limit(sys.maxsize)
 
@@ -321,27 +320,18 @@ def generic_jsonl(path: str | Path, columns: Mapping[str, str] | None = None, **
     path = Path(path)
     columns = dict(columns or {})
     collector = _Collector(path)
-    with path.open(encoding="utf-8") as handle:
-        for line, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise ManifestError(path, line, f"invalid JSON: {error}") from error
-            if not isinstance(row, dict):
-                raise ManifestError(path, line, "expected a JSON object")
-            fields = dict(defaults)
-            used = set()
-            for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation"):
-                name = columns.get(key, key)
-                if name in row:
-                    fields[key] = row[name]
-                    used.add(name)
-            if "audio" in fields and not Path(str(fields["audio"])).is_absolute():
-                fields["audio"] = str(path.parent / str(fields["audio"]))
-            fields["extra"] = {**row.get("extra", {}), **{k: v for k, v in row.items() if k not in used and k != "extra"}}
-            collector.add(line, **fields)
+    for line, row in iter_json_objects(path):
+        fields = dict(defaults)
+        used = set()
+        for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation"):
+            name = columns.get(key, key)
+            if name in row:
+                fields[key] = row[name]
+                used.add(name)
+        if "audio" in fields and not Path(str(fields["audio"])).is_absolute():
+            fields["audio"] = str(path.parent / str(fields["audio"]))
+        fields["extra"] = {**row.get("extra", {}), **{k: v for k, v in row.items() if k not in used and k != "extra"}}
+        collector.add(line, **fields)
     return collector.result
 
 

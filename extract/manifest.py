@@ -106,6 +106,23 @@ class Utterance:
         return record
 
 
+def iter_json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
+    object raises :class:`ManifestError` naming the file and line."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ManifestError(path, number, f"invalid JSON: {error}") from error
+            if not isinstance(record, dict):
+                raise ManifestError(path, number, f"expected a JSON object, got {type(record).__name__}")
+            yield number, record
+
+
 def utterance_from_json(record: object) -> Utterance:
     if not isinstance(record, dict):
         raise ValueError(f"expected a JSON object, got {type(record).__name__}")
@@ -128,19 +145,16 @@ def read_manifest(path: str | Path) -> list[Utterance]:
     """
     path = Path(path)
     records, seen = [], {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                utterance = utterance_from_json(json.loads(line))
-            except (json.JSONDecodeError, ValueError, TypeError) as error:
-                raise ManifestError(path, number, str(error)) from error
-            if utterance.id in seen:
-                raise ManifestError(path, number, f"duplicate id {utterance.id!r} (first on line {seen[utterance.id]})")
-            seen[utterance.id] = number
-            utterance.audio = str(path.parent / utterance.audio) if not Path(utterance.audio).is_absolute() else utterance.audio
-            records.append(utterance)
+    for number, record in iter_json_objects(path):
+        try:
+            utterance = utterance_from_json(record)
+        except (ValueError, TypeError) as error:
+            raise ManifestError(path, number, str(error)) from error
+        if utterance.id in seen:
+            raise ManifestError(path, number, f"duplicate id {utterance.id!r} (first on line {seen[utterance.id]})")
+        seen[utterance.id] = number
+        utterance.audio = str(path.parent / utterance.audio) if not Path(utterance.audio).is_absolute() else utterance.audio
+        records.append(utterance)
     return records
 
 
