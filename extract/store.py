@@ -147,6 +147,7 @@ class ShardReader:
                     continue  # every utterance of this part was skipped: nothing to read
                 if sites is None:
                     sites, self.attrs = part_sites, {k: handle.attrs[k] for k in handle.attrs}
+                    self._dims = {site: int(handle[f"sites/{site}/data"].shape[1]) for site in part_sites}
                 elif set(part_sites) != set(sites):
                     raise StoreError(f"{part}: sites {part_sites} differ from {sites}")
                 for row, utterance_id in enumerate(handle["ids"].asstr()[:]):
@@ -186,7 +187,8 @@ class ShardReader:
         return len(self._ids)
 
     def dim(self, site: str) -> int:
-        return int(self._handle(0)[f"sites/{site}/data"].shape[1])
+        self._check_site(site)
+        return self._dims[site]
 
     def meta(self, utterance_id: str) -> dict:
         if utterance_id not in self._position:

@@ -80,8 +80,8 @@ def _logistic_run(config, reader, splits, labels):
         x = {}
         longest = max(int(reader.length(config.site, i)) for i in ids["train"] + ids["test"])
         width = min(config.positions, longest)
-        for name in ("train", "dev", "test"):
-            x[name], lengths[name] = features.positional(reader, config.site, ids[name], width) if ids[name] else (np.zeros((0, width, reader.dim(config.site)), np.float32), np.zeros(0, int))
+        for name in ("train", "test"):  # positional probes select nothing on dev
+            x[name], lengths[name] = features.positional(reader, config.site, ids[name], width)
         masks = {n: features.valid_mask(lengths[n], width) for n in x}
     else:
         x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
@@ -90,11 +90,7 @@ def _logistic_run(config, reader, splits, labels):
     if config.standardize:
         scaler = features.Standardizer.fit(x["train"], masks["train"])
         x = {n: scaler(v) if v is not None else None for n, v in x.items()}
-
-    def fit(indices):
-        return fit_logistic(x["train"][indices], labels["train"][indices], masks["train"][indices], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
-
-    model = fit(np.arange(len(ids["train"])))
+    model = fit_logistic(x["train"], labels["train"], masks["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
     predictions = (model.probabilities(x["test"]) > 0.5).astype(int)
     scores = metrics.position_scores(labels["test"], predictions, masks["test"])
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
