@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from extract.audio import AudioError, load_audio
 from extract.families.base import Extractor
 from extract.manifest import Utterance
@@ -35,10 +34,12 @@ def shard_slice(utterances: list[Utterance], num_shards: int, shard_index: int) 
     return utterances[shard_index::num_shards]
 
 
-def batches_by_seconds(durations: list[float], batch_seconds: float) -> list[list[int]]:
-    """Indices sorted by (duration, position), cut into batches whose total stays under ``batch_seconds``
-    (a longer single item forms its own batch)."""
-    order = sorted(range(len(durations)), key=lambda i: (durations[i], i))
+def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: list[float] | None = None) -> list[list[int]]:
+    """Indices sorted by (``sort_by`` or duration, position), cut into batches whose total duration
+    stays under ``batch_seconds`` (a longer single item forms its own batch). ``sort_by`` lets a model
+    whose inputs all cost the same (Whisper's 30 s window) still batch similar lengths together."""
+    keys = durations if sort_by is None else sort_by
+    order = sorted(range(len(durations)), key=lambda i: (keys[i], i))
     batches, current, total = [], [], 0.0
     for index in order:
         if current and total + durations[index] > batch_seconds:
@@ -139,13 +140,10 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
             skipped.append({"id": utterance.id, "audio": utterance.audio, "error": type(error).__name__, "message": str(error)})
             bar.update()
     kept = [u for u in part if u.id in audio]
-    dims = None
+    seconds = [len(audio[u.id]) / 16_000 for u in kept]
     writer = None
     try:
-        costs = [extractor.input_seconds(len(audio[u.id]) / 16_000) for u in kept]
-        order = sorted(range(len(kept)), key=lambda i: (len(audio[kept[i].id]), i))
-        for batch in batches_by_seconds([costs[i] for i in order], batch_seconds):
-            batch = [order[i] for i in batch]
+        for batch in batches_by_seconds([extractor.input_seconds(s) for s in seconds], batch_seconds, sort_by=seconds):
             chosen = [kept[i] for i in batch]
             states = extractor.extract([audio[u.id] for u in chosen], sites, ids=[u.id for u in chosen])
             if writer is None:
