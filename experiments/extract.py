@@ -23,14 +23,10 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper")
-    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
+    add_model_arguments(parser)
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--sites", default="all", help="comma-separated site names, or 'all'")
     parser.add_argument("--out", required=True, help="store folder")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
     parser.add_argument("--storage-dtype", default="float16", choices=["float16", "float32"])
     parser.add_argument("--batch-seconds", type=float, default=120.0, help="total audio seconds per batch")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="trim audio to this length (30 for ASR, 60 for ST)")
@@ -39,11 +35,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-index", type=int, default=0)
     parser.add_argument("--utterances-per-part", type=int, default=256, help="utterances per part file (the unit of resume)")
     parser.add_argument("--keep-padding", action="store_true", help="Whisper: store all 1500 frames of the padded 30 s input")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which model to load and where to run it (shared by extraction and transcription)."""
+    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
+    parser.add_argument("--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper")
+    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
 
 
 def resolve_checkpoint(family: str, checkpoint: str | None) -> str:
@@ -57,14 +62,15 @@ def resolve_checkpoint(family: str, checkpoint: str | None) -> str:
 
 
 def load_extractor(args):
-    options = {"revision": args.revision, "random_init": args.random_init, "device": args.device, "dtype": DTYPES[args.dtype]}
+    random_init = getattr(args, "random_init", False)
+    options = {"revision": args.revision, "random_init": random_init, "device": args.device, "dtype": DTYPES[args.dtype]}
     if args.model == "whisper":
-        options["keep_padding"] = args.keep_padding
+        options["keep_padding"] = getattr(args, "keep_padding", False)
     if args.model == "zeroswot":
         options["trust_remote_code"] = args.trust_remote_code
     elif args.trust_remote_code:
         print("note: --trust-remote-code has no effect for this family", file=sys.stderr)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(getattr(args, "seed", 0))
     return FAMILIES[args.model].load(resolve_checkpoint(args.model, args.checkpoint), **options)
 
 

@@ -76,3 +76,28 @@ def test_extract_cli_on_bundled_whisper_and_its_random_init_twin(tmp_path, clear
     assert real.get("encoder.final", "a").shape == (frames, 384) == random.get("encoder.final", "a").shape
     assert not np.allclose(real.get("encoder.final", "a"), random.get("encoder.final", "a"), atol=1e-2)
     assert json.loads(random.attrs["config"])["random_init"] is True
+
+
+def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_speech, capsys):
+    import soundfile
+
+    from experiments.transcribe import main
+    from extract.manifest import Utterance, write_manifest
+
+    soundfile.write(tmp_path / "a.wav", clear_english_speech, 16_000)
+    records = [Utterance(id=name, audio="a.wav", language="en", text=SENTENCE, gender=gender, speaker=name, split="test")
+               for name, gender in (("a", "female"), ("b", "male"))]
+    manifest = write_manifest(tmp_path / "m.jsonl", records)
+    out = tmp_path / "hyps.jsonl"
+    arguments = ["--model", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--task", "asr", "--out", str(out), "--quiet"]
+    assert main(arguments) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["hypothesis"] for row in rows] == [SENTENCE, SENTENCE]
+    assert {row["gender"] for row in rows} == {"female", "male"} and {row["model"] for row in rows} == {"bundled-base"}
+    settings = json.loads((tmp_path / "hyps.jsonl.settings.json").read_text())
+    assert settings["max_seconds"] == 30.0 and settings["decoding"]["overrides"] == {}
+    assert main(arguments) == 0
+    assert "0 of 2 utterances to do" in capsys.readouterr().out
+    assert len(out.read_text().splitlines()) == 2
+    with pytest.raises(SystemExit, match="other settings"):
+        main(arguments + ["--num-beams", "5"])

@@ -25,17 +25,14 @@ class VoiceTooHardError(RuntimeError):
 
 
 def transcribe_with_bundled_whisper(utterances, batch_size: int = 16, show_progress: bool = True) -> dict[str, str]:
-    import torch
+    """Greedy transcripts by the bundled Whisper base, the source language forced."""
     from tqdm.auto import tqdm
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
-    from transformers.utils import logging as transformers_logging
 
+    from experiments.generation import load_generator
+    from extract.families.whisper import WhisperExtractor
     from extract.weights import bundled_whisper
 
-    transformers_logging.set_verbosity_error()  # generate() warns about Whisper's own suppress-token processors
-    folder = bundled_whisper("base")
-    processor = WhisperProcessor.from_pretrained(folder)
-    model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
+    generator = load_generator(WhisperExtractor.load(str(bundled_whisper("base"))), num_beams=1, max_new_tokens=128)
     hypotheses = {}
     by_language = defaultdict(list)
     for utterance in utterances:
@@ -45,11 +42,8 @@ def transcribe_with_bundled_whisper(utterances, batch_size: int = 16, show_progr
             for start in range(0, len(group), batch_size):
                 batch = group[start : start + batch_size]
                 audio = [load_audio(u.audio, u.offset, u.duration, max_seconds=30.0).samples for u in batch]
-                features = processor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
-                with torch.inference_mode():
-                    tokens = model.generate(features, language=language, task="transcribe", num_beams=1, max_new_tokens=128)
-                for utterance, text in zip(batch, processor.batch_decode(tokens, skip_special_tokens=True)):
-                    hypotheses[utterance.id] = text.strip()
+                for utterance, text in zip(batch, generator.generate(audio, language, "asr")):
+                    hypotheses[utterance.id] = text
                 bar.update(len(batch))
     return hypotheses
 

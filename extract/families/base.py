@@ -93,6 +93,11 @@ class Extractor(ABC):
         """Extra tensors (e.g. an output mask) that ``valid_lengths`` needs; captured, never stored."""
         return {}
 
+    def on_device(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Inputs on the model's device; floating-point ones in the model's dtype."""
+        moved = {key: value.to(self.device) for key, value in inputs.items()}
+        return {key: value.to(self.dtype) if value.is_floating_point() else value for key, value in moved.items()}
+
     def resolve_sites(self, requested: list[str] | str) -> list[str]:
         table = self.site_table()
         if requested == "all" or requested == ["all"]:
@@ -108,8 +113,7 @@ class Extractor(ABC):
         table = self.site_table()
         wanted = {name: table[name] for name in sites} | self.auxiliary_sites(sites)
         prepared = self.prepare(audios)
-        inputs = {key: value.to(self.device) for key, value in prepared.inputs.items()}
-        inputs = {key: value.to(self.dtype) if value.is_floating_point() else value for key, value in inputs.items()}
+        inputs = self.on_device(prepared.inputs)
         with torch.inference_mode(), capture(self.model, wanted) as (captured, run):
             run(self.encode, inputs)
         results: list[dict[str, np.ndarray]] = [{} for _ in audios]

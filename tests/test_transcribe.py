@@ -1,0 +1,168 @@
+"""Generation on tiny random models: the language forcing of each family reaches the decoder, and the
+transcription loop writes, resumes and refuses mixed settings. Real decoding quality is checked on
+the bundled Whisper in test_real_whisper.py."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import GenerationConfig
+
+from experiments.generation import GenerationError, S2TGenerator, SeamlessGenerator, WhisperGenerator, ZeroSwotGenerator
+from experiments.transcribe import check_settings, finished_ids, transcribe
+from extract.manifest import Utterance
+from tests.tiny_models import tiny_extractor
+
+
+class IdTokenizer:
+    """Stand-in tokenizer: decodes ids as ``t<id>`` words and keeps the raw ids it was given."""
+
+    unk_token_id = 3
+
+    def __init__(self, lang_code_to_id=None):
+        self.lang_code_to_id = lang_code_to_id or {}
+        self.decoded: list[list[int]] = []
+
+    def batch_decode(self, tokens, skip_special_tokens=True):
+        rows = tokens.tolist()
+        self.decoded.extend(rows)
+        return [" ".join(f"t{i}" for i in row) for row in rows]
+
+    def convert_tokens_to_ids(self, token):
+        return self.lang_code_to_id.get(token, self.unk_token_id)
+
+
+def audios(seconds=(1.0, 1.6)):
+    rng = np.random.default_rng(0)
+    return [rng.normal(0, 0.1, int(s * 16_000)).astype(np.float32) for s in seconds]
+
+
+def test_s2t_forces_the_target_language_token():
+    tokenizer = IdTokenizer({"es": 42, "it": 43})
+    generator = S2TGenerator(tiny_extractor("s2t"), tokenizer, max_new_tokens=4)
+    texts = generator.generate(audios(), "en", "st", "it")
+    assert len(texts) == 2
+    assert all(row[1] == 43 for row in tokenizer.decoded)  # decoder start, then the forced language
+    with pytest.raises(GenerationError, match="no language token for 'fr'"):
+        generator.generate(audios(), "en", "st", "fr")
+
+
+def test_s2t_without_language_codes_generates_unforced():
+    generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer(), max_new_tokens=3)
+    assert generator.forced_bos("es") == {}
+    assert len(generator.generate(audios(), "en", "asr")) == 2
+
+
+def test_seamless_passes_its_three_letter_target_code():
+    extractor = tiny_extractor("seamless")
+    extractor.model.generation_config.text_decoder_lang_to_code_id = {"spa": 50, "eng": 51}
+    tokenizer = IdTokenizer()
+    generator = SeamlessGenerator(extractor, tokenizer, max_new_tokens=4)
+    generator.generate(audios(), "en", "st", "es")
+    assert all(row[1] == 50 for row in tokenizer.decoded)
+    tokenizer.decoded.clear()
+    generator.generate(audios(), "en", "asr")  # ASR: the target is the source language
+    assert all(row[1] == 51 for row in tokenizer.decoded)
+
+
+def _multilingual_tiny_whisper():
+    extractor = tiny_extractor("whisper")
+    extractor.model.generation_config = GenerationConfig(
+        decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=True, max_length=64,
+        lang_to_id={"<|en|>": 10, "<|es|>": 11}, task_to_id={"transcribe": 12, "translate": 13}, no_timestamps_token_id=14,
+    )
+    return extractor
+
+
+def _spy_on_generate(model):
+    """Record the keyword arguments of each ``generate`` call and still run the real one (HF Whisper
+    returns only the new tokens, so the forced prompt is checked in the call)."""
+    calls, real = [], model.generate
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    model.generate = spy
+    return calls
+
+
+@pytest.mark.parametrize("task, tgt_lang, expected", [("asr", None, ("es", "transcribe")), ("st", "en", ("es", "translate"))])
+def test_whisper_forces_language_and_task(task, tgt_lang, expected):
+    extractor = _multilingual_tiny_whisper()
+    calls = _spy_on_generate(extractor.model)
+    texts = WhisperGenerator(extractor, IdTokenizer(), max_new_tokens=3).generate(audios(), "es", task, tgt_lang)
+    assert len(texts) == 2
+    assert [(call["language"], call["task"]) for call in calls] == [expected]
+
+
+def test_whisper_refuses_non_english_translation_unless_forcing_is_asked_for():
+    with pytest.raises(GenerationError, match="only into English"):
+        WhisperGenerator(_multilingual_tiny_whisper(), IdTokenizer()).generate(audios(), "en", "st", "es")
+    extractor = _multilingual_tiny_whisper()
+    calls = _spy_on_generate(extractor.model)
+    generator = WhisperGenerator(extractor, IdTokenizer(), max_new_tokens=3, translate_by_forcing=True)
+    generator.generate(audios(), "en", "st", "es")
+    assert [(call["language"], call["task"]) for call in calls] == [("es", "transcribe")]  # target forced, transcribe task
+    assert generator.settings()["translate_by_forcing"] is True
+
+
+def test_zeroswot_feeds_compressed_embeddings_to_the_decoder_with_the_flores_code():
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    torch.manual_seed(0)
+    decoder = M2M100ForConditionalGeneration(M2M100Config(
+        vocab_size=64, d_model=24, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2,
+    ))
+    tokenizer = IdTokenizer({"spa_Latn": 60})
+    generator = ZeroSwotGenerator(tiny_extractor("zeroswot"), tokenizer, decoder, max_new_tokens=4)
+    generator.generate(audios(), "en", "st", "es")
+    assert all(row[:2] == [2, 60] for row in tokenizer.decoded)
+    with pytest.raises(GenerationError, match="no language token 'fra_Latn'"):
+        generator.generate(audios(), "en", "st", "fr")
+
+
+def test_a_translation_without_target_is_refused():
+    with pytest.raises(GenerationError, match="needs a target"):
+        S2TGenerator(tiny_extractor("s2t"), IdTokenizer()).generate(audios(), "en", "st", None)
+
+
+def _utterances(tone, count=5, translation=None):
+    return [
+        Utterance(id=f"u{i}", audio=str(tone(f"u{i}.wav", seconds=0.5 + 0.2 * i)), language="en", text=f"text {i}",
+                  gender="female" if i % 2 else "male", speaker=f"s{i % 3}", translation=translation)
+        for i in range(count)
+    ]
+
+
+def test_transcribe_writes_rows_and_a_rerun_skips_finished_ids(tmp_path, tone):
+    utterances = _utterances(tone, translation="texto")
+    utterances.append(Utterance(id="bad", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="s9"))
+    generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer({"es": 42}), max_new_tokens=3)
+    out = tmp_path / "hyps.jsonl"
+    written, skipped = transcribe(generator, utterances, out, "st", "es", "tiny", batch_seconds=1.5, max_seconds=60, show_progress=False)
+    assert written == 5 and [s["id"] for s in skipped] == ["bad"]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == [f"u{i}" for i in range(5)]
+    first = next(r for r in rows if r["id"] == "u1")
+    assert first == {"id": "u1", "reference": "texto", "hypothesis": first["hypothesis"], "gender": "female", "speaker": "s1",
+                     "language": "en", "model": "tiny", "task": "st", "tgt_lang": "es", "source": "text 1"}
+    assert finished_ids(out) == {f"u{i}" for i in range(5)}
+
+
+def test_an_interrupted_last_line_is_removed_and_redone(tmp_path):
+    out = tmp_path / "hyps.jsonl"
+    out.write_text('{"id": "a", "hypothesis": "x"}\n{"id": "b", "hypo')
+    assert finished_ids(out) == {"a"}
+    assert out.read_text() == '{"id": "a", "hypothesis": "x"}\n'
+
+
+def test_settings_must_match_to_resume(tmp_path):
+    path = tmp_path / "h.jsonl.settings.json"
+    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "a"}})
+    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}})  # code version may differ
+    with pytest.raises(SystemExit, match="other settings"):
+        check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}})
