@@ -28,6 +28,7 @@ class Entry:
     category: str
     gender: str
     terms: tuple[tuple[str, str], ...]
+    id: str = ""
 
 
 @dataclass
@@ -68,7 +69,7 @@ def read_definition(path: Path) -> list[Entry]:
                 if len(forms) != 2:
                     raise MustSheError(f"{path}:{reader.line_num}: GENDERTERMS entry {term!r} is not a 'correct wrong' pair")
                 pairs.append((forms[0], forms[1]))
-            entries.append(Entry(row["CATEGORY"].strip(), row["GENDER"].strip(), tuple(pairs)))
+            entries.append(Entry(row["CATEGORY"].strip(), row["GENDER"].strip(), tuple(pairs), (row.get("ID") or str(len(entries) + 1)).strip()))
     return entries
 
 
@@ -102,6 +103,26 @@ def tokenize(lines: list[str], language: str, pretokenized: bool) -> list[list[s
     return [tokenizer.tokenize(line, escape=False, return_str=True).lower().split() for line in lines]
 
 
+def translation_gender(entry: Entry, counts: Counts) -> str:
+    """The grammatical gender the translation gave the speaker: the correct form is feminine for a
+    She entry and masculine for a He entry. ``mixed`` when both appear as often, ``none`` when no
+    term was found."""
+    feminine, masculine = (counts.correct, counts.wrong) if entry.gender.lower() == "she" else (counts.wrong, counts.correct)
+    if feminine == masculine:
+        return "none" if feminine == 0 else "mixed"
+    return "feminine" if feminine > masculine else "masculine"
+
+
+def sentence_rows(entries: list[Entry], hypotheses: list[str], language: str, pretokenized: bool = False) -> list[dict]:
+    """Per sentence: id, speaker gender, counts and the translation's gender (the confusion figure's input)."""
+    rows = []
+    for tokens, entry in zip(tokenize(hypotheses, language, pretokenized), entries):
+        counts = sentence_counts(tokens, entry)
+        rows.append({"id": entry.id, "gender": entry.gender, "category": entry.category, "terms": counts.terms, "found": counts.found,
+                     "correct": counts.correct, "wrong": counts.wrong, "translation_gender": translation_gender(entry, counts)})
+    return rows
+
+
 def score(entries: list[Entry], hypotheses: list[str], language: str, pretokenized: bool = False) -> dict:
     if len(entries) != len(hypotheses):
         raise MustSheError(f"{len(hypotheses)} hypotheses for {len(entries)} MuST-SHE entries: the files must align line by line")
@@ -122,8 +143,17 @@ def score(entries: list[Entry], hypotheses: list[str], language: str, pretokeniz
     }
 
 
-def read_hypotheses(path: Path) -> list[str]:
-    """One hypothesis per line; an empty line is an empty hypothesis, the final newline ends the last one."""
+def read_hypotheses(path: Path, entries: list[Entry] | None = None) -> list[str]:
+    """One hypothesis per line; an empty line is an empty hypothesis, the final newline ends the last one.
+    A ``.jsonl`` file holds ``experiments.transcribe`` rows, put in the definition's order by id."""
+    if path.suffix == ".jsonl":
+        from extract.manifest import iter_json_objects
+
+        by_id = {row["id"]: row["hypothesis"] or "" for _, row in iter_json_objects(path)}
+        missing = [entry.id for entry in entries or [] if entry.id not in by_id]
+        if missing:
+            raise MustSheError(f"{path}: no hypothesis for {len(missing)} MuST-SHE id(s), e.g. {missing[:3]}")
+        return [by_id[entry.id] for entry in entries or []]
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
     return lines[:-1] if text.endswith("\n") else lines
@@ -132,21 +162,26 @@ def read_hypotheses(path: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--definition", required=True, type=Path, help="MuST-SHE TSV")
-    parser.add_argument("--hypotheses", required=True, type=Path, help="one translation per line, aligned with the TSV")
+    parser.add_argument("--hypotheses", required=True, type=Path, help="one translation per line, aligned with the TSV, or transcribe's .jsonl (matched by ID)")
     parser.add_argument("--pretokenized", action="store_true")
     parser.add_argument("--lang", default="it", help="target language for the Moses tokenizer")
     parser.add_argument("--json", required=True, type=Path)
     args = parser.parse_args(argv)
     try:
-        result = score(read_definition(args.definition), read_hypotheses(args.hypotheses), args.lang, args.pretokenized)
+        entries = read_definition(args.definition)
+        hypotheses = read_hypotheses(args.hypotheses, entries)
+        result = score(entries, hypotheses, args.lang, args.pretokenized)
     except (MustSheError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))
+    sentences = args.json.with_name(args.json.stem + ".sentences.jsonl")
+    rows = sentence_rows(entries, hypotheses, args.lang, args.pretokenized)
+    sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     for name, scores in result["categories"].items():
         print(f"[mustshe] {name}: coverage {scores['coverage']:.2f}, accuracy {scores['accuracy']:.2f}")
-    print(f"[mustshe] global: coverage {result['global']['coverage']:.2f}, accuracy {result['global']['accuracy']:.2f}; wrote {args.json}")
+    print(f"[mustshe] global: coverage {result['global']['coverage']:.2f}, accuracy {result['global']['accuracy']:.2f}; wrote {args.json} and {sentences.name}")
     return 0
 
 

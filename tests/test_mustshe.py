@@ -63,3 +63,22 @@ def test_malformed_genderterms(tmp_path):
     definition = _definition(tmp_path, [["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca"]])
     with pytest.raises(MustSheError, match="def.tsv:2: GENDERTERMS entry 'stanca' is not a 'correct wrong' pair"):
         read_definition(definition)
+
+
+def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_gender(tmp_path):
+    definition = _definition(tmp_path, [
+        ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
+        ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "1M", "A", "nato nata;solo sola"],
+        ["it-3", "en-it", "3", "x", "y", "z", "C", "She", "1F", "A", "unica unico"],
+        ["it-4", "en-it", "4", "x", "y", "z", "D", "He", "1M", "A", "stanco stanca"],
+    ])
+    rows = [("it-3", "Sono l'unico."), ("it-1", "Ero stanca."), ("it-4", "Boh."), ("it-2", "Sono nata lì, da solo.")]
+    hypotheses = tmp_path / "hyps.jsonl"
+    hypotheses.write_text("".join(json.dumps({"id": i, "hypothesis": h}) + "\n" for i, h in rows), encoding="utf-8")
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--lang", "it"]) == 0
+    sentences = [json.loads(line) for line in (tmp_path / "o.sentences.jsonl").read_text().splitlines()]
+    assert [(s["id"], s["translation_gender"]) for s in sentences] == [
+        ("it-1", "feminine"), ("it-2", "mixed"), ("it-3", "masculine"), ("it-4", "none"),
+    ]
+    hypotheses.write_text(json.dumps({"id": "it-1", "hypothesis": "Ero stanca."}) + "\n", encoding="utf-8")
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json")]) == 2
