@@ -65,6 +65,7 @@ def save_result(result, out: Path) -> None:
             ids=np.array(result.attention["ids"]),
             offsets=np.cumsum([0] + [len(w) for w in weights]),
             weights=np.concatenate(weights) if weights else np.zeros(0),
+            probabilities=np.asarray(result.attention["probabilities"]),
         )
     with out.open("a") as handle:
         handle.write(json.dumps(result.row) + "\n")
@@ -124,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--language", help="only utterances in this language")
     parser.add_argument("--no-standardize", dest="standardize", action="store_false")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
+    parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
+    parser.add_argument("--apply-to", help="attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", help="results JSONL (appended)")
     return parser
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     config = ProbeConfig(
         store=args.store, site=args.site, probe=args.probe, control=args.control, seed=args.seed, mdl=args.mdl,
         positions=args.positions, task=args.task, language=args.language, standardize=args.standardize,
-        max_epochs=args.max_epochs, device=args.device,
+        max_epochs=args.max_epochs, lr=args.lr, apply_to=args.apply_to, device=args.device,
     )
     return run_all([config], Path(args.out))
 

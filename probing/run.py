@@ -32,6 +32,7 @@ class ProbeConfig:
     max_iter: int = 1000
     max_epochs: int = 200
     lr: float = 1e-4  # attention probe (Fucci et al. 2025)
+    apply_to: str | None = None  # attention probe: also predict every utterance of this store (e.g. MuST-SHE)
     device: str = "cpu"
 
     def __post_init__(self):
@@ -144,10 +145,19 @@ def _attention_run(config, reader, splits, labels):
     row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
     row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
+    if config.apply_to:
+        from extract.store import ShardReader
+
+        other = ShardReader(config.apply_to)
+        applied = features.sequences(other, config.site, other.ids)
+        applied_probabilities, _ = model.predict(scaler.sequences(applied) if config.standardize else applied)
+        arrays |= {"applied_ids": np.array(other.ids), "applied_probabilities": applied_probabilities,
+                   "applied_class_names": np.array(splits.class_names)}
+        row["applied_to"] = {"store": config.apply_to, "utterances": len(other.ids)}
     if config.mdl:
         code = online_code(labels["train"], np.ones((len(seqs["train"]), 1), bool), splits.train.speakers, fit, lambda m, idx: m.predict([seqs["train"][i] for i in idx])[0], seed=config.seed)
         row |= _mdl_summary(code, slice(0, 1))
-    return row, arrays, {"ids": splits.test.ids, "weights": weights}
+    return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
 
 
 def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:

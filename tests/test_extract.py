@@ -14,7 +14,7 @@ from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
 from extract.runner import batches_by_seconds, run_extraction, shard_slice
 from extract.store import ShardReader, StoreError
-from tests.tiny_models import tiny_extractor
+from extract.tiny_models import tiny_extractor
 
 FAMILIES = ["whisper", "s2t", "seamless", "zeroswot"]
 LAYER_COUNTS = {"whisper": 2, "s2t": 2, "seamless": 2, "zeroswot": 2}

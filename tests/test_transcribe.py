@@ -12,7 +12,7 @@ from transformers import GenerationConfig
 from experiments.generation import GenerationError, S2TGenerator, SeamlessGenerator, WhisperGenerator, ZeroSwotGenerator
 from experiments.transcribe import check_settings, finished_ids, transcribe
 from extract.manifest import Utterance
-from tests.tiny_models import tiny_extractor
+from extract.tiny_models import tiny_extractor
 
 
 class IdTokenizer:

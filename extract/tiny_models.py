@@ -1,6 +1,7 @@
 """Tiny random models of the four families, built from configs (transformers test-suite sizes).
 
-The ZeroSwot model lives on the hub as custom code, which tests cannot reach: ``ZeroSwotStandIn``
+The tests use them, and the demo runs the pre/post-adapter path on them (labelled as random
+weights). The ZeroSwot model lives on the hub as custom code, which cannot be reached offline: ``ZeroSwotStandIn``
 has the same module structure (``wav2vec2`` = Wav2Vec2ForCTC, ``compression_adapter``,
 ``speech_embedder``) and the same output ``(embeddings, attention_mask)``, built from tiny configs.
 """
