@@ -89,11 +89,21 @@ class WhisperGenerator(Generator):
     def settings(self) -> dict:
         return super().settings() | {"translate_by_forcing": self.translate_by_forcing}
 
+    @property
+    def multilingual(self) -> bool:
+        return bool(getattr(self.generation_config, "is_multilingual", True))
+
     def check(self, task: str, tgt_lang: str | None) -> None:
+        if not self.multilingual and task == "st":
+            raise GenerationError("an English-only Whisper (*.en) cannot translate")
         if task == "st" and tgt_lang != "en" and not self.translate_by_forcing:
             raise GenerationError(f"Whisper translates only into English, not {tgt_lang!r} (see --whisper-translate-by-forcing)")
 
     def _generate(self, inputs, language, task, target):
+        if not self.multilingual:  # *.en models take no language or task token
+            if language != "en":
+                raise GenerationError(f"an English-only Whisper cannot transcribe {language!r}")
+            return self.model.generate(inputs["input_features"], **self.overrides)
         if task == "st" and target != "en":  # translate_by_forcing, checked above
             return self.model.generate(inputs["input_features"], language=target, task="transcribe", **self.overrides)
         whisper_task = "transcribe" if task == "asr" else "translate"

@@ -23,17 +23,18 @@ class LanguageCodeError(ValueError):
     pass
 
 
-def seamless_code(language: str) -> str:
-    if re.fullmatch(r"[a-z]{3}", language):
+def _code(language: str, own_format: str, column: int, model: str, example: str) -> str:
+    """``language`` if already in the model's format, else its entry in ``LANGUAGE_CODES``."""
+    if re.fullmatch(own_format, language):
         return language
     if language not in LANGUAGE_CODES:
-        raise LanguageCodeError(f"no SeamlessM4T code known for {language!r}: pass the 3-letter code (e.g. 'spa') instead")
-    return LANGUAGE_CODES[language][0]
+        raise LanguageCodeError(f"no {model} code known for {language!r}: pass the {example} instead")
+    return LANGUAGE_CODES[language][column]
+
+
+def seamless_code(language: str) -> str:
+    return _code(language, r"[a-z]{3}", 0, "SeamlessM4T", "3-letter code (e.g. 'spa')")
 
 
 def nllb_code(language: str) -> str:
-    if re.fullmatch(r"[a-z]{3}_[A-Z][a-z]{3}", language):
-        return language
-    if language not in LANGUAGE_CODES:
-        raise LanguageCodeError(f"no NLLB code known for {language!r}: pass the FLORES-200 code (e.g. 'spa_Latn') instead")
-    return LANGUAGE_CODES[language][1]
+    return _code(language, r"[a-z]{3}_[A-Z][a-z]{3}", 1, "NLLB", "FLORES-200 code (e.g. 'spa_Latn')")

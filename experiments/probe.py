@@ -53,7 +53,7 @@ def finished_ids(out: Path) -> set[str]:
 
 
 def save_result(result, out: Path) -> None:
-    folder = out.with_name(out.name + ".arrays")
+    folder = arrays_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     run_id = result.row["run_id"]
     if result.arrays:
@@ -69,6 +69,29 @@ def save_result(result, out: Path) -> None:
         )
     with out.open("a") as handle:
         handle.write(json.dumps(result.row) + "\n")
+
+
+def arrays_folder(out: Path) -> Path:
+    return Path(out).with_name(Path(out).name + ".arrays")
+
+
+def load_rows(out: Path) -> dict[str, dict]:
+    """Result rows of a probes JSONL by run id."""
+    with Path(out).open() as handle:
+        return {row["run_id"]: row for row in map(json.loads, filter(str.strip, handle))}
+
+
+def load_arrays(out: Path, run_id: str) -> dict[str, np.ndarray]:
+    """The per-position (and applied-store) arrays saved for one run."""
+    with np.load(arrays_folder(out) / f"{run_id}.npz") as data:
+        return dict(data)
+
+
+def load_attention(out: Path, run_id: str) -> tuple[list[str], list[np.ndarray], np.ndarray]:
+    """(test ids, attention weights per test utterance, P(class 1) per test utterance) of an attention run."""
+    with np.load(arrays_folder(out) / f"{run_id}.attention.npz") as data:
+        offsets, weights = data["offsets"], data["weights"]
+        return [str(i) for i in data["ids"]], [weights[a:b] for a, b in zip(offsets[:-1], offsets[1:])], data["probabilities"]
 
 
 def expand_grid(grid: dict) -> list[ProbeConfig]:

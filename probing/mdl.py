@@ -85,7 +85,10 @@ def online_code(
                 uniform_blocks.append(number)
         else:
             coded.append((order[:start], block))
-    models = fit_many([seen for seen, _ in coded]) if fit_many else [fit(seen) for seen, _ in coded]
+    if not coded:  # every block after the first saw one class only: nothing to train
+        models = []
+    else:
+        models = fit_many([seen for seen, _ in coded]) if fit_many else [fit(seen) for seen, _ in coded]
     for model, (_, block) in zip(models, coded):
         p1 = np.asarray(probabilities(model, block)).reshape(len(block), -1)
         p_true = np.where(labels[block][:, None] == 1, p1, 1.0 - p1)

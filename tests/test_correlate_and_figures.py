@@ -84,3 +84,24 @@ def test_every_figure_is_drawn_from_small_saved_results(tmp_path):
     assert _written(figures.confusion(["female", "male", "male", "female"], ["feminine", "masculine", "none", "masculine"], tmp_path / "confusion"))
     scores = {("encoder.layer.0", "pretrained"): 80.0, ("encoder.layer.0", "random init"): 55.0, ("encoder.final", "pretrained"): 90.0}
     assert _written(figures.site_heatmap(scores, ["encoder.layer.0", "encoder.final"], ["pretrained", "random init", "shuffled control"], tmp_path / "heatmap"))
+
+
+def test_figures_cli_draws_from_probe_results(tmp_path):
+    from experiments.figures import main as figures_main
+    from experiments.probe import load_rows, main as probe_main
+    from tests.synthetic_store import write_store
+
+    store = write_store(tmp_path / "store", speakers_per_gender=5, utterances_per_speaker=4)
+    out = tmp_path / "probes.jsonl"
+    common = ["--store", str(store), "--site", "encoder.layer.0", "--out", str(out), "--positions", "30"]
+    assert probe_main(common + ["--mdl"]) == 0
+    assert probe_main(common + ["--control", "shuffled"]) == 0
+    assert probe_main(common + ["--probe", "attention", "--lr", "1e-2", "--max-epochs", "5"]) == 0
+    rows = load_rows(out)
+    by_kind = {(r["config"]["probe"], r["config"]["control"]): run for run, r in rows.items()}
+    real, control, attention = by_kind[("positional", "none")], by_kind[("positional", "shuffled")], by_kind[("attention", "none")]
+    assert figures_main(["per-position", "--probes", str(out), "--run", real, "--control", control, "--out", str(tmp_path / "pp")]) == 0
+    assert figures_main(["attention", "--probes", str(out), "--run", f"synthetic={attention}", "--out", str(tmp_path / "at")]) == 0
+    assert figures_main(["heatmap", "--probes", str(out), "--store", str(store), "--out", str(tmp_path / "hm")]) == 0
+    for name in ("pp", "at", "hm"):
+        assert _written([tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"])

@@ -93,6 +93,17 @@ def test_mdl_blocks_snap_to_speakers_and_bits_add_up():
     assert code.online_bits[0] == pytest.approx(expected) and code.uniform_bits[0] == 10.0
 
 
+def test_mdl_with_every_later_block_uniform_trains_nothing():
+    speakers = np.array(["a"] * 3 + ["b"] * 3)
+    labels = np.array([1, 1, 1, 0, 0, 0])  # two speakers, one class each: block 2 follows one class only
+
+    def never(_):
+        raise AssertionError("no probe should be trained")
+
+    code = online_code(labels, np.ones((6, 1), bool), speakers, fit=None, probabilities=lambda m, idx: None, fractions=(50.0, 100.0), fit_many=never)
+    assert code.uniform_blocks == [1] and code.online_bits[0] == pytest.approx(6.0) == code.uniform_bits[0]
+
+
 def test_controls():
     labels = np.array([0, 0, 1, 1, 1, 0])
     assert sorted(shuffled(labels, 0).tolist()) == sorted(labels.tolist())

@@ -166,3 +166,24 @@ def test_settings_must_match_to_resume(tmp_path):
     check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}})  # code version may differ
     with pytest.raises(SystemExit, match="other settings"):
         check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}})
+
+
+def test_english_only_whisper_takes_no_language_token_and_refuses_other_languages():
+    extractor = _multilingual_tiny_whisper()
+    extractor.model.generation_config.is_multilingual = False
+    calls = _spy_on_generate(extractor.model)
+    generator = WhisperGenerator(extractor, IdTokenizer(), max_new_tokens=3)
+    assert len(generator.generate(audios(), "en", "asr")) == 2
+    assert "language" not in calls[0] and "task" not in calls[0]
+    with pytest.raises(GenerationError, match="English-only"):
+        generator.generate(audios(), "es", "asr")
+    with pytest.raises(GenerationError, match="cannot translate"):
+        generator.generate(audios(), "en", "st", "en")
+
+
+def test_language_codes_map_and_pass_through():
+    from experiments.languages import LanguageCodeError, nllb_code, seamless_code
+
+    assert (seamless_code("it"), seamless_code("spa"), nllb_code("sr"), nllb_code("fra_Latn")) == ("ita", "spa", "srp_Cyrl", "fra_Latn")
+    with pytest.raises(LanguageCodeError, match="3-letter"):
+        seamless_code("xx")

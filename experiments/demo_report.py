@@ -1,0 +1,191 @@
+"""Figures, correlation tables and ``report.md`` of the demo, from the results the stages saved."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from experiments import figures
+from experiments.probe import load_arrays, load_attention
+from extract.manifest import read_manifest
+
+CONDITIONS = ("pretrained", "random init", "shuffled control")
+TINY_LABELS = {"seamless": "SeamlessM4T v2", "zeroswot": "ZeroSwot stand-in", "s2t": "S2T"}
+
+
+def _arrays(work, row: dict) -> dict:
+    return load_arrays(work.probes, row["run_id"])
+
+
+def _attention_weights(work, row: dict) -> list[np.ndarray]:
+    return load_attention(work.probes, row["run_id"])[1]
+
+
+def _write_table(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _correlate(table: Path, x: str, y: str, out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str):
+    """The correlate CLI on the saved table; with too few or constant points, the scatter alone and the reason."""
+    from experiments.correlate import CorrelationError, correlate
+
+    try:
+        fit = correlate(xs, ys, seed=0) | {"x": x, "y": y, "table": str(table)}
+        out_json.write_text(json.dumps(fit, indent=2) + "\n")
+        reason = None
+    except CorrelationError as error:
+        fit, reason = None, str(error)
+    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot)
+    return fit, reason
+
+
+def _fmt(value, digits=1) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
+
+
+def write_report(work, stores: dict[str, Path], behaviour: dict[str, Path], probes: dict[str, dict], trimmed: bool) -> Path:
+    out = work.out
+    out.mkdir(parents=True, exist_ok=True)
+    gaps = {name: json.loads(behaviour[name].read_text()) for name in ("whisper-base", "whisper-tiny.en")}
+    mustshe = json.loads(behaviour["mustshe"].read_text())
+    sites = [name.split("/")[1] for name in probes if name.startswith("positional/") and name.endswith("/pretrained")]
+    last = sites[-1]
+
+    # per-position curve, control and MDL of the last layer
+    real, control = probes[f"positional/{last}/pretrained"], probes[f"positional/{last}/shuffled control"]
+    arrays, control_arrays = _arrays(work, real), _arrays(work, control)
+    figures.per_position(arrays["test_f1_macro"], real["mean_test_length"], out / "per_position", ema=arrays["test_f1_ema"],
+                         control=control_arrays["test_f1_macro"], mdl_bits=arrays.get("mdl_online_bits"), uniform_bits=arrays.get("mdl_uniform_bits"),
+                         frame_rate=50.0, title=f"whisper-base {last} (synthetic voices)")
+
+    # heatmap of F1_S per site and condition
+    scores = {(site, condition): probes[f"positional/{site}/{condition}"]["f1_s"] for site in sites for condition in CONDITIONS}
+    figures.site_heatmap(scores, sites, list(CONDITIONS), out / "site_heatmap", title="whisper-base: F1_S per site (synthetic voices)")
+
+    # gaps and error distributions
+    figures.gap_bars(gaps, out / "gaps", title="E(F, M) on the demo corpus (synthetic voices)")
+    for language in gaps["whisper-base"]["languages"]:
+        entry = gaps["whisper-base"]["languages"][language]
+        figures.error_distribution(entry["error_distribution"], out / f"error_distribution_{language}", metric=entry["metric"].upper(),
+                                   title=f"whisper-base, {language} (synthetic voices)")
+
+    # probe F1_S against the gap: one point per (model, language)
+    f1_rows = []
+    for name, row in probes.items():
+        if name.startswith("language/"):
+            _, model, language = name.split("/")
+            gap = gaps[model]["languages"].get(language, {}).get("gap_relative")
+            f1_rows.append({"model": model, "language": language, "label": f"{model} {language}", "f1_s": row["f1_s"], "gap_relative": gap})
+    table = _write_table(work.results / "f1_vs_gap.csv", f1_rows)
+    usable = [r for r in f1_rows if r["gap_relative"] is not None]
+    gap_fit, gap_reason = _correlate(table, "f1_s", "gap_relative", work.results / "correlation_f1_gap.json", out / "f1_vs_gap",
+                                     [r["label"] for r in usable], [r["f1_s"] for r in usable], [r["gap_relative"] for r in usable],
+                                     "probe F1_S (%)", "E(F, M) (%)")
+
+    # attention probe: F1 against MuST-SHE accuracy, attention profiles, confusion on MuST-SHE
+    attention = probes["attention/whisper-base/encoder.final"]
+    accuracy = mustshe["global"]["accuracy"]
+    mustshe_rows = [{"model": "whisper-base (forced es)", "direction": "en-es", "probe_f1": attention["f1_macro"], "mustshe_accuracy": accuracy}]
+    mustshe_table = _write_table(work.results / "f1_vs_mustshe.csv", mustshe_rows)
+    mustshe_fit, mustshe_reason = _correlate(mustshe_table, "probe_f1", "mustshe_accuracy", work.results / "correlation_f1_mustshe.json",
+                                             out / "f1_vs_mustshe", [r["model"] for r in mustshe_rows], [r["probe_f1"] for r in mustshe_rows],
+                                             [r["mustshe_accuracy"] for r in mustshe_rows], "attention-probe F1 (%)", "MuST-SHE gender accuracy (%)")
+    profiles = {"whisper-base encoder.final": _attention_weights(work, attention)}
+    for name, row in probes.items():
+        if name.startswith("attention/tiny-random-"):
+            _, model, site = name.split("/")
+            profiles[f"{TINY_LABELS[model.removeprefix('tiny-random-')]} {site} (random weights)"] = _attention_weights(work, row)
+    figures.attention_profiles(profiles, out / "attention_profiles", title="attention weights, mean ± std")
+
+    held_out = {u.speaker for u in read_manifest(work.corpus.manifest) if u.split != "train"}
+    speakers = {u.id: u.speaker for u in read_manifest(work.corpus.mustshe_manifest)}
+    applied = _arrays(work, attention)
+    classes = [str(c) for c in applied["applied_class_names"]]
+    predicted = {i: classes[int(p > 0.5)] for i, p in zip(applied["applied_ids"], applied["applied_probabilities"])}
+    sentences = [json.loads(line) for line in behaviour["mustshe"].with_name(behaviour["mustshe"].stem + ".sentences.jsonl").read_text().splitlines()]
+    kept = [s for s in sentences if speakers.get(s["id"]) in held_out]
+    figures.confusion([predicted[s["id"]] for s in kept], [s["translation_gender"] for s in kept], out / "confusion",
+                      classes=("female", "male"), title="MuST-SHE (held-out voices)")
+
+    report = out / "report.md"
+    report.write_text(_markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_fit, mustshe_reason, len(kept), trimmed))
+    return report
+
+
+def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_fit, mustshe_reason, confusion_count, trimmed) -> str:
+    lines = [
+        "# Demo report" + (" (trimmed corpus)" if trimmed else ""),
+        "",
+        "**The voices are synthetic** (Kokoro-82M and espeak-ng, see the corpus card). These numbers show that the pipeline runs end to",
+        "end; they are not a finding about women and men, nor about Whisper.",
+        "",
+        f"Corpus: `{work.corpus.root}`. Work folder: `{work.root}`. Every number below is read from files in `{work.root / 'results'}`.",
+        "",
+        "## ASR gaps (bundled Whisper base and tiny.en)",
+        "",
+        "| model | language | metric | female | male | E(F, M) | 95 % CI (speaker bootstrap) | p (resampling t-test) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for model, result in gaps.items():
+        for language, entry in result["languages"].items():
+            groups = entry["groups"]
+            bootstrap = entry.get("bootstrap", {})
+            ci = bootstrap.get("ci95") or [None, None]
+            lines.append(f"| {model} | {language} | {entry['metric'].upper()} | {_fmt(groups.get('female', {}).get('error_rate'), 2)} | "
+                         f"{_fmt(groups.get('male', {}).get('error_rate'), 2)} | {_fmt(entry.get('gap_relative'))} | "
+                         f"{_fmt(ci[0])} .. {_fmt(ci[1])} | {_p(bootstrap.get('p_value'))} |")
+    lines += ["", "![gaps](gaps.png)", "", "![error distribution](error_distribution_en.png)", "",
+              "## Probes on Whisper base", "",
+              "Per-position logistic probes (first frames up to the longest clip), F1_S = mean F1 over the positions before the average test",
+              "length. Random init: the same architecture with random weights. Shuffled control: training labels permuted.", "",
+              "| site | " + " | ".join(CONDITIONS) + " |", "|---|" + "---|" * len(CONDITIONS)]
+    for site in sites:
+        lines.append(f"| {site} | " + " | ".join(_fmt(probes[f'positional/{site}/{c}']['f1_s']) for c in CONDITIONS) + " |")
+    last = probes[f"positional/{sites[-1]}/pretrained"]
+    lines += ["", f"MDL on {sites[-1]}: online codelength {_fmt(last.get('codelength_online_bits'))} bits against "
+              f"{_fmt(last.get('codelength_uniform_bits'))} uniform, compression {_fmt(last.get('compression'), 2)} "
+              f"({last.get('mdl_blocks')} blocks, cut at speaker boundaries).", "",
+              "![heatmap](site_heatmap.png)", "", "![per position](per_position.png)", "",
+              "## Probe F1_S against the gap", ""]
+    lines += _fit_lines(gap_fit, gap_reason, "f1_vs_gap")
+    attention = probes["attention/whisper-base/encoder.final"]
+    lines += ["", "## Attention probe and MuST-SHE", "",
+              f"Attention probe on Whisper base `encoder.final` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
+              f"faster than the paper's 1e-4 on two CPU cores): test F1 {_fmt(attention['f1_macro'])}.",
+              f"MuST-SHE en-es (Whisper base with Spanish forced, not a trained translation direction): coverage "
+              f"{_fmt(mustshe['global']['coverage'])}, gender accuracy {_fmt(mustshe['global']['accuracy'])} "
+              f"(She {_fmt(mustshe['genders']['She']['accuracy'])}, He {_fmt(mustshe['genders']['He']['accuracy'])}).", ""]
+    lines += _fit_lines(mustshe_fit, mustshe_reason, "f1_vs_mustshe")
+    lines += ["", f"Confusion of the probe's prediction with the gender of the translation on the {confusion_count} MuST-SHE sentences whose voice",
+              "the probe never trained on:", "", "![confusion](confusion.png)", "",
+              "## Before and after the adapters (random weights)", "",
+              "Tiny SeamlessM4T v2, S2T and a ZeroSwot stand-in with **random weights** (no checkpoint can be downloaded here): the",
+              "extraction before/after the adapters and the attention probes run end to end. Random features of the waveform can still",
+              "separate a few synthetic voices, and the test split holds two of them: these scores say nothing about the real models.", "",
+              "| model | site | F1 |", "|---|---|---|"]
+    for name, row in probes.items():
+        if name.startswith("attention/tiny-random-"):
+            _, model, site = name.split("/")
+            lines.append(f"| {model} | {site} | {_fmt(row['f1_macro'])} |")
+    lines += ["", "![attention](attention_profiles.png)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _p(value) -> str:
+    return "n/a" if value is None else f"{value:.2g}" if value >= 1e-4 else "< 1e-4"
+
+
+def _fit_lines(fit, reason, figure) -> list[str]:
+    if fit is None:
+        return [f"No correlation: {reason}.", "", f"![{figure}]({figure}.png)"]
+    return [f"n = {fit['n']}: Pearson r {fit['pearson_r']:+.2f} (p {fit['p_value']:.3g}, 95 % CI {fit['ci95_r'][0]:+.2f} .. {fit['ci95_r'][1]:+.2f}), "
+            f"R² {fit['r2']:.2f}, Spearman {fit['spearman_rho']:+.2f}. With so few points this is a smoke test of the code, not evidence.",
+            "", f"![{figure}]({figure}.png)"]
