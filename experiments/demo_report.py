@@ -127,7 +127,9 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "**The voices are synthetic** (Kokoro-82M and espeak-ng, see the corpus card). These numbers show that the pipeline runs end to",
         "end; they are not a finding about women and men, nor about Whisper.",
         "",
-        f"Corpus: `{work.corpus.root}`. Work folder: `{work.root}`. Every number below is read from files in `{work.root / 'results'}`.",
+        f"Corpus: `{_shown(work.corpus.root)}`. Work folder: `{_shown(work.root)}`. Every number below is read from files in "
+        f"`{_shown(work.root / 'results')}`.",
+        f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed).",
         "",
         "## ASR gaps (bundled Whisper base and tiny.en)",
         "",
@@ -177,6 +179,14 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
             lines.append(f"| {model} | {site} | {_fmt(row['f1_macro'])} |")
     lines += ["", "![attention](attention_profiles.png)", ""]
     return "\n".join(lines) + "\n"
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the checkout when it is inside it (the committed report names no machine)."""
+    from extract.paths import PROJECT_ROOT
+
+    path = Path(path).resolve()
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 def _p(value) -> str:
