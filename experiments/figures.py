@@ -98,7 +98,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
         intervals = [result["languages"][lang]["bootstrap"].get("ci95") or [g, g] for lang, g in zip(languages, gaps)]
         errors = np.array([[g - (lo if lo is not None else g), (hi if hi is not None else g) - g] for g, (lo, hi) in zip(gaps, intervals)]).T
         colors = ["C1" if g > 0 else "C0" for g in gaps]
-        axis.bar(languages, gaps, color=colors, yerr=errors if len(gaps) else None, capsize=3, error_kw={"linewidth": 0.8})
+        axis.bar(languages, gaps, color=colors, yerr=errors.tolist() if len(gaps) else None, capsize=3, error_kw={"linewidth": 0.8})
         for index, lang in enumerate(languages):
             mark = _significance(result["languages"][lang]["bootstrap"].get("p_value"))
             if mark:
