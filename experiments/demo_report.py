@@ -34,7 +34,8 @@ def _write_table(path: Path, rows: list[dict]) -> Path:
 
 
 def _correlate(table: Path, x: str, y: str, out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str):
-    """The correlate CLI on the saved table; with too few or constant points, the scatter alone and the reason."""
+    """``correlate`` on the rows just saved to ``table`` (its JSON names the table); with too few or
+    constant points, the scatter alone and the reason."""
     from experiments.correlate import CorrelationError, correlate
 
     try:
