@@ -21,7 +21,6 @@ The voices are synthetic: the numbers show that the pipeline runs, not a finding
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,13 +185,12 @@ def probe_configs(stores: dict[str, Path], sites: list[str], positions: int) -> 
 
 def stage_probes(work: Work, stores: dict[str, Path], positions: int) -> dict[str, dict]:
     """Runs what is missing; returns name -> result row (its arrays are under probes.jsonl.arrays)."""
-    from experiments.probe import run_all
+    from experiments.probe import load_rows, run_all
     from extract.store import ShardReader
 
     configs = probe_configs(stores, ShardReader(stores["whisper-base"]).sites, positions)
     run_all(list(configs.values()), work.probes)
-    with work.probes.open() as handle:
-        by_id = {row["run_id"]: row for row in map(json.loads, handle)}
+    by_id = load_rows(work.probes)
     return {name: by_id[config.run_id()] for name, config in configs.items()}
 
 
