@@ -8,10 +8,13 @@ eval mode) and adds the tokenizer and the language forcing each family needs:
 - fairseq S2T: the target-language token as forced BOS when the tokenizer has language codes
   (the multilingual MuST-C model); bilingual models generate unforced;
 - ZeroSwot: its compressed embeddings go to the NLLB decoder as ``inputs_embeds``, with the
-  FLORES-200 target code as forced BOS.
+  FLORES-200 target code as forced BOS. The decoder is the NLLB model the checkpoint's config names
+  (``nllb_model_name_or_path``), and beam search uses 5 beams, as in the model card's example, the
+  authors' fairseq evaluation (``--beam 5``) and Fucci et al.'s code.
 
-Decoding uses each model's own generation config; ``num_beams`` and ``max_new_tokens`` override it
-when given. ``settings()`` returns what was used, for the output's settings file.
+Decoding uses each model's own generation config (plus the family's published defaults above);
+``num_beams`` and ``max_new_tokens`` override it when given. ``settings()`` returns what was used,
+for the output's settings file.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import torch
 from experiments.languages import nllb_code, seamless_code
 from extract.families.base import Extractor
 
-ZEROSWOT_DECODER = "johntsi/nllb-200-distilled-1.3B_mustc_en-to-8"
+# the default decoder, in words: transcribe's --decoder help prints it
+ZEROSWOT_DECODER = "the NLLB model named by the checkpoint's config (nllb_model_name_or_path)"
 
 
 class GenerationError(ValueError):
@@ -34,10 +38,12 @@ class GenerationError(ValueError):
 
 class Generator(ABC):
     family: ClassVar[str]
+    family_defaults: ClassVar[dict] = {}  # the authors' decoding settings where the hub config lacks them
 
     def __init__(self, extractor: Extractor, tokenizer, num_beams: int | None = None, max_new_tokens: int | None = None):
         self.extractor, self.tokenizer = extractor, tokenizer
-        self.overrides = {key: value for key, value in {"num_beams": num_beams, "max_new_tokens": max_new_tokens}.items() if value is not None}
+        given = {key: value for key, value in {"num_beams": num_beams, "max_new_tokens": max_new_tokens}.items() if value is not None}
+        self.overrides = self.family_defaults | given
 
     @property
     def model(self):
@@ -140,14 +146,19 @@ class ZeroSwotGenerator(Generator):
     """The ZeroSwot encoder (the extractor's model) feeding an NLLB decoder model."""
 
     family = "zeroswot"
+    family_defaults = {"num_beams": 5}
 
-    def __init__(self, extractor: Extractor, tokenizer, decoder, **kwargs):
+    def __init__(self, extractor: Extractor, tokenizer, decoder, decoder_checkpoint: str | None = None, **kwargs):
         super().__init__(extractor, tokenizer, **kwargs)
         self.decoder = decoder.to(extractor.device, dtype=extractor.dtype).eval()
+        self.decoder_checkpoint = decoder_checkpoint
 
     @property
     def generation_config(self):
         return self.decoder.generation_config
+
+    def settings(self) -> dict:
+        return super().settings() | {"decoder": self.decoder_checkpoint}
 
     def _generate(self, inputs, language, task, target):
         code = nllb_code(target)
@@ -171,13 +182,22 @@ def load_generator(extractor: Extractor, num_beams: int | None = None, max_new_t
     transformers_logging.set_verbosity_error()  # generate() warns about each model's own default processors
     options = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}
     if extractor.family == "zeroswot":
-        checkpoint = decoder_checkpoint or ZEROSWOT_DECODER
+        checkpoint = zeroswot_decoder(extractor, decoder_checkpoint)
         decoder = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
-        return ZeroSwotGenerator(extractor, AutoTokenizer.from_pretrained(checkpoint), decoder, **options)
+        return ZeroSwotGenerator(extractor, AutoTokenizer.from_pretrained(checkpoint), decoder, checkpoint, **options)
     tokenizer = AutoTokenizer.from_pretrained(extractor.checkpoint, revision=extractor.revision)
     if extractor.family == "whisper":
         return WhisperGenerator(extractor, tokenizer, translate_by_forcing=translate_by_forcing, **options)
     return GENERATORS[extractor.family](extractor, tokenizer, **options)
+
+
+def zeroswot_decoder(extractor: Extractor, given: str | None) -> str:
+    """The NLLB checkpoint to decode with: ``given``, else the one the ZeroSwot config names."""
+    checkpoint = given or getattr(extractor, "nllb_checkpoint", None)
+    if not checkpoint:
+        raise GenerationError(f"the config of {extractor.checkpoint or 'this ZeroSwot model'} names no NLLB model "
+                              "(nllb_model_name_or_path): pass --decoder")
+    return checkpoint
 
 
 def _jsonable(value):

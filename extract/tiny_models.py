@@ -3,7 +3,8 @@
 The tests use them, and the demo runs the pre/post-adapter path on them (labelled as random
 weights). The ZeroSwot model lives on the hub as custom code, which cannot be reached offline: ``ZeroSwotStandIn``
 has the same module structure (``wav2vec2`` = Wav2Vec2ForCTC, ``compression_adapter``,
-``speech_embedder``) and the same output ``(embeddings, attention_mask)``, built from tiny configs.
+``speech_embedder``), the same output ``(embeddings, attention_mask)`` and, like the real speech
+embedder, a BOS frame prepended and an EOS frame appended to every utterance, built from tiny configs.
 """
 
 from __future__ import annotations
@@ -86,27 +87,54 @@ class CompressionAdapter(nn.Module):
         return out, mask
 
 
+class SpeechEmbedder(nn.Module):
+    """Projects compressed states into the decoder's embedding space, then frames each utterance
+    with two speech-independent vectors: BOS before its first state and EOS after its last one
+    (ZeroSwot takes them from NLLB's English language token and ``</s>``); the mask grows by two."""
+
+    def __init__(self, in_dim: int, embed_dim: int):
+        super().__init__()
+        self.project = nn.Sequential(nn.Linear(in_dim, embed_dim), nn.LayerNorm(embed_dim))
+        self.bos = nn.Parameter(torch.randn(embed_dim))
+        self.eos = nn.Parameter(torch.randn(embed_dim))
+
+    def forward(self, compressed: torch.Tensor, mask: torch.Tensor):
+        states = self.project(compressed)
+        lengths = mask.long().sum(dim=1)
+        framed = states.new_zeros(states.shape[0], states.shape[1] + 2, states.shape[2])
+        framed[:, 0] = self.bos
+        for b, length in enumerate(lengths.tolist()):
+            framed[b, 1 : length + 1] = states[b, :length]
+            framed[b, length + 1] = self.eos
+        grown = (torch.arange(framed.shape[1])[None, :] < (lengths + 2)[:, None]).long()
+        return framed, grown
+
+
+def tiny_wav2vec2_ctc():
+    """A tiny Wav2Vec2ForCTC (its weights depend on the torch seed in force)."""
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    return Wav2Vec2ForCTC(Wav2Vec2Config(
+        vocab_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer",
+    ))
+
+
 class ZeroSwotStandIn(nn.Module):
     def __init__(self, embed_dim: int = 24):
         super().__init__()
-        from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
-
         torch.manual_seed(0)
-        config = Wav2Vec2Config(
-            vocab_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-            conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=16,
-            num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer",
-        )
-        self.wav2vec2 = Wav2Vec2ForCTC(config)
+        self.wav2vec2 = tiny_wav2vec2_ctc()
         self.compression_adapter = CompressionAdapter()
-        self.speech_embedder = nn.Sequential(nn.Linear(16, embed_dim), nn.LayerNorm(embed_dim))
+        self.speech_embedder = SpeechEmbedder(self.wav2vec2.config.hidden_size, embed_dim)
 
     def forward(self, input_values, attention_mask=None):
         encoded = self.wav2vec2.wav2vec2(input_values, attention_mask=attention_mask).last_hidden_state
         logits = self.wav2vec2.lm_head(encoded)
         lengths = self.wav2vec2.wav2vec2._get_feat_extract_output_lengths(attention_mask.sum(-1))
         compressed, mask = self.compression_adapter(encoded, logits, lengths)
-        return self.speech_embedder(compressed), mask
+        return self.speech_embedder(compressed, mask)
 
 
 def tiny_zeroswot():

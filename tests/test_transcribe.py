@@ -108,21 +108,51 @@ def test_whisper_refuses_non_english_translation_unless_forcing_is_asked_for():
     assert generator.settings()["translate_by_forcing"] is True
 
 
-def test_zeroswot_feeds_compressed_embeddings_to_the_decoder_with_the_flores_code():
+def _tiny_nllb():
     from transformers import M2M100Config, M2M100ForConditionalGeneration
 
     torch.manual_seed(0)
-    decoder = M2M100ForConditionalGeneration(M2M100Config(
+    return M2M100ForConditionalGeneration(M2M100Config(
         vocab_size=64, d_model=24, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
         encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
         decoder_start_token_id=2,
     ))
+
+
+def test_zeroswot_feeds_compressed_embeddings_to_the_decoder_with_the_flores_code():
     tokenizer = IdTokenizer({"spa_Latn": 60})
-    generator = ZeroSwotGenerator(tiny_extractor("zeroswot"), tokenizer, decoder, max_new_tokens=4)
+    generator = ZeroSwotGenerator(tiny_extractor("zeroswot"), tokenizer, _tiny_nllb(), max_new_tokens=4)
     generator.generate(audios(), "en", "st", "es")
     assert all(row[:2] == [2, 60] for row in tokenizer.decoded)
     with pytest.raises(GenerationError, match="no language token 'fra_Latn'"):
         generator.generate(audios(), "en", "st", "fr")
+
+
+def test_zeroswot_decodes_with_five_beams_unless_told_otherwise():
+    """5 beams: the model card's example, the authors' fairseq evaluation (--beam 5) and Fucci et al.'s code."""
+    decoder = _tiny_nllb()
+    calls = _spy_on_generate(decoder)
+    generator = ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"ita_Latn": 61}), decoder, "johntsi/nllb-x", max_new_tokens=3)
+    generator.generate(audios(), "en", "st", "it")
+    assert calls[-1]["num_beams"] == 5 and calls[-1]["forced_bos_token_id"] == 61
+    assert generator.settings()["overrides"] == {"num_beams": 5, "max_new_tokens": 3}
+    assert generator.settings()["decoder"] == "johntsi/nllb-x"
+    ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"ita_Latn": 61}), decoder, num_beams=2, max_new_tokens=3).generate(audios(), "en", "st", "it")
+    assert calls[-1]["num_beams"] == 2
+    assert "num_beams" not in S2TGenerator(tiny_extractor("s2t"), IdTokenizer()).overrides  # other families keep their own config
+
+
+def test_the_zeroswot_decoder_is_the_one_its_config_names():
+    from transformers import PretrainedConfig
+
+    from experiments.generation import zeroswot_decoder
+
+    extractor = tiny_extractor("zeroswot")
+    with pytest.raises(GenerationError, match="names no NLLB model.*--decoder"):
+        zeroswot_decoder(extractor, None)
+    extractor.model.config = PretrainedConfig(nllb_model_name_or_path="johntsi/nllb-200-distilled-1.3B_mustc_en-to-8")
+    assert zeroswot_decoder(extractor, None) == "johntsi/nllb-200-distilled-1.3B_mustc_en-to-8"
+    assert zeroswot_decoder(extractor, "facebook/nllb-200-distilled-600M") == "facebook/nllb-200-distilled-600M"
 
 
 def test_a_translation_without_target_is_refused():
