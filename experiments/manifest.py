@@ -1,13 +1,16 @@
 """``python -m experiments.manifest FORMAT ... --out M.jsonl``: native corpus files to a manifest.
 
 Rows whose audio file is missing are listed on stderr and counted, never dropped silently; with
-``--strict`` any missing audio is an error.
+``--strict`` any missing audio is an error. Gender values outside the alias table
+(``extract.manifest.GENDER_ALIASES``) become ``unknown``; the summary counts them per value. A
+source that gives no utterance is an error, not an empty manifest.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from extract import corpora
 from extract.manifest import ManifestError, write_manifest
@@ -58,15 +61,28 @@ def _run(args) -> corpora.AdapterResult:
     return corpora.generic_jsonl(args.jsonl, **defaults)
 
 
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _source(args) -> str:
+    return getattr(args, "tsv", None) or getattr(args, "jsonl", None) or args.split_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if Path(args.out).is_dir():
+        return _error(f"--out {args.out} is a directory; give the path of the manifest file to write")
     try:
         result = _run(args)
-    except ManifestError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except (ManifestError, OSError) as error:
+        return _error(str(error))
     for missing in result.missing_audio:
         print(f"missing audio: {missing.source}:{missing.line} id={missing.id} {missing.audio}", file=sys.stderr)
+    if not result.utterances:
+        reason = f"all {len(result.missing_audio)} rows lack their audio file" if result.missing_audio else "it holds no rows"
+        return _error(f"{_source(args)} gives no utterances ({reason}); no manifest written")
     if args.strict and result.missing_audio:
         print(f"error: {len(result.missing_audio)} rows have no audio file (--strict)", file=sys.stderr)
         return 1

@@ -9,6 +9,13 @@ separated by ``;``. For each pair in order, the correct form is looked for and, 
 token is removed; then the wrong form is looked for the same way; the term counts as found if
 either was (both can be counted). Coverage = found / terms; accuracy = correct / (correct + wrong),
 and 0 where nothing was found. Scores are in percent.
+
+The JSON holds these scores per category (``categories``: 1F, 1M, 2F, 2M), per speaker gender
+(``genders``), per category number (``category_numbers``: "1" pools 1F and 1M), for category 1
+alone (``category_1``: first-person references to the speaker, the accuracy Fucci et al. 2025
+correlate with probe F1; null when the definition has no category-1 entry) and ``global``.
+Hypothesis ids that the definition lacks are not scored: they are counted on stderr and listed in
+``unmatched_hypotheses``.
 """
 
 from __future__ import annotations
@@ -16,9 +23,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from extract.manifest import ManifestError, align_by_id, iter_text_lines, read_keyed_rows
 
 GENDER_GROUPS = {"she": "She", "he": "He"}
 
@@ -56,20 +66,29 @@ class MustSheError(ValueError):
 
 
 def read_definition(path: Path) -> list[Entry]:
-    entries = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        missing = [c for c in ("CATEGORY", "GENDER", "GENDERTERMS") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MustSheError(f"{path}:1: missing column(s) {', '.join(missing)}")
-        for row in reader:
-            pairs = []
-            for term in row["GENDERTERMS"].strip().lower().split(";"):
-                forms = term.split()
-                if len(forms) != 2:
-                    raise MustSheError(f"{path}:{reader.line_num}: GENDERTERMS entry {term!r} is not a 'correct wrong' pair")
-                pairs.append((forms[0], forms[1]))
-            entries.append(Entry(row["CATEGORY"].strip(), row["GENDER"].strip(), tuple(pairs), (row.get("ID") or str(len(entries) + 1)).strip()))
+    """The MuST-SHE TSV's entries; a malformed pair, a repeated ID (both lines named) or a file
+    without entries is an error."""
+    entries, first_line = [], {}
+    reader = csv.DictReader((line for _, line in iter_text_lines(path)), delimiter="\t", quoting=csv.QUOTE_NONE)
+    missing = [c for c in ("CATEGORY", "GENDER", "GENDERTERMS") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise MustSheError(f"{path}:1: missing column(s) {', '.join(missing)}")
+    for row in reader:
+        if any(row[c] is None for c in ("CATEGORY", "GENDER", "GENDERTERMS")):
+            raise MustSheError(f"{path}:{reader.line_num}: expected {len(reader.fieldnames)} tab-separated fields")
+        pairs = []
+        for term in row["GENDERTERMS"].strip().lower().split(";"):
+            forms = term.split()
+            if len(forms) != 2:
+                raise MustSheError(f"{path}:{reader.line_num}: GENDERTERMS entry {term!r} is not a 'correct wrong' pair")
+            pairs.append((forms[0], forms[1]))
+        identifier = (row.get("ID") or str(len(entries) + 1)).strip()
+        if identifier in first_line:
+            raise MustSheError(f"{path}:{reader.line_num}: duplicate ID {identifier!r}, first on {path}:{first_line[identifier]}")
+        first_line[identifier] = reader.line_num
+        entries.append(Entry(row["CATEGORY"].strip(), row["GENDER"].strip(), tuple(pairs), identifier))
+    if not entries:
+        raise MustSheError(f"{path}: holds no MuST-SHE entries (only a header or empty); check the path")
     return entries
 
 
@@ -123,6 +142,13 @@ def sentence_rows(entries: list[Entry], hypotheses: list[str], language: str, pr
     return rows
 
 
+def category_number(category: str) -> str:
+    """``1F`` -> ``1``: the leading digits (MuST-SHE's category without the speaker's gender);
+    a name without leading digits stands for itself."""
+    match = re.match(r"\d+", category)
+    return match.group() if match else category
+
+
 def score(entries: list[Entry], hypotheses: list[str], language: str, pretokenized: bool = False) -> dict:
     if len(entries) != len(hypotheses):
         raise MustSheError(f"{len(hypotheses)} hypotheses for {len(entries)} MuST-SHE entries: the files must align line by line")
@@ -136,27 +162,36 @@ def score(entries: list[Entry], hypotheses: list[str], language: str, pretokeniz
         if group:
             genders[group].add(counts)
         total.add(counts)
+    numbers: dict[str, Counts] = {}
+    for name, counts in categories.items():
+        numbers.setdefault(category_number(name), Counts()).add(counts)
     return {
         "categories": {name: counts.scores() for name, counts in sorted(categories.items())},
+        "category_numbers": {name: counts.scores() for name, counts in sorted(numbers.items())},
+        "category_1": numbers["1"].scores() if "1" in numbers else None,
         "genders": {name: counts.scores() for name, counts in genders.items()},
         "global": total.scores(),
     }
 
 
-def read_hypotheses(path: Path, entries: list[Entry] | None = None) -> list[str]:
-    """One hypothesis per line; an empty line is an empty hypothesis, the final newline ends the last one.
-    A ``.jsonl`` file holds ``experiments.transcribe`` rows, put in the definition's order by id."""
-    if path.suffix == ".jsonl":
-        from extract.manifest import iter_json_objects
+def read_hypotheses(path: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
+    """The hypotheses in the definition's order, and the ids of hypotheses the definition lacks.
 
-        by_id = {row["id"]: row["hypothesis"] or "" for _, row in iter_json_objects(path)}
-        missing = [entry.id for entry in entries or [] if entry.id not in by_id]
-        if missing:
-            raise MustSheError(f"{path}: no hypothesis for {len(missing)} MuST-SHE id(s), e.g. {missing[:3]}")
-        return [by_id[entry.id] for entry in entries or []]
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    return lines[:-1] if text.endswith("\n") else lines
+    A plain file holds one hypothesis per line, aligned with the definition (an empty line is an
+    empty hypothesis, the final newline ends the last one; no ids, so nothing is unmatched). A
+    ``.jsonl`` file holds ``experiments.transcribe`` rows matched by ``id`` through the shared
+    id-keyed reader: a duplicate id, a row without ``hypothesis``, a hypothesis that is not a string
+    or a definition id without a row is an error.
+    """
+    if path.suffix == ".jsonl":
+        rows = read_keyed_rows(path, required=("hypothesis",), strings=("hypothesis",), what="hypothesis row")
+        aligned, unmatched = align_by_id(rows, [entry.id for entry in entries], path)
+        return [row["hypothesis"] for row in aligned], unmatched
+    text = "".join(line for _, line in iter_text_lines(path))
+    if not text:
+        raise MustSheError(f"{path}: holds no hypotheses (empty file); check the path or rerun the translation")
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return (lines[:-1] if text.endswith("\n") else lines), []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,11 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         entries = read_definition(args.definition)
-        hypotheses = read_hypotheses(args.hypotheses, entries)
+        hypotheses, unmatched = read_hypotheses(args.hypotheses, entries)
         result = score(entries, hypotheses, args.lang, args.pretokenized)
-    except (MustSheError, OSError) as error:
+    except (MustSheError, ManifestError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if unmatched:
+        result["unmatched_hypotheses"] = {"count": len(unmatched), "ids": unmatched}
+        print(f"warning: {len(unmatched)} hypothesis id(s) in {args.hypotheses} are not in {args.definition} and are not scored, "
+              f"e.g. {unmatched[:3]}", file=sys.stderr)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))
     sentences = args.json.with_name(args.json.stem + ".sentences.jsonl")
@@ -181,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     for name, scores in result["categories"].items():
         print(f"[mustshe] {name}: coverage {scores['coverage']:.2f}, accuracy {scores['accuracy']:.2f}")
+    first_person = result["category_1"]
+    if first_person is None:
+        print("[mustshe] category 1 (1F + 1M): no entries in the definition")
+    else:
+        print(f"[mustshe] category 1 (1F + 1M): coverage {first_person['coverage']:.2f}, accuracy {first_person['accuracy']:.2f}")
     print(f"[mustshe] global: coverage {result['global']['coverage']:.2f}, accuracy {result['global']['accuracy']:.2f}; wrote {args.json} and {sentences.name}")
     return 0
 

@@ -3,7 +3,9 @@
     python -m experiments.st_quality --hypotheses HYPS.jsonl --json OUT.json [--comet-model Unbabel/wmt22-comet-da | PATH] [--no-comet]
 
 Rows are those of ``experiments.transcribe --task st``: ``reference`` (a string or a list of
-references), ``hypothesis``, ``source`` (the transcript, for COMET), ``gender``. BLEU and chrF come
+references), ``hypothesis``, ``source`` (the transcript, for COMET), ``gender``, ``tgt_lang``; they are read with the
+shared id-keyed reader (a duplicate id, a missing key, a null or numeric hypothesis or reference,
+an empty file: an error naming the file and line, exit 2). BLEU and chrF come
 from sacrebleu with references passed as a list of streams, and their signatures are recorded.
 COMET loads a local checkpoint or a hub name (which needs the network); no COMET weights can be
 fetched on the machines this package is tested on.
@@ -17,9 +19,41 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
+
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
 
 Scorer = Callable[[list[dict]], list[float]]  # [{"src", "mt", "ref"}] -> segment scores
+
+
+REQUIRED = ("reference", "hypothesis", "gender")
+
+
+def _is_reference(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and bool(value) and all(isinstance(r, str) for r in value))
+
+
+def read_rows(path: Path) -> list[dict]:
+    """``experiments.transcribe --task st`` rows; bad rows raise :class:`ManifestError` with file:line."""
+    rows = []
+    for number, row in read_keyed_rows(path, required=REQUIRED, strings=("hypothesis", "source"), what="translation row"):
+        if not _is_reference(row["reference"]):
+            raise ManifestError(path, number, f"reference must be a string or a non-empty list of strings, got {json.dumps(row['reference'], ensure_ascii=False)}; "
+                                              "the manifest needs a translation for every utterance")
+        try:
+            row["gender"] = normalize_gender(row["gender"])
+        except ValueError as error:
+            raise ManifestError(path, number, str(error)) from error
+        rows.append(row)
+    return rows
+
+
+def target_language(rows: list[dict], path: Path) -> str | None:
+    """The rows' one ``tgt_lang`` (None when absent), which picks sacrebleu's tokenizer; several are an error."""
+    languages = sorted({row["tgt_lang"] for row in rows if row.get("tgt_lang")})
+    if len(languages) > 1:
+        raise ManifestError(path, None, f"rows translate into several languages {languages}; score one target language per file")
+    return languages[0] if languages else None
 
 
 def reference_streams(references: list[str | list[str]]) -> list[list[str]]:
@@ -95,10 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--gpus", type=int, default=0)
     args = parser.parse_args(argv)
-    rows = [json.loads(line) for line in args.hypotheses.read_text(encoding="utf-8").splitlines() if line.strip()]
-    targets = {r.get("target_language") for r in rows}
-    scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, args.gpus)
-    result = {"groups": evaluate(rows, scorer, targets.pop() if len(targets) == 1 else None), "comet_model": None if args.no_comet else args.comet_model}
+    try:
+        rows = read_rows(args.hypotheses)
+        language = target_language(rows, args.hypotheses)
+        scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, args.gpus)
+        groups = evaluate(rows, scorer, language)
+    except (ValueError, RuntimeError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    result = {"groups": groups, "target_language": language, "comet_model": None if args.no_comet else args.comet_model}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))
     for name, entry in result["groups"].items():

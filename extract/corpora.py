@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from extract.manifest import ManifestError, Utterance, iter_json_objects, normalize_gender
+from extract.manifest import ManifestError, Utterance, gender_label, iter_json_objects, iter_text_lines
 
 csv.field_size_limit(sys.maxsize)
 
@@ -33,6 +34,7 @@ class MissingAudio:
 class AdapterResult:
     utterances: list[Utterance] = field(default_factory=list)
     missing_audio: list[MissingAudio] = field(default_factory=list)
+    unknown_genders: Counter = field(default_factory=Counter)  # unrecognised raw value -> utterances kept as "unknown"
 
     def summary(self) -> str:
         text = f"{len(self.utterances)} utterances"
@@ -42,6 +44,9 @@ class AdapterResult:
                 f"; {len(self.missing_audio)} rows skipped because their audio is missing "
                 f"(first: {first.source}:{first.line} {first.audio})"
             )
+        if self.unknown_genders:
+            values = ", ".join(f"{value!r} ({count})" for value, count in self.unknown_genders.most_common())
+            text += f"; {sum(self.unknown_genders.values())} utterances with an unrecognised gender value, kept as unknown: {values}"
         return text
 
 
@@ -49,42 +54,60 @@ _NEEDED = ("id", "audio", "language", "speaker")
 
 
 class _Collector:
-    """Builds utterances row by row, turning bad values into ManifestError with the file and line."""
+    """Builds utterances row by row, turning bad values into ManifestError with the file and line.
+
+    A duplicate id is an error naming both lines. A gender value missing from the alias table
+    becomes ``unknown`` and is counted per raw value in the result.
+    """
 
     def __init__(self, source: Path):
         self.source = source
         self.result = AdapterResult()
+        self.first_line: dict[str, int] = {}
 
     def add(self, line: int, check_audio: bool = True, **fields) -> None:
         absent = [key for key in _NEEDED if fields.get(key) in (None, "")]
         if absent:
             raise ManifestError(self.source, line, f"no value for {', '.join(absent)}")
+        raw_gender = fields.get("gender")
+        unrecognised_gender = "gender" in fields and gender_label(raw_gender) is None
         try:
-            utterance = Utterance(**fields)
+            utterance = Utterance(**({**fields, "gender": "unknown"} if unrecognised_gender else fields))
         except (ValueError, TypeError) as error:
             raise ManifestError(self.source, line, str(error)) from error
+        if unrecognised_gender:
+            utterance.extra["gender_value"] = str(raw_gender)
+        if utterance.id in self.first_line:
+            raise ManifestError(self.source, line, f"duplicate id {utterance.id!r}, first on {self.source}:{self.first_line[utterance.id]}")
+        self.first_line[utterance.id] = line
         if check_audio and not Path(utterance.audio).is_file():
             self.result.missing_audio.append(MissingAudio(str(self.source), line, utterance.id, utterance.audio))
             return
+        if unrecognised_gender:
+            self.result.unknown_genders[utterance.extra["gender_value"]] += 1
         self.result.utterances.append(utterance)
 
 
 def _read_tsv(path: Path, required: Iterable[str], header: bool = True) -> Iterable[tuple[int, dict]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if header else None
-        if reader is not None:
-            columns = reader.fieldnames or []
-            absent = [name for name in required if name not in columns]
-            if absent:
-                raise ManifestError(path, 1, f"missing column(s) {', '.join(absent)}; header has {columns}")
-            for row in reader:
-                if None in row or any(value is None for value in row.values()):
-                    raise ManifestError(path, reader.line_num, f"expected {len(columns)} tab-separated fields")
-                yield reader.line_num, row
-        else:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    yield number, line.rstrip("\n").split("\t")
+    lines = iter_text_lines(path)
+    if not header:
+        for number, line in lines:
+            if line.strip():
+                yield number, line.rstrip("\r\n").split("\t")
+        return
+    reader = csv.DictReader((line for _, line in lines), delimiter="\t", quoting=csv.QUOTE_NONE)
+    columns = reader.fieldnames or []
+    absent = [name for name in required if name not in columns]
+    if absent:
+        raise ManifestError(path, 1, f"missing column(s) {', '.join(absent)}; header has {columns}")
+    for row in reader:
+        if None in row or any(value is None for value in row.values()):
+            raise ManifestError(path, reader.line_num, f"expected {len(columns)} tab-separated fields")
+        yield reader.line_num, row
+
+
+def _read_text(path: Path) -> str:
+    return "".join(line for _, line in iter_text_lines(path))
 
 
 def _split_from_name(path: Path) -> str:
@@ -181,14 +204,17 @@ def voxpopuli(tsv: str | Path, language: str, audio_dir: str | Path, split: str 
 
 
 def read_must_speakers(tsv: str | Path) -> dict[str, str]:
-    """A MuST-Speaker-style TSV (``TALK-ID``, ``TED-PRONOUN``) as talk id -> gender."""
+    """A MuST-Speaker-style TSV (``TALK-ID``, ``TED-PRONOUN``) as talk id -> pronoun as written
+    (mapped to a gender, and counted when unrecognised, per segment by the adapter). A talk listed
+    twice is an error naming both lines."""
     tsv = Path(tsv)
-    talks = {}
+    talks, first_line = {}, {}
     for line, row in _read_tsv(tsv, ("TALK-ID", "TED-PRONOUN")):
-        try:
-            talks[row["TALK-ID"].strip()] = normalize_gender(row["TED-PRONOUN"])
-        except ValueError as error:
-            raise ManifestError(tsv, line, str(error)) from error
+        talk = row["TALK-ID"].strip()
+        if talk in first_line:
+            raise ManifestError(tsv, line, f"duplicate TALK-ID {talk!r}, first on {tsv}:{first_line[talk]}")
+        first_line[talk] = line
+        talks[talk] = row["TED-PRONOUN"].strip()
     return talks
 
 
@@ -196,7 +222,7 @@ def _parse_segment_yaml(path: Path) -> list[dict]:
     import yaml
 
     try:
-        segments = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        segments = yaml.load(_read_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise ManifestError(path, mark.line + 1 if mark else None, f"invalid YAML: {error}") from error
@@ -206,7 +232,7 @@ def _parse_segment_yaml(path: Path) -> list[dict]:
 
 
 def _read_lines(path: Path, expected: int) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = _read_text(path).splitlines()
     if len(lines) != expected:
         raise ManifestError(path, None, f"has {len(lines)} lines but the segment list has {expected} segments")
     return lines
@@ -231,7 +257,7 @@ def must_c(
     segments = _parse_segment_yaml(yaml_path)
     sources = _read_lines(split_dir / "txt" / f"{split_name}.{source_language}", len(segments))
     targets = _read_lines(split_dir / "txt" / f"{split_name}.{target_language}", len(segments))
-    talk_gender = read_must_speakers(speakers_tsv)
+    talk_pronoun = read_must_speakers(speakers_tsv)
     collector = _Collector(yaml_path)
     counters: dict[str, int] = {}
     for index, segment in enumerate(segments):
@@ -250,7 +276,7 @@ def must_c(
             language=source_language,
             text=sources[index],
             translation=targets[index],
-            gender=talk_gender.get(talk, "unknown"),
+            gender=talk_pronoun.get(talk, "unknown"),
             speaker=str(segment.get("speaker_id") or f"spk.{talk}"),
             split=_split_from_name(Path(split_name)) if split is None else split,
             dataset="must_c",

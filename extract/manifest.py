@@ -14,15 +14,17 @@ from pathlib import Path
 
 GENDERS = ("female", "male", "other", "unknown")
 
-# Values seen in the wild, lower-cased, mapped to the four labels above.
-_GENDER_ALIASES = {
+# The whole mapping, lower-cased: a value not listed here is not guessed at (no prefix rules:
+# "manly woman" or "male-to-female" must not become "male"). The README prints this table.
+GENDER_ALIASES = {
     "female": "female", "f": "female", "woman": "female", "women": "female", "she": "female",
     "female_feminine": "female", "feminine": "female",
     "male": "male", "m": "male", "man": "male", "men": "male", "he": "male",
     "male_masculine": "male", "masculine": "male",
     "other": "other", "non-binary": "other", "nonbinary": "other", "non_binary": "other", "they": "other",
-    "transgender": "other", "intersex": "other", "do_not_wish_to_say": "unknown",
+    "transgender": "other", "intersex": "other",
     "unknown": "unknown", "": "unknown", "na": "unknown", "n/a": "unknown", "none": "unknown", "nan": "unknown",
+    "do_not_wish_to_say": "unknown",
 }
 SPLITS = ("train", "dev", "test")
 _SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "test": "test", "": ""}
@@ -39,16 +41,20 @@ class ManifestError(ValueError):
         self.source, self.line, self.problem = str(source), line, problem
 
 
-def normalize_gender(value: object) -> str:
-    """Map a dataset's gender value (``male_masculine``, ``She``, ``F`` ...) to female/male/other/unknown."""
+def gender_label(value: object) -> str | None:
+    """The label of a dataset's gender value (``male_masculine``, ``She``, ``F`` ...) from
+    :data:`GENDER_ALIASES`, or None when the value is not in the table."""
     key = "" if value is None else str(value).strip().lower()
-    if key in _GENDER_ALIASES:
-        return _GENDER_ALIASES[key]
-    if key.startswith("female") or key.startswith("woman"):
-        return "female"
-    if key.startswith("male") or key.startswith("man"):
-        return "male"
-    raise ValueError(f"unrecognised gender value {value!r}; expected one of {GENDERS} or a known alias")
+    return GENDER_ALIASES.get(key)
+
+
+def normalize_gender(value: object) -> str:
+    """:func:`gender_label`, strict: a value not in the table raises ValueError. Manifests and
+    hypothesis rows use it; the corpus adapters map unrecognised values to ``unknown`` and count them."""
+    label = gender_label(value)
+    if label is None:
+        raise ValueError(f"unrecognised gender value {value!r}; expected one of {GENDERS} or an alias listed in the README")
+    return label
 
 
 def normalize_split(value: object) -> str:
@@ -106,21 +112,92 @@ class Utterance:
         return record
 
 
+def checked_file(path: str | Path) -> Path:
+    """``path`` as a Path, or :class:`ManifestError` when it is missing or a directory."""
+    path = Path(path)
+    if path.is_dir():
+        raise ManifestError(path, None, "is a directory; give the path of a file")
+    if not path.exists():
+        raise ManifestError(path, None, "no such file")
+    return path
+
+
+def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line with its ending)`` of a UTF-8 text file, streamed; a UTF-8 byte-order
+    mark is dropped. Bytes that are not UTF-8 raise :class:`ManifestError` naming the file and line."""
+    path = checked_file(path)
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ManifestError(
+                    path, number, f"not UTF-8 (byte 0x{raw[error.start]:02x} at position {error.start + 1}); re-encode the file as UTF-8"
+                ) from None
+            yield number, line.removeprefix("\ufeff") if number == 1 else line
+
+
 def iter_json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
     object raises :class:`ManifestError` naming the file and line."""
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ManifestError(path, number, f"invalid JSON: {error}") from error
-            if not isinstance(record, dict):
-                raise ManifestError(path, number, f"expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    for number, line in iter_text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ManifestError(path, number, f"invalid JSON: {error}") from error
+        if not isinstance(record, dict):
+            raise ManifestError(path, number, f"expected a JSON object, got {type(record).__name__}")
+        yield number, record
+
+
+def _describe(value: object) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def read_keyed_rows(
+    path: str | Path, key: str = "id", required: Iterable[str] = (), strings: Iterable[str] = (), what: str = "row"
+) -> list[tuple[int, dict]]:
+    """The id-keyed JSONL reader every scorer uses: ``(line number, object)`` in file order.
+
+    Refused, naming the file and line: a row without ``key`` or a ``required`` key, a ``key`` that
+    is not a non-empty string, a ``strings`` value that is not a string (a numeric or null
+    hypothesis), an id seen before (both lines named: a duplicate would be counted twice or
+    overwrite the first), and a file with no rows at all.
+    """
+    path = Path(path)
+    required, strings = (key, *required), (key, *strings)
+    rows, first_line = [], {}
+    for number, record in iter_json_objects(path):
+        missing = [name for name in dict.fromkeys(required) if name not in record]
+        if missing:
+            raise ManifestError(path, number, f"missing key(s) {', '.join(missing)}")
+        for name in dict.fromkeys(strings):
+            if name in record and not isinstance(record[name], str):
+                raise ManifestError(path, number, f"{name} must be a string, got {_describe(record[name])}")
+        identifier = record[key]
+        if not identifier:
+            raise ManifestError(path, number, f"empty {key}")
+        if identifier in first_line:
+            raise ManifestError(path, number, f"duplicate {key} {identifier!r}, first on {path}:{first_line[identifier]}; keep one row per {key}")
+        first_line[identifier] = number
+        rows.append((number, record))
+    if not rows:
+        raise ManifestError(path, None, f"holds no {what}s (empty file); check the path or rerun what writes it")
+    return rows
+
+
+def align_by_id(rows: list[tuple[int, dict]], ids: list[str], path: str | Path, key: str = "id") -> tuple[list[dict], list[str]]:
+    """``rows`` (from :func:`read_keyed_rows`) put in the order of ``ids``, and the ids of rows
+    that ``ids`` lacks, in file order. An id of ``ids`` with no row is an error naming how many and a few."""
+    by_id = {record[key]: record for _, record in rows}
+    absent = [identifier for identifier in ids if identifier not in by_id]
+    if absent:
+        raise ManifestError(path, None, f"no row for {len(absent)} of {len(ids)} expected {key}(s), e.g. {absent[:3]}")
+    wanted = set(ids)
+    return [by_id[identifier] for identifier in ids], [record[key] for _, record in rows if record[key] not in wanted]
 
 
 def utterance_from_json(record: object) -> Utterance:
@@ -139,20 +216,18 @@ def utterance_from_json(record: object) -> Utterance:
 
 
 def read_manifest(path: str | Path) -> list[Utterance]:
-    """Read and validate a JSONL manifest; any bad line raises :class:`ManifestError` with its number.
+    """Read and validate a JSONL manifest; any bad line raises :class:`ManifestError` with its number,
+    as do a duplicate id (both lines named) and a manifest without utterances.
 
     Relative audio paths are taken relative to the manifest's folder and returned absolute.
     """
     path = Path(path)
-    records, seen = [], {}
-    for number, record in iter_json_objects(path):
+    records = []
+    for number, record in read_keyed_rows(path, what="utterance"):
         try:
             utterance = utterance_from_json(record)
         except (ValueError, TypeError) as error:
             raise ManifestError(path, number, str(error)) from error
-        if utterance.id in seen:
-            raise ManifestError(path, number, f"duplicate id {utterance.id!r} (first on line {seen[utterance.id]})")
-        seen[utterance.id] = number
         utterance.audio = str(path.parent / utterance.audio) if not Path(utterance.audio).is_absolute() else utterance.audio
         records.append(utterance)
     return records

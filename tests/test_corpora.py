@@ -1,5 +1,7 @@
 """Each adapter on a small fixture written in the corpus' native format."""
 
+import json
+
 import pytest
 
 from extract import corpora
@@ -36,9 +38,10 @@ def test_common_voice_bad_rows(tmp_path):
     tsv = _write(tmp_path / "train.tsv", "client_id\tpath\tsentence\n")
     with pytest.raises(ManifestError, match="train.tsv:1: missing column\\(s\\) gender"):
         corpora.common_voice(tsv, language="en")
-    tsv = _write(tmp_path / "dev.tsv", "client_id\tpath\tsentence\tgender\na\tb.wav\tc\talien\n")
-    with pytest.raises(ManifestError, match="dev.tsv:2: unrecognised gender value 'alien'"):
+    tsv = _write(tmp_path / "dev.tsv", "client_id\tpath\tsentence\tgender\na\tb.wav\tc\tmale\nd\tb.wav\te\tfemale\n")
+    with pytest.raises(ManifestError) as error:
         corpora.common_voice(tsv, language="en")
+    assert str(error.value) == f"{tsv}:3: duplicate id 'b', first on {tsv}:2"
     tsv = _write(tmp_path / "test.tsv", "client_id\tpath\tsentence\tgender\na\tb.wav\n")
     with pytest.raises(ManifestError, match="test.tsv:2: expected 4 tab-separated fields"):
         corpora.common_voice(tsv, language="en")
@@ -152,3 +155,79 @@ def test_manifest_cli_reports_missing_audio(tmp_path, tone, capsys):
     bad = _write(tmp_path / "bad.tsv", "client_id\tpath\n")
     assert main(["common_voice", str(bad), "--language", "en", "--out", str(out)]) == 2
     assert "bad.tsv:1: missing column(s)" in capsys.readouterr().err
+
+
+def test_unrecognised_gender_values_become_unknown_and_are_counted(tmp_path, tone):
+    for name in "abcde":
+        tone(f"cv/clips/{name}.wav")
+    tsv = _write(
+        tmp_path / "cv/test.tsv",
+        "client_id\tpath\tsentence\tgender\n"
+        "s1\ta.wav\thi\tmanly woman\n"        # the old prefix rule made this male
+        "s2\tb.wav\thi\tmale-to-female\n"     # ... and this
+        "s3\tc.wav\thi\tManly Woman\n"
+        "s4\td.wav\thi\tFEMALE\n"
+        "s5\te.wav\thi\t\n"                   # empty: a known spelling of unknown, not counted
+        "s6\tf.wav\thi\talien\n",            # audio missing: skipped, so not counted either
+    )
+    result = corpora.common_voice(tsv, language="en")
+    assert [u.gender for u in result.utterances] == ["unknown", "unknown", "unknown", "female", "unknown"]
+    assert [u.extra.get("gender_value") for u in result.utterances] == ["manly woman", "male-to-female", "Manly Woman", None, None]
+    assert dict(result.unknown_genders) == {"manly woman": 1, "male-to-female": 1, "Manly Woman": 1}
+    assert "3 utterances with an unrecognised gender value, kept as unknown: 'manly woman' (1), 'male-to-female' (1), 'Manly Woman' (1)" in result.summary()
+
+
+def test_must_speakers_pronouns_unrecognised_and_duplicated(tmp_path, tone):
+    root = tmp_path / "en-it/data/tst-COMMON"
+    tone("en-it/data/tst-COMMON/wav/ted_1.wav", seconds=2.0)
+    _write(root / "txt/tst-COMMON.yaml", "- {duration: 1.0, offset: 0.0, speaker_id: spk.1, wav: ted_1.wav}\n")
+    _write(root / "txt/tst-COMMON.en", "Hi.\n")
+    _write(root / "txt/tst-COMMON.it", "Ciao.\n")
+    speakers = _write(tmp_path / "sp.tsv", "TALK-ID\tTED-PRONOUN\n1\tShe/They\n")
+    result = corpora.must_c(root, "tst-COMMON", "it", speakers)
+    assert result.utterances[0].gender == "unknown" and dict(result.unknown_genders) == {"She/They": 1}
+    speakers = _write(tmp_path / "sp.tsv", "TALK-ID\tTED-PRONOUN\n1\tShe\n2\tHe\n1\tHe\n")
+    with pytest.raises(ManifestError, match="sp.tsv:4: duplicate TALK-ID '1', first on .*sp.tsv:2"):
+        corpora.must_c(root, "tst-COMMON", "it", speakers)
+
+
+def test_non_utf8_native_files_name_the_line(tmp_path):
+    tsv = tmp_path / "cv/test.tsv"
+    tsv.parent.mkdir(parents=True)
+    tsv.write_bytes("client_id\tpath\tsentence\tgender\ns1\ta.wav\tok\tmale\ns2\tb.wav\tcaffè\tmale\n".encode("latin-1"))
+    with pytest.raises(ManifestError, match="test.tsv:3: not UTF-8 \\(byte 0xe8 at position 14\\)"):
+        corpora.common_voice(tsv, language="it")
+    root = tmp_path / "mc"
+    _write(root / "txt/tst.yaml", "- {duration: 1.0, offset: 0.0, wav: ted_1.wav}\n")
+    (root / "txt/tst.en").write_bytes("Hi.\n".encode())
+    (root / "txt/tst.it").write_bytes("Perché.\n".encode("cp1252"))
+    speakers = _write(tmp_path / "sp.tsv", "TALK-ID\tTED-PRONOUN\n")
+    with pytest.raises(ManifestError, match="tst.it:1: not UTF-8"):
+        corpora.must_c(root, "tst", "it", speakers)
+
+
+def test_manifest_cli_clean_errors(tmp_path, tone, capsys):
+    from experiments.manifest import main
+
+    out = tmp_path / "m.jsonl"
+    cases = [
+        (["common_voice", str(tmp_path), "--language", "en"], f"{tmp_path}: is a directory; give the path of a file"),
+        (["common_voice", str(tmp_path / "none.tsv"), "--language", "en"], "none.tsv: no such file"),
+        (["common_voice", str(_write(tmp_path / "h.tsv", "client_id\tpath\tsentence\tgender\n")), "--language", "en"],
+         "h.tsv gives no utterances (it holds no rows); no manifest written"),
+        (["common_voice", str(_write(tmp_path / "m.tsv", "client_id\tpath\tsentence\tgender\ns\tgone.wav\thi\tmale\n")), "--language", "en"],
+         "m.tsv gives no utterances (all 1 rows lack their audio file)"),
+        (["jsonl", str(_write(tmp_path / "e.jsonl", "\n")), "--language", "en"], "e.jsonl gives no utterances (it holds no rows)"),
+    ]
+    for argv, message in cases:
+        assert main([*argv, "--out", str(out)]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1].startswith("error: ") and message in err.splitlines()[-1], err
+    assert not out.exists()
+    tone("cv/clips/a.wav")
+    tsv = _write(tmp_path / "cv/test.tsv", "client_id\tpath\tsentence\tgender\ns1\ta.wav\thi\tmanly woman\n")
+    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path} is a directory" in capsys.readouterr().err
+    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out)]) == 0
+    assert "1 utterances with an unrecognised gender value, kept as unknown: 'manly woman' (1)" in capsys.readouterr().out
+    assert json.loads(out.read_text())["gender"] == "unknown"

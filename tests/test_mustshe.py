@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from experiments.mustshe import Entry, MustSheError, main, read_definition, score, sentence_counts
+from experiments.mustshe import Entry, MustSheError, category_number, main, read_definition, score, sentence_counts
 
 HEADER = "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n"
 
@@ -65,7 +65,7 @@ def test_malformed_genderterms(tmp_path):
         read_definition(definition)
 
 
-def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_gender(tmp_path):
+def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_gender(tmp_path, capsys):
     definition = _definition(tmp_path, [
         ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
         ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "1M", "A", "nato nata;solo sola"],
@@ -82,3 +82,113 @@ def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_
     ]
     hypotheses.write_text(json.dumps({"id": "it-1", "hypothesis": "Ero stanca."}) + "\n", encoding="utf-8")
     assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json")]) == 2
+    assert "no row for 3 of 4 expected id(s), e.g. ['it-2', 'it-3', 'it-4']" in capsys.readouterr().err
+
+
+def _entries_of_every_category():
+    return [
+        Entry("1F", "She", (("stanca", "stanco"),), "a"),
+        Entry("1M", "He", (("nato", "nata"), ("solo", "sola")), "b"),
+        Entry("2F", "She", (("brava", "bravo"),), "c"),
+        Entry("2M", "He", (("ricco", "ricca"), ("sposato", "sposata")), "d"),
+        Entry("1F", "She", (("unica", "unico"),), "e"),
+    ]
+
+
+HYPOTHESES = ["ero stanca", "sono nata da solo", "bravo", "lui è ricco", "niente"]
+
+
+def test_category_1_pools_1F_and_1M_by_hand():
+    result = score(_entries_of_every_category(), HYPOTHESES, "it", pretokenized=True)
+    # category 1 = a + b + e: terms 1 + 2 + 1 = 4; found 1 (stanca) + 2 (nata, solo) + 0 = 3;
+    # correct stanca, solo = 2; wrong nata = 1 -> coverage 3/4 = 75 %, accuracy 2/3 = 66.67 %
+    assert result["category_1"] == pytest.approx({"terms": 4, "found": 3, "correct": 2, "wrong": 1, "coverage": 75.0, "accuracy": 200 / 3})
+    # category 2 = c + d: terms 1 + 2 = 3; found bravo, ricco = 2; correct ricco = 1; wrong bravo = 1
+    assert result["category_numbers"] == {"1": result["category_1"], "2": pytest.approx(
+        {"terms": 3, "found": 2, "correct": 1, "wrong": 1, "coverage": 200 / 3, "accuracy": 50.0})}
+    assert set(result["categories"]) == {"1F", "1M", "2F", "2M"}
+    assert result["categories"]["1F"] == {"terms": 2, "found": 1, "correct": 1, "wrong": 0, "coverage": 50.0, "accuracy": 100.0}
+    assert result["global"] == pytest.approx({"terms": 7, "found": 5, "correct": 3, "wrong": 2, "coverage": 500 / 7, "accuracy": 60.0})
+
+
+def test_category_1_is_null_without_first_person_entries():
+    entries = _entries_of_every_category()
+    result = score(entries[2:4], HYPOTHESES[2:4], "it", pretokenized=True)
+    assert result["category_1"] is None and set(result["category_numbers"]) == {"2"}
+
+
+@pytest.mark.parametrize("name, number", [("1F", "1"), ("2M", "2"), ("12F", "12"), ("X", "X")])
+def test_category_number(name, number):
+    assert category_number(name) == number
+
+
+def _rows_definition(tmp_path):
+    return _definition(tmp_path, [
+        ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
+        ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "2M", "A", "nato nata"],
+    ])
+
+
+def _run(tmp_path, definition, hypotheses_name, content):
+    hypotheses = tmp_path / hypotheses_name
+    if isinstance(content, bytes):
+        hypotheses.write_bytes(content)
+    else:
+        hypotheses.write_text(content, encoding="utf-8")
+    return main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--pretokenized"])
+
+
+def test_cli_prints_and_writes_category_1(tmp_path, capsys):
+    definition = _rows_definition(tmp_path)
+    assert _run(tmp_path, definition, "h.txt", "ero stanco\nsono nato\n") == 0
+    out = capsys.readouterr().out
+    assert "[mustshe] category 1 (1F + 1M): coverage 100.00, accuracy 0.00" in out
+    result = json.loads((tmp_path / "o.json").read_text())
+    assert result["category_1"]["wrong"] == 1 and result["category_numbers"]["2"]["correct"] == 1
+
+
+def _jsonl(*rows):
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        # the duplicate that used to win silently (global accuracy 100 -> 50 here)
+        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": "stanca"}, {"id": "it-2", "hypothesis": "nato"}, {"id": "it-1", "hypothesis": "stanco"}),
+         "h.jsonl:3: duplicate id 'it-1', first on {dir}/h.jsonl:1"),
+        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": None}, {"id": "it-2", "hypothesis": "nato"}), "h.jsonl:1: hypothesis must be a string, got null"),
+        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": 5}, {"id": "it-2", "hypothesis": "nato"}), "h.jsonl:1: hypothesis must be a string, got int 5"),
+        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": "x"}, {"id": "it-2", "text": "nato"}), "h.jsonl:2: missing key(s) hypothesis"),
+        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": "x"}, {"hypothesis": "nato"}), "h.jsonl:2: missing key(s) id"),
+        ("h.jsonl", "", "h.jsonl: holds no hypothesis rows (empty file)"),
+        ("h.txt", "", "h.txt: holds no hypotheses (empty file)"),
+        ("h.txt", "ero stanca\nperch\xe9\n".encode("latin-1"), "h.txt:2: not UTF-8 (byte 0xe9 at position 6)"),
+        ("h.jsonl", '{"id": "it-1", "hypothesis": "x"}\n{"id": "it-2", "hypothesis": "perch\xe9"}\n'.encode("latin-1"), "h.jsonl:2: not UTF-8"),
+    ],
+)
+def test_cli_refuses_bad_hypotheses_with_one_line(tmp_path, capsys, name, content, message):
+    assert _run(tmp_path, _rows_definition(tmp_path), name, content) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message.format(dir=tmp_path) in err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_cli_refuses_a_directory_and_a_bad_definition(tmp_path, capsys):
+    definition = _rows_definition(tmp_path)
+    assert main(["--definition", str(definition), "--hypotheses", str(tmp_path), "--json", str(tmp_path / "o.json")]) == 2
+    assert f"error: {tmp_path}: is a directory" in capsys.readouterr().err
+    duplicated = _definition(tmp_path, [["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "a b"]] * 2)
+    with pytest.raises(MustSheError, match="def.tsv:3: duplicate ID 'it-1', first on .*def.tsv:2"):
+        read_definition(duplicated)
+    with pytest.raises(MustSheError, match="def.tsv: holds no MuST-SHE entries"):
+        read_definition(_definition(tmp_path, []))
+
+
+def test_hypotheses_the_definition_lacks_are_counted_not_scored(tmp_path, capsys):
+    content = _jsonl({"id": "it-2", "hypothesis": "nato"}, {"id": "fr-9", "hypothesis": "née"}, {"id": "it-1", "hypothesis": "stanca"})
+    assert _run(tmp_path, _rows_definition(tmp_path), "h.jsonl", content) == 0
+    assert "warning: 1 hypothesis id(s) in" in capsys.readouterr().err
+    result = json.loads((tmp_path / "o.json").read_text())
+    assert result["unmatched_hypotheses"] == {"count": 1, "ids": ["fr-9"]}
+    assert result["global"]["accuracy"] == 100.0 and result["global"]["terms"] == 2

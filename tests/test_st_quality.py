@@ -60,3 +60,48 @@ def test_real_comet_model():
 
     scores = comet_scorer()([{"src": "I was tired.", "mt": "Ero stanca.", "ref": "Ero stanca."}])
     assert 0.5 < scores[0] <= 1.1
+
+
+def _cli(tmp_path, content) -> int:
+    hypotheses = tmp_path / "h.jsonl"
+    hypotheses.write_bytes(content) if isinstance(content, bytes) else hypotheses.write_text(content, encoding="utf-8")
+    return main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--no-comet"])
+
+
+def _jsonl(*rows):
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (_jsonl(ROWS[0], ROWS[1], ROWS[0]), "h.jsonl:3: duplicate id 'a', first on {dir}/h.jsonl:1"),  # used to be scored twice
+        (_jsonl(ROWS[0], {**ROWS[1], "hypothesis": None}), "h.jsonl:2: hypothesis must be a string, got null"),
+        (_jsonl(ROWS[0], {**ROWS[1], "hypothesis": 1990}), "h.jsonl:2: hypothesis must be a string, got int 1990"),
+        (_jsonl(ROWS[0], {**ROWS[1], "reference": None}), "h.jsonl:2: reference must be a string or a non-empty list of strings, got null"),
+        (_jsonl({k: v for k, v in ROWS[0].items() if k != "hypothesis"}), "h.jsonl:1: missing key(s) hypothesis"),
+        (_jsonl({k: v for k, v in ROWS[0].items() if k != "id"}), "h.jsonl:1: missing key(s) id"),
+        (_jsonl({**ROWS[0], "gender": "manly woman"}), "h.jsonl:1: unrecognised gender value 'manly woman'"),
+        ("\n", "h.jsonl: holds no translation rows (empty file)"),
+        (_jsonl(ROWS[0]).replace("stanca", "stanc\u00e0").encode("latin-1"), "h.jsonl:1: not UTF-8"),
+        (_jsonl({**ROWS[0], "tgt_lang": "it"}, {**ROWS[1], "tgt_lang": "fr"}), "h.jsonl: rows translate into several languages ['fr', 'it']"),
+    ],
+)
+def test_cli_refuses_bad_rows_with_one_line(tmp_path, capsys, content, message):
+    assert _cli(tmp_path, content) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message.format(dir=tmp_path) in err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_cli_refuses_a_directory(tmp_path, capsys):
+    assert main(["--hypotheses", str(tmp_path), "--json", str(tmp_path / "o.json"), "--no-comet"]) == 2
+    assert f"error: {tmp_path}: is a directory" in capsys.readouterr().err
+
+
+def test_target_language_from_transcribe_rows_picks_the_tokenizer(tmp_path):
+    # experiments.transcribe writes `tgt_lang`; the old code looked for `target_language` and always used 13a
+    rows = [{"id": "z", "source": "I am tired.", "reference": "我很累。", "hypothesis": "我很累。", "gender": "female", "tgt_lang": "zh"}]
+    assert _cli(tmp_path, _jsonl(*rows)) == 0
+    result = json.loads((tmp_path / "o.json").read_text())
+    assert result["target_language"] == "zh" and "tok:zh" in result["groups"]["all"]["bleu_signature"]
