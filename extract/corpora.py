@@ -373,12 +373,14 @@ def hf_dataset(
 
     The audio column may hold ``{"path", "array", "sampling_rate"}``: a row whose array is present
     is written to ``audio_dir/{id}.wav`` (16-bit PCM) so that the manifest points at a file;
-    otherwise its ``path`` is used as is.
+    otherwise its ``path`` is used as is. A gender column stored as a ``ClassLabel`` (Fleurs keeps
+    0/1/2) is decoded with the dataset's own label names, never guessed from the integers.
     """
     import soundfile
 
     audio_dir = Path(audio_dir)
     columns = {"id": "id", "audio": "audio", "text": "sentence", "gender": "gender", "speaker": "client_id", **(columns or {})}
+    gender_names = _class_label_names(dataset, columns["gender"])
     collector = _Collector(Path(f"<{dataset_name}>"))
     write = write_audio or (lambda path, array, rate: soundfile.write(path, array, rate, subtype="PCM_16"))
     for index, row in enumerate(dataset):
@@ -399,10 +401,19 @@ def hf_dataset(
                 fields["audio"] = str(target)
             else:
                 fields["audio"] = str(audio.get("path") or "")
+        if gender_names is not None and isinstance(fields.get("gender"), int):
+            fields["gender"] = gender_names[fields["gender"]] if 0 <= fields["gender"] < len(gender_names) else str(fields["gender"])
         fields["dataset"] = dataset_name
         fields["extra"] = {name: row[name] for name in row if name not in columns.values() and _is_json_scalar(row[name])}
         collector.add(line, **fields)
     return collector.result
+
+
+def _class_label_names(dataset, column: str) -> list[str] | None:
+    """The label names of a ``datasets.ClassLabel`` column, or None for a plain column."""
+    feature = (getattr(dataset, "features", None) or {}).get(column)
+    names = getattr(feature, "names", None)
+    return list(names) if names else None
 
 
 def _is_json_scalar(value) -> bool:

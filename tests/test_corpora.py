@@ -141,6 +141,18 @@ def test_hf_dataset_writes_in_memory_audio(tmp_path):
     assert rate == 16000 and len(data) == 1600
 
 
+def test_hf_dataset_decodes_class_label_genders(tmp_path, tone):
+    class ClassLabel:
+        names = ["male", "female", "other"]
+
+    class Rows(list):
+        features = {"gender": ClassLabel()}
+
+    rows = Rows({"id": f"r{i}", "audio": {"path": str(tone(f"{i}.wav"))}, "sentence": "hi", "gender": i, "client_id": "c"} for i in range(3))
+    result = corpora.hf_dataset(rows, tmp_path, "fleurs_hf", language="en", split="test")
+    assert [u.gender for u in result.utterances] == ["male", "female", "other"]
+
+
 def test_manifest_cli_reports_missing_audio(tmp_path, tone, capsys):
     from experiments.manifest import main
 
