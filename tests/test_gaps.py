@@ -28,9 +28,53 @@ def test_gap_formulas_by_hand():
 
 def test_stratified_allocation_keeps_speaker_shares():
     codes = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 2])
-    assert stratified_allocation(codes, 5).tolist() == [2, 1, 2]
-    assert stratified_allocation(codes, 3).tolist() == [1, 1, 1]  # largest remainder goes to speaker 1
-    assert stratified_allocation(codes, 10).tolist() == [4, 2, 4]
+    rng = np.random.default_rng(0)
+    assert stratified_allocation(codes, 5, 4, rng).tolist() == [[2, 1, 2]] * 4  # shares 2, 1, 2 are whole
+    assert stratified_allocation(codes, 10, 2, rng).tolist() == [[4, 2, 4]] * 2
+
+
+def test_stratified_allocation_gives_leftovers_at_random_with_the_fractional_shares():
+    codes = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 2])
+    # shares of 3 draws: 1.2, 0.6, 1.2 -> floors 1, 0, 1 and one leftover draw, to speaker 1 with
+    # probability 0.6 and to speakers 0 and 2 with 0.2 each
+    allocation = stratified_allocation(codes, 3, 20_000, np.random.default_rng(1))
+    assert (allocation.sum(axis=1) == 3).all()
+    assert {tuple(row) for row in allocation.tolist()} == {(2, 0, 1), (1, 1, 1), (1, 0, 2)}
+    np.testing.assert_allclose(allocation.mean(axis=0), [1.2, 0.6, 1.2], atol=0.02)
+
+
+def test_stratified_allocation_never_exceeds_a_speakers_records():
+    codes = np.repeat(np.arange(6), [1, 1, 2, 3, 5, 8])
+    for n in range(1, 21):
+        allocation = stratified_allocation(codes, n, 200, np.random.default_rng(n))
+        assert (allocation.sum(axis=1) == n).all() and (allocation <= np.bincount(codes)).all() and (allocation >= 0).all()
+    with pytest.raises(ValueError, match="cannot draw 21 of 20 records"):
+        stratified_allocation(codes, 21, 1, np.random.default_rng(0))
+
+
+def _identical_groups():
+    """One group's per-utterance counts copied: 20 speakers of 7 records with different error rates,
+    the copy's speakers named in reverse order (so any fixed tie-break between speakers differs)."""
+    rng = np.random.default_rng(7)
+    codes = np.repeat(np.arange(20), 7)
+    lengths = rng.integers(5, 20, codes.size)
+    errors = rng.binomial(lengths, rng.uniform(0.02, 0.3, 20)[codes])
+    return Group(errors, lengths, [f"s{c:02d}" for c in codes]), Group(errors, lengths, [f"s{19 - c:02d}" for c in codes])
+
+
+def test_identical_groups_show_no_resampled_gap():
+    a, b = _identical_groups()
+    assert a.rate == b.rate
+    # the old allocation gave the 16 leftover draws of 56 to the same speakers every iteration:
+    # E -3.11 and p 2.5e-27 at seed 0
+    result = published_resampling(a, b, iterations=1000, seed=0)
+    assert result.sample_size == 56
+    assert abs(result.gap_relative) < 1.0 and result.p_value > 0.05
+    for seed in range(1, 6):
+        again = published_resampling(a, b, iterations=1000, seed=seed)
+        assert abs(again.gap_relative) < 1.0 and again.p_value > 0.01  # the E noise here: sd 0.27 over 40 seeds
+    low, high = speaker_bootstrap_interval(a, b, iterations=1000, seed=0)
+    assert low < 0 < high
 
 
 def _texts(seed=0, n=60):
@@ -48,10 +92,11 @@ def test_resampled_rates_equal_recomputing_jiwer_on_each_sample():
     group = Group([c.errors for c in counts], [c.reference_length for c in counts], speakers)
     masks = stratified_sample_masks(group, 24, 5, np.random.default_rng(3))
     errors, lengths = stratified_sample_sums(group, 24, 5, np.random.default_rng(3))
+    allocation = stratified_allocation(group.codes, 24, 5, np.random.default_rng(3))  # the draws' first use of the generator
     assert masks.sum(axis=1).tolist() == [24] * 5
     for row, mask in enumerate(masks):
         chosen = np.flatnonzero(mask)
-        assert np.bincount(group.codes[chosen], minlength=7).tolist() == stratified_allocation(group.codes, 24).tolist()
+        assert np.bincount(group.codes[chosen], minlength=7).tolist() == allocation[row].tolist()
         output = jiwer.process_words([normalize(references[i], "en") for i in chosen], [normalize(hypotheses[i], "en") for i in chosen])
         assert 100 * errors[row] / lengths[row] == pytest.approx(100 * output.wer)
 
@@ -105,9 +150,18 @@ def test_asr_gap_cli_by_hand(tmp_path):
     assert en["metric"] == "wer" and en["dropped_empty_reference"] == 1
     assert en["groups"]["female"] == {"error_rate": 25.0, "utterances": 2, "speakers": 2}
     assert en["groups"]["male"]["error_rate"] == 12.5
-    assert en["gap_relative"] == pytest.approx(100.0) and en["gap_absolute"] == pytest.approx(12.5)
+    assert en["gap_relative_full"] == pytest.approx(100.0) and en["gap_absolute"] == pytest.approx(12.5)
     assert en["delta_rel"] == pytest.approx(100 * 12.5 / 18.75)
-    assert set(en["bootstrap"]) >= {"iterations", "mean", "gap_relative", "ci95", "p_value"}
+    assert set(en["bootstrap"]) >= {"iterations", "mean", "gap_relative", "ci95", "p_value", "p_value_note"}
+    # the paper's estimate by default: one record of 4 words per group and iteration (40 % of 2, rounded);
+    # each female record has 1 error (25 %), the male records 0 and 1 (0 % or 25 %)
+    mean = en["bootstrap"]["mean"]
+    assert mean["female"] == pytest.approx(25.0) and mean["male"] in [25.0 * k / 50 for k in range(51)]
+    assert en["gap_estimate"] == "resampled" and en["gap_relative"] == en["gap_relative_resampled"] == en["bootstrap"]["gap_relative"]
+    assert en["gap_relative_resampled"] == pytest.approx(100 * (25.0 - mean["male"]) / mean["male"])
+    assert "pseudo-replicated" in en["bootstrap"]["p_value_note"] and "ci95" in en["bootstrap"]["p_value_note"]
+    assert en["scoring"]["normalizer"] == "whisper" and en["scoring"]["normalizer_applied"] == "whisper english"
+    assert report["sr"]["scoring"]["transliteration"]["library"] == "cyrtranslit"
     assert report["ja"]["metric"] == "cer" and report["ja"]["groups"]["female"]["error_rate"] == 25.0
     assert report["ja"]["gap_relative"] is None and report["ja"]["bootstrap"]["ci95"] == [None, None]  # male CER is 0
     assert report["sr"]["groups"]["female"]["error_rate"] == 0.0 and report["sr"]["groups"]["male"]["error_rate"] == 50.0
@@ -123,3 +177,93 @@ def test_asr_gap_cli_rejects_bad_rows(tmp_path, capsys):
     bad = _write_hypotheses(tmp_path / "bad.jsonl", [{"id": "x", "reference": "a"}])
     assert main(["--hypotheses", str(bad), "--json", str(tmp_path / "o.json")]) == 2
     assert "bad.jsonl:1: missing key(s) hypothesis, gender, speaker, language" in capsys.readouterr().err
+
+
+def _gap_rows():
+    # en, WER: female 2 errors / 8 words = 25 %, male 1 / 8 = 12.5 %; "..." is empty after normalization
+    return [
+        {"id": "f1", "reference": "red green blue white", "hypothesis": "red green blue", "gender": "female", "speaker": "a", "language": "en"},
+        {"id": "f2", "reference": "cat dog bird fish", "hypothesis": "cat dog bird fish cow", "gender": "female", "speaker": "b", "language": "en"},
+        {"id": "m1", "reference": "red green blue white", "hypothesis": "red green blue white", "gender": "male", "speaker": "c", "language": "en"},
+        {"id": "m2", "reference": "cat dog bird fish", "hypothesis": "cat dog bird fresh", "gender": "male", "speaker": "d", "language": "en"},
+        {"id": "m3", "reference": "...", "hypothesis": "so", "gender": "male", "speaker": "d", "language": "en"},
+    ]
+
+
+def test_gap_estimate_full_puts_e_on_all_records_in_gap_relative(tmp_path, capsys):
+    from experiments.asr_gap import main
+
+    hypotheses = _write_hypotheses(tmp_path / "h.jsonl", _gap_rows())
+    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "full.json"), "--iterations", "50", "--gap-estimate", "full"]) == 0
+    report = json.loads((tmp_path / "full.json").read_text())
+    en = report["languages"]["en"]
+    assert en["dropped_empty_reference"] == 1  # "..." kept a "." token through the English normalizer before
+    assert en["gap_estimate"] == "full" and en["gap_relative"] == pytest.approx(100.0) == en["gap_relative_full"]
+    assert en["gap_relative_resampled"] == en["bootstrap"]["gap_relative"]
+    assert report["settings"]["gap_estimate"] == "full"
+    assert "E +100.00 (E on the full set)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as error:
+        main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "x.json"), "--gap-estimate", "mean"])
+    assert error.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
+
+
+def _entry(low, high, p_value, gap=3.0, estimate="resampled"):
+    return {"gap_relative": gap, "gap_estimate": estimate, "bootstrap": {"ci95": [low, high], "p_value": p_value}}
+
+
+def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualified():
+    from experiments.asr_gap import gap_summary
+
+    crossing = gap_summary(_entry(-5.0, 8.0, 1.74e-20), ("female", "male"))
+    assert crossing.startswith("E(female, male) 95 % CI -5.00 .. +8.00 (speaker bootstrap, crosses 0: no gap shown either way)")
+    assert crossing.index("95 % CI") < crossing.index("E +3.00 (E on the resampled means (the paper's))") < crossing.index("p 1.74e-20")
+    assert "pseudo-replicated; the interval crosses 0: trust the interval, not p" in crossing
+    excluding = gap_summary(_entry(1.0, 8.0, 1.74e-20, estimate="full"), ("female", "male"))
+    assert excluding == ("E(female, male) 95 % CI +1.00 .. +8.00 (speaker bootstrap); E +3.00 (E on the full set); "
+                         "p 1.74e-20 (published resampling t-test, pseudo-replicated)")
+    large_p = gap_summary(_entry(-5.0, 8.0, 0.4), ("female", "male"))
+    assert "trust the interval" not in large_p and "crosses 0" in large_p
+    undefined = gap_summary(_entry(float("nan"), float("nan"), float("nan"), gap=float("inf")), ("female", "male"))
+    assert "CI undefined .. undefined" in undefined and "E undefined" in undefined and "p undefined" in undefined
+    assert gap_summary({"groups": {}}, ("female", "male")) == "no gap: a group is missing"
+
+
+def test_gap_figure_names_the_estimate_and_marks_only_intervals_clear_of_zero(tmp_path):
+    from experiments import figures
+
+    results = {"cv": {"languages": {"en": _entry(-5.0, 8.0, 1e-20), "it": _entry(1.0, 2.0, 1e-20, gap=2.5), "ja": {"gap_relative": None}}}}
+    assert figures.gap_axis_label(results).endswith("E on the resampled means (the paper's)")
+    mixed = {**results, "fleurs": {"languages": {"en": _entry(1.0, 8.0, 0.03, estimate="full")}}}
+    assert figures.gap_axis_label(mixed).endswith("E on the full set / E on the resampled means (the paper's)")
+    assert figures.gap_axis_label({"old": {"languages": {"en": {"gap_relative": 1.0}}}}).endswith("estimate not recorded")
+    assert figures.gap_mark(_entry(-5.0, 8.0, 1e-20)) == ""  # interval crosses 0: no star, whatever p
+    assert figures.gap_mark(_entry(1.0, 8.0, 1e-20)) == "**" and figures.gap_mark(_entry(1.0, 8.0, 0.03)) == "*"
+    assert figures.gap_mark(_entry(None, None, 1e-20)) == ""
+    # the resampled E (2.5) lies outside its interval (1.0 .. 2.0): still drawn
+    paths = figures.gap_bars(mixed, tmp_path / "gaps")
+    assert paths[0].read_bytes().startswith(b"\x89PNG") and paths[1].read_bytes().startswith(b"%PDF")
+
+
+def test_scoring_options_reach_the_rates_and_are_recorded(tmp_path):
+    from experiments.asr_gap import main
+
+    rows = [
+        # yo, CER: female "ọmọ mi dé" read as "ọmọmi dé": 0 / 7 without spaces, 1 / 9 with them; male exact
+        {"id": "yf", "reference": "ọmọ mi dé", "hypothesis": "ọmọmi dé", "gender": "female", "speaker": "a", "language": "yo"},
+        {"id": "ym", "reference": "ọmọ mi dé", "hypothesis": "ọmọ mi dé", "gender": "male", "speaker": "b", "language": "yo"},
+        # en, WER: only case and punctuation differ, errors only without a normalizer (2 of 3 words)
+        {"id": "ef", "reference": "The cat sat.", "hypothesis": "the cat sat", "gender": "female", "speaker": "c", "language": "en"},
+        {"id": "em", "reference": "the cat sat", "hypothesis": "the cat sat", "gender": "male", "speaker": "d", "language": "en"},
+    ]
+    hypotheses = _write_hypotheses(tmp_path / "h.jsonl", rows)
+    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "default.json"), "--iterations", "20"]) == 0
+    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "raw.json"), "--iterations", "20",
+                 "--normalizer", "none", "--cer-spaces", "keep"]) == 0
+    default = json.loads((tmp_path / "default.json").read_text())
+    raw = json.loads((tmp_path / "raw.json").read_text())
+    assert default["languages"]["yo"]["groups"]["female"]["error_rate"] == 0.0
+    assert raw["languages"]["yo"]["groups"]["female"]["error_rate"] == pytest.approx(100 / 9)
+    assert default["languages"]["en"]["groups"]["female"]["error_rate"] == 0.0
+    assert raw["languages"]["en"]["groups"]["female"]["error_rate"] == pytest.approx(200 / 3)
+    assert default["languages"]["yo"]["scoring"]["cer_spaces"] == "drop" and raw["languages"]["yo"]["scoring"]["cer_spaces"] == "keep"
+    assert raw["languages"]["en"]["scoring"]["normalizer"] == "none" and raw["settings"]["normalizer"] == "none"
