@@ -4,9 +4,10 @@ Each function writes a PNG and a PDF (same stem) and returns their paths. Sizes 
 for a one- or two-column paper figure.
 
 - ``per_position``: F1 per position with its EMA, the shuffled-label control and the average test
-  length (Attanasio et al. 2024, figs. 3 and 9), and the MDL codelength per position;
-- ``gap_bars``: E(F, M) per language with speaker-bootstrap intervals and t-test marks, one panel per
-  dataset (Attanasio et al. 2024, fig. 2);
+  length in speech frames, padding excluded (Attanasio et al. 2024, figs. 3 and 9), and the MDL
+  codelength per position;
+- ``gap_bars``: E(F, M) per language, named by its estimate, with speaker-bootstrap intervals and
+  t-test marks where the interval excludes 0, one panel per dataset (Attanasio et al. 2024, fig. 2);
 - ``scatter_with_fit``: probe score against a behaviour score with the OLS line (Attanasio et al.
   2024, fig. 4; Fucci et al. 2025, fig. 1);
 - ``error_distribution``: share of records whose error rate is at least x, per gender (Attanasio et
@@ -50,7 +51,11 @@ def save(figure, out: str | Path) -> list[Path]:
 
 def per_position(f1: np.ndarray, mean_test_length: float, out, *, ema: np.ndarray | None = None, control: np.ndarray | None = None,
                  mdl_bits: np.ndarray | None = None, uniform_bits: np.ndarray | None = None, frame_rate: float | None = None, title: str = "") -> list[Path]:
-    """F1 (percent) per position; optional EMA, control curve and MDL codelengths per position (bits)."""
+    """F1 (percent) per position; optional EMA, control curve and MDL codelengths per position (bits).
+
+    ``mean_test_length`` is the row's ``mean_test_length``: mean speech frames of the test utterances,
+    drawn as a vertical line (F1_S averages the positions left of it).
+    """
     plt = _pyplot()
     panels = 2 if mdl_bits is not None else 1
     figure, axes = plt.subplots(panels, 1, figsize=(6.0, 2.4 * panels), sharex=True, squeeze=False, layout="constrained")
@@ -63,7 +68,7 @@ def per_position(f1: np.ndarray, mean_test_length: float, out, *, ema: np.ndarra
         top.plot(np.arange(len(control)), control, color="C3", linewidth=1.0, linestyle="--", label="shuffled-label control")
     for axis in axes[:, 0]:
         axis.axvline(mean_test_length, color="k", linestyle=":", linewidth=1.0)
-    top.text(mean_test_length, 98, " avg. test length", fontsize=FONT_SIZE - 1, va="top")
+    top.text(mean_test_length, 98, " avg. test length (speech)", fontsize=FONT_SIZE - 1, va="top")
     top.set_ylim(0, 100)
     top.set_ylabel("macro F1 (%)")
     top.legend(loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=3)
@@ -87,26 +92,49 @@ def _significance(p_value) -> str:
     return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
 
 
+def gap_mark(entry: dict) -> str:
+    """The published t-test's mark for one ``asr_gap`` language entry, shown only where the
+    speaker-bootstrap interval excludes 0: the t-test is pseudo-replicated, so a star beside an
+    interval that crosses 0 would claim what the interval does not support."""
+    low, high = entry["bootstrap"].get("ci95") or [None, None]
+    if low is None or high is None or low <= 0 <= high:
+        return ""
+    return _significance(entry["bootstrap"].get("p_value"))
+
+
+def gap_axis_label(results: dict[str, dict]) -> str:
+    """The y label of :func:`gap_bars`, naming the estimate the ``gap_relative`` values are (from the JSON)."""
+    from experiments.gaps import GAP_ESTIMATES
+
+    names = {GAP_ESTIMATES.get(entry.get("gap_estimate"), "estimate not recorded")
+             for result in results.values() for entry in result["languages"].values() if entry.get("gap_relative") is not None}
+    return "E(F, M) (%)  >0: worse for women\n" + " / ".join(sorted(names))
+
+
 def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
-    """``results``: dataset name -> ``experiments.asr_gap`` JSON. Bars of E(A, B) per language, the
-    speaker-bootstrap 95 % interval as error bars, * p < 0.05 and ** p < 0.01 from the resampling t-test."""
+    """``results``: dataset name -> ``experiments.asr_gap`` JSON. Bars of E(A, B) per language (the
+    estimate each file's ``gap_estimate`` names, written in the y label), the speaker-bootstrap 95 %
+    interval as error bars, * p < 0.05 and ** p < 0.01 from the resampling t-test where the interval
+    excludes 0 (:func:`gap_mark`)."""
     plt = _pyplot()
-    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 0.6, 2.8), squeeze=False, sharey=True, layout="constrained")
+    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 0.6, 2.9), squeeze=False, sharey=True, layout="constrained")
     for axis, (dataset, result) in zip(axes[0], results.items()):
-        languages = [lang for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None]
-        gaps = [result["languages"][lang]["gap_relative"] for lang in languages]
-        intervals = [result["languages"][lang]["bootstrap"].get("ci95") or [g, g] for lang, g in zip(languages, gaps)]
-        errors = np.array([[g - (lo if lo is not None else g), (hi if hi is not None else g) - g] for g, (lo, hi) in zip(gaps, intervals)]).T
-        colors = ["C1" if g > 0 else "C0" for g in gaps]
-        axis.bar(languages, gaps, color=colors, yerr=errors.tolist() if len(gaps) else None, capsize=3, error_kw={"linewidth": 0.8})
-        for index, lang in enumerate(languages):
-            mark = _significance(result["languages"][lang]["bootstrap"].get("p_value"))
-            if mark:
-                top = max(gaps[index], gaps[index] + errors[1, index])
-                axis.text(index, top, mark, ha="center", va="bottom")
+        entries = {lang: entry for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None}
+        gaps = [entry["gap_relative"] for entry in entries.values()]
+        axis.bar(list(entries), gaps, color=["C1" if g > 0 else "C0" for g in gaps])
+        for index, (lang, entry) in enumerate(entries.items()):
+            low, high = entry["bootstrap"].get("ci95") or [None, None]
+            top = gaps[index]
+            if low is not None and high is not None:  # drawn around its own centre: the resampled E may lie outside it
+                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="k", capsize=3, linewidth=0.8)
+                top = max(top, high)
+            if gap_mark(entry):
+                axis.text(index, top, gap_mark(entry), ha="center", va="bottom")
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
-    axes[0, 0].set_ylabel("E(F, M) (%)  >0: worse for women")
+    axes[0, 0].set_ylabel(gap_axis_label(results))
+    figure.supxlabel("error bars: 95 % speaker-bootstrap interval\n* p < 0.05, ** p < 0.01: published resampling t-test\n"
+                     "(pseudo-replicated), marked only where the interval excludes 0", fontsize=FONT_SIZE - 2)
     if title:
         figure.suptitle(title)
     return save(figure, out)

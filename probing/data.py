@@ -4,15 +4,21 @@ Every probe reads its labels from the store's metadata, so a probe can be traine
 shards alone. Splits follow the manifest's train/dev/test when present; otherwise they are
 speaker-disjoint (80/20 train/test by speaker, dev carved from the train speakers). Each split is
 balanced by downsampling the larger class, spreading the kept utterances over its speakers.
+Manifest splits are checked, not trusted: a speaker in train and in dev or test is an error unless
+explicitly allowed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 TASKS = {"female-male": ("male", "female"), "other-male": ("male", "other")}  # class 0, class 1
+
+
+class ProbeError(ValueError):
+    """Data that cannot give an honest probe result (a missing class, too few speakers, shared speakers)."""
 
 
 @dataclass
@@ -35,6 +41,7 @@ class ProbeSplits:
     dev: SplitData
     test: SplitData
     source: str  # "manifest" or "speaker-disjoint"
+    shared_speakers: dict[str, list[str]] = field(default_factory=dict)  # split -> speakers also in train (allowed explicitly)
 
     @property
     def class_names(self) -> tuple[str, str]:
@@ -67,7 +74,7 @@ def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng:
     return np.sort(np.concatenate(kept))
 
 
-def _speaker_disjoint(labels, speakers, rng, test_share=0.2, dev_share=0.1):
+def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_share=0.1):
     """Assign whole speakers to train/dev/test per class, so each split keeps both classes."""
     assignment = {}
     for c in (0, 1):
@@ -75,7 +82,8 @@ def _speaker_disjoint(labels, speakers, rng, test_share=0.2, dev_share=0.1):
         order = [names[i] for i in rng.permutation(len(names))]
         needed = 1 + (test_share > 0) + (dev_share > 0)
         if len(order) < needed:
-            raise ValueError(f"need at least {needed} speakers of class {c} for speaker-disjoint splits, got {len(order)}")
+            raise ProbeError(f"speaker-disjoint splits need at least {needed} {class_names[c]} speakers, got {len(order)} "
+                             f"({', '.join(order)}); add speakers or give train/dev/test in the manifest")
         n_test = max(1, int(round(test_share * len(order)))) if test_share > 0 else 0
         n_dev = max(1, int(round(dev_share * len(order)))) if dev_share > 0 else 0
         for position, name in enumerate(order):
@@ -83,10 +91,15 @@ def _speaker_disjoint(labels, speakers, rng, test_share=0.2, dev_share=0.1):
     return np.array([assignment[s] for s in speakers])
 
 
-def make_splits(metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None) -> ProbeSplits:
-    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded."""
+def make_splits(metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None,
+                allow_shared_speakers: bool = False) -> ProbeSplits:
+    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
+
+    Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
+    the shared speakers are then listed in ``ProbeSplits.shared_speakers``.
+    """
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
+        raise ProbeError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
     negative, positive = TASKS[task]
     genders = np.array(metadata["gender"])
     keep = np.isin(genders, [negative, positive])
@@ -94,29 +107,54 @@ def make_splits(metadata: dict[str, list], ids: list[str], task: str = "female-m
         keep &= np.array(metadata["language"]) == language
     index = np.flatnonzero(keep)
     if len(index) == 0:
-        raise ValueError(f"no utterances labelled {negative}/{positive}" + (f" in language {language}" if language else ""))
+        raise ProbeError(f"no utterances labelled {negative}/{positive}" + (f" in language {language}" if language else ""))
     labels = (genders[index] == positive).astype(int)
     absent = [name for value, name in ((0, negative), (1, positive)) if value not in labels]
     if absent:
-        raise ValueError(f"no utterances labelled {absent[0]}: a {task} probe needs both classes")
+        raise ProbeError(f"no utterances labelled {absent[0]}" + (f" in language {language}" if language else "") + f": a {task} probe needs both classes")
     speakers = np.array(metadata["speaker"], dtype=object)[index]
     given = np.array(metadata["split"], dtype=object)[index]
     rng = np.random.default_rng(seed)
+    shared = {}
     if {"train", "test"} <= set(given.tolist()):
         split_of, source = given, "manifest"
+        shared = speakers_shared_with_train(split_of, speakers)
+        if shared and not allow_shared_speakers:
+            raise ProbeError(shared_speakers_message({f"the manifest's {name} split": names for name, names in shared.items()}))
         if "dev" not in set(given.tolist()):
             train_only = split_of == "train"
-            carved = _speaker_disjoint(labels[train_only], speakers[train_only], rng, test_share=0.0, dev_share=0.1)
+            carved = _speaker_disjoint(labels[train_only], speakers[train_only], rng, TASKS[task], test_share=0.0, dev_share=0.1)
             split_of = split_of.copy()
             split_of[train_only] = np.where(carved == "dev", "dev", "train")
     else:
-        split_of, source = _speaker_disjoint(labels, speakers, rng), "speaker-disjoint"
+        split_of, source = _speaker_disjoint(labels, speakers, rng, TASKS[task]), "speaker-disjoint"
     all_ids = np.array(ids, dtype=object)[index]
     parts = {}
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
         if name != "dev" and (len(members) == 0 or len(set(labels[members].tolist())) < 2):
-            raise ValueError(f"the {name} split lacks one of the classes {negative}/{positive}")
+            raise ProbeError(f"the {name} split lacks one of the classes {negative}/{positive}")
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
-    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source)
+    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source, shared)
+
+
+def speakers_shared_with_train(split_of: np.ndarray, speakers: np.ndarray) -> dict[str, list[str]]:
+    """Speakers of dev and test that also occur in train (only the splits that share any)."""
+    train = set(speakers[split_of == "train"].tolist())
+    shared = {}
+    for name in ("dev", "test"):
+        common = sorted(train & set(speakers[split_of == name].tolist()))
+        if common:
+            shared[name] = common
+    return shared
+
+
+def shared_speakers_message(shared: dict[str, list[str]], shown: int = 10) -> str:
+    """One line naming, for each described set of utterances, the speakers it shares with the training split."""
+    parts = []
+    for what, common in shared.items():
+        listed = ", ".join(common[:shown]) + (f", ... ({len(common)} in all)" if len(common) > shown else "")
+        parts.append(f"{what} shares {len(common)} speaker(s) with the training split: {listed}")
+    return (f"{'; '.join(parts)}; a probe scored on voices it was trained on overstates what it generalises: "
+            "fix the splits, or pass --allow-shared-speakers (recorded in the row)")

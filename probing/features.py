@@ -68,5 +68,15 @@ class Standardizer:
         return [((s - self.mean[0]) / self.scale[0]).astype(np.float32) for s in sequences]
 
 
+def mean_lengths(reader, site: str, ids: list[str]) -> tuple[float, float]:
+    """(mean speech frames, mean stored frames) of ``ids``: they differ where the store kept padding.
+
+    "Speech positions" (F1_S, the MDL span, the figure's test-length line) use the first.
+    """
+    speech = reader.speech_lengths(site, ids)
+    stored = [reader.length(site, utterance_id) for utterance_id in ids]
+    return float(np.mean(speech)), float(np.mean(stored))
+
+
 def valid_mask(lengths: np.ndarray, positions: int) -> np.ndarray:
     return np.arange(positions)[None, :] < np.asarray(lengths)[:, None]

@@ -25,7 +25,10 @@ def position_scores(y_true: np.ndarray, y_pred: np.ndarray, mask: np.ndarray | N
     """Scores per column of ``y_pred`` ([N] or [N, P]), counting only rows where ``mask`` is true.
 
     Returns arrays over positions: ``f1_macro``, ``accuracy``, ``recall_0``, ``recall_1`` (percent)
-    and ``count``. Like scikit-learn with ``zero_division=0``, an absent class contributes 0 to F1.
+    and ``count``. Macro F1 always averages over both classes, as scikit-learn's
+    ``f1_score(average="macro", labels=[0, 1], zero_division=0)`` does: a class absent from both the
+    labels and the predictions contributes an F1 of 0, so such a column scores at most 50. Without
+    ``labels=``, scikit-learn averages over the classes present only and would give 100 there.
     """
     y_pred = np.asarray(y_pred)
     squeeze = y_pred.ndim == 1
