@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from probing import controls, features, metrics
-from probing.data import ProbeSplits, make_splits
-from probing.mdl import online_code, online_code_logistic
+from probing.data import ProbeError, ProbeSplits, make_splits, shared_speakers_message
+from probing.mdl import MIXTURE_GUARD, online_code, online_code_logistic
 from probing.train import fit_attention, fit_logistic
 
 PROBES = ("positional", "attention", "mean", "max", "sampled")
@@ -32,14 +34,19 @@ class ProbeConfig:
     max_iter: int = 1000
     max_epochs: int = 200
     lr: float = 1e-4  # attention probe (Fucci et al. 2025)
-    apply_to: str | None = None  # attention probe: also predict every utterance of this store (e.g. MuST-SHE)
+    apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
+    allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
     device: str = "cpu"
 
     def __post_init__(self):
         if self.probe not in PROBES:
-            raise ValueError(f"unknown probe {self.probe!r}; choose from {PROBES}")
+            raise ProbeError(f"unknown probe {self.probe!r}; choose from {PROBES}")
         if self.control not in controls.CONTROLS:
-            raise ValueError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+            raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+        if self.positions <= 0:
+            raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
+        if self.apply_to and self.probe != "attention":
+            raise ProbeError(f"apply_to works with the attention probe only, not {self.probe!r}")
 
     def run_id(self) -> str:
         """A hash of everything that determines the result, the seed included (not the device)."""
@@ -55,13 +62,18 @@ class ProbeResult:
 
 
 def _labels(splits: ProbeSplits, control: str, seed: int) -> dict[str, np.ndarray]:
+    """True labels, or a control's: ``shuffled`` replaces train and dev labels (dev selects models:
+    attention early stopping, the sampled position), test stays true; ``speaker`` labels every split
+    by a random class per speaker, balanced within each gender (meant for the within-speaker split)."""
     labels = {name: getattr(splits, name).labels.copy() for name in ("train", "dev", "test")}
     if control == "shuffled":
-        labels["train"] = controls.shuffled(labels["train"], seed)
+        rng = np.random.default_rng(seed)
+        for name in ("train", "dev"):
+            labels[name] = controls.shuffled(labels[name], rng, getattr(splits, name).speakers)
     elif control == "speaker":
-        every = np.concatenate([getattr(splits, n).speakers for n in ("train", "dev", "test")])
-        mapping = controls.speaker_labels(every, seed)
-        labels = {n: np.array([mapping[s] for s in getattr(splits, n).speakers], dtype=int) for n in labels}
+        every = {n: getattr(splits, n) for n in labels}
+        mapping = controls.speaker_labels(np.concatenate([s.speakers for s in every.values()]), seed, np.concatenate([s.labels for s in every.values()]))
+        labels = {n: np.array([mapping[s] for s in every[n].speakers], dtype=int) for n in labels}
     return labels
 
 
@@ -87,7 +99,6 @@ def _logistic_run(config, reader, splits, labels):
     else:
         x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
         masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
-        lengths = {n: np.array([reader.length(config.site, i) for i in ids[n]]) for n in ids}
     if config.standardize:
         scaler = features.Standardizer.fit(x["train"], masks["train"])
         x = {n: scaler(v) if v is not None else None for n, v in x.items()}
@@ -95,7 +106,7 @@ def _logistic_run(config, reader, splits, labels):
     predictions = (model.probabilities(x["test"]) > 0.5).astype(int)
     scores = metrics.position_scores(labels["test"], predictions, masks["test"])
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
-    mean_test_length = float(np.mean(lengths["test"]))
+    mean_test_length, stored_positions = features.mean_lengths(reader, config.site, ids["test"])
     if config.probe == "positional":
         span = slice(0, int(np.ceil(mean_test_length)))
         extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(x["train"].shape[1])}
@@ -110,16 +121,25 @@ def _logistic_run(config, reader, splits, labels):
     else:
         span, extra = slice(0, 1), {}
     extra["mean_test_length"] = mean_test_length
+    if stored_positions != mean_test_length:
+        extra["stored_positions"] = stored_positions
     row_metrics = _row_metrics(scores, span, splits.class_names)
     if config.mdl:
-        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, c=config.c, max_iter=config.max_iter, device=config.device)
-        arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits}
-        extra |= _mdl_summary(code, span)
+        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device)
+        arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
+        extra |= _mdl_summary(code, span, MIXTURE_GUARD)
     return row_metrics | extra, arrays, {}
 
 
-def _mdl_summary(code, span: slice) -> dict:
+def _mdl_summary(code, span: slice, guard: str) -> dict:
+    """Codelengths summed over ``span``; with a grid guard, the C with most weight entering each block
+    (for several positions, the lower median over ``span``; every position's is in the arrays as ``mdl_c``)."""
     online, uniform = float(np.sum(code.online_bits[span])), float(np.sum(code.uniform_bits[span]))
+    guarded = {}
+    if code.grid:
+        chosen = code.chosen[:, span]
+        guarded = {"mdl_c_grid": list(code.grid),
+                   "mdl_c_per_block": [None if np.isnan(c).all() else float(np.percentile(c[~np.isnan(c)], 50, method="lower")) for c in chosen]}
     return {
         "codelength_online_bits": online,
         "codelength_uniform_bits": uniform,
@@ -127,10 +147,14 @@ def _mdl_summary(code, span: slice) -> dict:
         "mdl_blocks": len(code.block_ends),
         "mdl_uniform_blocks": code.uniform_blocks,
         **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
+        "mdl_guard": guard,
+        **guarded,
     }
 
 
 def _attention_run(config, reader, splits, labels):
+    if not len(splits.dev):
+        raise ProbeError(f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest")
     seqs = {n: features.sequences(reader, config.site, getattr(splits, n).ids) for n in ("train", "dev", "test")}
     if config.standardize:
         scaler = features.Standardizer.fit_sequences(seqs["train"])
@@ -146,18 +170,105 @@ def _attention_run(config, reader, splits, labels):
     row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
     if config.apply_to:
-        from extract.store import ShardReader
-
-        other = ShardReader(config.apply_to)
-        applied = features.sequences(other, config.site, other.ids)
-        applied_probabilities, _ = model.predict(scaler.sequences(applied) if config.standardize else applied)
-        arrays |= {"applied_ids": np.array(other.ids), "applied_probabilities": applied_probabilities,
-                   "applied_class_names": np.array(splits.class_names)}
-        row["applied_to"] = {"store": config.apply_to, "utterances": len(other.ids)}
+        applied_row, arrays = _apply(config, model, scaler if config.standardize else None, splits.class_names)
+        row |= applied_row
     if config.mdl:
         code = online_code(labels["train"], np.ones((len(seqs["train"]), 1), bool), splits.train.speakers, fit, lambda m, idx: m.predict([seqs["train"][i] for i in idx])[0], seed=config.seed)
-        row |= _mdl_summary(code, slice(0, 1))
+        row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
+
+
+def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, dict]:
+    """Predict every utterance of the ``apply_to`` store; score those labelled with the task's two classes.
+
+    Utterances of other genders are predicted but not scored; ``applied_to`` counts both. Scores
+    need both classes among the labelled utterances (a macro F1 over one class means nothing).
+    """
+    from extract.store import ShardReader
+
+    other = ShardReader(config.apply_to)
+    applied = features.sequences(other, config.site, other.ids)
+    probabilities, _ = model.predict(scaler.sequences(applied) if scaler else applied)
+    arrays = {"applied_ids": np.array(other.ids), "applied_probabilities": probabilities, "applied_class_names": np.array(class_names)}
+    genders = np.array(other.metadata()["gender"], dtype=object)
+    labelled = np.isin(genders, class_names)
+    labels = (genders[labelled] == class_names[1]).astype(int)
+    summary = {"store": config.apply_to, "utterances": len(other.ids), "scored": 0}
+    if len(set(labels.tolist())) < 2:
+        summary["not_scored"] = f"needs utterances labelled {class_names[0]} and {class_names[1]}; found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
+        return {"applied_to": summary}, arrays
+    summary["scored"] = int(labelled.sum())
+    scores = metrics.summary(labels, (probabilities[labelled] > 0.5).astype(int), class_names)
+    return {"applied_to": summary, **{f"applied_{key}": value for key, value in scores.items()}}, arrays
+
+
+def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> list[str]:
+    """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
+    from extract.store import ShardReader
+
+    other = ShardReader(config.apply_to)
+    if config.site not in other.sites:
+        raise ProbeError(f"the apply_to store {config.apply_to} has no site {config.site!r}; it has {', '.join(other.sites)}")
+    shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
+    if shared and not config.allow_shared_speakers:
+        raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
+    return shared
+
+
+def store_identity(*paths: str | Path) -> str:
+    """A cheap fingerprint of stores' contents, hashed: each complete part's name, the content checksum
+    its writer recorded (``content_sha256``; absent in parts written before it existed), size, inode
+    and modification time. Rewriting a part (a new file renamed into place) changes it; reading does not."""
+    import h5py
+
+    from extract.store import complete_parts
+
+    entries = []
+    for path in map(Path, paths):
+        for part in [path] if path.is_file() else complete_parts(path):
+            stat = os.stat(part)
+            with h5py.File(part, "r") as handle:
+                checksum = str(handle.attrs.get("content_sha256", ""))
+            entries.append([str(path), part.name, checksum, stat.st_size, stat.st_ino, stat.st_mtime_ns])
+    return hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:16]
+
+
+def config_store_identity(config: ProbeConfig) -> str:
+    """The fingerprint of every store a run reads (``store`` and ``apply_to``)."""
+    return store_identity(*[p for p in (config.store, config.apply_to) if p])
+
+
+def _control_run(config: ProbeConfig, reader, splits: ProbeSplits, runner):
+    """A control run and the real probe on the same split (within-speaker for the speaker control).
+
+    The control is trained once per seed of :func:`controls.control_seeds` and reported as the mean
+    (``control_seeds``, ``control_f1_per_seed``); its MDL, when asked for, codes the first seed's
+    labels (``mdl_control_seed``). Returns the split used and the runner's (scores, arrays, attention).
+    """
+    if config.control == "speaker":
+        splits = controls.within_speaker_splits(splits, config.seed)
+    seeds = controls.control_seeds(config.seed)
+    without_mdl = ProbeConfig(**{**asdict(config), "mdl": False})
+    runs = [runner(config if i == 0 else without_mdl, reader, splits, _labels(splits, config.control, s)) for i, s in enumerate(seeds)]
+    scores, arrays, attention = runs[0]
+    key = "f1_s" if config.probe == "positional" else "f1_macro"
+    per_seed = [run[0][key] for run in runs]
+    scores |= _mean_scores([run[0] for run in runs])
+    arrays |= {name: np.mean([run[1][name] for run in runs], axis=0) for name in arrays if name.startswith("test_")}
+    real, _, _ = runner(ProbeConfig(**{**asdict(without_mdl), "control": "none"}), reader, splits, _labels(splits, "none", config.seed))
+    scores |= {"selectivity": controls.selectivity(real[key], scores[key]), "f1_real": real[key], "control_seeds": seeds, "control_f1_per_seed": per_seed}
+    if config.control == "speaker":
+        scores["control_split"] = {"source": splits.source, "seed": config.seed, "shares": dict(controls.WITHIN_SPEAKER_SHARES)}
+    if config.mdl:
+        scores["mdl_control_seed"] = seeds[0]
+    return splits, (scores, arrays, attention)
+
+
+def _mean_scores(rows: list[dict]) -> dict:
+    """The mean over control seeds of the score keys (F1, F1_S, accuracy, recall per class)."""
+    means = {key: float(np.mean([row[key] for row in rows])) for key in ("f1_macro", "f1_s", "accuracy") if key in rows[0]}
+    means["recall"] = {name: float(np.mean([row["recall"][name] for row in rows])) for name in rows[0]["recall"]}
+    return means
 
 
 def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
@@ -166,14 +277,17 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
 
     reader = reader or ShardReader(config.store)
     if config.site not in reader.sites:
-        raise KeyError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
-    splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
+        raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
+    splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+    shared = dict(splits.shared_speakers)
+    applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
+    if applied_shared:
+        shared["apply_to"] = applied_shared
     runner = _attention_run if config.probe == "attention" else _logistic_run
-    scores, arrays, attention = runner(config, reader, splits, _labels(splits, config.control, config.seed))
-    if config.control != "none":
-        real, _, _ = runner(ProbeConfig(**{**asdict(config), "control": "none", "mdl": False}), reader, splits, _labels(splits, "none", config.seed))
-        key = "f1_s" if config.probe == "positional" else "f1_macro"
-        scores["selectivity"] = controls.selectivity(real[key], scores[key])
-        scores["f1_real"] = real[key]
-    row = {"run_id": config.run_id(), "config": asdict(config), "seed": config.seed, "splits": splits.sizes(), **scores, **provenance()}
+    if config.control == "none":
+        scores, arrays, attention = runner(config, reader, splits, _labels(splits, "none", config.seed))
+    else:
+        splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
+    row = {"run_id": config.run_id(), "store_identity": config_store_identity(config), "config": asdict(config), "seed": config.seed,
+           "splits": splits.sizes(), **({"shared_speakers": shared} if shared else {}), **scores, **provenance()}
     return ProbeResult(row, arrays, attention)
