@@ -16,28 +16,31 @@ def positional(reader, site: str, ids: list[str], positions: int) -> tuple[np.nd
     return reader.leading(site, positions, ids)
 
 
+def speech_states(reader, site: str, ids: list[str]):
+    """Yield each utterance's speech frames ``[T_speech, D]``: stored padding (``--keep-padding``) cut off."""
+    for utterance_id, length in zip(ids, reader.speech_lengths(site, ids)):
+        yield reader.get(site, utterance_id)[: int(length)]
+
+
 def pooled(reader, site: str, ids: list[str], how: str) -> np.ndarray:
-    """``[N, P', D]``: mean or max over valid frames (P' = 1), or frames at 0/25/50/75/100 % of the length (P' = 5)."""
-    if how == "mean":
-        return reader.means(site, ids)[:, None, :]
+    """``[N, P', D]`` over speech frames: their mean or max (P' = 1), or the frames at 0/25/50/75/100 %
+    of the speech length (P' = 5)."""
+    if how not in ("mean", "max", "sampled"):
+        raise ValueError(f"unknown pooling {how!r}")
     rows = []
-    for utterance_id in ids:
-        states = reader.get(site, utterance_id)
-        if how == "max":
+    for states in speech_states(reader, site, ids):
+        if how == "mean":
+            rows.append(states.mean(axis=0, keepdims=True))
+        elif how == "max":
             rows.append(states.max(axis=0, keepdims=True))
-        elif how == "sampled":
-            rows.append(states[[int(round(q * (len(states) - 1))) for q in SAMPLED_FRACTIONS]])
         else:
-            raise ValueError(f"unknown pooling {how!r}")
+            rows.append(states[[int(round(q * (len(states) - 1))) for q in SAMPLED_FRACTIONS]])
     return np.stack(rows)
 
 
-def sequences(reader, site: str, ids: list[str], max_frames: int | None = None) -> list[np.ndarray]:
-    out = []
-    for utterance_id in ids:
-        states = reader.get(site, utterance_id)
-        out.append(states[:max_frames] if max_frames else states)
-    return out
+def sequences(reader, site: str, ids: list[str]) -> list[np.ndarray]:
+    """Each utterance's speech frames, the attention probe's input."""
+    return list(speech_states(reader, site, ids))
 
 
 class Standardizer:

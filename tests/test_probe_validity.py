@@ -297,3 +297,22 @@ def test_unpadded_rows_have_no_stored_positions(tmp_path):
     test_ids = make_splits(reader.metadata(), reader.ids).test.ids
     assert row["mean_test_length"] == pytest.approx(np.mean([reader.length(SITE, i) for i in test_ids]))
     assert "stored_positions" not in row
+
+
+def test_pooled_and_attention_inputs_cover_speech_frames_only(tmp_path):
+    """With kept padding, mean/max/sampled pooling and the attention probe's sequences stop at the
+    speech length: the padding frames (here a constant 100 on every dimension) never enter them."""
+    from probing import features
+
+    folder = tmp_path / "padded-constant"
+    folder.mkdir()
+    states = np.full((8, 2), 100.0, dtype=np.float32)
+    states[:3] = [[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]]
+    with PartWriter(folder / "part-00000.h5", {SITE: 2}, "float32", {"model_id": "synthetic", "config": "{}", "skipped": "[]"}) as writer:
+        writer.add("u", {SITE: states}, {"gender": "female", "speaker": "s", "duration": 30.0}, valid_frames={SITE: 3})
+    reader = ShardReader(folder)
+    np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "mean")[0, 0], [3.0, 5.0])
+    np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "max")[0, 0], [5.0, 9.0])
+    np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "sampled")[0], [[1, 2], [1, 2], [3, 4], [5, 9], [5, 9]])
+    (sequence,) = features.sequences(reader, SITE, ["u"])
+    np.testing.assert_allclose(sequence, states[:3])
