@@ -9,16 +9,30 @@ Example (GPU)::
 from __future__ import annotations
 
 import argparse
+import re
+import signal
 import sys
+import threading
 import time
+from collections import Counter
+from pathlib import Path
+from typing import NoReturn
 
 import torch
 
-from extract.families import FAMILIES, UnknownSiteError
+from extract.families import FAMILIES, NonFiniteError, UnknownSiteError
 from extract.manifest import ManifestError, read_manifest
 from extract.runner import run_extraction
+from extract.store import StoreError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--reclaim-stale", action="store_true",
+                        help="take over part claims left on this host by a process that is gone (a job killed with SIGKILL), with a note")
     return parser
 
 
@@ -54,11 +70,35 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def resolve_checkpoint(family: str, checkpoint: str | None) -> str:
     if checkpoint and checkpoint.startswith("bundled-"):
         if family != "whisper":
-            raise SystemExit("error: bundled weights exist only for Whisper")
+            fail("bundled weights exist only for Whisper")
         from extract.weights import bundled_whisper
 
         return str(bundled_whisper(checkpoint.removeprefix("bundled-")))
+    check_checkpoint_path(checkpoint)
     return checkpoint or FAMILIES[family].default_checkpoint
+
+
+def check_checkpoint_path(checkpoint: str | None) -> None:
+    """A checkpoint that is neither an existing folder nor shaped like a hub id is a mistyped path."""
+    if checkpoint and not checkpoint.startswith("bundled-") and not Path(checkpoint).expanduser().exists() and not HUB_ID.fullmatch(checkpoint):
+        fail(f"--checkpoint {checkpoint}: no such folder (and not a hub id such as owner/name); check the path")
+
+
+def check_arguments(args) -> None:
+    """Everything that can be checked before the model loads."""
+    manifest, out = Path(args.manifest), Path(args.out)
+    if manifest.is_dir():
+        fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)")
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file; give a folder for the store (it is created if missing)")
+    if args.num_shards < 1:
+        fail(f"--num-shards {args.num_shards}: must be at least 1")
+    if not 0 <= args.shard_index < args.num_shards:
+        fail(f"--shard-index {args.shard_index} is outside 0..{args.num_shards - 1} for --num-shards {args.num_shards}")
+    if args.utterances_per_part < 1:
+        fail(f"--utterances-per-part {args.utterances_per_part}: must be at least 1")
+    if args.batch_seconds <= 0 or args.max_seconds <= 0:
+        fail("--batch-seconds and --max-seconds must be positive")
 
 
 def load_extractor(args):
@@ -84,8 +124,29 @@ def store_config(args, sites: list[str], checkpoint: str) -> dict:
     }
 
 
+def load_checked(args):
+    """The extractor, or one line naming the checkpoint that cannot be loaded."""
+    try:
+        return load_extractor(args)
+    except OSError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        fail(f"cannot load --checkpoint {args.checkpoint or FAMILIES[args.model].default_checkpoint}: {first_line}")
+
+
+def audio_notes_summary(notes: dict[str, dict]) -> str:
+    """``3 trimmed, 1 shorter_than_header`` from per-utterance notes."""
+    counts = Counter(kind for note in notes.values() for kind in note)
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "none"
+
+
+def _stop_on_sigterm(signum, frame) -> NoReturn:
+    raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the part being written is discarded and its claim released
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_arguments(args)
+    check_checkpoint_path(args.checkpoint)
     try:
         utterances = read_manifest(args.manifest)
     except (ManifestError, OSError) as error:
@@ -93,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit is not None:
         utterances = utterances[: args.limit]
-    extractor = load_extractor(args)
+    extractor = load_checked(args)
     try:
         sites = extractor.resolve_sites(args.sites.split(",") if args.sites != "all" else "all")
     except UnknownSiteError as error:
@@ -102,15 +163,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if args.random_init else ''} on {args.device}; "
           f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}")
     started = time.time()
-    report = run_extraction(
-        extractor, utterances, sites, args.out, config=store_config(args, sites, extractor.checkpoint),
-        storage_dtype=args.storage_dtype, batch_seconds=args.batch_seconds, max_seconds=args.max_seconds,
-        num_shards=args.num_shards, shard_index=args.shard_index, utterances_per_part=args.utterances_per_part,
-        show_progress=not args.quiet,
-    )
+    previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    try:
+        report = run_extraction(
+            extractor, utterances, sites, args.out, config=store_config(args, sites, extractor.checkpoint),
+            storage_dtype=args.storage_dtype, batch_seconds=args.batch_seconds, max_seconds=args.max_seconds,
+            num_shards=args.num_shards, shard_index=args.shard_index, utterances_per_part=args.utterances_per_part,
+            show_progress=not args.quiet, reclaim_stale=args.reclaim_stale,
+        )
+    except (StoreError, NonFiniteError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
     elapsed = time.time() - started
     print(f"[extract] wrote {report.written} utterances in {elapsed:.1f} s ({report.written / max(elapsed, 1e-9):.2f} utt/s); "
-          f"{report.resumed} already done; {len(report.skipped)} skipped for bad audio")
+          f"{report.resumed} already done; {len(report.skipped)} skipped for bad audio; "
+          f"audio notes: {audio_notes_summary(report.audio_notes)} (per utterance in the store's audio_notes)")
     for item in report.skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[extract] store: {args.out} ({len(report.parts)} part files)")

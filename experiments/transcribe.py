@@ -9,7 +9,9 @@ Examples (GPU)::
 
 One JSON row per utterance: id, reference (the transcript for ASR, the reference translation for
 ST), hypothesis, gender, speaker, language, model, task, tgt_lang, and for ST the source transcript
-(COMET needs it). Audio is trimmed to 30 s (ASR) or 60 s (ST), as in both studies. Rows are
+(COMET needs it), and ``audio_notes`` where loading changed or noticed something (trimmed, shorter
+than its header, float samples outside [-1, 1]; see ``extract.audio``), counted in the summary.
+Audio is trimmed to 30 s (ASR) or 60 s (ST), as in both studies. Rows are
 appended batch by batch; a rerun skips ids already in the output, so a killed run resumes. The
 decoding settings, the model and the code version go to ``OUT.settings.json``; a rerun with other
 settings is refused.
@@ -24,7 +26,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from experiments.extract import add_model_arguments, load_extractor, resolve_checkpoint
+from experiments.extract import add_model_arguments, audio_notes_summary, load_extractor, resolve_checkpoint
 from experiments.generation import ZEROSWOT_DECODER, GenerationError, load_generator
 from extract.audio import AudioError, load_audio
 from extract.manifest import ManifestError, Utterance, read_manifest
@@ -86,7 +88,7 @@ def check_settings(path: Path, settings: dict) -> None:
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
 
 
-def row_for(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | None, model: str) -> dict:
+def row_for(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | None, model: str, audio_notes: dict | None = None) -> dict:
     row = {
         "id": utterance.id, "reference": utterance.text if task == "asr" else utterance.translation, "hypothesis": hypothesis,
         "gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "model": model, "task": task,
@@ -94,22 +96,27 @@ def row_for(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | No
     }
     if task == "st":
         row["source"] = utterance.text
+    if audio_notes:
+        row["audio_notes"] = audio_notes
     return row
 
 
 def transcribe(generator, utterances: list[Utterance], out: Path, task: str, tgt_lang: str | None, model: str,
-               batch_seconds: float, max_seconds: float, show_progress: bool = True) -> tuple[int, list[dict]]:
-    """Append rows for ``utterances`` to ``out``; returns (rows written, skipped records)."""
+               batch_seconds: float, max_seconds: float, show_progress: bool = True) -> tuple[int, list[dict], dict[str, dict]]:
+    """Append rows for ``utterances`` to ``out``; returns (rows written, skipped records, audio notes by id)."""
     from tqdm.auto import tqdm
 
-    written, skipped = 0, []
+    written, skipped, notes = 0, [], {}
     extractor = generator.extractor
     with out.open("a", encoding="utf-8") as handle, tqdm(total=len(utterances), desc=f"{task} with {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for start in range(0, len(utterances), CHUNK):
             audio, by_language = {}, defaultdict(list)
             for utterance in utterances[start : start + CHUNK]:
                 try:
-                    audio[utterance.id] = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=max_seconds).samples
+                    loaded = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=max_seconds)
+                    audio[utterance.id] = loaded.samples
+                    if loaded.notes:
+                        notes[utterance.id] = loaded.notes
                     by_language[utterance.language].append(utterance)
                 except AudioError as error:
                     skipped.append({"id": utterance.id, "audio": utterance.audio, "error": type(error).__name__, "message": str(error)})
@@ -120,11 +127,11 @@ def transcribe(generator, utterances: list[Utterance], out: Path, task: str, tgt
                     chosen = [group[i] for i in batch]
                     hypotheses = generator.generate([audio[u.id] for u in chosen], language, task, tgt_lang)
                     for utterance, hypothesis in zip(chosen, hypotheses):
-                        handle.write(json.dumps(row_for(utterance, hypothesis, task, tgt_lang, model), ensure_ascii=False) + "\n")
+                        handle.write(json.dumps(row_for(utterance, hypothesis, task, tgt_lang, model, notes.get(utterance.id)), ensure_ascii=False) + "\n")
                     handle.flush()
                     written += len(chosen)
                     bar.update(len(chosen))
-    return written, skipped
+    return written, skipped, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,12 +171,13 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s")
     started = time.time()
     try:
-        written, skipped = transcribe(generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet)
+        written, skipped, notes = transcribe(generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet)
     except GenerationError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     elapsed = time.time() - started
-    print(f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them)")
+    print(f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "
+          f"audio notes: {audio_notes_summary(notes)} (in the rows' audio_notes)")
     for item in skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[transcribe] hypotheses: {out}; settings: {out.name}.settings.json")

@@ -1,15 +1,27 @@
 """HDF5 shard store: ragged hidden states per site, CSR style, with metadata and provenance.
 
 A store is a folder of part files ``{prefix}-part{k:05d}.h5``. Each part holds, per site, a
-``sites/{site}/data`` array (total_frames x D) and ``sites/{site}/offsets`` (N + 1), the utterance
-ids, and per-utterance metadata. A part is written under a temporary name, its ``complete``
-attribute is set last, and it is renamed when closed, so a reader never sees half a part.
+``sites/{site}/data`` array (total_frames x D), ``sites/{site}/offsets`` (N + 1) and
+``sites/{site}/valid`` (N, the speech frames of each utterance: fewer than its stored frames when
+padding was kept on purpose), the utterance ids, and per-utterance metadata.
+
+Writing is guarded three ways. A writer first claims the part: ``{part}.lock`` is created
+atomically (``O_CREAT | O_EXCL``) and names the holder's host and pid, so a second writer of the
+same part stops with a message naming the first; a claim whose process is gone is reported,
+never broken. The part is then written under a temporary name opened in exclusive-create mode.
+On close the content checksum (``content_sha256``) computed from what was written is compared
+with one recomputed from the closed file; only then is ``complete`` set and the file renamed, so
+a reader never sees half a part, nor a part another process overwrote.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import socket
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -18,10 +30,16 @@ import numpy as np
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
 TEMPORARY_SUFFIX = ".h5.tmp"
+CLAIM_SUFFIX = ".lock"
+FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
 
 
 class StoreError(RuntimeError):
     pass
+
+
+class ClaimError(StoreError):
+    """Another writer (alive, or a dead one whose claim was left behind) holds the part."""
 
 
 def _string_dtype():
@@ -30,15 +48,117 @@ def _string_dtype():
     return h5py.string_dtype(encoding="utf-8")
 
 
-class PartWriter:
-    """Writes one part file; use as a context manager. ``abort()`` deletes the temporary file."""
+def temporary_path(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".h5") + TEMPORARY_SUFFIX)
 
-    def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: dict):
+
+def claim_path(path: Path) -> Path:
+    return path.with_name(path.name + CLAIM_SUFFIX)
+
+
+class PartClaim:
+    """An exclusive claim on one part file: ``{part}.lock``, created atomically, naming host and pid.
+
+    Taking it fails with :class:`ClaimError` when the lock exists. The message says whether its
+    holder still runs (wait for it, or write elsewhere) or is gone (a killed run: check, delete the
+    lock and the temporary file, rerun); a claim is never taken over silently. With
+    ``reclaim_stale`` a claim whose holder ran on this host and is gone (a job killed with SIGKILL
+    and requeued) is taken over, and ``on_reclaim`` is told which one.
+    """
+
+    def __init__(self, part: Path, reclaim_stale: bool = False, on_reclaim=None):
+        self.part = Path(part)
+        self.lock = claim_path(self.part)
+        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        try:
+            descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            stale = _stale_holder(self.lock)
+            if not (reclaim_stale and stale):
+                raise _claim_refused(self.part, self.lock) from None
+            self.lock.unlink()
+            temporary_path(self.part).unlink(missing_ok=True)
+            if on_reclaim is not None:
+                on_reclaim(f"{self.part}: reclaimed the stale claim of pid {stale.get('pid')} on {stale.get('host')} since {stale.get('since')}")
+            descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(self.holder, handle)
+        self.held = True
+
+    def release(self) -> None:
+        if self.held and _read_holder(self.lock) == self.holder:
+            self.lock.unlink(missing_ok=True)
+        self.held = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+
+def _read_holder(lock: Path) -> dict | None:
+    try:
+        holder = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _stale_holder(lock: Path) -> dict | None:
+    """The holder recorded in ``lock`` when it ran on this host and its process is gone, else None."""
+    holder = _read_holder(lock)
+    if holder and holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int) and not _process_alive(holder["pid"]):
+        return holder
+    return None
+
+
+def _claim_refused(part: Path, lock: Path) -> ClaimError:
+    holder = _read_holder(lock)
+    if holder is None:
+        return ClaimError(f"{part} is claimed by another writer ({lock} is being created or unreadable); "
+                          f"if no other extraction writes to {part.parent}, delete {lock} and rerun")
+    who = f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}"
+    if _stale_holder(lock):
+        return ClaimError(f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
+                          f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "
+                          f"{temporary_path(part).name} if present)")
+    return ClaimError(f"{part} is being written by {who} (claim {lock}): another extraction writes to this --out; "
+                      "let it finish and rerun to resume, or use another --out folder")
+
+
+class PartWriter:
+    """Writes one part file; use as a context manager. ``abort()`` deletes the temporary file.
+
+    Takes its own :class:`PartClaim` unless given one the caller holds (the caller then releases it).
+    """
+
+    def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: dict, claim: PartClaim | None = None):
         import h5py
 
         self.path = Path(path)
-        self.temporary = self.path.with_name(self.path.name.removesuffix(".h5") + TEMPORARY_SUFFIX)
-        self.file = h5py.File(self.temporary, "w")
+        self.temporary = temporary_path(self.path)
+        self.file = None
+        self.own_claim = claim is None
+        self.claim = PartClaim(self.path) if claim is None else claim
+        try:
+            self.file = h5py.File(self.temporary, "x")
+        except OSError as error:
+            self._release_claim()
+            if self.temporary.exists():
+                raise StoreError(f"{self.temporary} already exists: left by a killed writer (delete it and rerun) "
+                                 "or being written by a process that took no claim") from error
+            raise
         self.site_dims = dict(site_dims)
         self.dtype = np.dtype(storage_dtype)
         for key, value in attributes.items():
@@ -48,35 +168,67 @@ class PartWriter:
             group = self.file.create_group(f"sites/{site}")
             rows = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
             group.create_dataset("data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(rows, dim))
-            self._offsets(site, [0])
         self.ids: list[str] = []
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
+        self.valid: dict[str, list[int]] = {site: [] for site in self.site_dims}
+        self.digests = {site: hashlib.sha256() for site in self.site_dims}
 
-    def _offsets(self, site: str, values: list[int]) -> None:
-        group = self.file[f"sites/{site}"]
-        if "offsets" in group:
-            del group["offsets"]
-        group.create_dataset("offsets", data=np.asarray(values, dtype=np.int64))
+    def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, valid_frames: dict[str, int] | None = None) -> None:
+        """Append one utterance; ``valid_frames`` maps site -> its speech frames (default: all stored frames).
 
-    def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict) -> None:
+        Values are checked for finiteness after the cast to the storage dtype (float16 turns
+        magnitudes above 65504 into infinity); nothing of a refused utterance is written.
+        """
         if set(states) != set(self.site_dims):
             raise StoreError(f"utterance {utterance_id}: sites {sorted(states)} differ from the store's {sorted(self.site_dims)}")
+        stored = {}
         for site, array in states.items():
             if array.ndim != 2 or array.shape[1] != self.site_dims[site]:
                 raise StoreError(f"utterance {utterance_id}: site {site} has shape {array.shape}, expected (T, {self.site_dims[site]})")
-            dataset = self.file[f"sites/{site}/data"]
-            start = dataset.shape[0]
-            dataset.resize(start + array.shape[0], axis=0)
-            dataset[start:] = array.astype(self.dtype)
-            self.offsets[site].append(start + array.shape[0])
+            stored[site] = _finite_after_cast(array, self.dtype, site, utterance_id)
+        valid = {site: array.shape[0] for site, array in stored.items()} | dict(valid_frames or {})
+        for site, count in valid.items():
+            if site not in stored:
+                raise StoreError(f"utterance {utterance_id}: valid frames given for site {site}, which the store does not have")
+            if not 0 <= int(count) <= stored[site].shape[0]:
+                raise StoreError(f"utterance {utterance_id}: valid frames {count} at site {site} outside 0..{stored[site].shape[0]} (its stored frames)")
+        for site, array in stored.items():
+            self._append(site, array)
+            self.valid[site].append(int(valid[site]))
         self.ids.append(utterance_id)
         for name in self.meta:
             self.meta[name].append(meta.get(name, "" if name != "duration" else float("nan")))
 
+    def _append(self, site: str, array: np.ndarray) -> None:
+        dataset = self.file[f"sites/{site}/data"]
+        start = dataset.shape[0]
+        dataset.resize(start + array.shape[0], axis=0)
+        dataset[start:] = array
+        self.offsets[site].append(start + array.shape[0])
+        self.digests[site].update(_bytes_of(array))
+
     def close(self) -> Path:
+        """Write the index, verify the content read back from disk, mark complete, rename.
+
+        Any failure on the way (a full disk, a checksum mismatch) discards the part and its claim."""
+        try:
+            expected = self._write_index()
+            self.file.close()
+            self.file = None
+            self._verify_and_mark_complete(expected)
+        except BaseException:
+            self.abort()
+            raise
+        os.replace(self.temporary, self.path)
+        self._release_claim()
+        return self.path
+
+    def _write_index(self) -> str:
+        """Offsets, valid counts, ids, metadata and the content checksum; returns the checksum."""
         for site in self.site_dims:
-            self._offsets(site, self.offsets[site])
+            self.file.create_dataset(f"sites/{site}/offsets", data=np.asarray(self.offsets[site], dtype=np.int64))
+            self.file.create_dataset(f"sites/{site}/valid", data=np.asarray(self.valid[site], dtype=np.int64))
         self.file.create_dataset("ids", data=np.array(self.ids, dtype=object), dtype=_string_dtype())
         for name, values in self.meta.items():
             if name == "duration":
@@ -84,16 +236,35 @@ class PartWriter:
             else:
                 self.file.create_dataset(f"meta/{name}", data=np.array(values, dtype=object), dtype=_string_dtype())
         self.file.attrs["utterances"] = len(self.ids)
-        self.file.flush()
-        self.file.attrs["complete"] = True  # last: a file without it is never read as complete
-        self.file.close()
-        os.replace(self.temporary, self.path)
-        return self.path
+        expected = _content_digest({site: digest.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.valid, self.ids)
+        self.file.attrs["content_sha256"] = expected
+        return expected
+
+    def _verify_and_mark_complete(self, expected: str) -> None:
+        import h5py
+
+        with h5py.File(self.temporary, "r+") as handle:
+            found = content_checksum(handle)
+            if found != expected:
+                raise StoreError(f"{self.path}: the content read back differs from what was written (checksum {found[:12]} != "
+                                 f"{expected[:12]}): another process changed the file; the part was discarded, rerun to write it again")
+            handle.attrs["complete"] = True  # last: a file without it is never read as complete
 
     def abort(self) -> None:
-        if self.file:
-            self.file.close()
-        self.temporary.unlink(missing_ok=True)
+        """Discard the temporary file and release the claim, even when closing the file fails (a full disk)."""
+        try:
+            if self.file is not None:
+                self.file.close()
+        except Exception:  # noqa: BLE001 - the file is discarded anyway; the original error is what matters
+            pass
+        finally:
+            self.file = None
+            self.temporary.unlink(missing_ok=True)
+            self._release_claim()
+
+    def _release_claim(self) -> None:
+        if self.own_claim:
+            self.claim.release()
 
     def __enter__(self):
         return self
@@ -105,19 +276,80 @@ class PartWriter:
             self.abort()
 
 
-def complete_parts(folder: Path) -> list[Path]:
-    """Part files whose ``complete`` flag is set, in name order."""
+def _finite_after_cast(array: np.ndarray, dtype: np.dtype, site: str, utterance_id: str) -> np.ndarray:
+    """``array`` in the storage dtype, refused when a value is (or becomes) NaN or infinite."""
+    with np.errstate(over="ignore"):  # an overflow is reported below, with where it happened
+        stored = array.astype(dtype)
+    if all_finite(stored):
+        return stored
+    where = f"site {site}, utterance {utterance_id}"
+    if not np.isfinite(array).all():
+        raise StoreError(f"non-finite values (NaN or infinity) at {where}")
+    magnitude = float(np.abs(array).max())
+    raise StoreError(f"values at {where} overflow {dtype} (max |value| {magnitude:.6g}, {dtype} holds at most "
+                     f"{float(np.finfo(dtype).max):g}): rerun with --storage-dtype float32")
+
+
+def all_finite(values: np.ndarray) -> bool:
+    """``np.isfinite(values).all()``; for float16 through the exponent bits, 10x faster than numpy's float16 path."""
+    if values.dtype == np.float16:
+        return not ((values.view(np.uint16) & FLOAT16_EXPONENT) == FLOAT16_EXPONENT).any()
+    return bool(np.isfinite(values).all())
+
+
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """The array's bytes without a copy (C order, as stored)."""
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def _content_digest(site_digests: dict[str, str], offsets: dict[str, Sequence[int]], valid: dict[str, Sequence[int]], ids: Sequence[str]) -> str:
+    """One sha256 over every site's data digest, offsets and valid counts, and the ids."""
+    total = hashlib.sha256()
+    for site in sorted(site_digests):
+        total.update(site.encode() + b"\0" + site_digests[site].encode())
+        total.update(np.asarray(offsets[site], dtype=np.int64).tobytes() + np.asarray(valid[site], dtype=np.int64).tobytes())
+    total.update("\n".join(ids).encode())
+    return total.hexdigest()
+
+
+def content_checksum(handle) -> str:
+    """The content checksum recomputed from an open part file (compare with ``attrs['content_sha256']``)."""
+    sites = list(handle["sites"].keys()) if "sites" in handle else []
+    site_digests, offsets, valid = {}, {}, {}
+    for site in sites:
+        data = handle[f"sites/{site}/data"]
+        digest = hashlib.sha256()
+        step = max(1, CHUNK_BYTES * 16 // max(1, data.shape[1] * data.dtype.itemsize))
+        for start in range(0, data.shape[0], step):
+            digest.update(_bytes_of(data[start : start + step]))
+        site_digests[site] = digest.hexdigest()
+        offsets[site] = handle[f"sites/{site}/offsets"][:]
+        valid[site] = handle[f"sites/{site}/valid"][:]
+    ids = handle["ids"].asstr()[:].tolist() if "ids" in handle else []
+    return _content_digest(site_digests, offsets, valid, ids)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """An OSError from a full disk, as Python or HDF5 reports it."""
+    return isinstance(error, OSError) and (error.errno == errno.ENOSPC or "errno = 28" in str(error) or "No space left" in str(error))
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` is a readable part file whose ``complete`` flag is set."""
     import h5py
 
-    parts = []
-    for path in sorted(Path(folder).glob("*.h5")):
-        try:
-            with h5py.File(path, "r") as handle:
-                if bool(handle.attrs.get("complete", False)):
-                    parts.append(path)
-        except OSError:
-            continue  # unreadable: not complete
-    return parts
+    if not Path(path).is_file():
+        return False
+    try:
+        with h5py.File(path, "r") as handle:
+            return bool(handle.attrs.get("complete", False))
+    except OSError:
+        return False  # unreadable: not complete
+
+
+def complete_parts(folder: Path) -> list[Path]:
+    """Part files whose ``complete`` flag is set, in name order."""
+    return [path for path in sorted(Path(folder).glob("*.h5")) if is_complete(path)]
 
 
 class ShardReader:
@@ -138,10 +370,14 @@ class ShardReader:
         self._ids: list[str] = []
         self._meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         sites = None
+        configurations: dict[str, list[Path]] = {}
+        self._audio_notes: dict[str, dict] = {}
         for part_number, part in enumerate(self.parts):
             with h5py.File(part, "r") as handle:
                 if not bool(handle.attrs.get("complete", False)):
                     raise StoreError(f"{part}: not complete")
+                configurations.setdefault(str(handle.attrs.get("config", "")), []).append(part)
+                self._audio_notes.update(_json_attribute(handle, "audio_notes"))
                 part_sites = list(handle["sites"].keys()) if "sites" in handle else []
                 if not handle["ids"].shape[0]:
                     continue  # every utterance of this part was skipped: nothing to read
@@ -159,6 +395,7 @@ class ShardReader:
                 for name in self._meta:
                     dataset = handle[f"meta/{name}"]
                     self._meta[name].extend(dataset[:].tolist() if name == "duration" else dataset.asstr()[:].tolist())
+        refuse_mixed_configurations(configurations, path)
         if sites is None:
             raise StoreError(f"{path}: the store holds no utterances")
         self.sites = sorted(sites, key=_site_order)
@@ -200,6 +437,11 @@ class ShardReader:
         """All metadata columns, aligned with :attr:`ids`."""
         return {name: list(values) for name, values in self._meta.items()}
 
+    def audio_notes(self) -> dict[str, dict]:
+        """What extraction changed in or noticed about each utterance's audio (trimmed, a header
+        promising more samples than the file holds, float samples outside [-1, 1]); only utterances with notes."""
+        return dict(self._audio_notes)
+
     def _check_site(self, site: str) -> None:
         if site not in self.sites:
             raise KeyError(f"no site {site!r}; the store has {', '.join(self.sites)}")
@@ -209,6 +451,27 @@ class ShardReader:
         offsets = self._handle(part)[f"sites/{site}/offsets"]
         return int(offsets[row + 1] - offsets[row])
 
+    def speech_lengths(self, site: str, ids: Sequence[str] | None = None) -> np.ndarray:
+        """Speech frames per utterance at ``site`` (int64), aligned with ``ids`` (default: :attr:`ids`).
+
+        From each part's ``sites/{site}/valid``; a part written before that existed derives them:
+        ``ceil(duration x frame rate)`` capped at the stored frames when it kept padding, else the
+        stored frames (without kept padding every stored frame is speech).
+        """
+        self._check_site(site)
+        ids = self._ids if ids is None else list(ids)
+        lengths = np.zeros(len(ids), dtype=np.int64)
+        for part, rows in self._by_part(ids).items():
+            handle = self._handle(part)
+            group = handle[f"sites/{site}"]
+            if "valid" in group:
+                valid = group["valid"][:]
+            else:
+                valid = _derived_speech_lengths(handle, site, self.parts[part])
+            for position, row in rows:
+                lengths[position] = valid[row]
+        return lengths
+
     def get(self, site: str, utterance_id: str) -> np.ndarray:
         self._check_site(site)
         if utterance_id not in self._index:
@@ -216,7 +479,13 @@ class ShardReader:
         part, row = self._index[utterance_id]
         group = self._handle(part)[f"sites/{site}"]
         start, end = group["offsets"][row : row + 2]
-        return group["data"][start:end].astype(np.float32)
+        return self._finite(group["data"][start:end].astype(np.float32), part, site, utterance_id)
+
+    def _finite(self, values: np.ndarray, part: int, site: str, utterance_id: str) -> np.ndarray:
+        if not np.isfinite(values).all():
+            raise StoreError(f"{self.parts[part]}: non-finite values at site {site} for utterance {utterance_id}; "
+                             "re-extract it (with --storage-dtype float32 if float16 overflowed)")
+        return values
 
     def _by_part(self, ids: Sequence[str]) -> dict[int, list[tuple[int, int]]]:
         grouped: dict[int, list[tuple[int, int]]] = {}
@@ -241,7 +510,7 @@ class ShardReader:
             for position, row in rows:
                 start = int(offsets[row])
                 count = min(positions, int(offsets[row + 1]) - start)
-                out[position, :count] = data[start : start + count]
+                out[position, :count] = self._finite(data[start : start + count].astype(np.float32), part, site, ids[position])
                 lengths[position] = count
         return out, lengths
 
@@ -255,7 +524,8 @@ class ShardReader:
             offsets = group["offsets"][:]
             data = group["data"]
             for position, row in rows:
-                out[position] = data[int(offsets[row]) : int(offsets[row + 1])].astype(np.float32).mean(axis=0)
+                states = self._finite(data[int(offsets[row]) : int(offsets[row + 1])].astype(np.float32), part, site, ids[position])
+                out[position] = states.mean(axis=0)
         return out
 
     def iter_utterances(self, site: str, ids: Iterable[str] | None = None):
@@ -266,6 +536,50 @@ class ShardReader:
         for handle in self._handles.values():
             handle.close()
         self._handles = {}
+
+
+def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) -> None:
+    """One store, one configuration: parts written with different ones (a random-init shard beside
+    a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys."""
+    if len(configurations) <= 1:
+        return
+    (first, first_parts), *others = configurations.items()
+    described = []
+    for config, parts in others:
+        keys = differing_keys(first, config)
+        described.append(f"{', '.join(p.name for p in parts[:3])}{' ...' if len(parts) > 3 else ''} (differs in {keys})")
+    raise StoreError(f"{where}: parts from different configurations: {', '.join(p.name for p in first_parts[:3])}"
+                     f"{' ...' if len(first_parts) > 3 else ''} vs {'; '.join(described)}; keep each configuration in its own folder")
+
+
+def differing_keys(first: str, second: str) -> str:
+    """``key: first value vs second value`` for every key two JSON configs disagree on."""
+    try:
+        a, b = json.loads(first or "{}"), json.loads(second or "{}")
+    except ValueError:
+        return "config"
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return "config"
+    return ", ".join(f"{key}: {a.get(key)!r} vs {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key))
+
+
+def _derived_speech_lengths(handle, site: str, part: Path) -> np.ndarray:
+    """Speech frames of a part written before ``valid`` existed (see :meth:`ShardReader.speech_lengths`)."""
+    stored = np.diff(handle[f"sites/{site}/offsets"][:]).astype(np.int64)
+    config = _json_attribute(handle, "config")
+    if not (isinstance(config, dict) and config.get("keep_padding")):
+        return stored
+    rate = float(_json_attribute(handle, "frame_rates").get(site, float("nan")))
+    durations = handle["meta/duration"][:]
+    if not np.isfinite(rate) or not np.isfinite(durations).all():
+        raise StoreError(f"{part}: site {site} kept padding but has no frame rate or durations to derive speech lengths from")
+    speech = np.ceil(np.round(durations * rate, 6)).astype(np.int64)  # rounding: duration is samples / 16 kHz in float
+    return np.minimum(speech, stored)
+
+
+def _json_attribute(handle, key: str):
+    value = handle.attrs.get(key, "{}")
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _site_order(site: str):

@@ -52,3 +52,44 @@ def test_bad_files_raise_typed_errors_naming_the_file(tmp_path, tone):
         load_audio(silent)
     with pytest.raises(AudioEmptyError, match="past the end"):
         load_audio(tone("one.wav", seconds=1.0), offset=5.0)
+
+
+def _truncated_wav(tmp_path, seconds=1.0, keep=0.5):
+    path = tmp_path / "truncated.wav"
+    soundfile.write(path, 0.2 * np.ones(int(seconds * SAMPLE_RATE), dtype=np.float32), SAMPLE_RATE, subtype="PCM_16")
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.truncate(44 + int((size - 44) * keep))  # a 44-byte header promising the full second
+    return path
+
+
+def test_clean_audio_carries_no_notes(tone):
+    assert load_audio(tone("clean.wav", seconds=1.0), max_seconds=2.0).notes == {}
+
+
+def test_trimming_is_noted_with_both_lengths(tone):
+    notes = load_audio(tone("long.wav", seconds=5.0), max_seconds=2.0).notes
+    assert notes == {"trimmed": {"from_seconds": 5.0, "to_seconds": 2.0}}
+
+
+def test_a_file_holding_less_than_its_header_promises_is_kept_and_noted(tmp_path):
+    from extract.audio import wav_header_frames
+
+    path = _truncated_wav(tmp_path)
+    assert wav_header_frames(path) == SAMPLE_RATE
+    audio = load_audio(path)
+    assert len(audio.samples) == SAMPLE_RATE // 2
+    assert audio.notes == {"shorter_than_header": {"header_seconds": 1.0, "read_seconds": 0.5}}
+    sliced = load_audio(path, offset=0.25, duration=0.5)  # the slice asks for 0.25 s more than the file holds
+    assert sliced.notes == {"shorter_than_header": {"header_seconds": 0.5, "read_seconds": 0.25}}
+    assert load_audio(path, offset=0.1, duration=0.2).notes == {}  # a slice inside what the file holds
+
+
+def test_float_samples_outside_unit_range_are_kept_and_noted(tmp_path):
+    loud = np.linspace(-3.5, 2.0, SAMPLE_RATE, dtype=np.float32)
+    soundfile.write(tmp_path / "loud.wav", loud, SAMPLE_RATE, subtype="FLOAT")
+    audio = load_audio(tmp_path / "loud.wav")
+    assert audio.notes == {"outside_unit_range": {"peak": 3.5}}
+    assert audio.samples.min() == pytest.approx(-3.5)
+    soundfile.write(tmp_path / "full.wav", loud / 3.5, SAMPLE_RATE, subtype="FLOAT")
+    assert load_audio(tmp_path / "full.wav").notes == {}

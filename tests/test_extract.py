@@ -59,7 +59,7 @@ def test_every_layer_site_is_listed(family):
     sites = extractor.resolve_sites("all")
     layers = [s for s in sites if s.startswith("encoder.layer.")]
     assert layers == [f"encoder.layer.{i}" for i in range(LAYER_COUNTS[family])]
-    expected_extra = {"whisper": ["encoder.embed", "encoder.final"], "s2t": ["encoder.final"], "seamless": ["pre_adapter", "post_adapter"], "zeroswot": ["pre_adapter", "post_adapter"]}
+    expected_extra = {"whisper": ["encoder.embed", "encoder.final"], "s2t": ["encoder.final"], "seamless": ["pre_adapter", "post_adapter"], "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"]}
     assert set(sites) - set(layers) == set(expected_extra[family])
     with pytest.raises(UnknownSiteError, match=f"valid sites: {sites[0]}"):
         extractor.resolve_sites(["encoder.layer.99"])
@@ -105,7 +105,7 @@ def test_batched_equals_one_by_one(family):
     for wave, together in zip(waves, batched):
         (alone,) = extractor.extract([wave], sites)
         for site in sites:
-            if family == "zeroswot" and site == "post_adapter":
+            if family == "zeroswot" and site.startswith("post_adapter"):
                 continue  # CTC compression groups frames by argmax: padding could move a boundary
             assert alone[site].shape == together[site].shape, (family, site)
             if family == "whisper":

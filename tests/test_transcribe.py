@@ -173,7 +173,7 @@ def test_transcribe_writes_rows_and_a_rerun_skips_finished_ids(tmp_path, tone):
     utterances.append(Utterance(id="bad", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="s9"))
     generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer({"es": 42}), max_new_tokens=3)
     out = tmp_path / "hyps.jsonl"
-    written, skipped = transcribe(generator, utterances, out, "st", "es", "tiny", batch_seconds=1.5, max_seconds=60, show_progress=False)
+    written, skipped, _ = transcribe(generator, utterances, out, "st", "es", "tiny", batch_seconds=1.5, max_seconds=60, show_progress=False)
     assert written == 5 and [s["id"] for s in skipped] == ["bad"]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == [f"u{i}" for i in range(5)]

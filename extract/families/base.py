@@ -85,6 +85,11 @@ class Extractor(ABC):
     def frame_rate(self, site: str) -> float:
         """Frames per second at ``site``."""
 
+    def speech_frames(self, site: str, samples: int, stored: int) -> int:
+        """How many of the ``stored`` frames at ``site`` hold speech for an input of ``samples``
+        samples (the rest are padding kept on purpose, e.g. Whisper's 30 s window)."""
+        return stored
+
     def input_seconds(self, seconds: float) -> float:
         """Seconds of input the model actually processes for an utterance (what a batch budget counts)."""
         return seconds

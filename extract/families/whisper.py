@@ -46,7 +46,10 @@ class WhisperExtractor(Extractor):
         frames = self.encoder.config.max_source_positions
         if self.keep_padding:
             return np.full(len(prepared.samples), frames)
-        return np.minimum(np.array([math.ceil(n / SAMPLES_PER_FRAME) for n in prepared.samples]), frames)
+        return np.array([self.speech_frames(site, n, frames) for n in prepared.samples])
+
+    def speech_frames(self, site: str, samples: int, stored: int) -> int:
+        return min(math.ceil(samples / SAMPLES_PER_FRAME), stored)
 
     def input_seconds(self, seconds: float) -> float:
         return self.encoder.config.max_source_positions * SAMPLES_PER_FRAME / 16_000  # always padded to 30 s
