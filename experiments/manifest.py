@@ -3,7 +3,8 @@
 Rows whose audio file is missing are listed on stderr and counted, never dropped silently; with
 ``--strict`` any missing audio is an error. Gender values outside the alias table
 (``extract.manifest.GENDER_ALIASES``) become ``unknown``; the summary counts them per value. A
-source that gives no utterance is an error, not an empty manifest.
+source that gives no utterance is an error, not an empty manifest. The recipes are
+``extract.corpora.<format>``; ``--target-language`` is a deprecated spelling of ``--tgt-lang``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.cli import add_out_argument, add_tgt_lang_argument, fail, run_cli
 from extract import corpora
-from extract.manifest import ManifestError, write_manifest
+from extract.corpora.base import AdapterResult
+from extract.manifest import write_manifest
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def add(name, help_text):
         sub = formats.add_parser(name, help=help_text)
-        sub.add_argument("--out", required=True, help="manifest to write (JSONL)")
+        add_out_argument(sub, "manifest to write (JSONL)", type=str)
         sub.add_argument("--strict", action="store_true", help="fail if any audio file is missing")
         return sub
 
@@ -34,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--audio-dir", required=True)
     sub = add("must_c", "MuST-C split folder (txt/{split}.yaml, wav/)")
     sub.add_argument("split_dir"), sub.add_argument("--split-name", required=True)
-    sub.add_argument("--target-language", required=True), sub.add_argument("--speakers", required=True, help="MuST-Speaker-style TSV")
+    add_tgt_lang_argument(sub, ("--target-language",), "target language of the translations (txt/{split}.{tgt})", required=True)
+    sub.add_argument("--speakers", required=True, help="MuST-Speaker-style TSV")
     sub = add("must_she", "MuST-SHE TSV with wav/")
     sub.add_argument("tsv"), sub.add_argument("--wav-dir")
     sub = add("tsv", "generic TSV whose header uses the manifest keys")
@@ -44,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args) -> corpora.AdapterResult:
+def _adapt(args) -> AdapterResult:
     if args.format == "common_voice":
         return corpora.common_voice(args.tsv, args.language, args.clips_dir)
     if args.format == "fleurs":
@@ -52,7 +56,7 @@ def _run(args) -> corpora.AdapterResult:
     if args.format == "voxpopuli":
         return corpora.voxpopuli(args.tsv, args.language, args.audio_dir)
     if args.format == "must_c":
-        return corpora.must_c(args.split_dir, args.split_name, args.target_language, args.speakers)
+        return corpora.must_c(args.split_dir, args.split_name, args.tgt_lang, args.speakers)
     if args.format == "must_she":
         return corpora.must_she(args.tsv, args.wav_dir)
     defaults = {key: value for key, value in (("language", args.language), ("dataset", args.dataset)) if value}
@@ -61,34 +65,30 @@ def _run(args) -> corpora.AdapterResult:
     return corpora.generic_jsonl(args.jsonl, **defaults)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
 def _source(args) -> str:
     return getattr(args, "tsv", None) or getattr(args, "jsonl", None) or args.split_dir
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if Path(args.out).is_dir():
-        return _error(f"--out {args.out} is a directory; give the path of the manifest file to write")
-    try:
-        result = _run(args)
-    except (ManifestError, OSError) as error:
-        return _error(str(error))
+def _run(args) -> int:
+    result = _adapt(args)
     for missing in result.missing_audio:
         print(f"missing audio: {missing.source}:{missing.line} id={missing.id} {missing.audio}", file=sys.stderr)
     if not result.utterances:
         reason = f"all {len(result.missing_audio)} rows lack their audio file" if result.missing_audio else "it holds no rows"
-        return _error(f"{_source(args)} gives no utterances ({reason}); no manifest written")
+        return fail(f"{_source(args)} gives no utterances ({reason}); no manifest written")
     if args.strict and result.missing_audio:
         print(f"error: {len(result.missing_audio)} rows have no audio file (--strict)", file=sys.stderr)
         return 1
     write_manifest(args.out, result.utterances)
     print(f"{result.summary()}; wrote {args.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if Path(args.out).is_dir():
+        return fail(f"--out {args.out} is a directory; give the path of the manifest file to write")
+    return run_cli(lambda: _run(args))
 
 
 if __name__ == "__main__":

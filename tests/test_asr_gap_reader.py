@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from experiments.asr_gap import main, read_hypotheses
+from experiments.asr_gap import main
+from experiments.scoring.gaps import read_hypotheses
 from extract.manifest import ManifestError
 
 ROW = {"id": "u1", "reference": "the cat sat", "hypothesis": "the cat sat", "gender": "She", "speaker": "s1", "language": "en"}
@@ -45,11 +46,11 @@ def test_bad_hypothesis_files(tmp_path, capsys, content, message):
     with pytest.raises(ManifestError) as error:
         read_hypotheses(path)
     assert message.format(dir=tmp_path) in str(error.value)
-    assert main(["--hypotheses", str(path), "--json", str(tmp_path / "o.json"), "--iterations", "2"]) == 2
+    assert main(["--hypotheses", str(path), "--out", str(tmp_path / "o.json"), "--iterations", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and message.format(dir=tmp_path) in err
 
 
 def test_directory_given_as_hypotheses(tmp_path, capsys):
-    assert main(["--hypotheses", str(tmp_path), "--json", str(tmp_path / "o.json")]) == 2
+    assert main(["--hypotheses", str(tmp_path), "--out", str(tmp_path / "o.json")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path}: is a directory; give the path of a file\n"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from experiments.asr_metrics import ErrorCounts, Scoring, corpus_error_rate, error_counts, metric_for, normalize
+from experiments.scoring.asr_metrics import ErrorCounts, Scoring, corpus_error_rate, error_counts, metric_for, normalize
 from experiments.democorpus.pitch import median_f0
 
 

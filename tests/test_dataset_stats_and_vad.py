@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from experiments.dataset_stats import gini, markdown, statistics
-from experiments.vad_filter import filter_speech, main as vad_main, silero_detector
+from experiments.scoring.dataset_stats import gini, markdown, statistics
+from experiments.scoring.vad import filter_speech, silero_detector
+from experiments.vad_filter import main as vad_main
 from extract.manifest import Utterance, write_manifest
 
 
@@ -60,7 +61,9 @@ def test_filter_keeps_speech_drops_silence_and_lists_unreadable(tmp_path):
         Utterance(id="quiet", audio=_write(tmp_path / "b.wav", loud * 1e-3), language="en", text="x", gender="male", speaker="b"),
         Utterance(id="gone", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="c"),
     ]
-    detector = lambda samples: float(np.mean(np.abs(samples) > 0.1) * len(samples) / 16_000)  # stand-in: loud seconds
+    def detector(samples):  # stand-in: loud seconds
+        return float(np.mean(np.abs(samples) > 0.1) * len(samples) / 16_000)
+
     kept, dropped = filter_speech(utterances, detector, min_speech_seconds=0.3, show_progress=False)
     assert [u.id for u in kept] == ["speech"]
     assert [(d["id"], d["reason"]) for d in dropped] == [("quiet", "too little speech"), ("gone", "AudioMissingError")]

@@ -4,18 +4,16 @@ import jiwer
 import numpy as np
 import pytest
 
-from experiments.asr_metrics import error_counts, normalize
-from experiments.gaps import (
+from experiments.scoring.asr_metrics import error_counts, normalize
+from experiments.scoring.gaps import (
     Group,
-    delta_rel,
     error_rate,
     published_resampling,
-    relative_gap,
-    speaker_bootstrap_interval,
     stratified_allocation,
     stratified_sample_masks,
     stratified_sample_sums,
 )
+from experiments.scoring.group_metrics import delta_rel, relative_gap, speaker_bootstrap_interval
 
 
 def test_gap_formulas_by_hand():
@@ -144,7 +142,7 @@ def test_asr_gap_cli_by_hand(tmp_path):
         {"id": "sm", "reference": "Добар дан", "hypothesis": "Dobar", "gender": "male", "speaker": "h", "language": "sr"},
     ]
     out = tmp_path / "gap.json"
-    assert main(["--hypotheses", str(_write_hypotheses(tmp_path / "h.jsonl", rows)), "--json", str(out), "--iterations", "50"]) == 0
+    assert main(["--hypotheses", str(_write_hypotheses(tmp_path / "h.jsonl", rows)), "--out", str(out), "--iterations", "50"]) == 0
     report = json.loads(out.read_text())["languages"]
     en = report["en"]
     assert en["metric"] == "wer" and en["dropped_empty_reference"] == 1
@@ -167,7 +165,7 @@ def test_asr_gap_cli_by_hand(tmp_path):
     assert report["sr"]["groups"]["female"]["error_rate"] == 0.0 and report["sr"]["groups"]["male"]["error_rate"] == 50.0
     assert en["error_distribution"]["female"][0] == 100.0 and len(en["error_distribution"]["female"]) == 101
     again = tmp_path / "again.json"
-    main(["--hypotheses", str(tmp_path / "h.jsonl"), "--json", str(again), "--iterations", "50"])
+    main(["--hypotheses", str(tmp_path / "h.jsonl"), "--out", str(again), "--iterations", "50"])
     assert again.read_text() == out.read_text()
 
 
@@ -175,7 +173,7 @@ def test_asr_gap_cli_rejects_bad_rows(tmp_path, capsys):
     from experiments.asr_gap import main
 
     bad = _write_hypotheses(tmp_path / "bad.jsonl", [{"id": "x", "reference": "a"}])
-    assert main(["--hypotheses", str(bad), "--json", str(tmp_path / "o.json")]) == 2
+    assert main(["--hypotheses", str(bad), "--out", str(tmp_path / "o.json")]) == 2
     assert "bad.jsonl:1: missing key(s) hypothesis, gender, speaker, language" in capsys.readouterr().err
 
 
@@ -194,7 +192,7 @@ def test_gap_estimate_full_puts_e_on_all_records_in_gap_relative(tmp_path, capsy
     from experiments.asr_gap import main
 
     hypotheses = _write_hypotheses(tmp_path / "h.jsonl", _gap_rows())
-    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "full.json"), "--iterations", "50", "--gap-estimate", "full"]) == 0
+    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "full.json"), "--iterations", "50", "--gap-estimate", "full"]) == 0
     report = json.loads((tmp_path / "full.json").read_text())
     en = report["languages"]["en"]
     assert en["dropped_empty_reference"] == 1  # "..." kept a "." token through the English normalizer before
@@ -203,7 +201,7 @@ def test_gap_estimate_full_puts_e_on_all_records_in_gap_relative(tmp_path, capsy
     assert report["settings"]["gap_estimate"] == "full"
     assert "E +100.00 (E on the full set)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as error:
-        main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "x.json"), "--gap-estimate", "mean"])
+        main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "x.json"), "--gap-estimate", "mean"])
     assert error.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
 
 
@@ -212,7 +210,7 @@ def _entry(low, high, p_value, gap=3.0, estimate="resampled"):
 
 
 def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualified():
-    from experiments.asr_gap import gap_summary
+    from experiments.scoring.gaps import gap_summary
 
     crossing = gap_summary(_entry(-5.0, 8.0, 1.74e-20), ("female", "male"))
     assert crossing.startswith("E(female, male) 95 % CI -5.00 .. +8.00 (speaker bootstrap, crosses 0: no gap shown either way)")
@@ -256,8 +254,8 @@ def test_scoring_options_reach_the_rates_and_are_recorded(tmp_path):
         {"id": "em", "reference": "the cat sat", "hypothesis": "the cat sat", "gender": "male", "speaker": "d", "language": "en"},
     ]
     hypotheses = _write_hypotheses(tmp_path / "h.jsonl", rows)
-    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "default.json"), "--iterations", "20"]) == 0
-    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "raw.json"), "--iterations", "20",
+    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "default.json"), "--iterations", "20"]) == 0
+    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "raw.json"), "--iterations", "20",
                  "--normalizer", "none", "--cer-spaces", "keep"]) == 0
     default = json.loads((tmp_path / "default.json").read_text())
     raw = json.loads((tmp_path / "raw.json").read_text())

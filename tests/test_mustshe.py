@@ -1,8 +1,11 @@
 import json
+import re
 
 import pytest
 
-from experiments.mustshe import Entry, MustSheError, category_number, main, read_definition, score, sentence_counts
+from experiments.mustshe import main
+from experiments.scoring.mustshe import score, sentence_counts
+from extract.corpora.must_she import Entry, MustSheError, category_number, read_definition
 
 HEADER = "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n"
 
@@ -52,10 +55,10 @@ def test_line_count_mismatch_is_an_error(tmp_path, capsys):
     definition = _definition(tmp_path, [["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"]])
     hypotheses = tmp_path / "hyp.txt"
     hypotheses.write_text("Ero stanca.\nUna riga in più.\n", encoding="utf-8")
-    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json")]) == 2
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json")]) == 2
     assert "2 hypotheses for 1 MuST-SHE entries" in capsys.readouterr().err
     hypotheses.write_text("Ero stanca.\n", encoding="utf-8")
-    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--lang", "it"]) == 0
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--tgt-lang", "it"]) == 0
     assert json.loads((tmp_path / "o.json").read_text())["global"]["accuracy"] == 100.0
 
 
@@ -75,13 +78,13 @@ def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_
     rows = [("it-3", "Sono l'unico."), ("it-1", "Ero stanca."), ("it-4", "Boh."), ("it-2", "Sono nata lì, da solo.")]
     hypotheses = tmp_path / "hyps.jsonl"
     hypotheses.write_text("".join(json.dumps({"id": i, "hypothesis": h}) + "\n" for i, h in rows), encoding="utf-8")
-    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--lang", "it"]) == 0
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--tgt-lang", "it"]) == 0
     sentences = [json.loads(line) for line in (tmp_path / "o.sentences.jsonl").read_text().splitlines()]
     assert [(s["id"], s["translation_gender"]) for s in sentences] == [
         ("it-1", "feminine"), ("it-2", "mixed"), ("it-3", "masculine"), ("it-4", "none"),
     ]
     hypotheses.write_text(json.dumps({"id": "it-1", "hypothesis": "Ero stanca."}) + "\n", encoding="utf-8")
-    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json")]) == 2
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json")]) == 2
     assert "no row for 3 of 4 expected id(s), e.g. ['it-2', 'it-3', 'it-4']" in capsys.readouterr().err
 
 
@@ -135,7 +138,7 @@ def _run(tmp_path, definition, hypotheses_name, content):
         hypotheses.write_bytes(content)
     else:
         hypotheses.write_text(content, encoding="utf-8")
-    return main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--pretokenized"])
+    return main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--pretokenized"])
 
 
 def test_cli_prints_and_writes_category_1(tmp_path, capsys):
@@ -176,7 +179,7 @@ def test_cli_refuses_bad_hypotheses_with_one_line(tmp_path, capsys, name, conten
 
 def test_cli_refuses_a_directory_and_a_bad_definition(tmp_path, capsys):
     definition = _rows_definition(tmp_path)
-    assert main(["--definition", str(definition), "--hypotheses", str(tmp_path), "--json", str(tmp_path / "o.json")]) == 2
+    assert main(["--definition", str(definition), "--hypotheses", str(tmp_path), "--out", str(tmp_path / "o.json")]) == 2
     assert f"error: {tmp_path}: is a directory" in capsys.readouterr().err
     duplicated = _definition(tmp_path, [["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "a b"]] * 2)
     with pytest.raises(MustSheError, match="def.tsv:3: duplicate ID 'it-1', first on .*def.tsv:2"):
@@ -192,3 +195,53 @@ def test_hypotheses_the_definition_lacks_are_counted_not_scored(tmp_path, capsys
     result = json.loads((tmp_path / "o.json").read_text())
     assert result["unmatched_hypotheses"] == {"count": 1, "ids": ["fr-9"]}
     assert result["global"]["accuracy"] == 100.0 and result["global"]["terms"] == 2
+
+
+def _release_row(identifier, gender, category, terms):
+    return {"ID": identifier, "LANG": "en-it", "TALK": "7", "SRC": "I was tired.", "REF": "Ero stanca.", "WRONG-REF": "Ero stanco.",
+            "SPEAKER": "Ann", "GENDER": gender, "CATEGORY": category, "TEXT-CATEGORY": "A", "GENDERTERMS": terms}
+
+
+def test_written_definition_is_read_back_by_the_scorer_and_the_corpus_recipe(tmp_path, tone):
+    from extract.corpora.must_she import format_gender_terms, must_she, write_definition
+
+    terms = format_gender_terms([("stanca", "stanco"), ("sola", "solo")])
+    assert terms == "stanca stanco;sola solo"
+    path = write_definition(tmp_path / "ms/def.tsv", [_release_row("it-1", "She", "1F", terms), _release_row("it-2", "He", "2M", "ricco ricca")])
+    assert path.read_text(encoding="utf-8") == HEADER + (
+        "it-1\ten-it\t7\tI was tired.\tEro stanca.\tEro stanco.\tAnn\tShe\t1F\tA\tstanca stanco;sola solo\n"
+        "it-2\ten-it\t7\tI was tired.\tEro stanca.\tEro stanco.\tAnn\tHe\t2M\tA\tricco ricca\n")
+    assert read_definition(path) == [Entry("1F", "She", (("stanca", "stanco"), ("sola", "solo")), "it-1"),
+                                     Entry("2M", "He", (("ricco", "ricca"),), "it-2")]
+    tone("ms/wav/it-1.wav")
+    result = must_she(path)
+    assert [u.id for u in result.utterances] == ["it-1"] and [m.id for m in result.missing_audio] == ["it-2"]
+    assert result.utterances[0].gender == "female" and result.utterances[0].extra["genderterms"] == terms
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"GENDERTERMS": "stanca"}, "MuST-SHE row 1: GENDERTERMS entry 'stanca' is not a 'correct wrong' pair"),
+    ({"SRC": "I was\ttired."}, "MuST-SHE row 1: SRC hold(s) a tab or line break"),
+    ({"REF": "Ero\nstanca."}, "MuST-SHE row 1: REF hold(s) a tab or line break"),
+])
+def test_writer_refuses_what_the_format_cannot_hold(tmp_path, change, message):
+    from extract.corpora.must_she import write_definition
+
+    with pytest.raises(MustSheError, match=re.escape(message)):
+        write_definition(tmp_path / "def.tsv", [{**_release_row("it-1", "She", "1F", "stanca stanco"), **change}])
+    row = _release_row("it-1", "She", "1F", "stanca stanco")
+    del row["WRONG-REF"]
+    with pytest.raises(MustSheError, match="MuST-SHE row 1: missing column\\(s\\) WRONG-REF"):
+        write_definition(tmp_path / "def.tsv", [row])
+
+
+def test_deprecated_lang_and_json_still_score_and_say_so(tmp_path, capsys):
+    definition = _rows_definition(tmp_path)
+    hypotheses = tmp_path / "h.txt"
+    hypotheses.write_text("Ero stanca.\nSono nato.\n", encoding="utf-8")
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "new.json"), "--tgt-lang", "it"]) == 0
+    capsys.readouterr()
+    assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--json", str(tmp_path / "old.json"), "--lang", "it"]) == 0
+    err = capsys.readouterr().err
+    assert "note: --lang is deprecated; use --tgt-lang" in err and "note: --json is deprecated; use --out" in err
+    assert (tmp_path / "old.json").read_text() == (tmp_path / "new.json").read_text()

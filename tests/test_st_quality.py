@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.st_quality import bleu_chrf, evaluate, main, reference_streams
+from experiments.scoring.translation_quality import bleu_chrf, evaluate, reference_streams
+from experiments.st_quality import main
 
 ROWS = [
     {"id": "a", "source": "I was very tired last night.", "reference": "Ero molto stanca ieri sera.", "hypothesis": "Ero molto stanca ieri sera.", "gender": "female"},
@@ -46,7 +47,7 @@ def test_evaluate_per_gender_with_a_stand_in_comet_scorer():
 def test_cli_without_comet(tmp_path):
     hypotheses = tmp_path / "h.jsonl"
     hypotheses.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    assert main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--no-comet"]) == 0
+    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--no-comet"]) == 0
     result = json.loads((tmp_path / "o.json").read_text())
     assert set(result["groups"]) == {"all", "female", "male"} and "comet" not in result["groups"]["all"]
 
@@ -56,7 +57,7 @@ COMET_CHECKPOINT = Path.home() / ".cache" / "huggingface" / "hub" / "models--Unb
 
 @pytest.mark.skipif(not COMET_CHECKPOINT.exists(), reason="no COMET checkpoint on this machine and no hub access to fetch one")
 def test_real_comet_model():
-    from experiments.st_quality import comet_scorer
+    from experiments.scoring.translation_quality import comet_scorer
 
     scores = comet_scorer()([{"src": "I was tired.", "mt": "Ero stanca.", "ref": "Ero stanca."}])
     assert 0.5 < scores[0] <= 1.1
@@ -65,7 +66,7 @@ def test_real_comet_model():
 def _cli(tmp_path, content) -> int:
     hypotheses = tmp_path / "h.jsonl"
     hypotheses.write_bytes(content) if isinstance(content, bytes) else hypotheses.write_text(content, encoding="utf-8")
-    return main(["--hypotheses", str(hypotheses), "--json", str(tmp_path / "o.json"), "--no-comet"])
+    return main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--no-comet"])
 
 
 def _jsonl(*rows):
@@ -95,7 +96,7 @@ def test_cli_refuses_bad_rows_with_one_line(tmp_path, capsys, content, message):
 
 
 def test_cli_refuses_a_directory(tmp_path, capsys):
-    assert main(["--hypotheses", str(tmp_path), "--json", str(tmp_path / "o.json"), "--no-comet"]) == 2
+    assert main(["--hypotheses", str(tmp_path), "--out", str(tmp_path / "o.json"), "--no-comet"]) == 2
     assert f"error: {tmp_path}: is a directory" in capsys.readouterr().err
 
 

@@ -1,0 +1,11 @@
+"""Scoring of model outputs, library only (the ``python -m experiments.X`` modules are its command lines).
+
+- ``asr_metrics``: per-utterance ASR error counts under one scoring setup (``experiments.asr_gap``)
+- ``gaps``: error rates per gender and their gaps, the published resampling (``experiments.asr_gap``)
+- ``group_metrics``: the one group-metrics frame every per-group score goes through
+- ``mustshe``: the MuST-SHE scorer (``experiments.mustshe``; the TSV format is ``extract.corpora.must_she``)
+- ``translation_quality``: BLEU, chrF and COMET per gender (``experiments.st_quality``)
+- ``correlation``: correlation of two result columns (``experiments.correlate``)
+- ``dataset_stats``: the corpus statistics table (``experiments.dataset_stats``)
+- ``vad``: the silence filter (``experiments.vad_filter``)
+"""

@@ -1,0 +1,302 @@
+"""Gender gaps in error rate, from cached per-utterance error counts.
+
+E(A, B) = 100 (φ(A) − φ(B)) / φ(B) (Attanasio et al. 2024), the absolute difference, and
+Δrel = 100 (φ(F) − φ(M)) / (0.5 (φ(F) + φ(M))) (Boito et al. 2022), with φ the corpus-level error
+rate (summed errors over summed reference length, percent). Two resampling procedures:
+
+- the published one: per iteration, 40 % of the smaller group's records and as many from the
+  larger, each drawn without replacement and stratified on speakers; a two-sided t-test between
+  the groups' per-iteration rates; E on the mean rates (the estimate the paper reports);
+- a speaker-cluster bootstrap: speakers resampled with replacement within each group, giving a
+  95 % interval for E (utterances of one speaker are not independent).
+
+The t-test treats the iterations, overlapping subsets of the same speakers, as independent
+samples (pseudo-replication): for any real difference, however small against the spread between
+speakers, its p-value shrinks towards 0 as the iterations grow. The speaker-bootstrap interval is
+the evidence to trust; the p-value is kept as the published protocol.
+
+Every resample is a weighted sum of the cached counts, never a new alignment. The rates per group,
+the gaps and the speaker bootstrap go through the group-metrics frame
+(:mod:`experiments.scoring.group_metrics`); :func:`gap_report` is ``python -m experiments.asr_gap``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import ttest_ind
+
+from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
+from experiments.scoring.group_metrics import GroupMetricFrame, Members, relative_gap
+from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
+
+GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
+P_VALUE_NOTE = ("two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
+                "are overlapping subsets of the same speakers, so p shrinks as the iterations grow; trust ci95, the "
+                "speaker-bootstrap interval")
+
+
+def error_rate(errors: np.ndarray, lengths: np.ndarray) -> float:
+    total = float(np.sum(lengths))
+    if total <= 0:
+        raise ValueError("no reference words in the group")
+    return 100.0 * float(np.sum(errors)) / total
+
+
+def group_error_rate(columns) -> float:
+    """The group metric of ASR: corpus-level error rate of the records' ``errors`` and ``lengths``."""
+    return error_rate(columns["errors"], columns["lengths"])
+
+
+class Group(Members):
+    """One group's cached counts: per utterance errors, reference lengths and speakers (any hashable labels)."""
+
+    def __init__(self, errors, lengths, speakers):
+        errors, lengths = np.asarray(errors, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+        if not (len(errors) == len(lengths) == len(speakers)):
+            raise ValueError("errors, lengths and speakers must have one entry per utterance")
+        super().__init__({"errors": errors, "lengths": lengths}, speakers, group_error_rate)
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.columns["errors"]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.columns["lengths"]
+
+    @property
+    def rate(self) -> float:
+        return self.value
+
+
+def stratified_allocation(codes: np.ndarray, n: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
+    """Records to draw per speaker in each of ``iterations`` samples of ``n`` records, ``[iterations, S]``.
+
+    Speaker s with c_s of the group's N records gets floor(n c_s / N) records, plus one with
+    probability equal to the fractional part of n c_s / N, drawn afresh per iteration by systematic
+    sampling over the speakers in a random order (exact integer arithmetic): every row sums to ``n``,
+    no speaker gets more than its records, and each speaker's expected count is exactly its share
+    n c_s / N. Handing the leftover draws to the same speakers every iteration (largest remainder
+    with fixed tie-breaks) would over-weight those speakers in every sample and bias the resampled
+    rates: identical groups whose speakers sort differently then differ at p < 1e-17."""
+    counts = np.bincount(codes).astype(np.int64)
+    total = int(counts.sum())
+    if not 0 < n <= total:
+        raise ValueError(f"cannot draw {n} of {total} records")
+    base, remainders = np.divmod(n * counts, total)  # share n c / N = base + remainder / N
+    order = np.argsort(rng.random((iterations, len(counts))), axis=1)
+    upper = np.cumsum(remainders[order], axis=1)
+    lower = upper - remainders[order]
+    start = rng.integers(1, total + 1, size=(iterations, 1))  # draws at start + m N, m = 0 .. leftovers - 1
+    extra = np.zeros((iterations, len(counts)), dtype=np.int64)
+    np.put_along_axis(extra, order, (upper - start) // total - (lower - start) // total, axis=1)
+    return base[None, :] + extra
+
+
+def _stratified_draws(group: Group, n: int, iterations: int, rng: np.random.Generator):
+    """Yield ``(members [S, c], chosen [iterations, S, c])`` per class of speakers sharing a record
+    count ``c``: each row of ``chosen`` marks that iteration's allocation of records, drawn without
+    replacement (the smallest of fresh random keys; continuous keys do not tie). Grouping speakers
+    this way keeps the work to a few array operations, not one per speaker."""
+    allocation = stratified_allocation(group.codes, n, iterations, rng)
+    counts = np.bincount(group.codes)
+    by_speaker = np.argsort(group.codes, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    for count in np.unique(counts):
+        speakers = np.flatnonzero(counts == count)
+        members = by_speaker[starts[speakers][:, None] + np.arange(count)[None, :]]
+        keys = rng.random((iterations, len(speakers), count))
+        ordered = np.concatenate([np.sort(keys, axis=2), np.full((iterations, len(speakers), 1), np.inf)], axis=2)
+        thresholds = np.take_along_axis(ordered, allocation[:, speakers][:, :, None], axis=2)
+        yield members, keys < thresholds
+
+
+def stratified_sample_sums(group: Group, n: int, iterations: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Summed errors and reference lengths of ``iterations`` speaker-stratified samples of ``n`` records."""
+    errors, lengths = np.zeros(iterations), np.zeros(iterations)
+    for members, chosen in _stratified_draws(group, n, iterations, rng):
+        weights = chosen.astype(np.float64)
+        errors += np.einsum("isc,sc->i", weights, group.errors[members].astype(np.float64))
+        lengths += np.einsum("isc,sc->i", weights, group.lengths[members].astype(np.float64))
+    return errors, lengths
+
+
+def stratified_sample_masks(group: Group, n: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
+    """The same draws as :func:`stratified_sample_sums` (same generator state) as ``[iterations, N]`` masks."""
+    masks = np.zeros((iterations, len(group)), dtype=bool)
+    for members, chosen in _stratified_draws(group, n, iterations, rng):
+        masks[:, members.ravel()] = chosen.reshape(iterations, -1)
+    return masks
+
+
+@dataclass
+class Resampled:
+    iterations: int
+    sample_size: int
+    rates_a: np.ndarray
+    rates_b: np.ndarray
+    p_value: float
+
+    @property
+    def mean_a(self) -> float:
+        return float(np.mean(self.rates_a))
+
+    @property
+    def mean_b(self) -> float:
+        return float(np.mean(self.rates_b))
+
+    @property
+    def gap_relative(self) -> float:
+        return relative_gap(self.mean_a, self.mean_b)
+
+
+def published_resampling(a: Group, b: Group, iterations: int = 1000, fraction: float = 0.4, seed: int = 0) -> Resampled:
+    rng = np.random.default_rng(seed)
+    n = max(1, int(round(fraction * min(len(a), len(b)))))
+    rates = []
+    for group in (a, b):
+        errors, lengths = stratified_sample_sums(group, n, iterations, rng)
+        rates.append(100.0 * errors / np.maximum(lengths, 1))
+    if np.ptp(rates[0]) == 0 and np.ptp(rates[1]) == 0:  # no variation to test (e.g. one speaker, all records drawn)
+        p_value = float("nan")
+    else:
+        p_value = float(ttest_ind(rates[0], rates[1]).pvalue)  # two-sided Student's t-test
+    return Resampled(iterations, n, rates[0], rates[1], p_value)
+
+
+REQUIRED = ("id", "reference", "hypothesis", "gender", "speaker", "language")
+
+
+def read_hypotheses(path: Path) -> list[dict]:
+    """``experiments.transcribe`` rows through the shared id-keyed reader: a duplicate id (both
+    lines named), a missing key, a reference, hypothesis, speaker or language that is not a string
+    (a numeric or null hypothesis), an unrecognised gender or an empty file is an error naming the
+    file and line. The references are in the rows themselves, so no id can lack its reference."""
+    rows = []
+    strings = ("reference", "hypothesis", "speaker", "language")
+    for number, row in read_keyed_rows(path, required=REQUIRED, strings=strings, what="hypothesis row"):
+        try:
+            row["gender"] = normalize_gender(row["gender"])
+        except ValueError as error:
+            raise ManifestError(path, number, str(error)) from error
+        rows.append(row)
+    return rows
+
+
+def error_distribution(errors: np.ndarray, lengths: np.ndarray, thresholds=range(0, 101)) -> list[float]:
+    """Share of records (percent) whose own error rate is at least x, for each x."""
+    rates = 100.0 * errors / lengths
+    return [float(100.0 * np.mean(rates >= x)) for x in thresholds]
+
+
+def utterance_counts(rows: list[dict], language: str, scoring: Scoring) -> tuple[list[dict], int]:
+    """Per-utterance error counts (id, gender, speaker, errors, length) and how many records were
+    dropped because their reference is empty after normalization."""
+    counts, dropped = [], 0
+    for row in rows:
+        if not normalize(row["reference"], language, scoring.normalizer):
+            dropped += 1
+            continue
+        c = error_counts(row["reference"], row["hypothesis"] or "", language, scoring)
+        counts.append({"id": row["id"], "gender": row["gender"], "speaker": row["speaker"], "errors": c.errors, "length": c.reference_length})
+    return counts, dropped
+
+
+def error_rate_frame(counts: list[dict], groups: tuple[str, str]) -> GroupMetricFrame:
+    """The error rate per gender group over cached per-utterance counts."""
+    columns = {"errors": np.asarray([c["errors"] for c in counts], dtype=np.int64),
+               "lengths": np.asarray([c["length"] for c in counts], dtype=np.int64)}
+    return GroupMetricFrame(group_error_rate, columns, [c["gender"] for c in counts], [c["speaker"] for c in counts], groups)
+
+
+def score_language(rows: list[dict], language: str, groups: tuple[str, str], iterations: int, seed: int,
+                   scoring: Scoring = Scoring(), estimate: str = "resampled"):
+    """One language's rates per group, gaps (first group as A) and resampling, and its per-utterance counts."""
+    if estimate not in GAP_ESTIMATES:
+        raise ValueError(f"gap estimate {estimate!r}: expected one of {', '.join(GAP_ESTIMATES)}")
+    counts, dropped = utterance_counts(rows, language, scoring)
+    frame = error_rate_frame(counts, groups)
+    result = {"metric": metric_for(language), "scoring": scoring.record(language), "groups": {}, "dropped_empty_reference": dropped}
+    members = {name: frame.members(name) for name in frame.present}
+    for name, group in members.items():
+        result["groups"][name] = {"error_rate": group.value, "utterances": len(group), "speakers": group.speaker_count}
+    result["error_distribution"] = {name: error_distribution(g.columns["errors"], g.columns["lengths"]) for name, g in members.items()}
+    a, b = groups
+    if frame.missing:
+        result["missing_groups"] = frame.missing
+        return result, counts
+    resampled = published_resampling(*(Group(m.columns["errors"], m.columns["lengths"], m.speakers) for m in (members[a], members[b])),
+                                     iterations, seed=seed)
+    estimates = {"resampled": resampled.gap_relative, "full": frame.relative_gap(a, b)}
+    result |= {
+        "gap_estimate": estimate,
+        "gap_relative": estimates[estimate],
+        "gap_relative_full": estimates["full"],
+        "gap_relative_resampled": estimates["resampled"],
+        "gap_absolute": frame.difference(a, b),
+        "delta_rel": frame.delta_rel(a, b),
+        "bootstrap": {
+            "iterations": iterations,
+            "sample_size": resampled.sample_size,
+            "mean": {a: resampled.mean_a, b: resampled.mean_b},
+            "gap_relative": resampled.gap_relative,
+            "ci95": list(frame.speaker_bootstrap(a, b, iterations, seed=seed)),
+            "p_value": resampled.p_value,
+            "p_value_note": P_VALUE_NOTE,
+        },
+    }
+    return result, counts
+
+
+def gap_report(rows: list[dict], groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring = Scoring(),
+               estimate: str = "resampled") -> tuple[dict, list[dict]]:
+    """Every language of ``rows`` scored (:func:`score_language`): the report (with its settings)
+    and the per-utterance counts, each tagged with its language."""
+    by_language: dict[str, list[dict]] = {}
+    for row in rows:
+        by_language.setdefault(row["language"], []).append(row)
+    settings = {"groups": list(groups), "iterations": iterations, "seed": seed, "gap_estimate": estimate,
+                "normalizer": scoring.normalizer, "cer_spaces": scoring.cer_spaces}
+    report, all_counts = {"settings": settings, "languages": {}}, []
+    for language in sorted(by_language):
+        report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate)
+        all_counts.extend({"language": language, **c} for c in counts)
+    return report, all_counts
+
+
+def _number(value, digits: int = 2, sign: bool = False) -> str:
+    if value is None or not np.isfinite(value):  # E is undefined when B makes no error
+        return "undefined"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def gap_summary(entry: dict, groups: tuple[str, str]) -> str:
+    """The printed gap of one language: the speaker-bootstrap interval first, then E named by its
+    estimate, then the published t-test labelled as pseudo-replicated. When the interval crosses 0
+    and p < 0.05, the line says the interval is the one to trust."""
+    if "gap_relative" not in entry:
+        return "no gap: a group is missing"
+    low, high = entry["bootstrap"]["ci95"]
+    bounds_known = low is not None and high is not None and not (np.isnan(low) or np.isnan(high))
+    crosses_zero = bounds_known and low <= 0 <= high
+    interval = f"E({groups[0]}, {groups[1]}) 95 % CI {_number(low, sign=True)} .. {_number(high, sign=True)} (speaker bootstrap"
+    interval += ", crosses 0: no gap shown either way)" if crosses_zero else ")"
+    estimate = f"E {_number(entry['gap_relative'], sign=True)} ({GAP_ESTIMATES[entry['gap_estimate']]})"
+    p_value = entry["bootstrap"]["p_value"]
+    test = f"p {'undefined' if p_value is None or np.isnan(p_value) else format(p_value, '.3g')} (published resampling t-test, pseudo-replicated"
+    test += "; the interval crosses 0: trust the interval, not p)" if crosses_zero and p_value is not None and p_value < 0.05 else ")"
+    return f"{interval}; {estimate}; {test}"
+
+
+def finite_or_null(value):
+    """JSON has no NaN or infinity: undefined numbers (e.g. E when B makes no error) become null."""
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_null(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value

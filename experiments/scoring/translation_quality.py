@@ -1,0 +1,128 @@
+"""BLEU, chrF and COMET of translations, overall and per speaker gender (``python -m experiments.st_quality``).
+
+Rows are those of ``experiments.transcribe --task st``: ``reference`` (a string or a list of
+references), ``hypothesis``, ``source`` (the transcript, for COMET), ``gender``, ``tgt_lang``; they are read with the
+shared id-keyed reader (a duplicate id, a missing key, a null or numeric hypothesis or reference,
+an empty file: an error naming the file and line). BLEU and chrF come from sacrebleu with
+references passed as a list of streams, and their signatures are recorded. COMET loads a local
+checkpoint or a hub name (which needs the network). The scores per gender go through the
+group-metrics frame; COMET is scored once per segment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from experiments.scoring.group_metrics import GroupMetricFrame
+from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
+
+DEFAULT_COMET = "Unbabel/wmt22-comet-da"
+
+Scorer = Callable[[list[dict]], list[float]]  # [{"src", "mt", "ref"}] -> segment scores
+
+
+REQUIRED = ("reference", "hypothesis", "gender")
+
+
+def _is_reference(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and bool(value) and all(isinstance(r, str) for r in value))
+
+
+def read_rows(path: Path) -> list[dict]:
+    """``experiments.transcribe --task st`` rows; bad rows raise :class:`ManifestError` with file:line."""
+    rows = []
+    for number, row in read_keyed_rows(path, required=REQUIRED, strings=("hypothesis", "source"), what="translation row"):
+        if not _is_reference(row["reference"]):
+            raise ManifestError(path, number, f"reference must be a string or a non-empty list of strings, got {json.dumps(row['reference'], ensure_ascii=False)}; "
+                                              "the manifest needs a translation for every utterance")
+        try:
+            row["gender"] = normalize_gender(row["gender"])
+        except ValueError as error:
+            raise ManifestError(path, number, str(error)) from error
+        rows.append(row)
+    return rows
+
+
+def target_language(rows: list[dict], path: Path) -> str | None:
+    """The rows' one ``tgt_lang`` (None when absent), which picks sacrebleu's tokenizer; several are an error."""
+    languages = sorted({row["tgt_lang"] for row in rows if row.get("tgt_lang")})
+    if len(languages) > 1:
+        raise ManifestError(path, None, f"rows translate into several languages {languages}; score one target language per file")
+    return languages[0] if languages else None
+
+
+def reference_streams(references: list[str | list[str]]) -> list[list[str]]:
+    """sacrebleu's layout: one stream per reference index; every segment needs the same count."""
+    as_lists = [r if isinstance(r, list) else [r] for r in references]
+    counts = {len(r) for r in as_lists}
+    if len(counts) != 1:
+        raise ValueError(f"every segment needs the same number of references, got {sorted(counts)}")
+    return [list(stream) for stream in zip(*as_lists)]
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str | list[str]], target_language: str | None = None) -> dict:
+    streams = reference_streams(references)
+    tokenize = {"ja": "ja-mecab", "zh": "zh", "ko": "ko-mecab"}.get(target_language or "", "13a")
+    bleu, chrf = BLEU(tokenize=tokenize), CHRF()
+    return {
+        "bleu": bleu.corpus_score(hypotheses, streams).score,
+        "chrf": chrf.corpus_score(hypotheses, streams).score,
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+
+
+def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0) -> Scorer:
+    """A COMET scorer from a local checkpoint (a ``.ckpt`` or a folder holding ``checkpoints/model.ckpt``) or a hub name."""
+    from comet import download_model, load_from_checkpoint  # here, not at the top: torch and Lightning, only for COMET
+
+    path = Path(model)
+    if path.is_dir():
+        path = path / "checkpoints" / "model.ckpt"
+    if not path.is_file():
+        try:
+            path = Path(download_model(model))
+        except Exception as error:  # the hub client raises several types when offline
+            raise RuntimeError(f"cannot load COMET model {model!r}: not a local checkpoint and the download failed ({error})") from error
+    loaded = load_from_checkpoint(str(path))
+
+    def score(segments: list[dict]) -> list[float]:
+        return list(loaded.predict(segments, batch_size=batch_size, gpus=gpus, progress_bar=False).scores)
+
+    return score
+
+
+def segment_comet(rows: list[dict], scorer: Scorer) -> list[float]:
+    """COMET per row (source, hypothesis and the first reference); every row needs its ``source``."""
+    missing = [r["id"] for r in rows if not r.get("source")]
+    if missing:
+        raise ValueError(f"COMET needs the source transcript; rows without 'source': {missing[:5]}")
+    return scorer([{"src": r["source"], "mt": r["hypothesis"], "ref": r["reference"] if isinstance(r["reference"], str) else r["reference"][0]}
+                   for r in rows])
+
+
+def quality_metric(target_language: str | None, with_comet: bool):
+    """The group metric of translation quality: segments, corpus BLEU and chrF of the members, and
+    their mean COMET (in percent) when it was scored."""
+    def metric(columns) -> dict:
+        hypotheses = list(columns["hypothesis"])
+        entry = {"segments": len(hypotheses), **bleu_chrf(hypotheses, list(columns["reference"]), target_language)}
+        if with_comet:
+            entry["comet"] = 100.0 * sum(columns["comet"]) / len(hypotheses)
+        return entry
+
+    return metric
+
+
+def evaluate(rows: list[dict], scorer: Scorer | None = None, target_language: str | None = None) -> dict:
+    """Overall (``all``) and per-gender BLEU, chrF and (with a scorer) COMET, in sacrebleu's and
+    COMET's scales; the genders in order of first appearance."""
+    columns = {"hypothesis": [r["hypothesis"] for r in rows], "reference": [r["reference"] for r in rows]}
+    if scorer is not None:
+        columns["comet"] = segment_comet(rows, scorer)
+    frame = GroupMetricFrame(quality_metric(target_language, scorer is not None), columns, [r["gender"] for r in rows])
+    return {"all": frame.overall, **frame.by_group}

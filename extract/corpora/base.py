@@ -1,0 +1,116 @@
+"""What every corpus recipe shares: the result type, the row collector and the native-file readers.
+
+Each recipe reads a corpus in the layout its distributors ship and returns an
+:class:`AdapterResult`: the utterances, and the rows whose audio file is missing (reported and
+counted, never dropped silently). A malformed row raises :class:`ManifestError` naming the file
+and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extract.manifest import ManifestError, Utterance, gender_label, iter_text_lines
+
+csv.field_size_limit(sys.maxsize)
+
+
+@dataclass
+class MissingAudio:
+    source: str
+    line: int
+    id: str
+    audio: str
+
+
+@dataclass
+class AdapterResult:
+    utterances: list[Utterance] = field(default_factory=list)
+    missing_audio: list[MissingAudio] = field(default_factory=list)
+    unknown_genders: Counter = field(default_factory=Counter)  # unrecognised raw value -> utterances kept as "unknown"
+
+    def summary(self) -> str:
+        text = f"{len(self.utterances)} utterances"
+        if self.missing_audio:
+            first = self.missing_audio[0]
+            text += (
+                f"; {len(self.missing_audio)} rows skipped because their audio is missing "
+                f"(first: {first.source}:{first.line} {first.audio})"
+            )
+        if self.unknown_genders:
+            values = ", ".join(f"{value!r} ({count})" for value, count in self.unknown_genders.most_common())
+            text += f"; {sum(self.unknown_genders.values())} utterances with an unrecognised gender value, kept as unknown: {values}"
+        return text
+
+
+NEEDED = ("id", "audio", "language", "speaker")
+
+
+class Collector:
+    """Builds utterances row by row, turning bad values into ManifestError with the file and line.
+
+    A duplicate id is an error naming both lines. A gender value missing from the alias table
+    becomes ``unknown`` and is counted per raw value in the result.
+    """
+
+    def __init__(self, source: Path):
+        self.source = source
+        self.result = AdapterResult()
+        self.first_line: dict[str, int] = {}
+
+    def add(self, line: int, check_audio: bool = True, **fields) -> None:
+        absent = [key for key in NEEDED if fields.get(key) in (None, "")]
+        if absent:
+            raise ManifestError(self.source, line, f"no value for {', '.join(absent)}")
+        raw_gender = fields.get("gender")
+        unrecognised_gender = "gender" in fields and gender_label(raw_gender) is None
+        try:
+            utterance = Utterance(**({**fields, "gender": "unknown"} if unrecognised_gender else fields))
+        except (ValueError, TypeError) as error:
+            raise ManifestError(self.source, line, str(error)) from error
+        if unrecognised_gender:
+            utterance.extra["gender_value"] = str(raw_gender)
+        if utterance.id in self.first_line:
+            raise ManifestError(self.source, line, f"duplicate id {utterance.id!r}, first on {self.source}:{self.first_line[utterance.id]}")
+        self.first_line[utterance.id] = line
+        if check_audio and not Path(utterance.audio).is_file():
+            self.result.missing_audio.append(MissingAudio(str(self.source), line, utterance.id, utterance.audio))
+            return
+        if unrecognised_gender:
+            self.result.unknown_genders[utterance.extra["gender_value"]] += 1
+        self.result.utterances.append(utterance)
+
+
+def read_tsv(path: Path, required: Iterable[str], header: bool = True) -> Iterable[tuple[int, dict]]:
+    lines = iter_text_lines(path)
+    if not header:
+        for number, line in lines:
+            if line.strip():
+                yield number, line.rstrip("\r\n").split("\t")
+        return
+    reader = csv.DictReader((line for _, line in lines), delimiter="\t", quoting=csv.QUOTE_NONE)
+    columns = reader.fieldnames or []
+    absent = [name for name in required if name not in columns]
+    if absent:
+        raise ManifestError(path, 1, f"missing column(s) {', '.join(absent)}; header has {columns}")
+    for row in reader:
+        if None in row or any(value is None for value in row.values()):
+            raise ManifestError(path, reader.line_num, f"expected {len(columns)} tab-separated fields")
+        yield reader.line_num, row
+
+
+def read_text(path: Path) -> str:
+    return "".join(line for _, line in iter_text_lines(path))
+
+
+def split_from_name(path: Path) -> str:
+    stem = path.stem.lower()
+    for split, names in (("train", ("train",)), ("dev", ("dev", "validation", "valid")), ("test", ("test",))):
+        if any(name in stem for name in names):
+            return split
+    return ""
