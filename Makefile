@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test clean-cache
+.PHONY: install demo demo-figures test clean-cache
 
 install: $(STAMP)
 
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml Makefile
 
 demo: install
 	$(BIN)/python -m experiments.demo
+
+# Refreshes the committed README figures and report in figures/demo (on purpose; `make demo` writes to the cache).
+demo-figures: install
+	$(BIN)/python -m experiments.demo --out figures/demo
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -16,6 +16,14 @@ Stages, each skipping work already done (rerun it to pick up where it stopped):
 
 The voices are synthetic: the numbers show that the pipeline runs, not a finding about people.
 ``--trim`` runs everything on a few sentences and voices (what CI runs).
+
+Everything is written under the cache (``$SPEECH_GENDER_CACHE``, default ``.cache/``), the report
+and figures to ``WORK/report``; ``--out figures/demo`` (``make demo-figures``) refreshes the
+committed README figures on purpose.
+
+A rerun from an empty cache on the same machine gives the same numbers: every random draw is
+seeded, espeak-ng speaks each utterance in a fresh process with a fixed noise seed (see
+``democorpus.espeak``), and torch runs on a fixed number of CPU threads (``--threads``).
 """
 
 from __future__ import annotations
@@ -25,15 +33,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.democorpus.build import DemoCorpus, build_demo_corpus, default_root
+from experiments.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.democorpus.voices import VOICES
 from extract.manifest import read_manifest, write_manifest
-from extract.paths import PROJECT_ROOT, cache_dir
+from extract.paths import cache_dir
 
 # --trim: 2 female and 2 male voices of each engine that speak both languages, as in the corpus tests
 TRIM_VOICES = ("kokoro-jf_alpha", "kokoro-jf_nezumi", "kokoro-jf_tebukuro", "espeak-f2",
                "kokoro-jm_kumo", "kokoro-jm_kumo-alpha", "kokoro-jm_kumo-nezumi", "espeak-m2")
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
+THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
 TINY_FAMILIES = {"seamless": ["pre_adapter", "post_adapter"], "zeroswot": ["pre_adapter", "post_adapter"], "s2t": ["encoder.final"]}
 
 
@@ -45,6 +54,7 @@ class Work:
     corpus: DemoCorpus
     out: Path  # figures and report
     dtype: str  # compute dtype of the Whisper models
+    threads: int  # torch CPU threads
 
     @property
     def stores(self) -> Path:
@@ -72,6 +82,28 @@ def compute_dtype() -> str:
     return "bfloat16" if fast else "float32"
 
 
+def set_threads(threads: int) -> int:
+    """Fix torch's CPU thread count (torch's default follows the machine's cores). Measured on this
+    2-core CPU: Whisper states were bit-identical with 1 to 4 threads (float32 and bfloat16), but
+    an attention probe's weights differed by up to 7e-9 between 1 and 2 threads (identical at equal
+    counts), so the demo does not leave the count to the machine."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def work_root(seed: int, trim: bool) -> Path:
+    """The default work folder: versioned with the corpus, so that no store of an older corpus is reused."""
+    return cache_dir() / ("demo-trim" if trim else "demo") / f"v{CORPUS_VERSION}-seed{seed}"
+
+
+def report_folder(out: Path | None, root: Path) -> Path:
+    """Where the figures and report go: ``--out``, else inside the work folder (in the cache), so
+    that a user's ``make demo`` leaves the checkout's committed figures alone."""
+    return out or root / "report"
+
+
 def log(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
@@ -82,11 +114,10 @@ def _run(cli, arguments: list[str]) -> None:
         raise SystemExit(f"[demo] stage failed with status {status}: {' '.join(arguments)}")
 
 
-def stage_corpus(seed: int, trim: bool, work_root: Path | None) -> DemoCorpus:
+def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
         voices = tuple(v for v in VOICES if v.name in TRIM_VOICES)
-        root = (work_root or cache_dir() / "demo-trim") / "corpus"
-        return build_demo_corpus(root, seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=voices, measure=False)
+        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=voices, measure=False)
     return build_demo_corpus(default_root(seed), seed=seed)
 
 
@@ -206,16 +237,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the demo corpus (voice splits, speaking rates)")
     parser.add_argument("--trim", action="store_true", help="a few sentences and voices: the whole pipeline in a few minutes (CI)")
     parser.add_argument("--work", type=Path, help="folder for stores, hypotheses and results (default: in the cache)")
-    parser.add_argument("--out", type=Path, help="folder for the figures and report.md (default: figures/demo, or WORK/figures with --trim)")
+    parser.add_argument("--out", type=Path, help="folder for the figures and report.md (default: WORK/report; "
+                        "`--out figures/demo` refreshes the committed README figures)")
+    parser.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
     parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
     started = time.time()
+    threads = set_threads(args.threads)
     log("synthetic voices: the numbers below show the pipeline runs, they are not a finding about speakers")
-    corpus = _timed("corpus", lambda: stage_corpus(args.seed, args.trim, args.work))
-    root = args.work or (cache_dir() / ("demo-trim" if args.trim else "demo") / f"seed{args.seed}")
-    out = args.out or (root / "figures" if args.trim or args.work else PROJECT_ROOT / "figures" / "demo")
-    work = Work(root, corpus, out, compute_dtype())
-    log(f"corpus {corpus.root}; work folder {root}; Whisper in {work.dtype}; figures and report -> {out}")
+    root = args.work or work_root(args.seed, args.trim)
+    corpus = _timed("corpus", lambda: stage_corpus(args.seed, args.trim, root))
+    out = report_folder(args.out, root)
+    work = Work(root, corpus, out, compute_dtype(), threads)
+    log(f"corpus {corpus.root}; work folder {root}; Whisper in {work.dtype} on {threads} torch threads; figures and report -> {out}")
     stores = _timed("extraction", lambda: stage_extract(work))
     hyps = _timed("transcription", lambda: stage_transcribe(work))
     behaviour = _timed("gaps and MuST-SHE", lambda: stage_behaviour(work, hyps))

@@ -86,6 +86,46 @@ def test_rebuild_is_a_no_op_and_synthesis_is_reproducible(corpus):
     assert before == hashlib.sha256(open(first.audio, "rb").read()).hexdigest()
 
 
+def _audio_hashes(root) -> dict[str, str]:
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(root.rglob("*.wav"))}
+
+
+def test_a_second_build_elsewhere_gives_identical_audio(corpus, tmp_path):
+    again = build_demo_corpus(tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=SUBSET, measure=False, show_progress=False)
+    first, second = _audio_hashes(corpus.root), _audio_hashes(again.root)
+    assert len(first) == 14 + 4 and first == second
+    assert corpus.manifest.read_text() == again.manifest.read_text()
+    assert corpus.mustshe_tsv.read_text() == again.mustshe_tsv.read_text()
+
+
+def test_espeak_speaks_a_sentence_identically_whatever_came_before():
+    """espeak-ng seeds its breath noise from the clock and carries wave-generator state between
+    utterances; each utterance in a fresh, seeded process removes both."""
+    from experiments.democorpus import espeak
+
+    text = "The train to the city leaves every morning at seven."
+    first = {voice: espeak.synthesize(text, voice, 150, 60)[0] for voice in ("en-us+f2", "en-us+m4")}
+    espeak.synthesize("Dinner will be ready in about twenty minutes.", "en-us+f5", 140, 60)
+    for voice in ("en-us+m4", "en-us+f2"):
+        audio, rate = espeak.synthesize(text, voice, 150, 60)
+        assert rate == 22050 and audio.tobytes() == first[voice].tobytes(), voice
+    assert first["en-us+f2"].tobytes() != espeak.synthesize(text, "en-us+f2", 150, 61)[0].tobytes()  # the arguments still matter
+
+
+def test_espeak_errors_name_the_voice():
+    from experiments.democorpus import espeak
+
+    with pytest.raises(espeak.EspeakError, match="no-such-voice"):
+        espeak.synthesize("Hello.", "no-such-voice", 150, 50)
+
+
+def test_mustshe_is_read_by_voices_outside_the_train_split(corpus):
+    split_of = {u.speaker: u.split for u in read_manifest(corpus.manifest)}
+    readers = {u.speaker for u in read_manifest(corpus.mustshe_manifest)}
+    assert readers and all(split_of[speaker] != "train" for speaker in readers)
+    assert {u.gender for u in read_manifest(corpus.mustshe_manifest)} == {"female", "male"}
+
+
 def test_card_measures_every_voice(corpus):
     from experiments.democorpus.card import write_card
 

@@ -4,7 +4,8 @@ Layout under the corpus folder::
 
     audio/{speaker}/{language}-{index}.wav   16 kHz mono PCM
     manifest.jsonl                           ASR utterances (en + es), speaker-disjoint splits
-    mustshe/MONOLINGUAL.es.tsv, mustshe/wav  MuST-SHE-format first-person sentences, en->es
+    mustshe/MONOLINGUAL.es.tsv, mustshe/wav  MuST-SHE-format first-person sentences, en->es, read by the
+                                             voices outside the train split (the probes never train on them)
     mustshe.jsonl                            the same as a manifest
     card.json, CARD.md                       per-voice WER, pitch and duration (corpus card)
     build.json                               seed and settings; written last, marks the corpus complete
@@ -24,12 +25,12 @@ import numpy as np
 from experiments.democorpus.sentences import ASR_SENTENCES, MUSTSHE_SENTENCES, MUSTSHE_TARGET
 from experiments.democorpus.voices import VOICES, Voice
 from extract.audio import SAMPLE_RATE
-from extract.corpora import must_she
+from extract.corpora.must_she import format_gender_terms, must_she, write_definition
 from extract.manifest import Utterance, write_manifest
 from extract.paths import cache_dir
 
-CORPUS_VERSION = 1
-MUSTSHE_COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY", "TEXT-CATEGORY", "GENDERTERMS")
+# 2: espeak-ng audio no longer depends on the clock or on earlier utterances; MuST-SHE read by held-out voices only
+CORPUS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,11 @@ def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, sho
     return utterances
 
 
-def _synthesize_mustshe(root: Path, voices, rng, count, show) -> None:
-    """Each sentence is read by one female voice (category 1F) and one male voice (1M), round robin."""
-    by_gender = {gender: [v for v in voices if v.gender == gender] for gender in ("female", "male")}
+def _synthesize_mustshe(root: Path, voices, splits, rng, count, show) -> None:
+    """Each sentence is read by one female voice (category 1F) and one male voice (1M), round robin
+    over the dev and test voices: a probe trained on the train split is applied to MuST-SHE
+    speakers it never saw, as in Fucci et al. (and ``probe --apply-to`` refuses shared speakers)."""
+    by_gender = {gender: [v for v in voices if v.gender == gender and splits[v.name] != "train"] for gender in ("female", "male")}
     rows = []
     sentences = MUSTSHE_SENTENCES[:count]
     with _progress(2 * len(sentences), "synthesizing MuST-SHE utterances", show) as bar:
@@ -139,7 +142,7 @@ def _synthesize_mustshe(root: Path, voices, rng, count, show) -> None:
                 item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
                 _write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
                 feminine = gender == "female"
-                terms = ";".join(f"{f} {m}" if feminine else f"{m} {f}" for f, m in sentence.terms)
+                terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
                 rows.append({
                     "ID": item, "LANG": f"en-{MUSTSHE_TARGET}", "TALK": voice.name, "SRC": sentence.source,
                     "REF": sentence.feminine if feminine else sentence.masculine,
@@ -148,8 +151,7 @@ def _synthesize_mustshe(root: Path, voices, rng, count, show) -> None:
                 })
                 bar.update()
     tsv = root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
-    lines = ["\t".join(MUSTSHE_COLUMNS)] + ["\t".join(row[c] for c in MUSTSHE_COLUMNS) for row in rows]
-    tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_definition(tsv, rows)
 
 
 def build_demo_corpus(
@@ -183,7 +185,7 @@ def build_demo_corpus(
     splits = assign_splits(voices, seed, tuple(ASR_SENTENCES))
     utterances = _synthesize_asr(corpus.root, voices, splits, rng, sentences_per_language, show_progress)
     write_manifest(corpus.manifest, utterances)
-    _synthesize_mustshe(corpus.root, voices, rng, mustshe_sentences, show_progress)
+    _synthesize_mustshe(corpus.root, voices, splits, rng, mustshe_sentences, show_progress)
     mustshe = must_she(corpus.mustshe_tsv)
     if mustshe.missing_audio:
         raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")

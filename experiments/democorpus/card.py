@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from experiments.asr_metrics import corpus_error_rate, error_counts
+from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
 from experiments.democorpus.pitch import median_f0
 from extract.audio import SAMPLE_RATE, load_audio
 from extract.manifest import read_manifest

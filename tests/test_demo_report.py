@@ -1,0 +1,85 @@
+"""The demo report's pieces from hand-made result dictionaries (fast: no synthesis, no model)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.demo import main, report_folder, set_threads, work_root
+from experiments.demo_report import average_test_length, gap_estimate_name, gap_table, mustshe_pairing
+from extract.paths import PROJECT_ROOT
+
+
+def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
+    return {"metric": "wer", "groups": {"female": {"error_rate": female}, "male": {"error_rate": male}}, "gap_relative": gap,
+            "gap_estimate": estimate, "gap_relative_full": gap + 1.0, "gap_relative_resampled": gap,
+            "bootstrap": {"ci95": ci, "p_value": p, "iterations": 1000}}
+
+
+def test_gap_table_leads_with_the_bootstrap_interval_and_names_the_estimate():
+    gaps = {"whisper-base": {"languages": {"en": _entry(131.2, [-57.7, 716.7], 0.0), "es": _entry(48.3, [31.2, 70.4], 0.03, estimate="full")}}}
+    lines = gap_table(gaps)
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header.index("E(F, M) 95 % CI (speaker bootstrap)") < header.index("E(F, M)") < header.index("estimate")
+    assert header[-1] == "p, published resampling t-test (pseudo-replicated)"
+    en = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    es = [cell.strip() for cell in lines[3].strip("|").split("|")]
+    assert en == ["whisper-base", "en", "WER", "6.70", "2.90", "-57.7 .. 716.7 (crosses 0)", "131.2", "E on resampled means (paper)", "< 1e-4"]
+    assert es[5:] == ["31.2 .. 70.4", "48.3", "E on the full set", "0.03"]
+    note = " ".join(lines[4:])
+    assert "pseudo-replication" in note and "crosses 0" in note
+
+
+def test_an_interval_touching_zero_crosses_it_and_a_missing_one_does_not():
+    gaps = {"m": {"languages": {"en": _entry(10.0, [0.0, 20.0], 0.5), "es": _entry(10.0, None, None)}}}
+    rows = gap_table(gaps)[2:4]
+    assert "0.0 .. 20.0 (crosses 0)" in rows[0]
+    assert "n/a .. n/a |" in rows[1] and "crosses" not in rows[1]
+
+
+@pytest.mark.parametrize("entry", [{}, {"gap_estimate": "mean"}])
+def test_an_unnamed_gap_estimate_is_an_error(entry):
+    with pytest.raises(ValueError, match="gap_estimate"):
+        gap_estimate_name(entry)
+
+
+def test_average_test_length_is_speech_frames_with_stored_positions_beside_them():
+    assert average_test_length({"mean_test_length": 13.333}) == "13.3 speech frames"
+    assert average_test_length({"mean_test_length": 13.333, "stored_positions": 1500.0}) == \
+        "13.3 speech frames (1500.0 stored positions, padding included)"
+
+
+def test_mustshe_pairing_is_applied_f1_against_category_1_accuracy():
+    attention = {"f1_macro": 99.0, "applied_f1_macro": 71.5, "applied_to": {"scored": 12}}
+    mustshe = {"global": {"accuracy": 40.0}, "category_1": {"accuracy": 62.5, "coverage": 80.0}}
+    row = mustshe_pairing(attention, mustshe)
+    assert (row["applied_f1_macro"], row["category_1_accuracy"]) == (71.5, 62.5)
+    with pytest.raises(ValueError, match="category-1"):
+        mustshe_pairing(attention, {**mustshe, "category_1": None})
+    with pytest.raises(KeyError):
+        mustshe_pairing({"f1_macro": 99.0}, mustshe)  # a probe row without the applied scores is not silently replaced
+
+
+def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
+    root = tmp_path / "work"
+    assert report_folder(None, root) == root / "report"
+    assert report_folder(PROJECT_ROOT / "figures" / "demo", root) == PROJECT_ROOT / "figures" / "demo"
+
+
+def test_work_folder_is_versioned_with_the_corpus(monkeypatch, tmp_path):
+    from experiments.democorpus.build import CORPUS_VERSION
+
+    monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path))
+    assert work_root(3, trim=False) == tmp_path / "demo" / f"v{CORPUS_VERSION}-seed3"
+    assert work_root(0, trim=True) == tmp_path / "demo-trim" / f"v{CORPUS_VERSION}-seed0"
+
+
+def test_threads_are_fixed_and_validated(capsys):
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--threads", "0"])
+    assert exit_info.value.code == 2 and "--threads must be at least 1" in capsys.readouterr().err
