@@ -259,11 +259,11 @@ def reproducibility_lines() -> list[str]:
 
 
 def _shown(path: Path) -> str:
-    """A path relative to the checkout when it is inside it (the committed report names no machine)."""
-    from extract.paths import PROJECT_ROOT
+    """A path relative to the source checkout when it is inside one (the committed report names no machine)."""
+    from extract.paths import source_checkout
 
-    path = Path(path).resolve()
-    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+    path, checkout = Path(path).resolve(), source_checkout()
+    return str(path.relative_to(checkout)) if checkout and path.is_relative_to(checkout) else str(path)
 
 
 def _p(value) -> str:

@@ -7,7 +7,6 @@ import torch
 
 from experiments.demo import main, report_folder, set_threads, work_root
 from experiments.demo_report import average_test_length, gap_estimate_name, gap_table, mustshe_pairing
-from extract.paths import PROJECT_ROOT
 
 
 def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
@@ -63,7 +62,7 @@ def test_mustshe_pairing_is_applied_f1_against_category_1_accuracy():
 def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
     root = tmp_path / "work"
     assert report_folder(None, root) == root / "report"
-    assert report_folder(PROJECT_ROOT / "figures" / "demo", root) == PROJECT_ROOT / "figures" / "demo"
+    assert report_folder(tmp_path / "figures" / "demo", root) == tmp_path / "figures" / "demo"
 
 
 def test_work_folder_is_versioned_with_the_corpus(monkeypatch, tmp_path):
