@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import lightning as L
@@ -21,10 +22,25 @@ from torch.utils.data import DataLoader, Dataset
 
 from probing.modules import AttentionProbe, PositionalLogistic, length_mask
 
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
-logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
+
+
+@contextmanager
+def quiet_lightning():
+    """Lightning's per-fit banners and two warnings that do not apply to probes (full-batch loaders
+    need no workers; a torch-internal deprecation), silenced for one fit only: importing this module
+    changes no process-wide setting."""
+    levels = {name: logging.getLogger(name).level for name in LIGHTNING_LOGGERS}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+        warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
+        for name in LIGHTNING_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
 
 
 def _trainer(device: str, max_epochs: int, callbacks=(), seed: int = 0) -> L.Trainer:
@@ -97,7 +113,8 @@ def fit_logistic_heads(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float 
         torch.from_numpy(np.ascontiguousarray(np.asarray(y).T, dtype=np.float32)),
         torch.from_numpy(np.ascontiguousarray(np.transpose(mask, (2, 1, 0)), dtype=np.float32)),
     )
-    _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
+    with quiet_lightning():
+        _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
     weight, bias = system.probe.weight.detach().cpu(), system.probe.bias.detach().cpu()
     return [FittedLogistic(weight[h], bias[h]) for h in range(y.shape[0])]
 
@@ -198,8 +215,9 @@ def fit_attention(train, dev, dim: int, max_epochs: int = 200, device: str = "cp
     generator = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(SequenceDataset(*train), batch_size=batch_size, shuffle=True, collate_fn=collate_sequences, generator=generator)
     dev_loader = DataLoader(SequenceDataset(*dev), batch_size=batch_size, collate_fn=collate_sequences)
-    trainer = _trainer(device, max_epochs, callbacks=[keep, stop], seed=seed)
-    trainer.fit(system, train_loader, dev_loader)
+    with quiet_lightning():
+        trainer = _trainer(device, max_epochs, callbacks=[keep, stop], seed=seed)
+        trainer.fit(system, train_loader, dev_loader)
     return FittedAttention(system.probe.cpu(), keep.epoch, trainer.current_epoch)
 
 

@@ -287,3 +287,17 @@ def test_mdl_rows_record_the_guard(strong):
     assert row["mdl_guard"] == "Bayesian mixture over the C grid" and row["mdl_c_grid"] == [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
     assert len(row["mdl_c_per_block"]) == row["mdl_blocks"] and row["mdl_c_per_block"][0] is None
     assert row["compression"] > 3
+
+
+def test_importing_and_training_probes_changes_no_process_wide_logging_or_warnings():
+    import logging
+    import warnings
+
+    import numpy as np
+
+    from probing.train import LIGHTNING_LOGGERS, fit_logistic
+
+    before = [logging.getLogger(name).level for name in LIGHTNING_LOGGERS], list(warnings.filters)
+    x = np.random.default_rng(0).standard_normal((20, 1, 3)).astype(np.float32)
+    fit_logistic(x, (x[:, 0, 0] > 0).astype(int), np.ones((20, 1), bool), max_iter=20)
+    assert ([logging.getLogger(name).level for name in LIGHTNING_LOGGERS], list(warnings.filters)) == before
