@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"[correlate] n={result['n']} ({dropped} rows dropped): Pearson r {result['pearson_r']:+.3f} (p {result['p_value']:.3g}, "
           f"95% CI {result['ci95_r'][0]:+.2f}..{result['ci95_r'][1]:+.2f}), R² {result['r2']:.3f}, Spearman {result['spearman_rho']:+.3f}")
     if args.plot:
-        from experiments.figures import scatter_with_fit  # here, not at the top: matplotlib, only for --plot
+        from experiments.reports.plots import scatter_with_fit  # here, not at the top: matplotlib, only for --plot
 
         written = scatter_with_fit(xs, ys, labels, result, args.x, args.y, args.plot)
         print(f"[correlate] plot: {', '.join(map(str, written))}")

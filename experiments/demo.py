@@ -216,7 +216,8 @@ def probe_configs(stores: dict[str, Path], sites: list[str], positions: int) -> 
 
 def stage_probes(work: Work, stores: dict[str, Path], positions: int) -> dict[str, dict]:
     """Runs what is missing; returns name -> result row (its arrays are under probes.jsonl.arrays)."""
-    from experiments.probe import load_rows, run_all
+    from probing.grid import run_all
+    from probing.results import load_rows
     from extract.store import ShardReader
 
     configs = probe_configs(stores, ShardReader(stores["whisper-base"]).sites, positions)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments import figures
-from experiments.probe import load_arrays, load_attention
+from experiments.reports import plots as figures
+from probing.results import load_arrays, load_attention
 
 CONDITIONS = ("pretrained", "random init", "shuffled control")
 TINY_LABELS = {"seamless": "SeamlessM4T v2", "zeroswot": "ZeroSwot stand-in", "s2t": "S2T"}

@@ -3,8 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from experiments import figures
-from experiments.correlate import CorrelationError, correlate, main as correlate_main
+from experiments.correlate import main as correlate_main
+from experiments.reports import plots as figures
+from experiments.scoring.correlation import CorrelationError, correlate
 
 # x = 1..4, y = 2, 4, 5, 4: Sxy = 3.5, Sxx = 5, Syy = 4.75 -> r = 3.5 / sqrt(23.75); slope 0.7, intercept 2.0;
 # ranks of y 1, 2.5, 4, 2.5 -> rho = 3 / sqrt(22.5); with 2 degrees of freedom the two-sided p is 1 - |r|.
@@ -88,7 +89,8 @@ def test_every_figure_is_drawn_from_small_saved_results(tmp_path):
 
 def test_figures_cli_draws_from_probe_results(tmp_path):
     from experiments.figures import main as figures_main
-    from experiments.probe import load_rows, main as probe_main
+    from experiments.probe import main as probe_main
+    from probing.results import load_rows
     from tests.synthetic_store import write_store
 
     store = write_store(tmp_path / "store", speakers_per_gender=5, utterances_per_speaker=4)
@@ -105,3 +107,23 @@ def test_figures_cli_draws_from_probe_results(tmp_path):
     assert figures_main(["heatmap", "--probes", str(out), "--store", str(store), "--out", str(tmp_path / "hm")]) == 0
     for name in ("pp", "at", "hm"):
         assert _written([tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"])
+
+
+def test_figures_cli_malformed_pair_is_one_error_line_and_status_2(tmp_path, capsys):
+    from experiments.figures import main as figures_main
+
+    assert figures_main(["gaps", "--gap", "cv.json", "--out", str(tmp_path / "g")]) == 2
+    assert capsys.readouterr().err.strip() == "error: --gap takes LABEL=VALUE, got 'cv.json'"
+
+
+def test_heatmap_cells_come_from_rows_by_condition():
+    def row(store, site, control="none", probe="positional", language=None, f1_s=0.0):
+        return {"config": {"store": store, "site": site, "control": control, "probe": probe, "language": language}, "f1_s": f1_s, "f1_macro": 1.0}
+
+    rows = [row("pre", "b", f1_s=80.0), row("pre", "a", f1_s=70.0), row("rand", "a", f1_s=50.0), row("pre", "a", "shuffled", f1_s=51.0),
+            row("rand", "a", "shuffled", f1_s=99.0),  # a control on the random twin: no condition of the heatmap
+            row("pre", "a", language="en", f1_s=99.0), row("pre", "a", probe="mean", f1_s=99.0), row("other", "a", f1_s=99.0)]
+    scores, sites, conditions, key = figures.site_condition_scores(rows, "pre", "rand", "positional", None, ["a", "b", "c"])
+    assert scores == {("b", "pretrained"): 80.0, ("a", "pretrained"): 70.0, ("a", "random init"): 50.0, ("a", "shuffled control"): 51.0}
+    assert sites == ["a", "b"] and conditions == ["pretrained", "random init", "shuffled control"] and key == "f1_s"
+    assert figures.site_condition_scores(rows, "pre", None, "mean", None, ["a"])[0] == {("a", "pretrained"): 1.0}

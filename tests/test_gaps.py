@@ -227,7 +227,7 @@ def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualifi
 
 
 def test_gap_figure_names_the_estimate_and_marks_only_intervals_clear_of_zero(tmp_path):
-    from experiments import figures
+    from experiments.reports import plots as figures
 
     results = {"cv": {"languages": {"en": _entry(-5.0, 8.0, 1e-20), "it": _entry(1.0, 2.0, 1e-20, gap=2.5), "ja": {"gap_relative": None}}}}
     assert figures.gap_axis_label(results).endswith("E on the resampled means (the paper's)")

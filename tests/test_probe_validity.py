@@ -160,7 +160,7 @@ def test_apply_to_store_sharing_training_speakers_is_an_error(tmp_path, capsys):
 
 
 def test_rerun_after_the_store_changed_recomputes_the_row(tmp_path, capsys):
-    from experiments.probe import load_rows
+    from probing.results import load_rows
 
     store, out = tmp_path / "store", tmp_path / "r.jsonl"
     write_store(store, speakers_per_gender=5, utterances_per_speaker=4, strength=4.0)

@@ -201,3 +201,62 @@ def test_run_id_depends_on_seed_and_config():
     assert a.run_id() == ProbeConfig(store="s", site="x", device="cuda").run_id()
     with pytest.raises(ValueError, match="unknown probe"):
         ProbeConfig(store="s", site="x", probe="mlp")
+
+
+# --- the probe results format (probing.results) ------------------------------------------------------
+
+
+def _result(run_id, f1, attention=None, **arrays):
+    from probing.run import ProbeResult
+
+    return ProbeResult({"run_id": run_id, "f1_macro": f1}, arrays, attention or {})
+
+
+def test_results_round_trip_keeps_the_latest_row_and_ragged_attention(tmp_path):
+    from probing.results import arrays_folder, load_arrays, load_attention, load_rows, save_result
+
+    out = tmp_path / "sub" / "r.jsonl"
+    out.parent.mkdir()
+    weights = [np.array([0.25, 0.75]), np.array([1.0]), np.array([0.5, 0.25, 0.25])]
+    save_result(_result("a", 60.0, {"ids": ["u1", "u2", "u3"], "weights": weights, "probabilities": [0.9, 0.2, 0.6]},
+                        test_f1_macro=np.array([50.0, 70.0])), out)
+    save_result(_result("b", 55.0), out)
+    save_result(_result("a", 61.0), out)  # recomputed: the later row is the one readers get
+    assert len(out.read_text().splitlines()) == 3
+    assert load_rows(out) == {"a": {"run_id": "a", "f1_macro": 61.0}, "b": {"run_id": "b", "f1_macro": 55.0}}
+    assert arrays_folder(out) == tmp_path / "sub" / "r.jsonl.arrays"
+    np.testing.assert_array_equal(load_arrays(out, "a")["test_f1_macro"], [50.0, 70.0])
+    ids, loaded, probabilities = load_attention(out, "a")
+    assert ids == ["u1", "u2", "u3"] and [w.tolist() for w in loaded] == [w.tolist() for w in weights]
+    np.testing.assert_allclose(probabilities, [0.9, 0.2, 0.6])
+
+
+def test_predictions_come_from_the_applied_store_where_there_is_one(tmp_path):
+    from probing.results import load_predictions, save_result
+
+    out = tmp_path / "r.jsonl"
+    attention = {"ids": ["t1", "t2"], "weights": [np.ones(2) / 2, np.ones(1)], "probabilities": [0.7, 0.5]}
+    save_result(_result("test-only", 50.0, attention, test_f1_macro=np.zeros(1)), out)
+    assert load_predictions(out, "test-only") == {"t1": "female", "t2": "male"}  # 0.5 is not above 0.5: class 0
+    save_result(_result("applied", 50.0, attention, applied_ids=np.array(["m1", "m2"]), applied_probabilities=np.array([0.1, 0.8]),
+                        applied_class_names=np.array(["male", "other"])), out)
+    assert load_predictions(out, "applied") == {"m1": "male", "m2": "other"}
+
+
+def test_load_rows_names_the_line_that_is_not_a_row(tmp_path):
+    from probing.results import ResultsError, load_rows
+
+    out = tmp_path / "r.jsonl"
+    out.write_text('{"run_id": "a"}\n\n{"no_run_id": 1}\n')
+    with pytest.raises(ResultsError, match=r"r\.jsonl:3: not a result row"):
+        load_rows(out)
+
+
+def test_finished_ids_skip_only_rows_read_from_the_stores_as_they_are(tmp_path, separable):
+    from probing.results import finished_ids
+    from probing.run import config_store_identity
+
+    same, changed, missing = (ProbeConfig(store=str(separable), site="encoder.layer.0", seed=seed) for seed in (0, 1, 2))
+    rows = {same.run_id(): {"store_identity": config_store_identity(same)}, changed.run_id(): {"store_identity": "an older store"}}
+    assert finished_ids([same, changed, missing], rows) == {same.run_id()}
+    assert finished_ids([same], {}) == set()

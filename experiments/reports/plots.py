@@ -1,0 +1,272 @@
+"""The study's figures, drawn from saved results only (nothing is recomputed here).
+
+``python -m experiments.figures KIND ...`` draws one of them from result files; the demo's report
+(``experiments.demo_report``) and ``experiments.correlate --plot`` call these functions directly.
+
+Each function writes a PNG and a PDF (same stem) and returns their paths. Sizes and fonts are set
+for a one- or two-column paper figure.
+
+- ``per_position``: F1 per position with its EMA, the shuffled-label control and the average test
+  length in speech frames, padding excluded (Attanasio et al. 2024, figs. 3 and 9), and the MDL
+  codelength per position;
+- ``gap_bars``: E(F, M) per language, named by its estimate, with speaker-bootstrap intervals and
+  t-test marks where the interval excludes 0, one panel per dataset (Attanasio et al. 2024, fig. 2);
+- ``scatter_with_fit``: probe score against a behaviour score with the OLS line (Attanasio et al.
+  2024, fig. 4; Fucci et al. 2025, fig. 1);
+- ``error_distribution``: share of records whose error rate is at least x, per gender (Attanasio et
+  al. 2024, fig. 5);
+- ``attention_profiles``: mean ± std attention weights over 100 interpolated positions (Fucci et al.
+  2025, fig. 2);
+- ``confusion``: probe prediction against the gender of the translation (Fucci et al. 2025, figs. 3-4);
+- ``site_heatmap``: a score per site and condition (pretrained, random init, control), its cells
+  gathered from result rows by ``site_condition_scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from experiments.scoring.gaps import GAP_ESTIMATES
+from probing.modules import interpolate_weights
+
+FONT_SIZE = 9
+
+
+def _pyplot():
+    """pyplot on the Agg backend with the paper's sizes (imported here, on first drawing: the backend
+    must be chosen before pyplot is imported)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1, "axes.labelsize": FONT_SIZE, "legend.fontsize": FONT_SIZE - 1,
+                         "axes.spines.top": False, "axes.spines.right": False, "savefig.bbox": "tight", "savefig.dpi": 150})
+    return plt
+
+
+def save(figure, out: str | Path) -> list[Path]:
+    """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    for path in paths:
+        figure.savefig(path)
+    _pyplot().close(figure)
+    return paths
+
+
+def per_position(f1: np.ndarray, mean_test_length: float, out, *, ema: np.ndarray | None = None, control: np.ndarray | None = None,
+                 mdl_bits: np.ndarray | None = None, uniform_bits: np.ndarray | None = None, frame_rate: float | None = None, title: str = "") -> list[Path]:
+    """F1 (percent) per position; optional EMA, control curve and MDL codelengths per position (bits).
+
+    ``mean_test_length`` is the row's ``mean_test_length``: mean speech frames of the test utterances,
+    drawn as a vertical line (F1_S averages the positions left of it).
+    """
+    plt = _pyplot()
+    panels = 2 if mdl_bits is not None else 1
+    figure, axes = plt.subplots(panels, 1, figsize=(6.0, 2.4 * panels), sharex=True, squeeze=False, layout="constrained")
+    positions = np.arange(len(f1))
+    top = axes[0, 0]
+    top.plot(positions, f1, color="0.75", linewidth=0.8, label="F1 per position")
+    if ema is not None:
+        top.plot(positions, ema, color="C0", linewidth=1.5, label="EMA (span 3)")
+    if control is not None:
+        top.plot(np.arange(len(control)), control, color="C3", linewidth=1.0, linestyle="--", label="shuffled-label control")
+    for axis in axes[:, 0]:
+        axis.axvline(mean_test_length, color="k", linestyle=":", linewidth=1.0)
+    top.text(mean_test_length, 98, " avg. test length (speech)", fontsize=FONT_SIZE - 1, va="top")
+    top.set_ylim(0, 100)
+    top.set_ylabel("macro F1 (%)")
+    top.legend(loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=3)
+    if title:
+        figure.suptitle(title)
+    if mdl_bits is not None:
+        bottom = axes[1, 0]
+        bottom.plot(np.arange(len(mdl_bits)), mdl_bits, color="C2", label="online codelength")
+        if uniform_bits is not None:
+            bottom.plot(np.arange(len(uniform_bits)), uniform_bits, color="0.5", linestyle="--", label="uniform codelength")
+        bottom.set_ylabel("MDL (bits)")
+        bottom.legend(loc="upper right", frameon=False)
+    label = "position (frame)" if not frame_rate else f"position (frame, {1000 / frame_rate:.0f} ms each)"
+    axes[-1, 0].set_xlabel(label)
+    return save(figure, out)
+
+
+def _significance(p_value) -> str:
+    if p_value is None or not np.isfinite(p_value):
+        return ""
+    return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
+
+
+def gap_mark(entry: dict) -> str:
+    """The published t-test's mark for one ``asr_gap`` language entry, shown only where the
+    speaker-bootstrap interval excludes 0: the t-test is pseudo-replicated, so a star beside an
+    interval that crosses 0 would claim what the interval does not support."""
+    low, high = entry["bootstrap"].get("ci95") or [None, None]
+    if low is None or high is None or low <= 0 <= high:
+        return ""
+    return _significance(entry["bootstrap"].get("p_value"))
+
+
+def gap_axis_label(results: dict[str, dict]) -> str:
+    """The y label of :func:`gap_bars`, naming the estimate the ``gap_relative`` values are (from the JSON)."""
+    names = {GAP_ESTIMATES.get(entry.get("gap_estimate"), "estimate not recorded")
+             for result in results.values() for entry in result["languages"].values() if entry.get("gap_relative") is not None}
+    return "E(F, M) (%)  >0: worse for women\n" + " / ".join(sorted(names))
+
+
+def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
+    """``results``: dataset name -> ``experiments.asr_gap`` JSON. Bars of E(A, B) per language (the
+    estimate each file's ``gap_estimate`` names, written in the y label), the speaker-bootstrap 95 %
+    interval as error bars, * p < 0.05 and ** p < 0.01 from the resampling t-test where the interval
+    excludes 0 (:func:`gap_mark`)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 0.6, 2.9), squeeze=False, sharey=True, layout="constrained")
+    for axis, (dataset, result) in zip(axes[0], results.items()):
+        entries = {lang: entry for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None}
+        gaps = [entry["gap_relative"] for entry in entries.values()]
+        axis.bar(list(entries), gaps, color=["C1" if g > 0 else "C0" for g in gaps])
+        for index, (lang, entry) in enumerate(entries.items()):
+            low, high = entry["bootstrap"].get("ci95") or [None, None]
+            top = gaps[index]
+            if low is not None and high is not None:  # drawn around its own centre: the resampled E may lie outside it
+                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="k", capsize=3, linewidth=0.8)
+                top = max(top, high)
+            if gap_mark(entry):
+                axis.text(index, top, gap_mark(entry), ha="center", va="bottom")
+        axis.axhline(0, color="k", linewidth=0.6)
+        axis.set_title(dataset)
+    axes[0, 0].set_ylabel(gap_axis_label(results))
+    figure.supxlabel("error bars: 95 % speaker-bootstrap interval\n* p < 0.05, ** p < 0.01: published resampling t-test\n"
+                     "(pseudo-replicated), marked only where the interval excludes 0", fontsize=FONT_SIZE - 2)
+    if title:
+        figure.suptitle(title)
+    return save(figure, out)
+
+
+def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "") -> list[Path]:
+    """Points (labelled) and, when ``fit`` holds an OLS fit, its line and the correlation."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(3.6, 3.0), layout="constrained")
+    axis.scatter(xs, ys, color="C0", zorder=3)
+    for x, y, label in zip(xs, ys, labels or []):
+        if label:
+            axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=FONT_SIZE - 1)
+    if fit:
+        grid = np.linspace(min(xs), max(xs), 50)
+        axis.plot(grid, fit["slope"] * grid + fit["intercept"], color="C3", linewidth=1.2)
+        axis.text(0.02, 0.98, f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}", transform=axis.transAxes, va="top")
+    else:
+        axis.text(0.02, 0.98, f"n = {len(xs)}: too few points for a fit", transform=axis.transAxes, va="top")
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    if title:
+        axis.set_title(title)
+    return save(figure, out)
+
+
+def error_distribution(distribution: dict[str, list[float]], out, metric: str = "WER", title: str = "") -> list[Path]:
+    """``distribution``: group -> share of records (percent) with error rate >= x, for x = 0..100."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(3.6, 2.8), layout="constrained")
+    for index, (group, shares) in enumerate(distribution.items()):
+        axis.step(np.arange(len(shares)), shares, where="post", color=f"C{index}", label=group)
+    axis.set_xlabel(f"{metric} (%) of a record, at least")
+    axis.set_ylabel("records (%)")
+    axis.set_ylim(0, 100)
+    axis.legend(frameon=False)
+    if title:
+        axis.set_title(title)
+    return save(figure, out)
+
+
+def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int = 100, title: str = "") -> list[Path]:
+    """``profiles``: label (model and site) -> one weight vector per utterance; each is resampled to
+    ``points`` positions, then mean ± std across utterances."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(len(profiles), 1, figsize=(4.8, 1.5 * len(profiles) + 0.4), sharex=True, squeeze=False, layout="constrained")
+    grid = np.arange(points)
+    for axis, (label, weights) in zip(axes[:, 0], profiles.items()):
+        curves = interpolate_weights(weights, points)
+        mean, std = np.nanmean(curves, axis=0), np.nanstd(curves, axis=0)
+        axis.plot(grid, mean, color="C0")
+        axis.fill_between(grid, mean - std, mean + std, color="C0", alpha=0.25, linewidth=0)
+        axis.set_ylabel("weight")
+        axis.set_title(f"{label} ({len(weights)} utterances)", loc="left")
+    axes[-1, 0].set_xlabel(f"position, interpolated to {points} points")
+    if title:
+        figure.suptitle(title)
+    return save(figure, out)
+
+
+TRANSLATION_GENDERS = ("feminine", "masculine", "mixed", "none")
+
+
+def confusion(predictions: list[str], translation_genders: list[str], out, classes: tuple[str, str] = ("female", "male"), title: str = "") -> list[Path]:
+    """Counts of (probe prediction, gender of the translation's speaker-referred words)."""
+    plt = _pyplot()
+    matrix = np.zeros((len(classes), len(TRANSLATION_GENDERS)), dtype=int)
+    for predicted, translated in zip(predictions, translation_genders):
+        matrix[classes.index(predicted), TRANSLATION_GENDERS.index(translated)] += 1
+    figure, axis = plt.subplots(figsize=(3.8, 2.2), layout="constrained")
+    axis.imshow(matrix, cmap="Blues", vmin=0)
+    for (row, column), count in np.ndenumerate(matrix):
+        axis.text(column, row, str(count), ha="center", va="center", color="white" if count > matrix.max() / 2 else "black")
+    axis.set_xticks(range(len(TRANSLATION_GENDERS)), TRANSLATION_GENDERS)
+    axis.set_yticks(range(len(classes)), classes)
+    axis.set_xlabel("gender of the translation")
+    axis.set_ylabel("probe prediction")
+    axis.spines[:].set_visible(False)
+    if title:
+        axis.set_title(title)
+    return save(figure, out)
+
+
+def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditions: list[str], out, label: str = "F1_S (%)", title: str = "") -> list[Path]:
+    """``scores``: (site, condition) -> score; missing cells stay blank."""
+    plt = _pyplot()
+    matrix = np.full((len(conditions), len(sites)), np.nan)
+    for (site, condition), value in scores.items():
+        matrix[conditions.index(condition), sites.index(site)] = value
+    figure, axis = plt.subplots(figsize=(0.62 * len(sites) + 1.8, 0.42 * len(conditions) + 1.2), layout="constrained")
+    image = axis.imshow(matrix, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    for (row, column), value in np.ndenumerate(matrix):
+        if np.isfinite(value):
+            axis.text(column, row, f"{value:.0f}", ha="center", va="center", color="white" if value < 60 else "black", fontsize=FONT_SIZE - 1)
+    axis.set_xticks(range(len(sites)), [s.removeprefix("encoder.") for s in sites], rotation=45, ha="right")
+    axis.set_yticks(range(len(conditions)), conditions)
+    axis.spines[:].set_visible(False)
+    figure.colorbar(image, ax=axis, label=label, fraction=0.04)
+    if title:
+        axis.set_title(title)
+    return save(figure, out)
+
+
+def site_condition_scores(rows: Iterable[dict], store: str, random_store: str | None, probe: str, language: str | None,
+                          site_order: list[str]) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
+    """The cells of :func:`site_heatmap` from probe result rows: (scores, sites, conditions, score key).
+
+    Rows of ``probe`` restricted to ``language`` (None: runs over all languages) give F1_S
+    (positional probes) or F1 (the others) for the conditions "pretrained" (``store``, no control),
+    "<control> control" (``store`` with a control) and "random init" (``random_store``, no control).
+    Sites follow ``site_order``; conditions start with "pretrained", then alphabetically.
+    """
+    key = "f1_s" if probe == "positional" else "f1_macro"
+    scores, sites = {}, []
+    for row in rows:
+        config = row["config"]
+        if config["probe"] != probe or config.get("language") != language:
+            continue
+        condition = "random init" if config["store"] == random_store else "pretrained" if config["store"] == store else None
+        if condition and config["control"] != "none":
+            condition = f"{config['control']} control" if condition == "pretrained" else None
+        if condition:
+            scores[(config["site"], condition)] = row[key]
+            sites += [] if config["site"] in sites else [config["site"]]
+    ordered = [site for site in site_order if site in sites]
+    conditions = sorted({condition for _, condition in scores}, key=lambda condition: (condition != "pretrained", condition))
+    return scores, ordered, conditions, key

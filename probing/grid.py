@@ -1,0 +1,137 @@
+"""Grids of probe runs: a grid file checked and expanded into configs, and the loop that runs them.
+
+A grid file (YAML) is the Cartesian product of stores x sites x probes x controls x seeds with
+shared options; ``python -m experiments.probe --help`` shows one. :func:`run_all` appends one row
+per run to a results file (:mod:`probing.results`) and skips runs whose rows are already there
+and were computed on the stores as they are now.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+
+from extract.store import ShardReader, StoreError
+from probing.data import ProbeError
+from probing.results import arrays_folder, check_results_path, finished_ids, load_rows, save_result
+from probing.run import ProbeConfig, run_probe
+
+GRID_KEYS = ("out", "stores", "sites", "probes", "controls", "seeds", "options")
+GRID_AXES = ("store", "site", "probe", "control", "seed")  # ProbeConfig fields the grid's lists set
+OPTION_KEYS = tuple(f.name for f in fields(ProbeConfig) if f.name not in GRID_AXES)
+
+
+class GridError(ValueError):
+    """A grid, or a list of runs, that cannot run as given: an unknown key, a malformed value, a missing store."""
+
+
+def _check_keys(found, known: tuple[str, ...], where: str, belongs_under_options: tuple[str, ...] = ()) -> None:
+    """Every key must be a known one; a typo gets the nearest known name."""
+    for key in found:
+        if key in known:
+            continue
+        nearest = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        if nearest:
+            hint = f"did you mean {nearest[0]!r}?"
+        elif key in belongs_under_options:
+            hint = f"per-run options go under 'options:', e.g. options: {{{key}: ...}}"
+        else:
+            hint = f"known keys: {', '.join(known)}"
+        raise GridError(f"{where}: unknown key {key!r}; {hint}")
+
+
+def read_grid(path: Path) -> dict:
+    """A grid file's mapping, every key checked; YAML errors name the file and line."""
+    if not path.is_file():
+        raise GridError(f"grid file {path} " + ("is a folder" if path.is_dir() else "does not exist"))
+    try:
+        grid = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise GridError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise GridError(f"{where}: malformed YAML: {getattr(error, 'problem', None) or error}; "
+                        "fix the file (see `python -m experiments.probe --help` for an example)") from error
+    if not isinstance(grid, dict):
+        raise GridError(f"{path}: a grid is a mapping of keys ({', '.join(GRID_KEYS)}), got {type(grid).__name__}")
+    _check_keys(grid, GRID_KEYS, f"{path}: top level", belongs_under_options=OPTION_KEYS)
+    missing = [key for key in ("stores", "out") if key not in grid]
+    if missing:
+        raise GridError(f"{path}: a grid needs {' and '.join(repr(k) for k in missing)}")
+    options = grid.get("options") or {}
+    if not isinstance(options, dict):
+        raise GridError(f"{path}: 'options' is a mapping, e.g. options: {{mdl: true}}; got {options!r}")
+    _check_keys(options, OPTION_KEYS, f"{path}: options")
+    for key in ("stores", "probes", "controls", "seeds") + (() if grid.get("sites", "all") == "all" else ("sites",)):
+        if key in grid and not (isinstance(grid[key], list) and grid[key]):
+            raise GridError(f"{path}: '{key}' is a non-empty list, e.g. {key}: [...]; got {grid[key]!r}")
+    if not all(isinstance(seed, int) and not isinstance(seed, bool) for seed in grid.get("seeds", [0])):
+        raise GridError(f"{path}: 'seeds' are integers; got {grid['seeds']!r}")
+    return grid
+
+
+def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
+    """The Cartesian product of stores x sites x probes x controls x seeds, with shared options
+    (``apply_to`` goes to the attention runs only: the other probes predict nothing elsewhere)."""
+    options = dict(grid.get("options") or {})
+    configs = []
+    for store in grid["stores"]:
+        check_store(str(store))
+        try:
+            sites = ShardReader(store).sites if grid.get("sites", "all") == "all" else grid["sites"]
+        except StoreError as error:
+            raise GridError(f"{where}: {error}") from error
+        for site, probe, control, seed in itertools.product(sites, grid.get("probes", ["positional"]), grid.get("controls", ["none"]), grid.get("seeds", [0])):
+            run_options = options if probe == "attention" else {k: v for k, v in options.items() if k != "apply_to"}
+            try:
+                configs.append(ProbeConfig(store=str(store), site=site, probe=probe, control=control, seed=int(seed), **run_options))
+            except (ProbeError, TypeError) as error:
+                raise GridError(f"{where}: {error}") from error
+    return configs
+
+
+def check_store(path: str, what: str = "store") -> None:
+    if not Path(path).exists():
+        raise GridError(f"{what} {path} does not exist; extract it first (python -m experiments.extract) or fix the path")
+
+
+def _describe(row: dict) -> str:
+    parts = [f"F1 {row['f1_macro']:.1f}"]
+    for key, label in (("f1_s", "F1_S"), ("compression", "compression"), ("selectivity", "selectivity")):
+        if key in row:
+            parts.append(f"{label} {row[key]:.2f}")
+    return ", ".join(parts)
+
+
+def run_all(configs: list[ProbeConfig], out: Path) -> None:
+    """Runs the configs without a current row in results file ``out``, appending a row as each
+    finishes and printing progress. A run that fails raises :class:`~probing.data.ProbeError`
+    naming its probe, store and site (the rows of the runs before it are kept)."""
+    check_results_path(out)
+    for store in sorted({c.store for c in configs}):
+        check_store(store)
+    for store in sorted({c.apply_to for c in configs if c.apply_to}):
+        check_store(store, "--apply-to store")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = load_rows(out) if out.exists() else {}
+    finished = finished_ids(configs, rows)
+    todo = [config for config in configs if config.run_id() not in finished]
+    stale = sum(config.run_id() in rows for config in todo)
+    print(f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
+          + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else ""))
+    for number, config in enumerate(todo, start=1):
+        started = time.time()
+        try:
+            result = run_probe(config)
+        except (ProbeError, StoreError) as error:
+            raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
+        save_result(result, out)
+        print(f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
+              f"{_describe(result.row)} ({time.time() - started:.1f} s)", flush=True)
+    print(f"[probe] results: {out}; arrays: {arrays_folder(out)}")
