@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,9 +19,16 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The checkout built into a wheel and installed (without dependencies) into a fresh target folder."""
+    """The checkout built into a wheel and installed (without dependencies) into a fresh target folder.
+    The build runs on a copy of the sources, so the checkout gets no ``build/`` or ``egg-info``."""
     root = tmp_path_factory.mktemp("installed")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(root / "dist"), str(CHECKOUT)],
+    source = root / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(CHECKOUT / name, source / name)
+    for package in ("extract", "probing", "experiments"):
+        shutil.copytree(CHECKOUT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(root / "dist"), str(source)],
                    check=True, capture_output=True)
     (wheel,) = (root / "dist").glob("*.whl")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(root / "site"), str(wheel)], check=True, capture_output=True)
