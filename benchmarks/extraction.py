@@ -39,7 +39,7 @@ def run_ours(count: int, batch_seconds: float, dtype: str) -> dict:
     from extract.weights import bundled_whisper
 
     utterances = read_manifest(build_demo_corpus(show_progress=False).manifest)[:count]
-    extractor = FAMILIES["whisper"].load(str(bundled_whisper("base")), dtype=getattr(torch, dtype))
+    extractor = FAMILIES["whisper"].extractor.load(str(bundled_whisper("base")), dtype=getattr(torch, dtype))
     sites = extractor.resolve_sites("all")
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()

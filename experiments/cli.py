@@ -12,8 +12,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from extract.manifest import ManifestError
+
+if TYPE_CHECKING:
+    from extract.spec import ModelSpec
 
 # errors a user can fix (a malformed or missing input, an unwritable output), shown as one line
 USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError)
@@ -64,3 +68,46 @@ def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:
         return command()
     except (*USER_ERRORS, *errors) as error:
         return fail(str(error))
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
+    from extract.families import FAMILIES  # here, not at the top: it loads torch, which the scoring CLIs sharing this module never need
+    from extract.spec import DTYPES, default_device
+
+    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
+    parser.add_argument("--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); "
+                        "'bundled-base' or 'bundled-tiny.en' for the offline Whisper")
+    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
+    parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
+
+
+def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 0) -> ModelSpec:
+    """The spec the model flags name. A ``--checkpoint`` that is neither a folder nor a hub id is
+    one line and exit status 2, before anything loads."""
+    from extract.spec import ModelSpec, ModelSpecError  # loads torch: see add_model_arguments
+
+    spec = ModelSpec(args.model, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
+    try:
+        spec.check_checkpoint()
+    except ModelSpecError as error:
+        raise SystemExit(fail(f"--checkpoint {error}")) from None
+    return spec
+
+
+Loaded = TypeVar("Loaded")
+
+
+def load_or_exit(load: Callable[[], Loaded], spec: ModelSpec) -> Loaded:
+    """``load()`` (an extractor or a generator), or one line saying why it cannot be loaded, exit status 2."""
+    from extract.spec import LOAD_ERRORS  # loads torch: see add_model_arguments
+
+    try:
+        return load()
+    except LOAD_ERRORS as error:
+        raise SystemExit(fail(str(error))) from None
+    except OSError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SystemExit(fail(f"cannot load --checkpoint {spec.checkpoint or spec.resolved_checkpoint()}: {first_line}")) from None

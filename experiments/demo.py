@@ -35,6 +35,7 @@ from pathlib import Path
 
 from experiments.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.democorpus.voices import VOICES
+from extract.families import FAMILIES
 from extract.manifest import read_manifest, write_manifest
 from extract.paths import cache_dir
 
@@ -43,7 +44,7 @@ TRIM_VOICES = ("kokoro-jf_alpha", "kokoro-jf_nezumi", "kokoro-jf_tebukuro", "esp
                "kokoro-jm_kumo", "kokoro-jm_kumo-alpha", "kokoro-jm_kumo-nezumi", "espeak-m2")
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
-TINY_FAMILIES = {"seamless": ["pre_adapter", "post_adapter"], "zeroswot": ["pre_adapter", "post_adapter"], "s2t": ["encoder.final"]}
+TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 
 
 @dataclass
@@ -144,8 +145,8 @@ def stage_extract(work: Work) -> dict[str, Path]:
 
 def stage_tiny_families(work: Work, manifest: Path) -> dict[str, Path]:
     """Random-init tiny SeamlessM4T v2, S2T and the ZeroSwot stand-in, through the same runner."""
+    from extract.families import tiny_extractor
     from extract.runner import run_extraction
-    from extract.tiny_models import tiny_extractor
 
     utterances = read_manifest(manifest)
     stores = {}

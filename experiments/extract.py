@@ -9,24 +9,19 @@ Example (GPU)::
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
-import torch
-
-from extract.families import FAMILIES, NonFiniteError, UnknownSiteError
+from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from extract.families import NonFiniteError, UnknownSiteError
 from extract.manifest import ManifestError, read_manifest
-from extract.runner import run_extraction
+from extract.runner import audio_notes_summary, run_extraction
+from extract.spec import load_extractor
 from extract.store import StoreError
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
 
 
 def fail(message: str) -> NoReturn:
@@ -57,33 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which model to load and where to run it (shared by extraction and transcription)."""
-    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper")
-    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
-
-
-def resolve_checkpoint(family: str, checkpoint: str | None) -> str:
-    if checkpoint and checkpoint.startswith("bundled-"):
-        if family != "whisper":
-            fail("bundled weights exist only for Whisper")
-        from extract.weights import bundled_whisper
-
-        return str(bundled_whisper(checkpoint.removeprefix("bundled-")))
-    check_checkpoint_path(checkpoint)
-    return checkpoint or FAMILIES[family].default_checkpoint
-
-
-def check_checkpoint_path(checkpoint: str | None) -> None:
-    """A checkpoint that is neither an existing folder nor shaped like a hub id is a mistyped path."""
-    if checkpoint and not checkpoint.startswith("bundled-") and not Path(checkpoint).expanduser().exists() and not HUB_ID.fullmatch(checkpoint):
-        fail(f"--checkpoint {checkpoint}: no such folder (and not a hub id such as owner/name); check the path")
-
-
 def check_arguments(args) -> None:
     """Everything that can be checked before the model loads."""
     manifest, out = Path(args.manifest), Path(args.out)
@@ -101,19 +69,6 @@ def check_arguments(args) -> None:
         fail("--batch-seconds and --max-seconds must be positive")
 
 
-def load_extractor(args):
-    random_init = getattr(args, "random_init", False)
-    options = {"revision": args.revision, "random_init": random_init, "device": args.device, "dtype": DTYPES[args.dtype]}
-    if args.model == "whisper":
-        options["keep_padding"] = getattr(args, "keep_padding", False)
-    if args.model == "zeroswot":
-        options["trust_remote_code"] = args.trust_remote_code
-    elif args.trust_remote_code:
-        print("note: --trust-remote-code has no effect for this family", file=sys.stderr)
-    torch.manual_seed(getattr(args, "seed", 0))
-    return FAMILIES[args.model].load(resolve_checkpoint(args.model, args.checkpoint), **options)
-
-
 def store_config(args, sites: list[str], checkpoint: str) -> dict:
     """What determines the stored values; a resumed run must match it exactly."""
     return {
@@ -124,21 +79,6 @@ def store_config(args, sites: list[str], checkpoint: str) -> dict:
     }
 
 
-def load_checked(args):
-    """The extractor, or one line naming the checkpoint that cannot be loaded."""
-    try:
-        return load_extractor(args)
-    except OSError as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        fail(f"cannot load --checkpoint {args.checkpoint or FAMILIES[args.model].default_checkpoint}: {first_line}")
-
-
-def audio_notes_summary(notes: dict[str, dict]) -> str:
-    """``3 trimmed, 1 shorter_than_header`` from per-utterance notes."""
-    counts = Counter(kind for note in notes.values() for kind in note)
-    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "none"
-
-
 def _stop_on_sigterm(signum, frame) -> NoReturn:
     raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the part being written is discarded and its claim released
 
@@ -146,7 +86,7 @@ def _stop_on_sigterm(signum, frame) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_arguments(args)
-    check_checkpoint_path(args.checkpoint)
+    spec = model_spec(args, random_init=args.random_init, seed=args.seed)
     try:
         utterances = read_manifest(args.manifest)
     except (ManifestError, OSError) as error:
@@ -154,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit is not None:
         utterances = utterances[: args.limit]
-    extractor = load_checked(args)
+    extractor = load_or_exit(lambda: load_extractor(spec, keep_padding=args.keep_padding), spec)
     try:
         sites = extractor.resolve_sites(args.sites.split(",") if args.sites != "all" else "all")
     except UnknownSiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if args.random_init else ''} on {args.device}; "
+    print(f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
           f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}")
     started = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None

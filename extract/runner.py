@@ -1,4 +1,7 @@
-"""The extraction loop: manifest -> batches by total seconds -> hooked forward -> part files.
+"""The one audio batch loop (load, group, batch by total seconds sorted by length), and the two runs
+built on it: extraction (hooked forward -> part files) and transcription (generate -> JSONL rows).
+
+Extraction: manifest -> batches by total seconds -> hooked forward -> part files.
 
 Resumable: the manifest's slice for one shard is cut into parts of fixed size in manifest order;
 a part whose file is complete is skipped on a rerun, a part cut short by an interruption is
@@ -16,14 +19,42 @@ of another configuration in the folder are refused before anything is written.
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extract.audio import AudioError, load_audio
+import numpy as np
+
+from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.families.base import Extractor
-from extract.manifest import Utterance
+from extract.families.generation import Generator
+from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
 from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full
+
+TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
+
+
+@dataclass
+class AudioLog:
+    """What loading found: the utterances skipped for bad audio, and per id what loading changed."""
+
+    skipped: list[dict] = field(default_factory=list)  # id, audio, error, message
+    notes: dict[str, dict] = field(default_factory=dict)  # id -> notes (see extract.audio)
+
+
+def audio_notes_summary(notes: dict[str, dict]) -> str:
+    """``3 trimmed, 1 shorter_than_header`` from per-utterance notes."""
+    counts = Counter(kind for note in notes.values() for kind in note)
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "none"
+
+
+@dataclass
+class AudioBatch:
+    utterances: list[Utterance]
+    audios: list[np.ndarray]  # 16 kHz mono float32, one per utterance
 
 
 @dataclass
@@ -60,12 +91,52 @@ def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: li
     return batches
 
 
+def audio_batches(utterances: list[Utterance], *, max_seconds: float, batch_seconds: float, log: AudioLog,
+                  input_seconds: Callable[[float], float] = float, by_language: bool = False, chunk: int | None = None,
+                  bar=None) -> Iterator[AudioBatch]:
+    """The one audio batch loop. Loads ``chunk`` utterances at a time (all when ``None``), trimmed to
+    ``max_seconds``; bad audio goes to ``log.skipped`` (and ticks ``bar``), loading notes to ``log.notes``.
+    Then, per source language when ``by_language`` (sorted by code), batches whose ``input_seconds``
+    (what the model processes) add up to at most ``batch_seconds``, sorted by length. The whole chunk
+    is loaded before its first batch is yielded."""
+    size = chunk or max(len(utterances), 1)
+    for start in range(0, len(utterances), size):
+        audio = _load_audio(utterances[start : start + size], max_seconds, log, bar)
+        kept = [u for u in utterances[start : start + size] if u.id in audio]
+        groups: dict[str, list[Utterance]] = defaultdict(list)
+        for utterance in kept:
+            groups[utterance.language if by_language else ""].append(utterance)
+        for _, group in sorted(groups.items()):
+            seconds = [len(audio[u.id]) / SAMPLE_RATE for u in group]
+            for batch in batches_by_seconds([input_seconds(s) for s in seconds], batch_seconds, sort_by=seconds):
+                chosen = [group[i] for i in batch]
+                yield AudioBatch(chosen, [audio[u.id] for u in chosen])
+
+
+def _load_audio(utterances: list[Utterance], max_seconds: float, log: AudioLog, bar) -> dict[str, np.ndarray]:
+    """Samples of every usable utterance by id; the rest are logged as skipped."""
+    audio = {}
+    for utterance in utterances:
+        try:
+            loaded = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=max_seconds)
+        except AudioError as error:
+            log.skipped.append({"id": utterance.id, "audio": utterance.audio, "error": type(error).__name__, "message": str(error)})
+            if bar is not None:
+                bar.update()
+            continue
+        audio[utterance.id] = loaded.samples
+        if loaded.notes:
+            log.notes[utterance.id] = loaded.notes
+    return audio
+
+
 def part_name(shard_index: int, num_shards: int, part: int) -> str:
     return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
 
 
 def _meta(utterance: Utterance, seconds: float) -> dict:
-    return {"gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "split": utterance.split, "dataset": utterance.dataset, "duration": seconds}
+    return {"gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "split": utterance.split,
+            "dataset": utterance.dataset, "duration": seconds}
 
 
 def run_extraction(
@@ -170,42 +241,27 @@ def _check_resumable(path: Path, part: list[Utterance]) -> None:
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
-def _load_part_audio(part: list[Utterance], max_seconds: float, bar) -> tuple[dict, list[dict], dict]:
-    """Audio of every usable utterance, the skipped ones, and the notes on what loading changed."""
-    audio, skipped, notes = {}, [], {}
-    for utterance in part:
-        try:
-            loaded = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=max_seconds)
-        except AudioError as error:
-            skipped.append({"id": utterance.id, "audio": utterance.audio, "error": type(error).__name__, "message": str(error)})
-            bar.update()
-            continue
-        audio[utterance.id] = loaded.samples
-        if loaded.notes:
-            notes[utterance.id] = loaded.notes
-    return audio, skipped, notes
-
-
 def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim) -> Path:
-    audio, skipped, notes = _load_part_audio(part, max_seconds, bar)
-    kept = [u for u in part if u.id in audio]
-    seconds = [len(audio[u.id]) / 16_000 for u in kept]
-    part_attributes = {**attributes, "skipped": json.dumps(skipped), "audio_notes": json.dumps(notes)}
-    writer = None
+    log = AudioLog()
+    writer, written_here = None, 0
+
+    def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
+        part_attributes = {**attributes, "skipped": json.dumps(log.skipped), "audio_notes": json.dumps(log.notes)}
+        return PartWriter(path, dims, storage_dtype, part_attributes, claim=claim)
+
     try:
-        for batch in batches_by_seconds([extractor.input_seconds(s) for s in seconds], batch_seconds, sort_by=seconds):
-            chosen = [kept[i] for i in batch]
-            states = extractor.extract([audio[u.id] for u in chosen], sites, ids=[u.id for u in chosen])
+        for batch in audio_batches(part, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar):
+            chosen = batch.utterances
+            states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen])
             if writer is None:
-                dims = {site: states[0][site].shape[1] for site in sites}
-                writer = PartWriter(path, dims, storage_dtype, part_attributes, claim=claim)
-            for utterance, state in zip(chosen, states):
-                samples = len(audio[utterance.id])
-                speech = {site: extractor.speech_frames(site, samples, array.shape[0]) for site, array in state.items()}
-                writer.add(utterance.id, state, _meta(utterance, samples / 16_000), valid_frames=speech)
+                writer = open_writer({site: states[0][site].shape[1] for site in sites})
+            for utterance, samples, state in zip(chosen, batch.audios, states):
+                speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
+                writer.add(utterance.id, state, _meta(utterance, len(samples) / SAMPLE_RATE), valid_frames=speech)
+            written_here += len(chosen)
             bar.update(len(chosen))
         if writer is None:  # every utterance of the part was skipped
-            writer = PartWriter(path, {}, storage_dtype, part_attributes, claim=claim)
+            writer = open_writer({})
         written = writer.close()
     except BaseException as error:
         if writer is not None:
@@ -214,7 +270,82 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
             raise StoreError(f"disk full while writing {path.name} in {path.parent}: the part was discarded and no part was "
                              "marked complete by it; free space and rerun (complete parts are kept and skipped)") from error
         raise
-    report.written += len(kept)
-    report.skipped.extend(skipped)
-    report.audio_notes.update(notes)
+    report.written += written_here
+    report.skipped.extend(log.skipped)
+    report.audio_notes.update(log.notes)
     return written
+
+
+def transcription_batches(generator: Generator, utterances: list[Utterance], task: str, tgt_lang: str | None, *, batch_seconds: float,
+                          max_seconds: float, log: AudioLog, bar=None) -> Iterator[list[tuple[Utterance, str]]]:
+    """(utterance, hypothesis) pairs, one list per batch; each batch shares its source language."""
+    batches = audio_batches(utterances, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log,
+                            input_seconds=generator.extractor.input_seconds, by_language=True, chunk=TRANSCRIPTION_CHUNK, bar=bar)
+    for batch in batches:
+        language = batch.utterances[0].language
+        yield list(zip(batch.utterances, generator.generate(batch.audios, language, task, tgt_lang)))
+
+
+def run_transcription(generator: Generator, utterances: list[Utterance], out: Path, task: str, tgt_lang: str | None, model: str,
+                      batch_seconds: float, max_seconds: float, show_progress: bool = True) -> tuple[int, list[dict], dict[str, dict]]:
+    """Append a hypothesis row per utterance to ``out``, batch by batch (a killed run resumes from
+    :func:`finished_ids`); returns (rows written, skipped records, audio notes by id)."""
+    from tqdm.auto import tqdm
+
+    written, log = 0, AudioLog()
+    family = generator.extractor.family
+    with out.open("a", encoding="utf-8") as handle, tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress) as bar:
+        for pairs in transcription_batches(generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar):
+            for utterance, hypothesis in pairs:
+                handle.write(json.dumps(hypothesis_row(utterance, hypothesis, task, tgt_lang, model, log.notes.get(utterance.id)), ensure_ascii=False) + "\n")
+            handle.flush()
+            written += len(pairs)
+            bar.update(len(pairs))
+    return written, log.skipped, log.notes
+
+
+def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | None, model: str, audio_notes: dict | None = None) -> dict:
+    """One transcription row: id, reference (transcript for ASR, reference translation for ST),
+    hypothesis, gender, speaker, language, model, task, tgt_lang; for ST the source transcript; the
+    audio notes where loading noted something."""
+    row = {
+        "id": utterance.id, "reference": utterance.text if task == "asr" else utterance.translation, "hypothesis": hypothesis,
+        "gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "model": model, "task": task,
+        "tgt_lang": tgt_lang if task == "st" else utterance.language,
+    }
+    if task == "st":
+        row["source"] = utterance.text
+    if audio_notes:
+        row["audio_notes"] = audio_notes
+    return row
+
+
+def finished_ids(path: Path) -> set[str]:
+    """Ids already in a hypotheses file. A last line cut short by a kill is removed (it is redone)."""
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        print(f"[transcribe] {path}: removing an incomplete last line left by an interrupted run", file=sys.stderr)
+        path.write_bytes(data[:cut])
+        data = data[:cut]
+    done = set()
+    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                done.add(json.loads(line)["id"])
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise ManifestError(path, number, f"not a hypothesis row ({error}); use a new --out file") from error
+    return done
+
+
+def check_settings(path: Path, settings: dict) -> None:
+    """Write a transcription's settings file, or refuse to mix outputs of different settings in one file."""
+    if path.exists():
+        stored = json.loads(path.read_text())
+        comparable = {key: value for key, value in settings.items() if key != "provenance"}
+        if {key: value for key, value in stored.items() if key != "provenance"} != comparable:
+            raise SystemExit(f"error: {path} records other settings than this run; use a new --out file\n  stored:  {stored}\n  current: {settings}")
+        return
+    path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")

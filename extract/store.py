@@ -398,7 +398,7 @@ class ShardReader:
         refuse_mixed_configurations(configurations, path)
         if sites is None:
             raise StoreError(f"{path}: the store holds no utterances")
-        self.sites = sorted(sites, key=_site_order)
+        self.sites = _site_order(sites, self.attrs, path)
         self._handles: dict[int, object] = {}
         self._pid = None
 
@@ -582,10 +582,15 @@ def _json_attribute(handle, key: str):
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _site_order(site: str):
-    """embed, layers in numeric order, final/pre/post adapter: the forward order of the site tables."""
-    if site == "encoder.embed":
-        return (0, 0)
-    if site.startswith("encoder.layer."):
-        return (1, int(site.rsplit(".", 1)[1]))
-    return (2, ["encoder.final", "pre_adapter", "post_adapter"].index(site) if site in ("encoder.final", "pre_adapter", "post_adapter") else 99)
+def _site_order(sites: list[str], attrs: dict, path: Path) -> list[str]:
+    """``sites`` in the forward order of the site table the extraction recorded (the keys of the
+    ``site_modules`` attribute, written in table order). A store written without a site table (built
+    by hand, as in tests) keeps the order of its file."""
+    recorded = attrs.get("site_modules")
+    if recorded is None:
+        return list(sites)
+    order = list(json.loads(recorded) if isinstance(recorded, str) else recorded)
+    unrecorded = [site for site in sites if site not in order]
+    if unrecorded:
+        raise StoreError(f"{path}: site(s) {', '.join(unrecorded)} are stored but missing from its site table (site_modules); the store is damaged")
+    return [site for site in order if site in sites]

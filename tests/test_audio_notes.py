@@ -6,9 +6,9 @@ import numpy as np
 import soundfile
 
 from extract.audio import SAMPLE_RATE
+from extract.families import tiny_extractor
 from extract.manifest import Utterance, write_manifest
 from extract.store import ShardReader
-from extract.tiny_models import tiny_extractor
 
 
 def _noted_corpus(tmp_path):
@@ -39,7 +39,7 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
     from experiments import extract as cli
 
     manifest = write_manifest(tmp_path / "m.jsonl", _noted_corpus(tmp_path))
-    monkeypatch.setattr(cli, "load_extractor", lambda args: tiny_extractor("whisper"))
+    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper"))
     argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", "encoder.final", "--out", str(tmp_path / "s"),
             "--quiet", "--max-seconds", "2", "--utterances-per-part", "2"]
     assert cli.main(argv) == 0
@@ -52,8 +52,8 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
 
 
 def test_transcription_rows_carry_audio_notes(tmp_path):
-    from experiments.generation import S2TGenerator
-    from experiments.transcribe import transcribe
+    from extract.families.s2t import S2TGenerator
+    from extract.runner import run_transcription
 
     class IdTokenizer:
         unk_token_id = 3
@@ -66,8 +66,8 @@ def test_transcription_rows_carry_audio_notes(tmp_path):
 
     generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer(), max_new_tokens=2)
     out = tmp_path / "hyps.jsonl"
-    written, skipped, notes = transcribe(generator, _noted_corpus(tmp_path), out, "asr", None, "tiny", batch_seconds=5.0, max_seconds=2.0,
-                                         show_progress=False)
+    written, skipped, notes = run_transcription(generator, _noted_corpus(tmp_path), out, "asr", None, "tiny", batch_seconds=5.0, max_seconds=2.0,
+                                                 show_progress=False)
     assert written == 4 and not skipped and notes == EXPECTED
     rows = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
     assert {key: row["audio_notes"] for key, row in rows.items() if "audio_notes" in row} == EXPECTED

@@ -1,4 +1,4 @@
-"""Extraction on tiny random models of all four families (the ZeroSwot one is a stand-in, see tiny_models)."""
+"""Extraction on tiny random models of all four families (the ZeroSwot one is a stand-in, see extract.families.zeroswot)."""
 
 import json
 import pickle
@@ -9,12 +9,11 @@ import pytest
 import soundfile
 import torch
 
-from extract.families import NonFiniteError, UnknownSiteError
+from extract.families import NonFiniteError, UnknownSiteError, tiny_extractor
 from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
-from extract.runner import batches_by_seconds, run_extraction, shard_slice
+from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction, shard_slice
 from extract.store import ShardReader, StoreError
-from extract.tiny_models import tiny_extractor
 
 FAMILIES = ["whisper", "s2t", "seamless", "zeroswot"]
 LAYER_COUNTS = {"whisper": 2, "s2t": 2, "seamless": 2, "zeroswot": 2}
@@ -59,7 +58,8 @@ def test_every_layer_site_is_listed(family):
     sites = extractor.resolve_sites("all")
     layers = [s for s in sites if s.startswith("encoder.layer.")]
     assert layers == [f"encoder.layer.{i}" for i in range(LAYER_COUNTS[family])]
-    expected_extra = {"whisper": ["encoder.embed", "encoder.final"], "s2t": ["encoder.final"], "seamless": ["pre_adapter", "post_adapter"], "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"]}
+    expected_extra = {"whisper": ["encoder.embed", "encoder.final"], "s2t": ["encoder.final"], "seamless": ["pre_adapter", "post_adapter"],
+                      "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"]}
     assert set(sites) - set(layers) == set(expected_extra[family])
     with pytest.raises(UnknownSiteError, match=f"valid sites: {sites[0]}"):
         extractor.resolve_sites(["encoder.layer.99"])
@@ -153,7 +153,8 @@ def _corpus(tmp_path, count=7):
         path = tmp_path / "audio" / f"u{index}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, _waves((seconds,), seed=index)[0], 16_000)
-        utterances.append(Utterance(id=f"u{index}", audio=str(path), language="en", text="x", gender="female" if index % 2 else "male", speaker=f"s{index % 3}", split="train", dataset="t"))
+        utterances.append(Utterance(id=f"u{index}", audio=str(path), language="en", text="x", gender="female" if index % 2 else "male",
+                                    speaker=f"s{index % 3}", split="train", dataset="t"))
     return utterances
 
 
@@ -222,8 +223,9 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
 
     utterances = _corpus(tmp_path, count=4)
     manifest = write_manifest(tmp_path / "m.jsonl", utterances)
-    monkeypatch.setattr(cli, "load_extractor", lambda args: tiny_extractor("seamless"))
-    assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "pre_adapter,post_adapter", "--out", str(tmp_path / "s"), "--quiet", "--storage-dtype", "float32"]) == 0
+    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("seamless"))
+    assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "pre_adapter,post_adapter", "--out", str(tmp_path / "s"),
+                     "--quiet", "--storage-dtype", "float32"]) == 0
     assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "nope", "--out", str(tmp_path / "x"), "--quiet"]) == 2
     reader = ShardReader(tmp_path / "s")
     assert reader.sites == ["pre_adapter", "post_adapter"]
@@ -238,7 +240,8 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
 
 def test_reader_bulk_access_matches_get_and_survives_pickling(tmp_path):
     utterances = _corpus(tmp_path, count=5)
-    run_extraction(tiny_extractor("whisper"), utterances, ["encoder.layer.0", "encoder.final"], tmp_path / "st", config={}, storage_dtype="float32", utterances_per_part=2, show_progress=False)
+    run_extraction(tiny_extractor("whisper"), utterances, ["encoder.layer.0", "encoder.final"], tmp_path / "st", config={}, storage_dtype="float32",
+                   utterances_per_part=2, show_progress=False)
     reader = ShardReader(tmp_path / "st")
     assert len(reader.parts) == 3 and len(reader) == 5
     stacked, lengths = reader.leading("encoder.final", 40)
@@ -273,3 +276,21 @@ def test_shards_partition_the_manifest_and_batches_respect_seconds():
         shard_slice(items, 3, 3)
     batches = batches_by_seconds([5.0, 1.0, 3.0, 2.0, 9.0], 6.0)
     assert batches == [[1, 3, 2], [0], [4]]
+
+
+def test_the_audio_batch_loop_groups_by_language_sorts_by_length_and_logs_bad_audio(tmp_path):
+    """The one loop of extraction, transcription and the corpus card: chunked loading, then batches
+    under the budget of model-input seconds, shortest first, each batch of one language."""
+    utterances = _corpus(tmp_path, count=6)  # 0.5, 0.7, ..., 1.5 s
+    for index in (1, 4):
+        utterances[index] = Utterance(**{**vars(utterances[index]), "language": "es"})
+    utterances.insert(2, Utterance(id="bad", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="s9"))
+    log = AudioLog()
+    batches = audio_batches(list(reversed(utterances)), max_seconds=1.0, batch_seconds=2.0, log=log, by_language=True, chunk=4)
+    got = [([u.id for u in batch.utterances], [len(a) for a in batch.audios]) for batch in batches]
+    # chunk 1 = u5 u4 u3 u2 (u4 is es; u5, u4, u3 trimmed to 1 s = 16000 samples), chunk 2 = bad u1 u0 (u1 is es);
+    # within a language shortest first, equal lengths in input order, a new batch once 2 s would be exceeded
+    assert got == [(["u2", "u5"], [14_400, 16_000]), (["u3"], [16_000]), (["u4"], [16_000]), (["u0"], [8_000]), (["u1"], [11_200])]
+    assert [s["id"] for s in log.skipped] == ["bad"] and set(log.notes) == {"u3", "u4", "u5"}
+    whisper_like = audio_batches(utterances[:3], max_seconds=30.0, batch_seconds=60.0, log=AudioLog(), input_seconds=lambda s: 30.0)
+    assert [[u.id for u in batch.utterances] for batch in whisper_like] == [["u0", "u1"]]  # each costs 30 s: two per batch

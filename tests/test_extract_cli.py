@@ -7,7 +7,7 @@ from experiments import extract as cli
 
 @pytest.fixture
 def no_model(monkeypatch):
-    def refuse(args):
+    def refuse(spec, **options):
         raise AssertionError("the model was loaded before the arguments were checked")
 
     monkeypatch.setattr(cli, "load_extractor", refuse)
@@ -56,7 +56,7 @@ def test_a_checkpoint_folder_that_does_not_exist(tmp_path, capsys, no_model):
 
 
 def test_a_checkpoint_that_cannot_be_loaded_is_one_line(tmp_path, capsys, monkeypatch):
-    def offline(args):
+    def offline(spec, **options):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
     monkeypatch.setattr(cli, "load_extractor", offline)

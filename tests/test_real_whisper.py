@@ -66,7 +66,8 @@ def test_extract_cli_on_bundled_whisper_and_its_random_init_twin(tmp_path, clear
     from extract.store import ShardReader
 
     soundfile.write(tmp_path / "a.wav", clear_english_speech, 16_000)
-    manifest = write_manifest(tmp_path / "m.jsonl", [Utterance(id="a", audio="a.wav", language="en", text=SENTENCE, gender="female", speaker="k", split="test")])
+    utterance = Utterance(id="a", audio="a.wav", language="en", text=SENTENCE, gender="female", speaker="k", split="test")
+    manifest = write_manifest(tmp_path / "m.jsonl", [utterance])
     common = ["--model", "whisper", "--checkpoint", "bundled-tiny.en", "--manifest", str(manifest), "--quiet", "--storage-dtype", "float32"]
     assert main(common + ["--sites", "all", "--out", str(tmp_path / "real")]) == 0
     assert main(common + ["--sites", "encoder.final", "--out", str(tmp_path / "random"), "--random-init"]) == 0

@@ -21,10 +21,10 @@ import soundfile
 import torch
 
 from experiments import extract as cli
+from extract.families import tiny_extractor
 from extract.manifest import Utterance, write_manifest
 from extract.runner import run_extraction
 from extract.store import PartWriter, ShardReader, StoreError, content_checksum, is_disk_full
-from extract.tiny_models import tiny_extractor
 
 SITE = "encoder.final"
 WHISPER_FRAMES_PER_SECOND = 50.0
@@ -119,7 +119,7 @@ from pathlib import Path
 from extract.manifest import read_manifest
 from extract.runner import run_extraction
 from extract.store import StoreError
-from extract.tiny_models import tiny_extractor
+from extract.families import tiny_extractor
 
 manifest, out, started, ready, wait_for = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
 extractor = tiny_extractor("whisper")
@@ -280,7 +280,8 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
     with pytest.raises(StoreError, match="random_init: False vs True"):
         run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "random_init": True}, num_shards=3, show_progress=False)
     assert len(list((tmp_path / "store").glob("*.h5"))) == 3
-    run_extraction(extractor, utterances, [SITE], tmp_path / "random", config={**trained, "random_init": True}, num_shards=3, shard_index=1, show_progress=False)
+    run_extraction(extractor, utterances, [SITE], tmp_path / "random", config={**trained, "random_init": True}, num_shards=3, shard_index=1,
+                   show_progress=False)
     stray = tmp_path / "store" / "shard0001of0003-part00000.h5"
     stray.unlink()
     shutil.copy(tmp_path / "random" / "shard0001of0003-part00000.h5", stray)
@@ -310,7 +311,7 @@ def test_the_extraction_cli_stops_on_float16_overflow(tmp_path, monkeypatch, cap
     extractor = tiny_extractor("whisper")
     with torch.no_grad():
         extractor.encoder.layer_norm.bias.fill_(1e5)
-    monkeypatch.setattr(cli, "load_extractor", lambda args: extractor)
+    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: extractor)
     code = cli.main(["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(tmp_path / "s"), "--quiet"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and error.startswith("error: values at site encoder.final, utterance u") and "overflow float16" in error
@@ -342,7 +343,7 @@ def test_readers_reject_non_finite_features_naming_part_site_and_utterance(tmp_p
 def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypatch, capsys):
 
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7)))
-    monkeypatch.setattr(cli, "load_extractor", lambda args: tiny_extractor("whisper"))
+    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper"))
     real_append, calls = PartWriter._append, {"n": 0}
 
     def append_until_full(self, site, array):
@@ -376,7 +377,7 @@ TERMINATED_CLI = r"""
 import sys, time
 from pathlib import Path
 from experiments import extract as cli
-from extract.tiny_models import tiny_extractor
+from extract.families import tiny_extractor
 
 started = Path(sys.argv[1])
 extractor = tiny_extractor("whisper")
@@ -390,7 +391,7 @@ def extract_then_hang(*args, **kwargs):
     return real_extract(*args, **kwargs)
 
 extractor.extract = extract_then_hang
-cli.load_extractor = lambda args: extractor
+cli.load_extractor = lambda spec, **options: extractor
 sys.exit(cli.main(sys.argv[2:]))
 """
 
@@ -399,7 +400,8 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
 
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7, 0.8)))
     out = tmp_path / "s"
-    argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2", "--batch-seconds", "1"]
+    argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2",
+            "--batch-seconds", "1"]
     started = tmp_path / "started"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen([sys.executable, "-c", TERMINATED_CLI, str(started), *argv], stderr=subprocess.PIPE, text=True, env=env)
@@ -409,7 +411,7 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]
     assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
-    with mock.patch.object(cli, "load_extractor", lambda args: tiny_extractor("whisper")):
+    with mock.patch.object(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper")):
         assert cli.main(argv) == 0
     assert len(ShardReader(out)) == 4
 
@@ -459,3 +461,24 @@ def test_a_part_finished_by_another_writer_after_the_scan_is_not_written_again(t
     report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     assert (report.written, report.resumed) == (0, 3)
     assert stamps == {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}
+
+
+def _part_with_sites(path, site_modules: dict | None, sites: list[str]):
+    attributes = {"skipped": "[]"} | ({"site_modules": site_modules} if site_modules is not None else {})
+    with PartWriter(path, {site: 2 for site in sites}, "float32", attributes) as writer:
+        writer.add("a", {site: np.ones((3, 2), np.float32) for site in sites}, {})
+    return path
+
+
+def test_the_reader_lists_sites_in_the_order_of_the_recorded_site_table(tmp_path):
+    """Not a hard-coded name order: a family's own site names come back in its table's forward order."""
+    table = {"encoder.layer.10": "m.layers.10:output", "encoder.layer.2": "m.layers.2:output", "zeta": "m.z:output", "alpha": "m.a:output"}
+    path = _part_with_sites(tmp_path / "p.h5", table, ["alpha", "zeta", "encoder.layer.2", "encoder.layer.10"])
+    assert ShardReader(path).sites == ["encoder.layer.10", "encoder.layer.2", "zeta", "alpha"]
+
+
+def test_a_store_without_a_site_table_keeps_its_file_order_and_a_damaged_table_is_refused(tmp_path):
+    assert ShardReader(_part_with_sites(tmp_path / "p.h5", None, ["b", "a"])).sites == ["a", "b"]  # h5py lists names sorted
+    damaged = _part_with_sites(tmp_path / "q.h5", {"a": "m.a:output"}, ["a", "b"])
+    with pytest.raises(StoreError, match="site\\(s\\) b are stored but missing from its site table"):
+        ShardReader(damaged)

@@ -9,10 +9,14 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from experiments.generation import GenerationError, S2TGenerator, SeamlessGenerator, WhisperGenerator, ZeroSwotGenerator
-from experiments.transcribe import check_settings, finished_ids, transcribe
+from extract.families import tiny_extractor
+from extract.families.generation import GenerationError
+from extract.families.s2t import S2TGenerator
+from extract.families.seamless import SeamlessGenerator
+from extract.families.whisper import WhisperGenerator
+from extract.families.zeroswot import ZeroSwotGenerator
 from extract.manifest import Utterance
-from extract.tiny_models import tiny_extractor
+from extract.runner import check_settings, finished_ids, run_transcription
 
 
 class IdTokenizer:
@@ -145,7 +149,7 @@ def test_zeroswot_decodes_with_five_beams_unless_told_otherwise():
 def test_the_zeroswot_decoder_is_the_one_its_config_names():
     from transformers import PretrainedConfig
 
-    from experiments.generation import zeroswot_decoder
+    from extract.families.zeroswot import zeroswot_decoder
 
     extractor = tiny_extractor("zeroswot")
     with pytest.raises(GenerationError, match="names no NLLB model.*--decoder"):
@@ -173,7 +177,7 @@ def test_transcribe_writes_rows_and_a_rerun_skips_finished_ids(tmp_path, tone):
     utterances.append(Utterance(id="bad", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="s9"))
     generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer({"es": 42}), max_new_tokens=3)
     out = tmp_path / "hyps.jsonl"
-    written, skipped, _ = transcribe(generator, utterances, out, "st", "es", "tiny", batch_seconds=1.5, max_seconds=60, show_progress=False)
+    written, skipped, _ = run_transcription(generator, utterances, out, "st", "es", "tiny", batch_seconds=1.5, max_seconds=60, show_progress=False)
     assert written == 5 and [s["id"] for s in skipped] == ["bad"]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == [f"u{i}" for i in range(5)]
@@ -212,7 +216,9 @@ def test_english_only_whisper_takes_no_language_token_and_refuses_other_language
 
 
 def test_language_codes_map_and_pass_through():
-    from experiments.languages import LanguageCodeError, nllb_code, seamless_code
+    from extract.families.generation import LanguageCodeError
+    from extract.families.seamless import seamless_code
+    from extract.families.zeroswot import nllb_code
 
     assert (seamless_code("it"), seamless_code("spa"), nllb_code("sr"), nllb_code("fra_Latn")) == ("ita", "spa", "srp_Cyrl", "fra_Latn")
     with pytest.raises(LanguageCodeError, match="3-letter"):

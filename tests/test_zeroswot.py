@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from extract.families.zeroswot import ZeroSwotExtractor, pretrained_loads_made_random
+from extract.families import tiny_extractor
+from extract.families.zeroswot import ZeroSwotExtractor, pretrained_loads_made_random, tiny_model, tiny_wav2vec2_ctc
 from extract.manifest import Utterance
 from extract.runner import run_extraction
 from extract.store import ShardReader
-from extract.tiny_models import tiny_extractor, tiny_wav2vec2_ctc, tiny_zeroswot
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
@@ -63,7 +63,7 @@ REMOTE_CODE = textwrap.dedent('''
     """A ZeroSwot-like hub model whose constructor loads its pretrained wav2vec 2.0, as the config names it."""
     from transformers import PretrainedConfig, PreTrainedModel, Wav2Vec2ForCTC
 
-    from extract.tiny_models import CompressionAdapter, SpeechEmbedder, ZeroSwotStandIn
+    from extract.families.zeroswot import CompressionAdapter, SpeechEmbedder, ZeroSwotStandIn
 
 
     class StandInZeroSwotConfig(PretrainedConfig):
@@ -105,7 +105,7 @@ def hub_repo(tmp_path, monkeypatch):
         "auto_map": {"AutoConfig": "model.StandInZeroSwotConfig", "AutoModel": "model.StandInZeroSwotModel"},
         "wav2vec2_model_name_or_path": str(tmp_path / "pretrained-w2v"), "nllb_model_name_or_path": "johntsi/nllb-stand-in",
     }))
-    processor = tiny_zeroswot()[1]
+    processor = tiny_model()[1]
     monkeypatch.setattr(transformers.Wav2Vec2Processor, "from_pretrained", classmethod(lambda cls, *a, **k: processor))
     return repo, {name: tensor.clone() for name, tensor in pretrained.state_dict().items()}
 
@@ -155,7 +155,7 @@ def test_the_pinned_revision_pins_the_code_too(random_init, monkeypatch):
     import transformers
 
     calls = []
-    model, processor = tiny_zeroswot()
+    model, processor = tiny_model()
 
     def record(name, result):
         return classmethod(lambda cls, *args, **kwargs: calls.append((name, kwargs)) or result)

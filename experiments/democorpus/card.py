@@ -14,7 +14,7 @@ import numpy as np
 
 from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
 from experiments.democorpus.pitch import median_f0
-from extract.audio import SAMPLE_RATE, load_audio
+from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import read_manifest
 
 WER_LIMIT = 30.0
@@ -25,27 +25,27 @@ class VoiceTooHardError(RuntimeError):
 
 
 def transcribe_with_bundled_whisper(utterances, batch_size: int = 16, show_progress: bool = True) -> dict[str, str]:
-    """Greedy transcripts by the bundled Whisper base, the source language forced."""
+    """Greedy transcripts by the bundled Whisper base, the source language forced; ``batch_size``
+    utterances per batch (each is Whisper's 30 s window), through the one audio batch loop."""
     from tqdm.auto import tqdm
 
-    from experiments.generation import load_generator
-    from extract.families.whisper import WhisperExtractor
-    from extract.weights import bundled_whisper
+    from extract.families.generation import GenerationOptions
+    from extract.runner import AudioLog, transcription_batches
+    from extract.spec import ModelSpec, load_generator
 
-    generator = load_generator(WhisperExtractor.load(str(bundled_whisper("base"))), num_beams=1, max_new_tokens=128)
-    hypotheses = {}
-    by_language = defaultdict(list)
-    for utterance in utterances:
-        by_language[utterance.language].append(utterance)
+    generator = load_generator(ModelSpec("whisper", "bundled-base", device="cpu"), GenerationOptions(num_beams=1, max_new_tokens=128))
+    window = generator.extractor.input_seconds(0.0)
+    hypotheses, log = {}, AudioLog()
     with tqdm(total=len(utterances), desc="transcribing with whisper-base", unit="utt", disable=not show_progress) as bar:
-        for language, group in sorted(by_language.items()):
-            for start in range(0, len(group), batch_size):
-                batch = group[start : start + batch_size]
-                audio = [load_audio(u.audio, u.offset, u.duration, max_seconds=30.0).samples for u in batch]
-                for utterance, text in zip(batch, generator.generate(audio, language, "asr")):
-                    hypotheses[utterance.id] = text
-                bar.update(len(batch))
-    return hypotheses
+        for pairs in transcription_batches(generator, utterances, "asr", None, batch_seconds=batch_size * window, max_seconds=30.0, log=log, bar=bar):
+            hypotheses.update((utterance.id, text) for utterance, text in pairs)
+            bar.update(len(pairs))
+    if log.skipped:
+        first = log.skipped[0]
+        problem = first["message"].removeprefix(f"{first['audio']}: ")
+        raise AudioError(first["audio"], f"{problem} (one of {len(log.skipped)} unusable recording(s) in the demo corpus)")
+    by_language = sorted(utterances, key=lambda utterance: utterance.language)  # stable: manifest order within a language
+    return {utterance.id: hypotheses[utterance.id] for utterance in by_language}
 
 
 def voice_table(utterances, hypotheses: dict[str, str]) -> list[dict]:

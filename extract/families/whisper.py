@@ -1,4 +1,5 @@
-"""Whisper (any checkpoint): the encoder, fed the 30 s padded log-mel input it was trained on."""
+"""Whisper (any checkpoint): the encoder, fed the 30 s padded log-mel input it was trained on; the
+generator forces ``language`` and ``task`` (``transcribe``; ``translate`` only into English)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Prepared
+from extract.families.base import Extractor, Family, Prepared
+from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.hooks import Site
+from extract.weights import bundled_whisper
 
 SAMPLES_PER_FRAME = 320  # 10 ms mel hop x conv stride 2 at 16 kHz
 
@@ -17,6 +20,7 @@ class WhisperExtractor(Extractor):
     family = "whisper"
     transformers_classes = ("WhisperForConditionalGeneration", "WhisperConfig", "WhisperFeatureExtractor")
     default_checkpoint = "openai/whisper-large-v3"
+    load_options = frozenset({"keep_padding"})
 
     def __init__(self, *args, keep_padding: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -56,3 +60,59 @@ class WhisperExtractor(Extractor):
 
     def frame_rate(self, site: str) -> float:
         return 16_000 / SAMPLES_PER_FRAME
+
+
+class WhisperGenerator(Generator):
+    """``translate_by_forcing``: for ST into a language other than English, run the ``transcribe``
+    task with the *target* language forced. Whisper then often answers in that language; it is a
+    known side effect, not a trained translation direction (the demo uses it to have Spanish
+    output from the bundled model, and says so)."""
+
+    family = "whisper"
+
+    def __init__(self, *args, translate_by_forcing: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.translate_by_forcing = translate_by_forcing
+
+    @classmethod
+    def family_options(cls, options: GenerationOptions) -> dict:
+        return {"translate_by_forcing": options.translate_by_forcing}
+
+    def settings(self) -> dict:
+        return super().settings() | {"translate_by_forcing": self.translate_by_forcing}
+
+    @property
+    def multilingual(self) -> bool:
+        return bool(getattr(self.generation_config, "is_multilingual", True))
+
+    def check(self, task: str, tgt_lang: str | None) -> None:
+        if not self.multilingual and task == "st":
+            raise GenerationError("an English-only Whisper (*.en) cannot translate")
+        if task == "st" and tgt_lang != "en" and not self.translate_by_forcing:
+            raise GenerationError(f"Whisper translates only into English, not {tgt_lang!r} (see --whisper-translate-by-forcing)")
+
+    def _generate(self, inputs, language, task, target):
+        if not self.multilingual:  # *.en models take no language or task token
+            if language != "en":
+                raise GenerationError(f"an English-only Whisper cannot transcribe {language!r}")
+            return self.model.generate(inputs["input_features"], **self.overrides)
+        if task == "st" and target != "en":  # translate_by_forcing, checked above
+            return self.model.generate(inputs["input_features"], language=target, task="transcribe", **self.overrides)
+        whisper_task = "transcribe" if task == "asr" else "translate"
+        return self.model.generate(inputs["input_features"], language=language, task=whisper_task, **self.overrides)
+
+
+def tiny_model():
+    """A tiny random Whisper (transformers test-suite sizes) and its feature extractor."""
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80, max_source_positions=1500, max_target_positions=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    )
+    return WhisperForConditionalGeneration(config), WhisperFeatureExtractor(feature_size=80)
+
+
+FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, bundled=bundled_whisper)

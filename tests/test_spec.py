@@ -1,0 +1,116 @@
+"""The family registry, the typed model spec, and the model-loading error path of the command lines."""
+
+import pytest
+import torch
+
+from extract.families import FAMILIES, FAMILY_MODULES, tiny_extractor
+from extract.families.base import Family
+from extract.spec import ModelSpec, ModelSpecError, default_device, load_extractor
+
+
+def test_the_registry_lists_one_self_contained_module_per_family():
+    assert list(FAMILIES) == ["whisper", "seamless", "zeroswot", "s2t"] == list(FAMILY_MODULES)
+    for name, family in FAMILIES.items():
+        assert isinstance(family, Family)
+        assert family.name == family.extractor.family == family.generator.family == name
+        assert family.extractor.__module__ == family.generator.__module__ == f"extract.families.{name}"
+
+
+@pytest.mark.parametrize("name", [name for name, family in FAMILIES.items() if family.demo_sites])
+def test_the_demo_sites_of_a_family_are_sites_of_its_tiny_model(name):
+    assert set(FAMILIES[name].demo_sites) <= set(tiny_extractor(name).resolve_sites("all"))
+
+
+def test_a_spec_names_a_known_family_and_dtype():
+    with pytest.raises(ModelSpecError, match="unknown model family 'wav2vec'; known: s2t, seamless, whisper, zeroswot"):
+        ModelSpec("wav2vec")
+    with pytest.raises(ModelSpecError, match="unknown dtype 'int8'"):
+        ModelSpec("whisper", dtype="int8")
+
+
+def test_checkpoint_resolution(tmp_path):
+    assert ModelSpec("s2t").resolved_checkpoint() == "facebook/s2t-medium-mustc-multilingual-st"
+    assert ModelSpec("s2t", str(tmp_path)).resolved_checkpoint() == str(tmp_path)
+    assert ModelSpec("s2t", "owner/model").resolved_checkpoint() == "owner/model"
+    with pytest.raises(ModelSpecError, match="bundled weights exist only for whisper"):
+        ModelSpec("seamless", "bundled-base").resolved_checkpoint()
+    missing = tmp_path / "models" / "x"
+    with pytest.raises(ModelSpecError, match=f"{missing}: no such folder"):
+        ModelSpec("whisper", str(missing)).resolved_checkpoint()
+
+
+def test_the_device_default_is_cuda_only_when_a_gpu_is_visible(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device() == "cpu" == ModelSpec("whisper").device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device() == "cuda"
+
+
+def test_every_cli_with_a_device_flag_takes_the_one_default(monkeypatch):
+    from experiments import extract, transcribe
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for cli in (extract, transcribe):
+        assert cli.build_parser().get_default("device") == "cuda"
+
+
+def test_a_saved_checkpoint_loads_through_the_spec_with_its_weights(tmp_path, capsys):
+    original = tiny_extractor("s2t")
+    original.model.save_pretrained(tmp_path)
+    original.processor.save_pretrained(tmp_path)
+    loaded = load_extractor(ModelSpec("s2t", str(tmp_path), device="cpu", trust_remote_code=True), keep_padding=True)
+    assert (loaded.family, loaded.checkpoint, loaded.dtype) == ("s2t", str(tmp_path), torch.float32)
+    for (name, mine), (_, theirs) in zip(original.model.state_dict().items(), loaded.model.state_dict().items()):
+        assert torch.equal(mine, theirs), name
+    notes = capsys.readouterr().err
+    assert "--trust-remote-code has no effect for this family" in notes and "--keep-padding has no effect for this family" in notes
+    random = load_extractor(ModelSpec("s2t", str(tmp_path), device="cpu", random_init=True, seed=1))
+    again = load_extractor(ModelSpec("s2t", str(tmp_path), device="cpu", random_init=True, seed=1))
+    first = next(iter(original.model.state_dict()))
+    assert not torch.equal(random.model.state_dict()[first], original.model.state_dict()[first])
+    assert all(torch.equal(a, b) for a, b in zip(random.model.state_dict().values(), again.model.state_dict().values()))
+
+
+def _manifest(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"id": "a", "audio": "a.wav", "language": "en", "text": "x", "gender": "female", "speaker": "s"}\n')
+    return path
+
+
+def _one_line_exit_2(main, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    error = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(error.splitlines()) == 1, error
+    return error
+
+
+def test_transcribe_names_a_checkpoint_that_cannot_be_loaded_in_one_line(tmp_path, capsys, monkeypatch):
+    from experiments import transcribe as cli
+
+    def offline(spec, options=None):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(cli, "load_generator", offline)
+    argv = ["--model", "whisper", "--checkpoint", "someone/whisper-x", "--task", "asr", "--manifest", str(_manifest(tmp_path)),
+            "--out", str(tmp_path / "h.jsonl")]
+    error = _one_line_exit_2(cli.main, argv, capsys)
+    assert error == "error: cannot load --checkpoint someone/whisper-x: We couldn't connect to 'https://huggingface.co' to load the files."
+
+
+@pytest.mark.parametrize("cli_name, extra", [("extract", []), ("transcribe", ["--task", "st", "--tgt-lang", "es"])])
+def test_remote_code_without_permission_is_one_line_in_both_clis(tmp_path, capsys, cli_name, extra):
+    import importlib
+
+    cli = importlib.import_module(f"experiments.{cli_name}")
+    argv = ["--model", "zeroswot", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
+    assert _one_line_exit_2(cli.main, argv, capsys).startswith("error: ZeroSwot runs custom code from the hub: pass --trust-remote-code")
+
+
+@pytest.mark.parametrize("cli_name, extra", [("extract", []), ("transcribe", ["--task", "asr"])])
+def test_bundled_weights_of_a_family_without_them_is_one_line(tmp_path, capsys, cli_name, extra):
+    import importlib
+
+    cli = importlib.import_module(f"experiments.{cli_name}")
+    argv = ["--model", "s2t", "--checkpoint", "bundled-base", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
+    assert _one_line_exit_2(cli.main, argv, capsys) == "error: bundled weights exist only for whisper"
