@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from experiments.cli import run_cli
+from extract.spec import default_device
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import TASKS, ProbeError
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)")
     parser.add_argument("--allow-shared-speakers", action="store_true",
                         help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
     parser.add_argument("--out", help="results JSONL (appended)")
     return parser
 

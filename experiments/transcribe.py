@@ -29,7 +29,7 @@ from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import provenance
-from extract.runner import audio_notes_summary, check_settings, finished_ids, run_transcription
+from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
 from extract.spec import load_generator
 
 MAX_SECONDS = {"asr": 30.0, "st": 60.0}
@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         "tgt_lang": args.tgt_lang, "dtype": args.dtype, "max_seconds": max_seconds, "decoding": generator.settings(),
         "decoder": args.decoder if args.model == "zeroswot" else None, "manifest": str(args.manifest), "provenance": provenance(),
     }
-    check_settings(out.with_name(out.name + ".settings.json"), settings)
     try:
+        check_settings(out.with_name(out.name + ".settings.json"), settings)
         done = finished_ids(out)
-    except ManifestError as error:
+    except (ManifestError, SettingsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     todo = [u for u in utterances if u.id not in done]

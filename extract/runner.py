@@ -340,12 +340,19 @@ def finished_ids(path: Path) -> set[str]:
     return done
 
 
+class SettingsMismatchError(ValueError):
+    """A transcription file was started with other settings than this run's."""
+
+
 def check_settings(path: Path, settings: dict) -> None:
-    """Write a transcription's settings file, or refuse to mix outputs of different settings in one file."""
+    """Write a transcription's settings file, or refuse to mix outputs of different settings in one
+    file (:class:`SettingsMismatchError` naming the settings that differ; the code version may)."""
     if path.exists():
-        stored = json.loads(path.read_text())
-        comparable = {key: value for key, value in settings.items() if key != "provenance"}
-        if {key: value for key, value in stored.items() if key != "provenance"} != comparable:
-            raise SystemExit(f"error: {path} records other settings than this run; use a new --out file\n  stored:  {stored}\n  current: {settings}")
+        stored = {key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"}
+        current = {key: value for key, value in settings.items() if key != "provenance"}
+        if stored != current:
+            keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
+            differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
+            raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from extract.spec import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
 from probing.results import arrays_folder, check_results_path, finished_ids, load_rows, save_result
@@ -79,7 +80,7 @@ def read_grid(path: Path) -> dict:
 def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
     """The Cartesian product of stores x sites x probes x controls x seeds, with shared options
     (``apply_to`` goes to the attention runs only: the other probes predict nothing elsewhere)."""
-    options = dict(grid.get("options") or {})
+    options = {"device": default_device(), **(grid.get("options") or {})}
     configs = []
     for store in grid["stores"]:
         check_store(str(store))

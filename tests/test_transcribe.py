@@ -16,7 +16,7 @@ from extract.families.seamless import SeamlessGenerator
 from extract.families.whisper import WhisperGenerator
 from extract.families.zeroswot import ZeroSwotGenerator
 from extract.manifest import Utterance
-from extract.runner import check_settings, finished_ids, run_transcription
+from extract.runner import SettingsMismatchError, check_settings, finished_ids, run_transcription
 
 
 class IdTokenizer:
@@ -198,7 +198,7 @@ def test_settings_must_match_to_resume(tmp_path):
     path = tmp_path / "h.jsonl.settings.json"
     check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "a"}})
     check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}})  # code version may differ
-    with pytest.raises(SystemExit, match="other settings"):
+    with pytest.raises(SettingsMismatchError, match=r"other settings than this run \(decoding: "):
         check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}})
 
 

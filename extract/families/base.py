@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from extract.audio import SAMPLE_RATE
 from extract.hooks import Site, capture
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def load_weights(model_class, config_class, checkpoint: str, revision: str | Non
 
 def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepared:
     """Run a padding feature extractor with its attention mask (the source of valid lengths)."""
-    batch = processor(audios, sampling_rate=16_000, return_tensors="pt", padding=True, return_attention_mask=True)
+    batch = processor(audios, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True, return_attention_mask=True)
     return Prepared({input_key: batch[input_key], "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
 
 

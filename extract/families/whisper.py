@@ -8,6 +8,7 @@ import math
 import numpy as np
 import torch
 
+from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared
 from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.hooks import Site
@@ -40,7 +41,7 @@ class WhisperExtractor(Extractor):
         return table
 
     def prepare(self, audios: list[np.ndarray]) -> Prepared:
-        features = self.processor(audios, sampling_rate=16_000, return_tensors="pt").input_features
+        features = self.processor(audios, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
         return Prepared({"input_features": features}, np.array([len(a) for a in audios]))
 
     def encode(self, inputs):
@@ -56,10 +57,10 @@ class WhisperExtractor(Extractor):
         return min(math.ceil(samples / SAMPLES_PER_FRAME), stored)
 
     def input_seconds(self, seconds: float) -> float:
-        return self.encoder.config.max_source_positions * SAMPLES_PER_FRAME / 16_000  # always padded to 30 s
+        return self.encoder.config.max_source_positions * SAMPLES_PER_FRAME / SAMPLE_RATE  # always padded to 30 s
 
     def frame_rate(self, site: str) -> float:
-        return 16_000 / SAMPLES_PER_FRAME
+        return SAMPLE_RATE / SAMPLES_PER_FRAME
 
 
 class WhisperGenerator(Generator):

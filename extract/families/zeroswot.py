@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch
 from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
@@ -314,7 +315,7 @@ def tiny_model():
     """The tiny random stand-in (see the module docstring) and a wav2vec 2.0 feature extractor."""
     from transformers import Wav2Vec2FeatureExtractor
 
-    return ZeroSwotStandIn(), Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16_000, do_normalize=True, return_attention_mask=True)
+    return ZeroSwotStandIn(), Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, do_normalize=True, return_attention_mask=True)
 
 
 FAMILY = Family(ZeroSwotExtractor, ZeroSwotGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"))
