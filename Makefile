@@ -1,10 +1,10 @@
-# Two commands for users: `make demo` and `make test`. Both install first (idempotently).
+# Commands for users: `make demo` and `make test`; `make lint` for contributors. All install first (idempotently).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figures test clean-cache
+.PHONY: install demo demo-figures test lint format clean-cache
 
 install: $(STAMP)
 
@@ -27,6 +27,15 @@ demo-figures: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# ruff's linter and formatter, configured in pyproject.toml; CI runs this before the tests.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 clean-cache:
 	rm -rf .cache

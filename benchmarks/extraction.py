@@ -32,7 +32,7 @@ def _peak_rss_mib() -> float:
 def run_ours(count: int, batch_seconds: float, dtype: str) -> dict:
     import torch
 
-    from experiments.democorpus.build import build_demo_corpus
+    from experiments.recipes.democorpus.build import build_demo_corpus
     from extract.families import FAMILIES
     from extract.manifest import read_manifest
     from extract.runner import run_extraction
@@ -52,7 +52,7 @@ def run_ours(count: int, batch_seconds: float, dtype: str) -> dict:
 def run_published(count: int) -> dict:
     from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-    from experiments.democorpus.build import build_demo_corpus
+    from experiments.recipes.democorpus.build import build_demo_corpus
     from extract.audio import load_audio
     from extract.manifest import read_manifest
     from extract.weights import bundled_whisper
@@ -69,7 +69,13 @@ def run_published(count: int) -> dict:
         output = model.model.encoder(features, output_hidden_states=True)
         kept.append([state.detach().numpy().copy() for state in output.hidden_states])
     elapsed = time.perf_counter() - started
-    return {"utterances": count, "seconds": elapsed, "utt_per_s": count / elapsed, "peak_rss_mib": _peak_rss_mib(), "kept_mib": sum(a.nbytes for item in kept for a in item) / 2**20}
+    return {
+        "utterances": count,
+        "seconds": elapsed,
+        "utt_per_s": count / elapsed,
+        "peak_rss_mib": _peak_rss_mib(),
+        "kept_mib": sum(a.nbytes for item in kept for a in item) / 2**20,
+    }
 
 
 def main() -> None:

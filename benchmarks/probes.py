@@ -3,9 +3,9 @@ scikit-learn fits, one per position, as in the published code.
 
 Synthetic data with known structure (a gender signal whose strength varies over positions), on
 the CPU. The published loop fits each position's features as given; ours standardizes them with
-training statistics first (timed with the fit), as ``experiments.probe`` does by default. The scikit-learn loop is timed on ``--sklearn-positions`` positions and
-extrapolated linearly to all positions (its fits are independent, so the cost is linear); F1 parity
-is checked on those positions. Usage::
+training statistics first (timed with the fit), as ``experiments.probe`` does by default. The
+scikit-learn loop is timed on ``--sklearn-positions`` positions and extrapolated linearly to all
+positions (its fits are independent, so the cost is linear); F1 parity is checked on those positions. Usage::
 
     .venv/bin/python benchmarks/probes.py --positions 1000 --utterances 2000 --dim 512
 """
@@ -48,8 +48,11 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--sklearn-positions", type=int, default=20)
     parser.add_argument("--skip-mdl", action="store_true")
-    parser.add_argument("--raw-scales", action="store_true", help="unstandardized, anisotropic features as in raw hidden states; "
-                        "the published loop fits them as they are, ours standardizes first (timed)")
+    parser.add_argument(
+        "--raw-scales",
+        action="store_true",
+        help="unstandardized, anisotropic features as in raw hidden states; the published loop fits them as they are, ours standardizes first (timed)",
+    )
     args = parser.parse_args()
 
     raw, y, speakers = make_data(args.utterances, args.positions, args.dim, args.raw_scales)
@@ -84,9 +87,13 @@ def main() -> None:
         started = time.perf_counter()
         for p in sample[:5]:
             xp = raw[train, p][:, None, :]
-            online_code(y[train], np.ones((split, 1), bool), speakers[train],
-                        lambda idx, xp=xp: LogisticRegression(max_iter=1000).fit(xp[idx, 0], y[train][idx]),
-                        lambda m, idx, xp=xp: m.predict_proba(xp[idx, 0])[:, 1])
+            online_code(
+                y[train],
+                np.ones((split, 1), bool),
+                speakers[train],
+                lambda idx, xp=xp: LogisticRegression(max_iter=1000).fit(xp[idx, 0], y[train][idx]),
+                lambda m, idx, xp=xp: m.predict_proba(xp[idx, 0])[:, 1],
+            )
         result["sklearn_mdl_s_extrapolated"] = (time.perf_counter() - started) / 5 * args.positions
         result["mdl_speedup"] = result["sklearn_mdl_s_extrapolated"] / result["batched_mdl_s"]
     print(json.dumps(result, indent=2))

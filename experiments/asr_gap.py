@@ -21,13 +21,12 @@ Per-utterance counts go beside the JSON (``OUT.counts.jsonl``). The library is
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from experiments.cli import add_out_argument, run_cli
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
-from experiments.scoring.gaps import GAP_ESTIMATES, finite_or_null, gap_report, gap_summary, read_hypotheses
+from experiments.scoring.gaps import GAP_ESTIMATES, gap_report, gap_summary, read_hypotheses, save_gap_report
 from extract.manifest import normalize_gender
 
 
@@ -38,13 +37,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--groups", default="female,male", help="A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B)")
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--gap-estimate", choices=tuple(GAP_ESTIMATES), default="resampled",
-                        help="what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records")
-    parser.add_argument("--normalizer", choices=NORMALIZERS, default="whisper",
-                        help="whisper: English normalizer for en, basic otherwise (every model); basic; none (NFC and spaces only). "
-                             "The published code normalized Whisper only: score SeamlessM4T with none to reproduce it")
-    parser.add_argument("--cer-spaces", choices=CER_SPACES, default="drop",
-                        help="CER languages: drop spaces before scoring (default) or keep them as jiwer's cer does (the published code)")
+    parser.add_argument(
+        "--gap-estimate",
+        choices=tuple(GAP_ESTIMATES),
+        default="resampled",
+        help="what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
+    )
+    parser.add_argument(
+        "--normalizer",
+        choices=NORMALIZERS,
+        default="whisper",
+        help="whisper: English normalizer for en, basic otherwise (every model); basic; none (NFC and spaces only). "
+        "The published code normalized Whisper only: score SeamlessM4T with none to reproduce it",
+    )
+    parser.add_argument(
+        "--cer-spaces",
+        choices=CER_SPACES,
+        default="drop",
+        help="CER languages: drop spaces before scoring (default) or keep them as jiwer's cer does (the published code)",
+    )
     return parser
 
 
@@ -53,12 +64,11 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
     report, counts = gap_report(rows, groups, args.iterations, args.seed, Scoring(args.normalizer, args.cer_spaces), args.gap_estimate)
     for language, entry in report["languages"].items():
         summary = ", ".join(f"{g} {v['error_rate']:.2f}" for g, v in entry["groups"].items())
-        print(f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {gap_summary(entry, groups)}; "
-              f"dropped {entry['dropped_empty_reference']} empty references")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(finite_or_null(report), indent=2, allow_nan=False))
-    counts_path = args.out.with_suffix(".counts.jsonl")
-    counts_path.write_text("".join(json.dumps(c) + "\n" for c in counts))
+        print(
+            f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {gap_summary(entry, groups)}; "
+            f"dropped {entry['dropped_empty_reference']} empty references"
+        )
+    counts_path = save_gap_report(report, counts, args.out)
     print(f"[asr_gap] wrote {args.out} and {counts_path}")
     return 0
 

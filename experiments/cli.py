@@ -40,17 +40,32 @@ def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple
     group = parser.add_mutually_exclusive_group(required=required)
     action = group.add_argument(flag, **kwargs)
     for alias in aliases:
-        group.add_argument(alias, dest=action.dest, type=action.type, metavar=action.metavar, default=argparse.SUPPRESS,
-                           action=_DeprecatedAlias, replacement=flag, help=argparse.SUPPRESS)
+        group.add_argument(
+            alias,
+            dest=action.dest,
+            type=action.type,
+            metavar=action.metavar,
+            default=argparse.SUPPRESS,
+            action=_DeprecatedAlias,
+            replacement=flag,
+            help=argparse.SUPPRESS,
+        )
 
 
-def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool = True, type: Callable = Path) -> None:
-    """``--out`` (``args.out``), with ``--json`` as its deprecated alias."""
-    _add_with_aliases(parser, "--out", ("--json",), required, type=type, help=help)
+def output_file(value: str) -> Path:
+    """An ``--out`` file path; an existing folder is refused while parsing, before any work is done."""
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; give the path of a file")
+    return path
 
 
-def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, ...], help: str, required: bool = False,
-                          default: str | None = None) -> None:
+def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool = True) -> None:
+    """``--out`` (``args.out``, a :class:`Path` that is not a folder), with ``--json`` as its deprecated alias."""
+    _add_with_aliases(parser, "--out", ("--json",), required, type=output_file, help=help)
+
+
+def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, ...], help: str, required: bool = False, default: str | None = None) -> None:
     """``--tgt-lang`` (``args.tgt_lang``), with the command's old spellings as deprecated aliases."""
     _add_with_aliases(parser, "--tgt-lang", aliases, required, default=default, help=help)
 
@@ -76,8 +91,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from extract.spec import DTYPES, default_device
 
     parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); "
-                        "'bundled-base' or 'bundled-tiny.en' for the offline Whisper")
+    parser.add_argument(
+        "--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper"
+    )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
     parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
@@ -109,5 +125,20 @@ def load_or_exit(load: Callable[[], Loaded], spec: ModelSpec) -> Loaded:
     except LOAD_ERRORS as error:
         raise SystemExit(fail(str(error))) from None
     except OSError as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SystemExit(fail(f"cannot load --checkpoint {spec.checkpoint or spec.resolved_checkpoint()}: {first_line}")) from None
+        raise SystemExit(fail(f"cannot load --checkpoint {spec.checkpoint or spec.resolved_checkpoint()}: {_first_line(error)}")) from None
+    except (ValueError, TypeError, KeyError) as error:
+        # transformers fails this way on a local folder that lacks a file (e.g. no tokenizer files:
+        # "expected str ... not NoneType"); anywhere else it is a bug and keeps its traceback
+        if not (spec.checkpoint and Path(spec.checkpoint).is_dir()):
+            raise
+        raise SystemExit(
+            fail(
+                f"cannot load --checkpoint {spec.checkpoint} ({type(error).__name__}: {_first_line(error)}); "
+                "check that the folder holds a complete transformers checkpoint (config, weights, processor files)"
+            )
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -36,8 +36,10 @@ def _run(args: argparse.Namespace) -> int:
     result = correlate(xs, ys, args.bootstrap, args.seed) | {"x": args.x, "y": args.y, "dropped_rows": dropped}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"[correlate] n={result['n']} ({dropped} rows dropped): Pearson r {result['pearson_r']:+.3f} (p {result['p_value']:.3g}, "
-          f"95% CI {result['ci95_r'][0]:+.2f}..{result['ci95_r'][1]:+.2f}), R² {result['r2']:.3f}, Spearman {result['spearman_rho']:+.3f}")
+    print(
+        f"[correlate] n={result['n']} ({dropped} rows dropped): Pearson r {result['pearson_r']:+.3f} (p {result['p_value']:.3g}, "
+        f"95% CI {result['ci95_r'][0]:+.2f}..{result['ci95_r'][1]:+.2f}), R² {result['r2']:.3f}, Spearman {result['spearman_rho']:+.3f}"
+    )
     if args.plot:
         from experiments.reports.plots import scatter_with_fit  # here, not at the top: matplotlib, only for --plot
 

@@ -23,26 +23,51 @@ committed README figures on purpose.
 
 A rerun from an empty cache on the same machine gives the same numbers: every random draw is
 seeded, espeak-ng speaks each utterance in a fresh process with a fixed noise seed (see
-``democorpus.espeak``), and torch runs on a fixed number of CPU threads (``--threads``).
+``recipes.democorpus.espeak``), and torch runs on a fixed number of CPU threads (``--threads``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
-from experiments.democorpus.voices import VOICES
-from extract.families import FAMILIES
+from experiments.cli import run_cli
+from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
+from experiments.recipes.democorpus.voices import VOICES
+from experiments.reports.demo_report import TINY_PREFIX, DemoProbes, ProbeRun, write_report
+from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
+from experiments.scoring.mustshe import save_scores, score_hypotheses
+from extract.corpora.must_she import MustSheError, read_definition
+from extract.families import FAMILIES, NonFiniteError, tiny_extractor
+from extract.families.generation import GenerationOptions
+from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
 from extract.manifest import read_manifest, write_manifest
 from extract.paths import cache_dir
+from extract.runner import SettingsMismatchError, run_extraction
+from extract.spec import LOAD_ERRORS, ModelSpec
+from extract.store import ShardReader, StoreError
+from probing.data import ProbeError
+from probing.grid import GridError, run_all
+from probing.results import ResultsError, load_rows
+from probing.run import ProbeConfig
 
 # --trim: 2 female and 2 male voices of each engine that speak both languages, as in the corpus tests
-TRIM_VOICES = ("kokoro-jf_alpha", "kokoro-jf_nezumi", "kokoro-jf_tebukuro", "espeak-f2",
-               "kokoro-jm_kumo", "kokoro-jm_kumo-alpha", "kokoro-jm_kumo-nezumi", "espeak-m2")
+TRIM_VOICES = (
+    "kokoro-jf_alpha",
+    "kokoro-jf_nezumi",
+    "kokoro-jf_tebukuro",
+    "espeak-f2",
+    "kokoro-jm_kumo",
+    "kokoro-jm_kumo-alpha",
+    "kokoro-jm_kumo-nezumi",
+    "espeak-m2",
+)
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
+# what a stage raises for a problem the user can fix (a store or results file of other settings, a
+# failed probe run, a model that cannot load): one line and exit status 2 (besides cli.USER_ERRORS)
+STAGE_ERRORS = (ProbeError, GridError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, *LOAD_ERRORS)
 THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
 TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 
@@ -109,12 +134,6 @@ def log(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
-def _run(cli, arguments: list[str]) -> None:
-    status = cli(arguments)
-    if status != 0:
-        raise SystemExit(f"[demo] stage failed with status {status}: {' '.join(arguments)}")
-
-
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
         voices = tuple(v for v in VOICES if v.name in TRIM_VOICES)
@@ -122,109 +141,145 @@ def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     return build_demo_corpus(default_root(seed), seed=seed)
 
 
-def stage_extract(work: Work) -> dict[str, Path]:
-    from experiments.extract import main as extract
+def whisper(work: Work, checkpoint: str, random_init: bool = False) -> ModelSpec:
+    """A bundled Whisper model in the demo's compute dtype (the default device)."""
+    return ModelSpec("whisper", checkpoint, dtype=work.dtype, random_init=random_init)
 
+
+def english_manifest(work: Work) -> Path:
+    """The English half of the corpus (for Whisper tiny.en), written once."""
     english = work.root / "manifests" / "asr-en.jsonl"
     if not english.exists():
         write_manifest(english, [u for u in read_manifest(work.corpus.manifest) if u.language == "en"])
-    jobs = {
-        "whisper-base": ["--checkpoint", "bundled-base", "--manifest", str(work.corpus.manifest), "--sites", "all"],
-        "whisper-base-random": ["--checkpoint", "bundled-base", "--manifest", str(work.corpus.manifest), "--sites", "all", "--random-init"],
-        "whisper-tiny.en": ["--checkpoint", "bundled-tiny.en", "--manifest", str(english), "--sites", "encoder.final"],
-        "whisper-base-mustshe": ["--checkpoint", "bundled-base", "--manifest", str(work.corpus.mustshe_manifest), "--sites", "encoder.final"],
+    return english
+
+
+def extraction_jobs(work: Work) -> dict[str, ExtractionJob]:
+    """The Whisper stores of the demo, by name."""
+    corpus, english = work.corpus, english_manifest(work)
+    return {
+        "whisper-base": ExtractionJob(whisper(work, "bundled-base"), corpus.manifest, work.stores / "whisper-base"),
+        "whisper-base-random": ExtractionJob(whisper(work, "bundled-base", random_init=True), corpus.manifest, work.stores / "whisper-base-random"),
+        "whisper-tiny.en": ExtractionJob(whisper(work, "bundled-tiny.en"), english, work.stores / "whisper-tiny.en", sites=("encoder.final",)),
+        "whisper-base-mustshe": ExtractionJob(
+            whisper(work, "bundled-base"), corpus.mustshe_manifest, work.stores / "whisper-base-mustshe", sites=("encoder.final",)
+        ),
     }
+
+
+def stage_extract(work: Work) -> dict[str, Path]:
     stores = {}
-    for name, arguments in jobs.items():
-        stores[name] = work.stores / name
+    for name, job in extraction_jobs(work).items():
         log(f"extracting {name} ({work.dtype})")
-        _run(extract, ["--model", "whisper", *arguments, "--dtype", work.dtype, "--out", str(stores[name]), "--quiet"])
-    stores |= stage_tiny_families(work, english)
+        sites, report = extract(job, show_progress=False)
+        log(f"{name} at {len(sites)} site(s): {report.written} extracted, {report.resumed} already done, {len(report.skipped)} skipped for bad audio")
+        stores[name] = job.out
+    stores |= stage_tiny_families(work, english_manifest(work))
     return stores
 
 
 def stage_tiny_families(work: Work, manifest: Path) -> dict[str, Path]:
     """Random-init tiny SeamlessM4T v2, S2T and the ZeroSwot stand-in, through the same runner."""
-    from extract.families import tiny_extractor
-    from extract.runner import run_extraction
-
     utterances = read_manifest(manifest)
     stores = {}
     for family, sites in TINY_FAMILIES.items():
-        out = work.stores / f"tiny-random-{family}"
-        stores[f"tiny-random-{family}"] = out
-        config = {"model": f"tiny-random-{family}", "sites": sites, "manifest": str(manifest), "random_init": True}
+        out = work.stores / f"{TINY_PREFIX}{family}"
+        stores[f"{TINY_PREFIX}{family}"] = out
+        config = {"model": f"{TINY_PREFIX}{family}", "sites": sites, "manifest": str(manifest), "random_init": True}
         report = run_extraction(tiny_extractor(family), utterances, sites, out, config=config, storage_dtype="float32", show_progress=False)
-        log(f"tiny-random-{family} (random weights) at {', '.join(sites)}: {report.written} extracted, {report.resumed} already done")
+        log(f"{TINY_PREFIX}{family} (random weights) at {', '.join(sites)}: {report.written} extracted, {report.resumed} already done")
     return stores
 
 
-def stage_transcribe(work: Work) -> dict[str, Path]:
-    from experiments.transcribe import main as transcribe
-
-    jobs = {
-        "whisper-base": ["--checkpoint", "bundled-base", "--manifest", str(work.corpus.manifest), "--task", "asr"],
-        "whisper-tiny.en": ["--checkpoint", "bundled-tiny.en", "--manifest", str(work.root / "manifests" / "asr-en.jsonl"), "--task", "asr"],
-        "whisper-base-mustshe-es": ["--checkpoint", "bundled-base", "--manifest", str(work.corpus.mustshe_manifest), "--task", "st",
-                                    "--tgt-lang", "es", "--whisper-translate-by-forcing"],
+def transcription_jobs(work: Work) -> dict[str, TranscriptionJob]:
+    """The demo's hypothesis files, by name: greedy decoding, at most 128 new tokens."""
+    options = GenerationOptions(num_beams=1, max_new_tokens=128)
+    corpus, english = work.corpus, english_manifest(work)
+    return {
+        "whisper-base": TranscriptionJob(
+            whisper(work, "bundled-base"), corpus.manifest, work.hyps / "whisper-base.jsonl", "asr", name="whisper-base", options=options
+        ),
+        "whisper-tiny.en": TranscriptionJob(
+            whisper(work, "bundled-tiny.en"), english, work.hyps / "whisper-tiny.en.jsonl", "asr", name="whisper-tiny.en", options=options
+        ),
+        "whisper-base-mustshe-es": TranscriptionJob(
+            whisper(work, "bundled-base"),
+            corpus.mustshe_manifest,
+            work.hyps / "whisper-base-mustshe-es.jsonl",
+            "st",
+            tgt_lang="es",
+            name="whisper-base",
+            options=replace(options, translate_by_forcing=True),
+        ),
     }
+
+
+def stage_transcribe(work: Work) -> dict[str, Path]:
     paths = {}
-    for name, arguments in jobs.items():
-        paths[name] = work.hyps / f"{name}.jsonl"
+    for name, job in transcription_jobs(work).items():
         log(f"transcribing: {name} ({work.dtype})")
-        _run(transcribe, ["--model", "whisper", *arguments, "--name", name.removesuffix("-mustshe-es"), "--num-beams", "1",
-                          "--max-new-tokens", "128", "--dtype", work.dtype, "--out", str(paths[name]), "--quiet"])
+        report = transcribe(job, show_progress=False)
+        log(
+            f"{name}: {report.todo} of {report.total} utterances to do ({report.total - report.todo} already in {job.out}); "
+            f"wrote {report.written}, {len(report.skipped)} skipped for bad audio"
+        )
+        paths[name] = job.out
     return paths
 
 
 def stage_behaviour(work: Work, hyps: dict[str, Path]) -> dict[str, Path]:
-    from experiments.asr_gap import main as asr_gap
-    from experiments.mustshe import main as mustshe
-
+    """ASR gaps (female vs male, 1000 iterations, seed 0, the default scoring) and MuST-SHE en-es scores, each computed once."""
     outputs = {}
     for name in ("whisper-base", "whisper-tiny.en"):
         outputs[name] = work.results / f"gap-{name}.json"
         if not outputs[name].exists():
-            _run(asr_gap, ["--hypotheses", str(hyps[name]), "--json", str(outputs[name]), "--iterations", "1000", "--seed", "0"])
+            report, counts = gap_report(read_hypotheses(hyps[name]), ("female", "male"), iterations=1000, seed=0)
+            save_gap_report(report, counts, outputs[name])
     outputs["mustshe"] = work.results / "mustshe-whisper-base-es.json"
     if not outputs["mustshe"].exists():
-        _run(mustshe, ["--definition", str(work.corpus.mustshe_tsv), "--hypotheses", str(hyps["whisper-base-mustshe-es"]), "--lang", "es",
-                       "--json", str(outputs["mustshe"])])
+        result, rows = score_hypotheses(read_definition(work.corpus.mustshe_tsv), hyps["whisper-base-mustshe-es"], "es")
+        if "unmatched_hypotheses" in result:
+            log(f"warning: {result['unmatched_hypotheses']['count']} MuST-SHE hypothesis id(s) are not in {work.corpus.mustshe_tsv} and are not scored")
+        save_scores(result, rows, outputs["mustshe"])
     return outputs
 
 
-def probe_configs(stores: dict[str, Path], sites: list[str], positions: int) -> dict[str, object]:
-    """Every probe run of the demo, by a name the report uses."""
-    from probing.run import ProbeConfig
-
+def probe_configs(stores: dict[str, Path], sites: list[str], positions: int) -> dict[ProbeRun, ProbeConfig]:
+    """Every probe run of the demo, by the typed name the report reads."""
     base = str(stores["whisper-base"])
     configs = {}
     for site in sites:
         last = site == sites[-1]
-        configs[f"positional/{site}/pretrained"] = ProbeConfig(base, site, "positional", positions=positions, mdl=last)
-        configs[f"positional/{site}/random init"] = ProbeConfig(str(stores["whisper-base-random"]), site, "positional", positions=positions)
-        configs[f"positional/{site}/shuffled control"] = ProbeConfig(base, site, "positional", control="shuffled", positions=positions)
+        configs[ProbeRun("positional", "whisper-base", site, condition="pretrained")] = ProbeConfig(base, site, "positional", positions=positions, mdl=last)
+        configs[ProbeRun("positional", "whisper-base", site, condition="random init")] = ProbeConfig(
+            str(stores["whisper-base-random"]), site, "positional", positions=positions
+        )
+        configs[ProbeRun("positional", "whisper-base", site, condition="shuffled control")] = ProbeConfig(
+            base, site, "positional", control="shuffled", positions=positions
+        )
     for language in ("en", "es"):
-        configs[f"language/whisper-base/{language}"] = ProbeConfig(base, "encoder.final", "positional", positions=positions, language=language)
-    configs["language/whisper-tiny.en/en"] = ProbeConfig(str(stores["whisper-tiny.en"]), "encoder.final", "positional", positions=positions, language="en")
-    configs["attention/whisper-base/encoder.final"] = ProbeConfig(
-        base, "encoder.final", "attention", apply_to=str(stores["whisper-base-mustshe"]), **ATTENTION)
+        configs[ProbeRun("language", "whisper-base", "encoder.final", language=language)] = ProbeConfig(
+            base, "encoder.final", "positional", positions=positions, language=language
+        )
+    configs[ProbeRun("language", "whisper-tiny.en", "encoder.final", language="en")] = ProbeConfig(
+        str(stores["whisper-tiny.en"]), "encoder.final", "positional", positions=positions, language="en"
+    )
+    configs[ProbeRun("attention", "whisper-base", "encoder.final")] = ProbeConfig(
+        base, "encoder.final", "attention", apply_to=str(stores["whisper-base-mustshe"]), **ATTENTION
+    )
     for family, family_sites in TINY_FAMILIES.items():
         for site in family_sites:
-            configs[f"attention/tiny-random-{family}/{site}"] = ProbeConfig(str(stores[f"tiny-random-{family}"]), site, "attention", **ATTENTION)
+            model = f"{TINY_PREFIX}{family}"
+            configs[ProbeRun("attention", model, site)] = ProbeConfig(str(stores[model]), site, "attention", **ATTENTION)
     return configs
 
 
-def stage_probes(work: Work, stores: dict[str, Path], positions: int) -> dict[str, dict]:
-    """Runs what is missing; returns name -> result row (its arrays are under probes.jsonl.arrays)."""
-    from probing.grid import run_all
-    from probing.results import load_rows
-    from extract.store import ShardReader
-
+def stage_probes(work: Work, stores: dict[str, Path], positions: int) -> DemoProbes:
+    """Runs what is missing; returns every run's result row (its arrays are under probes.jsonl.arrays)."""
     configs = probe_configs(stores, ShardReader(stores["whisper-base"]).sites, positions)
     run_all(list(configs.values()), work.probes)
     by_id = load_rows(work.probes)
-    return {name: by_id[config.run_id()] for name, config in configs.items()}
+    return DemoProbes({run: by_id[config.run_id()] for run, config in configs.items()})
 
 
 def _timed(name: str, stage):
@@ -239,13 +294,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the demo corpus (voice splits, speaking rates)")
     parser.add_argument("--trim", action="store_true", help="a few sentences and voices: the whole pipeline in a few minutes (CI)")
     parser.add_argument("--work", type=Path, help="folder for stores, hypotheses and results (default: in the cache)")
-    parser.add_argument("--out", type=Path, help="folder for the figures and report.md (default: WORK/report; "
-                        "`--out figures/demo` refreshes the committed README figures)")
+    parser.add_argument(
+        "--out", type=Path, help="folder for the figures and report.md (default: WORK/report; `--out figures/demo` refreshes the committed README figures)"
+    )
     parser.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
     parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    return run_cli(lambda: run_demo(args), *STAGE_ERRORS)
+
+
+def run_demo(args: argparse.Namespace) -> int:
     started = time.time()
     threads = set_threads(args.threads)
     log("synthetic voices: the numbers below show the pipeline runs, they are not a finding about speakers")
@@ -258,8 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     hyps = _timed("transcription", lambda: stage_transcribe(work))
     behaviour = _timed("gaps and MuST-SHE", lambda: stage_behaviour(work, hyps))
     probes = _timed("probes", lambda: stage_probes(work, stores, args.positions))
-    from experiments.demo_report import write_report
-
     report = _timed("figures and report", lambda: write_report(work, stores, behaviour, probes, trimmed=args.trim))
     log(f"report: {report}")
     log(f"done in {time.time() - started:.0f} s")

@@ -18,9 +18,10 @@ from typing import NoReturn
 
 from experiments.cli import add_model_arguments, load_or_exit, model_spec
 from extract.families import NonFiniteError, UnknownSiteError
+from extract.jobs import ExtractionJob
 from extract.manifest import ManifestError, read_manifest
 from extract.runner import audio_notes_summary, run_extraction
-from extract.spec import load_extractor
+from extract.spec import ModelSpec, load_extractor
 from extract.store import StoreError
 
 
@@ -47,8 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--reclaim-stale", action="store_true",
-                        help="take over part claims left on this host by a process that is gone (a job killed with SIGKILL), with a note")
+    parser.add_argument(
+        "--reclaim-stale",
+        action="store_true",
+        help="take over part claims left on this host by a process that is gone (a job killed with SIGKILL), with a note",
+    )
     return parser
 
 
@@ -69,14 +73,21 @@ def check_arguments(args) -> None:
         fail("--batch-seconds and --max-seconds must be positive")
 
 
-def store_config(args, sites: list[str], checkpoint: str) -> dict:
-    """What determines the stored values; a resumed run must match it exactly."""
-    return {
-        "model": args.model, "checkpoint": checkpoint, "revision": args.revision, "sites": sites, "dtype": args.dtype,
-        "storage_dtype": args.storage_dtype, "max_seconds": args.max_seconds, "keep_padding": args.keep_padding,
-        "random_init": args.random_init, "seed": args.seed if args.random_init else None, "limit": args.limit,
-        "num_shards": args.num_shards, "utterances_per_part": args.utterances_per_part, "manifest": str(args.manifest),
-    }
+def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
+    """The run the flags describe (its ``store_config`` is what a resumed run must match)."""
+    return ExtractionJob(
+        spec,
+        args.manifest,
+        Path(args.out),
+        storage_dtype=args.storage_dtype,
+        batch_seconds=args.batch_seconds,
+        max_seconds=args.max_seconds,
+        keep_padding=args.keep_padding,
+        limit=args.limit,
+        num_shards=args.num_shards,
+        shard_index=args.shard_index,
+        utterances_per_part=args.utterances_per_part,
+    )
 
 
 def _stop_on_sigterm(signum, frame) -> NoReturn:
@@ -100,16 +111,27 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownSiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
-          f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}")
+    print(
+        f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
+        f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}"
+    )
     started = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         report = run_extraction(
-            extractor, utterances, sites, args.out, config=store_config(args, sites, extractor.checkpoint),
-            storage_dtype=args.storage_dtype, batch_seconds=args.batch_seconds, max_seconds=args.max_seconds,
-            num_shards=args.num_shards, shard_index=args.shard_index, utterances_per_part=args.utterances_per_part,
-            show_progress=not args.quiet, reclaim_stale=args.reclaim_stale,
+            extractor,
+            utterances,
+            sites,
+            args.out,
+            config=extraction_job(args, spec).store_config(sites, extractor.checkpoint),
+            storage_dtype=args.storage_dtype,
+            batch_seconds=args.batch_seconds,
+            max_seconds=args.max_seconds,
+            num_shards=args.num_shards,
+            shard_index=args.shard_index,
+            utterances_per_part=args.utterances_per_part,
+            show_progress=not args.quiet,
+            reclaim_stale=args.reclaim_stale,
         )
     except (StoreError, NonFiniteError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -118,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     elapsed = time.time() - started
-    print(f"[extract] wrote {report.written} utterances in {elapsed:.1f} s ({report.written / max(elapsed, 1e-9):.2f} utt/s); "
-          f"{report.resumed} already done; {len(report.skipped)} skipped for bad audio; "
-          f"audio notes: {audio_notes_summary(report.audio_notes)} (per utterance in the store's audio_notes)")
+    print(
+        f"[extract] wrote {report.written} utterances in {elapsed:.1f} s ({report.written / max(elapsed, 1e-9):.2f} utt/s); "
+        f"{report.resumed} already done; {len(report.skipped)} skipped for bad audio; "
+        f"audio notes: {audio_notes_summary(report.audio_notes)} (per utterance in the store's audio_notes)"
+    )
     for item in report.skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[extract] store: {args.out} ({len(report.parts)} part files)")

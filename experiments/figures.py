@@ -69,11 +69,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _row(probes: Path, run: str) -> dict:
+    rows = load_rows(probes)
+    if run not in rows:
+        raise FigureInputError(f"no run {run} in {probes} (it holds {len(rows)} runs; the run id is each row's run_id)")
+    return rows[run]
+
+
 def _per_position(args: argparse.Namespace) -> list[Path]:
-    row, arrays = load_rows(args.probes)[args.run], load_arrays(args.probes, args.run)
+    row = _row(args.probes, args.run)
+    if row["config"]["probe"] != "positional":
+        raise FigureInputError(f"run {args.run} is a {row['config']['probe']} probe; the per-position figure needs a positional run")
+    if args.control:
+        _row(args.probes, args.control)
+    arrays = load_arrays(args.probes, args.run)
     control = load_arrays(args.probes, args.control)["test_f1_macro"] if args.control else None
-    return plots.per_position(arrays["test_f1_macro"], row["mean_test_length"], args.out, ema=arrays.get("test_f1_ema"), control=control,
-                              mdl_bits=arrays.get("mdl_online_bits"), uniform_bits=arrays.get("mdl_uniform_bits"), title=args.title)
+    return plots.per_position(
+        arrays["test_f1_macro"],
+        row["mean_test_length"],
+        args.out,
+        ema=arrays.get("test_f1_ema"),
+        control=control,
+        mdl_bits=arrays.get("mdl_online_bits"),
+        uniform_bits=arrays.get("mdl_uniform_bits"),
+        title=args.title,
+    )
 
 
 def _gaps(args: argparse.Namespace) -> list[Path]:
@@ -82,7 +102,10 @@ def _gaps(args: argparse.Namespace) -> list[Path]:
 
 
 def _error_distribution(args: argparse.Namespace) -> list[Path]:
-    entry = json.loads(args.gap.read_text())["languages"][args.language]
+    languages = json.loads(args.gap.read_text())["languages"]
+    if args.language not in languages:
+        raise FigureInputError(f"{args.gap} has no language {args.language!r}; it has {', '.join(sorted(languages)) or 'none'}")
+    entry = languages[args.language]
     return plots.error_distribution(entry["error_distribution"], args.out, entry["metric"].upper(), args.title)
 
 
@@ -92,7 +115,7 @@ def _attention(args: argparse.Namespace) -> list[Path]:
 
 
 def _confusion(args: argparse.Namespace) -> list[Path]:
-    row = load_rows(args.probes)[args.run]
+    row = _row(args.probes, args.run)
     predicted = load_predictions(args.probes, args.run)
     sentences = [json.loads(line) for line in args.sentences.read_text().splitlines() if line.strip()]
     kept = [s for s in sentences if s["id"] in predicted]
@@ -102,13 +125,20 @@ def _confusion(args: argparse.Namespace) -> list[Path]:
 
 
 def _heatmap(args: argparse.Namespace) -> list[Path]:
-    scores, sites, conditions, key = plots.site_condition_scores(load_rows(args.probes).values(), args.store, args.random_store, args.probe,
-                                                                 args.language, ShardReader(args.store).sites)
+    scores, sites, conditions, key = plots.site_condition_scores(
+        load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites
+    )
     return plots.site_heatmap(scores, sites, conditions, args.out, label=f"{key} (%)", title=args.title)
 
 
-DRAW = {"per-position": _per_position, "gaps": _gaps, "error-distribution": _error_distribution, "attention": _attention,
-        "confusion": _confusion, "heatmap": _heatmap}
+DRAW = {
+    "per-position": _per_position,
+    "gaps": _gaps,
+    "error-distribution": _error_distribution,
+    "attention": _attention,
+    "confusion": _confusion,
+    "heatmap": _heatmap,
+}
 
 
 def _draw(args: argparse.Namespace) -> int:

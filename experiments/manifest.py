@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from experiments.cli import add_out_argument, add_tgt_lang_argument, fail, run_cli
 from extract import corpora
@@ -25,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def add(name, help_text):
         sub = formats.add_parser(name, help=help_text)
-        add_out_argument(sub, "manifest to write (JSONL)", type=str)
+        add_out_argument(sub, "manifest to write (JSONL)")
         sub.add_argument("--strict", action="store_true", help="fail if any audio file is missing")
         return sub
 
@@ -77,8 +76,7 @@ def _run(args) -> int:
         reason = f"all {len(result.missing_audio)} rows lack their audio file" if result.missing_audio else "it holds no rows"
         return fail(f"{_source(args)} gives no utterances ({reason}); no manifest written")
     if args.strict and result.missing_audio:
-        print(f"error: {len(result.missing_audio)} rows have no audio file (--strict)", file=sys.stderr)
-        return 1
+        return fail(f"{len(result.missing_audio)} rows have no audio file (--strict); no manifest written")
     write_manifest(args.out, result.utterances)
     print(f"{result.summary()}; wrote {args.out}")
     return 0
@@ -86,8 +84,6 @@ def _run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if Path(args.out).is_dir():
-        return fail(f"--out {args.out} is a directory; give the path of the manifest file to write")
     return run_cli(lambda: _run(args))
 
 

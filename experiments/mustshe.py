@@ -16,12 +16,11 @@ spellings of ``--out`` and ``--tgt-lang``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from experiments.cli import add_out_argument, add_tgt_lang_argument, run_cli
-from experiments.scoring.mustshe import read_hypotheses, score_sentences, sentence_rows
+from experiments.scoring.mustshe import save_scores, score_hypotheses
 from extract.corpora.must_she import MustSheError, read_definition
 
 
@@ -36,18 +35,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    entries = read_definition(args.definition)
-    hypotheses, unmatched = read_hypotheses(args.hypotheses, entries)
-    rows = sentence_rows(entries, hypotheses, args.tgt_lang, args.pretokenized)
-    result = score_sentences(rows)
-    if unmatched:
-        result["unmatched_hypotheses"] = {"count": len(unmatched), "ids": unmatched}
-        print(f"warning: {len(unmatched)} hypothesis id(s) in {args.hypotheses} are not in {args.definition} and are not scored, "
-              f"e.g. {unmatched[:3]}", file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    sentences = args.out.with_name(args.out.stem + ".sentences.jsonl")
-    sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    result, rows = score_hypotheses(read_definition(args.definition), args.hypotheses, args.tgt_lang, args.pretokenized)
+    if "unmatched_hypotheses" in result:
+        unmatched = result["unmatched_hypotheses"]["ids"]
+        print(
+            f"warning: {len(unmatched)} hypothesis id(s) in {args.hypotheses} are not in {args.definition} and are not scored, e.g. {unmatched[:3]}",
+            file=sys.stderr,
+        )
+    sentences = save_scores(result, rows, args.out)
     for name, scores in result["categories"].items():
         print(f"[mustshe] {name}: coverage {scores['coverage']:.2f}, accuracy {scores['accuracy']:.2f}")
     first_person = result["category_1"]
@@ -55,8 +50,7 @@ def _run(args: argparse.Namespace) -> int:
         print("[mustshe] category 1 (1F + 1M): no entries in the definition")
     else:
         print(f"[mustshe] category 1 (1F + 1M): coverage {first_person['coverage']:.2f}, accuracy {first_person['accuracy']:.2f}")
-    print(f"[mustshe] global: coverage {result['global']['coverage']:.2f}, accuracy {result['global']['accuracy']:.2f}; "
-          f"wrote {args.out} and {sentences.name}")
+    print(f"[mustshe] global: coverage {result['global']['coverage']:.2f}, accuracy {result['global']['accuracy']:.2f}; wrote {args.out} and {sentences.name}")
     return 0
 
 

@@ -60,10 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-standardize", dest="standardize", action="store_false")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
     parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
-    parser.add_argument("--apply-to", help="attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
-                        "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)")
-    parser.add_argument("--allow-shared-speakers", action="store_true",
-                        help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)")
+    parser.add_argument(
+        "--apply-to",
+        help="attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
+        "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)",
+    )
+    parser.add_argument(
+        "--allow-shared-speakers",
+        action="store_true",
+        help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)",
+    )
     parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
     parser.add_argument("--out", help="results JSONL (appended)")
     return parser
@@ -92,9 +98,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
     try:
         config = ProbeConfig(
-            store=args.store, site=args.site, probe=args.probe, control=args.control, seed=args.seed, mdl=args.mdl,
-            positions=args.positions, task=args.task, language=args.language, standardize=args.standardize,
-            max_epochs=args.max_epochs, lr=args.lr, apply_to=args.apply_to, allow_shared_speakers=args.allow_shared_speakers,
+            store=args.store,
+            site=args.site,
+            probe=args.probe,
+            control=args.control,
+            seed=args.seed,
+            mdl=args.mdl,
+            positions=args.positions,
+            task=args.task,
+            language=args.language,
+            standardize=args.standardize,
+            max_epochs=args.max_epochs,
+            lr=args.lr,
+            apply_to=args.apply_to,
+            allow_shared_speakers=args.allow_shared_speakers,
             device=args.device,
         )
     except ProbeError as error:

@@ -47,8 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-beams", type=int, help="override the model's generation config")
     parser.add_argument("--max-new-tokens", type=int, help="override the model's generation config")
     parser.add_argument("--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
-    parser.add_argument("--whisper-translate-by-forcing", action="store_true",
-                        help="Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)")
+    parser.add_argument(
+        "--whisper-translate-by-forcing",
+        action="store_true",
+        help="Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",
+    )
     parser.add_argument("--name", help="the model label written in each row (default: the checkpoint)")
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -67,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out = Path(args.out)
+    if out.is_dir():
+        print(f"error: --out {out} is a folder; give the path of the hypotheses JSONL file", file=sys.stderr)
+        return 2
     out.parent.mkdir(parents=True, exist_ok=True)
     max_seconds = args.max_seconds or MAX_SECONDS[args.task]
     checkpoint = load_or_exit(spec.resolved_checkpoint, spec)
@@ -79,9 +85,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     settings = {
-        "model": model_name, "family": args.model, "checkpoint": checkpoint, "revision": args.revision, "task": args.task,
-        "tgt_lang": args.tgt_lang, "dtype": args.dtype, "max_seconds": max_seconds, "decoding": generator.settings(),
-        "decoder": args.decoder if args.model == "zeroswot" else None, "manifest": str(args.manifest), "provenance": provenance(),
+        "model": model_name,
+        "family": args.model,
+        "checkpoint": checkpoint,
+        "revision": args.revision,
+        "task": args.task,
+        "tgt_lang": args.tgt_lang,
+        "dtype": args.dtype,
+        "max_seconds": max_seconds,
+        "decoding": generator.settings(),
+        "decoder": args.decoder if args.model == "zeroswot" else None,
+        "manifest": str(args.manifest),
+        "provenance": provenance(),
     }
     try:
         check_settings(out.with_name(out.name + ".settings.json"), settings)
@@ -90,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     todo = [u for u in utterances if u.id not in done]
-    print(f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
-          f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s")
+    print(
+        f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
+        f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
+    )
     started = time.time()
     try:
         written, skipped, notes = run_transcription(generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet)
@@ -99,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     elapsed = time.time() - started
-    print(f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "
-          f"audio notes: {audio_notes_summary(notes)} (in the rows' audio_notes)")
+    print(
+        f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "
+        f"audio notes: {audio_notes_summary(notes)} (in the rows' audio_notes)"
+    )
     for item in skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[transcribe] hypotheses: {out}; settings: {out.name}.settings.json")

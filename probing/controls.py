@@ -112,8 +112,10 @@ def within_speaker_splits(splits: ProbeSplits, seed: int) -> ProbeSplits:
     within = {name: SplitData(ids[assignment == name].tolist(), labels[assignment == name], speakers[assignment == name]) for name in ("train", "dev", "test")}
     for name in ("train", "test"):
         if len(set(within[name].labels.tolist())) < 2:
-            raise ProbeError(f"the speaker control's within-speaker {name} split lacks one of the classes {'/'.join(splits.class_names)}: "
-                             "it needs speakers of both genders with at least two utterances each")
+            raise ProbeError(
+                f"the speaker control's within-speaker {name} split lacks one of the classes {'/'.join(splits.class_names)}: "
+                "it needs speakers of both genders with at least two utterances each"
+            )
     return ProbeSplits(splits.task, within["train"], within["dev"], within["test"], "within-speaker")
 
 

@@ -31,7 +31,11 @@ class SplitData:
         return len(self.ids)
 
     def describe(self) -> dict:
-        return {"utterances": len(self.ids), "speakers": int(len(set(self.speakers.tolist()))), "class_1_share": float(self.labels.mean()) if len(self) else 0.0}
+        return {
+            "utterances": len(self.ids),
+            "speakers": int(len(set(self.speakers.tolist()))),
+            "class_1_share": float(self.labels.mean()) if len(self) else 0.0,
+        }
 
 
 @dataclass
@@ -82,8 +86,10 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
         order = [names[i] for i in rng.permutation(len(names))]
         needed = 1 + (test_share > 0) + (dev_share > 0)
         if len(order) < needed:
-            raise ProbeError(f"speaker-disjoint splits need at least {needed} {class_names[c]} speakers, got {len(order)} "
-                             f"({', '.join(order)}); add speakers or give train/dev/test in the manifest")
+            raise ProbeError(
+                f"speaker-disjoint splits need at least {needed} {class_names[c]} speakers, got {len(order)} "
+                f"({', '.join(order)}); add speakers or give train/dev/test in the manifest"
+            )
         n_test = max(1, int(round(test_share * len(order)))) if test_share > 0 else 0
         n_dev = max(1, int(round(dev_share * len(order)))) if dev_share > 0 else 0
         for position, name in enumerate(order):
@@ -91,8 +97,9 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
     return np.array([assignment[s] for s in speakers])
 
 
-def make_splits(metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None,
-                allow_shared_speakers: bool = False) -> ProbeSplits:
+def make_splits(
+    metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, allow_shared_speakers: bool = False
+) -> ProbeSplits:
     """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
 
     Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
@@ -156,5 +163,7 @@ def shared_speakers_message(shared: dict[str, list[str]], shown: int = 10) -> st
     for what, common in shared.items():
         listed = ", ".join(common[:shown]) + (f", ... ({len(common)} in all)" if len(common) > shown else "")
         parts.append(f"{what} shares {len(common)} speaker(s) with the training split: {listed}")
-    return (f"{'; '.join(parts)}; a probe scored on voices it was trained on overstates what it generalises: "
-            "fix the splits, or pass --allow-shared-speakers (recorded in the row)")
+    return (
+        f"{'; '.join(parts)}; a probe scored on voices it was trained on overstates what it generalises: "
+        "fix the splits, or pass --allow-shared-speakers (recorded in the row)"
+    )

@@ -50,7 +50,7 @@ class Standardizer:
         self.mean, self.scale = mean, scale
 
     @classmethod
-    def fit(cls, x: np.ndarray, mask: np.ndarray) -> "Standardizer":
+    def fit(cls, x: np.ndarray, mask: np.ndarray) -> Standardizer:
         where = np.broadcast_to(np.asarray(mask, dtype=bool)[..., None], x.shape)
         count = np.maximum(where[..., :1].sum(axis=0), 1)
         mean = x.sum(axis=0, where=where, dtype=np.float64) / count
@@ -60,7 +60,7 @@ class Standardizer:
         return cls(mean.astype(np.float32), scale.astype(np.float32))
 
     @classmethod
-    def fit_sequences(cls, sequences: list[np.ndarray]) -> "Standardizer":
+    def fit_sequences(cls, sequences: list[np.ndarray]) -> Standardizer:
         frames = np.concatenate(sequences)
         return cls.fit(frames[:, None, :], np.ones((len(frames), 1), dtype=bool))
 

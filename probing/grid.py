@@ -46,6 +46,28 @@ def _check_keys(found, known: tuple[str, ...], where: str, belongs_under_options
         raise GridError(f"{where}: unknown key {key!r}; {hint}")
 
 
+OPTION_TYPES = {f.name: str(f.type) for f in fields(ProbeConfig) if f.name in OPTION_KEYS}
+_ACCEPTED = {  # YAML scalars each annotation accepts: a quoted "false" is a string, never a boolean
+    "bool": (bool,),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "str | None": (str, type(None)),
+}
+
+
+def _check_option_types(options: dict, where: str) -> None:
+    for key, value in options.items():
+        accepted = _ACCEPTED[OPTION_TYPES[key]]
+        if isinstance(value, bool) and bool not in accepted or not isinstance(value, accepted):
+            raise GridError(f"{where}: {key} is {OPTION_TYPES[key]}, got {value!r} ({type(value).__name__}); write it unquoted, e.g. {key}: {_example(key)}")
+
+
+def _example(key: str):
+    default = next(f.default for f in fields(ProbeConfig) if f.name == key)
+    return "true" if default is False else "false" if default is True else default
+
+
 def read_grid(path: Path) -> dict:
     """A grid file's mapping, every key checked; YAML errors name the file and line."""
     if not path.is_file():
@@ -57,8 +79,9 @@ def read_grid(path: Path) -> dict:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise GridError(f"{where}: malformed YAML: {getattr(error, 'problem', None) or error}; "
-                        "fix the file (see `python -m experiments.probe --help` for an example)") from error
+        raise GridError(
+            f"{where}: malformed YAML: {getattr(error, 'problem', None) or error}; fix the file (see `python -m experiments.probe --help` for an example)"
+        ) from error
     if not isinstance(grid, dict):
         raise GridError(f"{path}: a grid is a mapping of keys ({', '.join(GRID_KEYS)}), got {type(grid).__name__}")
     _check_keys(grid, GRID_KEYS, f"{path}: top level", belongs_under_options=OPTION_KEYS)
@@ -69,6 +92,7 @@ def read_grid(path: Path) -> dict:
     if not isinstance(options, dict):
         raise GridError(f"{path}: 'options' is a mapping, e.g. options: {{mdl: true}}; got {options!r}")
     _check_keys(options, OPTION_KEYS, f"{path}: options")
+    _check_option_types(options, f"{path}: options")
     for key in ("stores", "probes", "controls", "seeds") + (() if grid.get("sites", "all") == "all" else ("sites",)):
         if key in grid and not (isinstance(grid[key], list) and grid[key]):
             raise GridError(f"{path}: '{key}' is a non-empty list, e.g. {key}: [...]; got {grid[key]!r}")
@@ -124,8 +148,10 @@ def run_all(configs: list[ProbeConfig], out: Path) -> None:
     finished = finished_ids(configs, rows)
     todo = [config for config in configs if config.run_id() not in finished]
     stale = sum(config.run_id() in rows for config in todo)
-    print(f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
-          + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else ""))
+    print(
+        f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
+        + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else "")
+    )
     for number, config in enumerate(todo, start=1):
         started = time.time()
         try:
@@ -133,6 +159,9 @@ def run_all(configs: list[ProbeConfig], out: Path) -> None:
         except (ProbeError, StoreError) as error:
             raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
         save_result(result, out)
-        print(f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
-              f"{_describe(result.row)} ({time.time() - started:.1f} s)", flush=True)
+        print(
+            f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
+            f"{_describe(result.row)} ({time.time() - started:.1f} s)",
+            flush=True,
+        )
     print(f"[probe] results: {out}; arrays: {arrays_folder(out)}")

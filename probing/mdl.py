@@ -152,8 +152,16 @@ def prequential_choice(bits: np.ndarray) -> np.ndarray:
     return np.argmin(earlier, axis=0)
 
 
-def online_code_logistic(x: np.ndarray, labels: np.ndarray, valid: np.ndarray, speakers: np.ndarray, seed: int = 0,
-                         fractions=DEFAULT_FRACTIONS, c_grid: Sequence | None = DEFAULT_C_GRID, **fit_options) -> OnlineCode:
+def online_code_logistic(
+    x: np.ndarray,
+    labels: np.ndarray,
+    valid: np.ndarray,
+    speakers: np.ndarray,
+    seed: int = 0,
+    fractions=DEFAULT_FRACTIONS,
+    c_grid: Sequence | None = DEFAULT_C_GRID,
+    **fit_options,
+) -> OnlineCode:
     """Online code of per-position logistic probes, every block's probe trained in one batched fit
     (one head per training prefix, one fit per candidate C): ``x [N, P, D]``, ``valid [N, P]``.
 
@@ -172,5 +180,6 @@ def online_code_logistic(x: np.ndarray, labels: np.ndarray, valid: np.ndarray, s
         options = fit_options | ({"c": c[0]} if c else {})
         return fit_logistic_heads(x, np.broadcast_to(labels, (len(prefixes), len(labels))), heads, seed=seed, **options)
 
-    return online_code(labels, valid, speakers, None, lambda model, idx: model.probabilities(x[idx]), seed=seed, fractions=fractions,
-                       fit_many=fit_blocks, grid=c_grid)
+    return online_code(
+        labels, valid, speakers, None, lambda model, idx: model.probabilities(x[idx]), seed=seed, fractions=fractions, fit_many=fit_blocks, grid=c_grid
+    )

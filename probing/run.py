@@ -125,7 +125,9 @@ def _logistic_run(config, reader, splits, labels):
         extra["stored_positions"] = stored_positions
     row_metrics = _row_metrics(scores, span, splits.class_names)
     if config.mdl:
-        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device)
+        code = online_code_logistic(
+            x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
+        )
         arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
         extra |= _mdl_summary(code, span, MIXTURE_GUARD)
     return row_metrics | extra, arrays, {}
@@ -138,8 +140,10 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
     guarded = {}
     if code.grid:
         chosen = code.chosen[:, span]
-        guarded = {"mdl_c_grid": list(code.grid),
-                   "mdl_c_per_block": [None if np.isnan(c).all() else float(np.percentile(c[~np.isnan(c)], 50, method="lower")) for c in chosen]}
+        guarded = {
+            "mdl_c_grid": list(code.grid),
+            "mdl_c_per_block": [None if np.isnan(c).all() else float(np.percentile(c[~np.isnan(c)], 50, method="lower")) for c in chosen],
+        }
     return {
         "codelength_online_bits": online,
         "codelength_uniform_bits": uniform,
@@ -154,7 +158,9 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
 
 def _attention_run(config, reader, splits, labels):
     if not len(splits.dev):
-        raise ProbeError(f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest")
+        raise ProbeError(
+            f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
+        )
     seqs = {n: features.sequences(reader, config.site, getattr(splits, n).ids) for n in ("train", "dev", "test")}
     if config.standardize:
         scaler = features.Standardizer.fit_sequences(seqs["train"])
@@ -162,7 +168,15 @@ def _attention_run(config, reader, splits, labels):
     dim = seqs["train"][0].shape[1]
 
     def fit(indices):
-        return fit_attention(([seqs["train"][i] for i in indices], labels["train"][indices]), (seqs["dev"], labels["dev"]), dim, config.max_epochs, config.device, config.seed, lr=config.lr)
+        return fit_attention(
+            ([seqs["train"][i] for i in indices], labels["train"][indices]),
+            (seqs["dev"], labels["dev"]),
+            dim,
+            config.max_epochs,
+            config.device,
+            config.seed,
+            lr=config.lr,
+        )
 
     model = fit(np.arange(len(seqs["train"])))
     probabilities, weights = model.predict(seqs["test"])
@@ -173,7 +187,14 @@ def _attention_run(config, reader, splits, labels):
         applied_row, arrays = _apply(config, model, scaler if config.standardize else None, splits.class_names)
         row |= applied_row
     if config.mdl:
-        code = online_code(labels["train"], np.ones((len(seqs["train"]), 1), bool), splits.train.speakers, fit, lambda m, idx: m.predict([seqs["train"][i] for i in idx])[0], seed=config.seed)
+        code = online_code(
+            labels["train"],
+            np.ones((len(seqs["train"]), 1), bool),
+            splits.train.speakers,
+            fit,
+            lambda m, idx: m.predict([seqs["train"][i] for i in idx])[0],
+            seed=config.seed,
+        )
         row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
 
@@ -195,7 +216,10 @@ def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, d
     labels = (genders[labelled] == class_names[1]).astype(int)
     summary = {"store": config.apply_to, "utterances": len(other.ids), "scored": 0}
     if len(set(labels.tolist())) < 2:
-        summary["not_scored"] = f"needs utterances labelled {class_names[0]} and {class_names[1]}; found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
+        summary["not_scored"] = (
+            f"needs utterances labelled {class_names[0]} and {class_names[1]}; "
+            f"found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
+        )
         return {"applied_to": summary}, arrays
     summary["scored"] = int(labelled.sum())
     scores = metrics.summary(labels, (probabilities[labelled] > 0.5).astype(int), class_names)
@@ -288,6 +312,14 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         scores, arrays, attention = runner(config, reader, splits, _labels(splits, "none", config.seed))
     else:
         splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
-    row = {"run_id": config.run_id(), "store_identity": config_store_identity(config), "config": asdict(config), "seed": config.seed,
-           "splits": splits.sizes(), **({"shared_speakers": shared} if shared else {}), **scores, **provenance()}
+    row = {
+        "run_id": config.run_id(),
+        "store_identity": config_store_identity(config),
+        "config": asdict(config),
+        "seed": config.seed,
+        "splits": splits.sizes(),
+        **({"shared_speakers": shared} if shared else {}),
+        **scores,
+        **provenance(),
+    }
     return ProbeResult(row, arrays, attention)

@@ -46,9 +46,16 @@ def quiet_lightning():
 def _trainer(device: str, max_epochs: int, callbacks=(), seed: int = 0) -> L.Trainer:
     L.seed_everything(seed, workers=True, verbose=False)
     return L.Trainer(
-        accelerator="gpu" if device.startswith("cuda") else "cpu", devices=1, max_epochs=max_epochs, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=list(callbacks),
-        num_sanity_val_steps=0, deterministic=False,
+        accelerator="gpu" if device.startswith("cuda") else "cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+        num_sanity_val_steps=0,
+        deterministic=False,
     )
 
 
@@ -84,8 +91,13 @@ class LogisticSystem(L.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.LBFGS(
-            self.parameters(), lr=1.0, max_iter=self.hparams.max_iter, history_size=20,
-            tolerance_grad=1e-6, tolerance_change=1e-10, line_search_fn="strong_wolfe",
+            self.parameters(),
+            lr=1.0,
+            max_iter=self.hparams.max_iter,
+            history_size=20,
+            tolerance_grad=1e-6,
+            tolerance_change=1e-10,
+            line_search_fn="strong_wolfe",
         )
 
 
@@ -101,7 +113,9 @@ class FittedLogistic:
         return torch.sigmoid(logits).numpy()
 
 
-def fit_logistic_heads(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> list[FittedLogistic]:
+def fit_logistic_heads(
+    x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0
+) -> list[FittedLogistic]:
     """Independent L2 logistic regressions per head and position, in one optimisation.
 
     ``x [N, P, D]``; ``y [H, N]`` labels per head; ``mask [H, N, P]`` which (example, position)

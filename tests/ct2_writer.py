@@ -36,7 +36,9 @@ def whisper_to_ct2_variables(model) -> dict[str, np.ndarray]:
         put_norm(f"{target}/layer_norm", f"{source}_layer_norm")
         q, k, v = (state[f"{source}.{p}_proj.weight"] for p in "qkv")
         out[f"{target}/linear_0/weight"] = np.concatenate([q, k, v])
-        out[f"{target}/linear_0/bias"] = np.concatenate([state[f"{source}.q_proj.bias"], np.zeros_like(state[f"{source}.q_proj.bias"]), state[f"{source}.v_proj.bias"]])
+        out[f"{target}/linear_0/bias"] = np.concatenate(
+            [state[f"{source}.q_proj.bias"], np.zeros_like(state[f"{source}.q_proj.bias"]), state[f"{source}.v_proj.bias"]]
+        )
         put_linear(f"{target}/linear_1", f"{source}.out_proj")
 
     def put_ffn(target, source):

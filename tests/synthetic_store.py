@@ -7,8 +7,20 @@ import numpy as np
 from extract.store import PartWriter
 
 
-def write_store(folder, *, speakers_per_gender=10, utterances_per_speaker=10, dim=8, informative=range(0, 4),
-                strength=3.0, length_range=(12, 30), splits=True, seed=0, site="encoder.layer.0", pad_to=None):
+def write_store(
+    folder,
+    *,
+    speakers_per_gender=10,
+    utterances_per_speaker=10,
+    dim=8,
+    informative=(0, 1, 2, 3),
+    strength=3.0,
+    length_range=(12, 30),
+    splits=True,
+    seed=0,
+    site="encoder.layer.0",
+    pad_to=None,
+):
     """Female (class 1) utterances get ``+strength`` on dimension 0 at the ``informative`` positions,
     male ones ``-strength``; those positions also carry ``+strength`` on dimension 1 for both genders
     (a marker an attention probe can find without knowing the answer). Everything else is unit
@@ -37,7 +49,11 @@ def write_store(folder, *, speakers_per_gender=10, utterances_per_speaker=10, di
                         states[position, 1] += strength
                 if pad_to is not None:
                     states = np.concatenate([states, padding_rng.standard_normal((pad_to - length, dim)).astype(np.float32)])
-                writer.add(f"{gender}-{s}-{u}", {site: states}, {"gender": gender, "speaker": f"{gender}-{s}", "language": "en", "split": split, "dataset": "synthetic", "duration": length / 50},
-                           valid_frames={site: length})
+                writer.add(
+                    f"{gender}-{s}-{u}",
+                    {site: states},
+                    {"gender": gender, "speaker": f"{gender}-{s}", "language": "en", "split": split, "dataset": "synthetic", "duration": length / 50},
+                    valid_frames={site: length},
+                )
     writer.close()
     return folder

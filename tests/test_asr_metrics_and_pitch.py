@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from experiments.recipes.democorpus.pitch import median_f0
 from experiments.scoring.asr_metrics import ErrorCounts, Scoring, corpus_error_rate, error_counts, metric_for, normalize
-from experiments.democorpus.pitch import median_f0
 
 
 def test_english_normalizer_and_counts():

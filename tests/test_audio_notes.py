@@ -24,8 +24,19 @@ def _noted_corpus(tmp_path):
     loud = (0.1 * rng.standard_normal(SAMPLE_RATE)).astype(np.float32)
     loud[100] = 2.5
     soundfile.write(folder / "u3.wav", loud, SAMPLE_RATE, subtype="FLOAT")
-    return [Utterance(id=f"u{i}", audio=str(folder / f"u{i}.wav"), language="en", text="x", gender="female" if i % 2 else "male",
-                      speaker=f"s{i}", split="train", dataset="t") for i in range(4)]
+    return [
+        Utterance(
+            id=f"u{i}",
+            audio=str(folder / f"u{i}.wav"),
+            language="en",
+            text="x",
+            gender="female" if i % 2 else "male",
+            speaker=f"s{i}",
+            split="train",
+            dataset="t",
+        )
+        for i in range(4)
+    ]
 
 
 EXPECTED = {
@@ -40,8 +51,21 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
 
     manifest = write_manifest(tmp_path / "m.jsonl", _noted_corpus(tmp_path))
     monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper"))
-    argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", "encoder.final", "--out", str(tmp_path / "s"),
-            "--quiet", "--max-seconds", "2", "--utterances-per-part", "2"]
+    argv = [
+        "--model",
+        "whisper",
+        "--manifest",
+        str(manifest),
+        "--sites",
+        "encoder.final",
+        "--out",
+        str(tmp_path / "s"),
+        "--quiet",
+        "--max-seconds",
+        "2",
+        "--utterances-per-part",
+        "2",
+    ]
     assert cli.main(argv) == 0
     summary = capsys.readouterr().out
     assert "audio notes: 1 outside_unit_range, 1 shorter_than_header, 1 trimmed" in summary
@@ -66,8 +90,9 @@ def test_transcription_rows_carry_audio_notes(tmp_path):
 
     generator = S2TGenerator(tiny_extractor("s2t"), IdTokenizer(), max_new_tokens=2)
     out = tmp_path / "hyps.jsonl"
-    written, skipped, notes = run_transcription(generator, _noted_corpus(tmp_path), out, "asr", None, "tiny", batch_seconds=5.0, max_seconds=2.0,
-                                                 show_progress=False)
+    written, skipped, notes = run_transcription(
+        generator, _noted_corpus(tmp_path), out, "asr", None, "tiny", batch_seconds=5.0, max_seconds=2.0, show_progress=False
+    )
     assert written == 4 and not skipped and notes == EXPECTED
     rows = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
     assert {key: row["audio_notes"] for key, row in rows.items() if "audio_notes" in row} == EXPECTED

@@ -12,8 +12,7 @@ from extract.manifest import ManifestError
 def _parser(required_language=False):
     parser = argparse.ArgumentParser(prog="x")
     add_out_argument(parser, "where to write")
-    add_tgt_lang_argument(parser, ("--lang", "--target-language"), "target language", required=required_language,
-                          default=None if required_language else "it")
+    add_tgt_lang_argument(parser, ("--lang", "--target-language"), "target language", required=required_language, default=None if required_language else "it")
     return parser
 
 
@@ -23,22 +22,28 @@ def test_new_spellings_are_quiet(capsys):
     assert _parser().parse_args(["--out", "o.json"]).tgt_lang == "it"
 
 
-@pytest.mark.parametrize("argv, note", [
-    (["--json", "o.json"], "note: --json is deprecated; use --out\n"),
-    (["--out", "o.json", "--lang", "es"], "note: --lang is deprecated; use --tgt-lang\n"),
-    (["--out", "o.json", "--target-language", "es"], "note: --target-language is deprecated; use --tgt-lang\n"),
-])
+@pytest.mark.parametrize(
+    "argv, note",
+    [
+        (["--json", "o.json"], "note: --json is deprecated; use --out\n"),
+        (["--out", "o.json", "--lang", "es"], "note: --lang is deprecated; use --tgt-lang\n"),
+        (["--out", "o.json", "--target-language", "es"], "note: --target-language is deprecated; use --tgt-lang\n"),
+    ],
+)
 def test_old_spellings_work_with_a_one_line_note(capsys, argv, note):
     args = _parser().parse_args(argv)
     assert args.out == Path("o.json") and args.tgt_lang == ("es" if len(argv) == 4 else "it")
     assert capsys.readouterr().err == note
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "one of the arguments --out is required"),
-    (["--out", "a", "--json", "b"], "argument --json: not allowed with argument --out"),
-    (["--out", "a", "--tgt-lang", "es", "--lang", "it"], "argument --lang: not allowed with argument --tgt-lang"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "one of the arguments --out is required"),
+        (["--out", "a", "--json", "b"], "argument --json: not allowed with argument --out"),
+        (["--out", "a", "--tgt-lang", "es", "--lang", "it"], "argument --lang: not allowed with argument --tgt-lang"),
+    ],
+)
 def test_missing_or_doubled_flags_exit_2(capsys, argv, message):
     with pytest.raises(SystemExit) as error:
         _parser().parse_args(argv)

@@ -99,8 +99,11 @@ def write_voices(folder, *, signature: float, speakers_per_gender=10, utterances
                 length = int(rng.integers(12, 30))
                 states = (rng.standard_normal((length, dim)) + voice).astype(np.float32)
                 states[:, 0] += sign * strength
-                writer.add(f"{gender}-{s}-{u}", {SITE: states}, {"gender": gender, "speaker": f"{gender}-{s}", "language": "en", "split": "",
-                                                               "dataset": "synthetic", "duration": length / 50})
+                writer.add(
+                    f"{gender}-{s}-{u}",
+                    {SITE: states},
+                    {"gender": gender, "speaker": f"{gender}-{s}", "language": "en", "split": "", "dataset": "synthetic", "duration": length / 50},
+                )
     writer.close()
     return folder
 

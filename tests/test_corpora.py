@@ -132,7 +132,14 @@ def test_hf_dataset_writes_in_memory_audio(tmp_path):
     import soundfile
 
     rows = [
-        {"id": "r1", "audio": {"path": None, "array": np.full(1600, 0.1), "sampling_rate": 16000}, "sentence": "hi", "gender": "female_feminine", "client_id": "c1", "age": "thirties"},
+        {
+            "id": "r1",
+            "audio": {"path": None, "array": np.full(1600, 0.1), "sampling_rate": 16000},
+            "sentence": "hi",
+            "gender": "female_feminine",
+            "client_id": "c1",
+            "age": "thirties",
+        },
     ]
     result = corpora.hf_dataset(rows, tmp_path / "hf", "cv_hf", language="en", split="test")
     (utterance,) = result.utterances
@@ -163,7 +170,7 @@ def test_manifest_cli_reports_missing_audio(tmp_path, tone, capsys):
     captured = capsys.readouterr()
     assert "missing audio:" in captured.err and "b.wav" in captured.err
     assert "1 utterances; 1 rows skipped" in captured.out and len(out.read_text().splitlines()) == 1
-    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out), "--strict"]) == 1
+    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out), "--strict"]) == 2
     bad = _write(tmp_path / "bad.tsv", "client_id\tpath\n")
     assert main(["common_voice", str(bad), "--language", "en", "--out", str(out)]) == 2
     assert "bad.tsv:1: missing column(s)" in capsys.readouterr().err
@@ -175,12 +182,12 @@ def test_unrecognised_gender_values_become_unknown_and_are_counted(tmp_path, ton
     tsv = _write(
         tmp_path / "cv/test.tsv",
         "client_id\tpath\tsentence\tgender\n"
-        "s1\ta.wav\thi\tmanly woman\n"        # the old prefix rule made this male
-        "s2\tb.wav\thi\tmale-to-female\n"     # ... and this
+        "s1\ta.wav\thi\tmanly woman\n"  # the old prefix rule made this male
+        "s2\tb.wav\thi\tmale-to-female\n"  # ... and this
         "s3\tc.wav\thi\tManly Woman\n"
         "s4\td.wav\thi\tFEMALE\n"
-        "s5\te.wav\thi\t\n"                   # empty: a known spelling of unknown, not counted
-        "s6\tf.wav\thi\talien\n",            # audio missing: skipped, so not counted either
+        "s5\te.wav\thi\t\n"  # empty: a known spelling of unknown, not counted
+        "s6\tf.wav\thi\talien\n",  # audio missing: skipped, so not counted either
     )
     result = corpora.common_voice(tsv, language="en")
     assert [u.gender for u in result.utterances] == ["unknown", "unknown", "unknown", "female", "unknown"]
@@ -211,7 +218,7 @@ def test_non_utf8_native_files_name_the_line(tmp_path):
         corpora.common_voice(tsv, language="it")
     root = tmp_path / "mc"
     _write(root / "txt/tst.yaml", "- {duration: 1.0, offset: 0.0, wav: ted_1.wav}\n")
-    (root / "txt/tst.en").write_bytes("Hi.\n".encode())
+    (root / "txt/tst.en").write_bytes(b"Hi.\n")
     (root / "txt/tst.it").write_bytes("Perché.\n".encode("cp1252"))
     speakers = _write(tmp_path / "sp.tsv", "TALK-ID\tTED-PRONOUN\n")
     with pytest.raises(ManifestError, match="tst.it:1: not UTF-8"):
@@ -225,10 +232,14 @@ def test_manifest_cli_clean_errors(tmp_path, tone, capsys):
     cases = [
         (["common_voice", str(tmp_path), "--language", "en"], f"{tmp_path}: is a directory; give the path of a file"),
         (["common_voice", str(tmp_path / "none.tsv"), "--language", "en"], "none.tsv: no such file"),
-        (["common_voice", str(_write(tmp_path / "h.tsv", "client_id\tpath\tsentence\tgender\n")), "--language", "en"],
-         "h.tsv gives no utterances (it holds no rows); no manifest written"),
-        (["common_voice", str(_write(tmp_path / "m.tsv", "client_id\tpath\tsentence\tgender\ns\tgone.wav\thi\tmale\n")), "--language", "en"],
-         "m.tsv gives no utterances (all 1 rows lack their audio file)"),
+        (
+            ["common_voice", str(_write(tmp_path / "h.tsv", "client_id\tpath\tsentence\tgender\n")), "--language", "en"],
+            "h.tsv gives no utterances (it holds no rows); no manifest written",
+        ),
+        (
+            ["common_voice", str(_write(tmp_path / "m.tsv", "client_id\tpath\tsentence\tgender\ns\tgone.wav\thi\tmale\n")), "--language", "en"],
+            "m.tsv gives no utterances (all 1 rows lack their audio file)",
+        ),
         (["jsonl", str(_write(tmp_path / "e.jsonl", "\n")), "--language", "en"], "e.jsonl gives no utterances (it holds no rows)"),
     ]
     for argv, message in cases:
@@ -238,8 +249,9 @@ def test_manifest_cli_clean_errors(tmp_path, tone, capsys):
     assert not out.exists()
     tone("cv/clips/a.wav")
     tsv = _write(tmp_path / "cv/test.tsv", "client_id\tpath\tsentence\tgender\ns1\ta.wav\thi\tmanly woman\n")
-    assert main(["common_voice", str(tsv), "--language", "en", "--out", str(tmp_path)]) == 2
-    assert f"--out {tmp_path} is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as parsed:  # refused while parsing, before the corpus is read
+        main(["common_voice", str(tsv), "--language", "en", "--out", str(tmp_path)])
+    assert parsed.value.code == 2 and f"argument --out: {tmp_path} is a folder; give the path of a file" in capsys.readouterr().err
     assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out)]) == 0
     assert "1 utterances with an unrecognised gender value, kept as unknown: 'manly woman' (1)" in capsys.readouterr().out
     assert json.loads(out.read_text())["gender"] == "unknown"

@@ -44,7 +44,9 @@ def test_correlate_cli_drops_missing_rows_and_plots(tmp_path):
     rows = ["language,f1_s,gap"] + [f"l{i},{x},{y}" for i, (x, y) in enumerate(zip(X, Y))] + ["lx,80,", "ly,nan,3"]
     table.write_text("\n".join(rows) + "\n")
     out = tmp_path / "c.json"
-    assert correlate_main(["--table", str(table), "--x", "f1_s", "--y", "gap", "--label", "language", "--json", str(out), "--plot", str(tmp_path / "c.png")]) == 0
+    assert (
+        correlate_main(["--table", str(table), "--x", "f1_s", "--y", "gap", "--label", "language", "--json", str(out), "--plot", str(tmp_path / "c.png")]) == 0
+    )
     result = json.loads(out.read_text())
     assert result["n"] == 4 and result["dropped_rows"] == 2 and result["pearson_r"] == pytest.approx(R)
     assert (tmp_path / "c.png").stat().st_size > 1000 and (tmp_path / "c.pdf").read_bytes().startswith(b"%PDF")
@@ -73,8 +75,19 @@ def test_every_figure_is_drawn_from_small_saved_results(tmp_path):
     saved.write_text(json.dumps({"cv": _gap_result(0), "fleurs": _gap_result(1)}))
     gaps = json.loads(saved.read_text())
     f1 = np.linspace(90, 50, 120)
-    assert _written(figures.per_position(f1, 80.4, tmp_path / "position", ema=f1 - 1, control=np.full(120, 50.0), mdl_bits=np.linspace(1, 0.2, 120),
-                                         uniform_bits=np.ones(120), frame_rate=50.0, title="whisper-base encoder.final"))
+    assert _written(
+        figures.per_position(
+            f1,
+            80.4,
+            tmp_path / "position",
+            ema=f1 - 1,
+            control=np.full(120, 50.0),
+            mdl_bits=np.linspace(1, 0.2, 120),
+            uniform_bits=np.ones(120),
+            frame_rate=50.0,
+            title="whisper-base encoder.final",
+        )
+    )
     assert _written(figures.gap_bars(gaps, tmp_path / "gaps"))
     assert _written(figures.scatter_with_fit(X, Y, ["a", "b", "c", "d"], correlate(X, Y, bootstrap=100), "F1_S", "E", tmp_path / "scatter"))
     assert _written(figures.scatter_with_fit([70.0], [55.0], ["one"], None, "F1", "accuracy", tmp_path / "single"))
@@ -107,6 +120,24 @@ def test_figures_cli_draws_from_probe_results(tmp_path):
     assert figures_main(["heatmap", "--probes", str(out), "--store", str(store), "--out", str(tmp_path / "hm")]) == 0
     for name in ("pp", "at", "hm"):
         assert _written([tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"])
+    assert figures_main(["per-position", "--probes", str(out), "--run", "deadbeef", "--out", str(tmp_path / "x")]) == 2
+    assert figures_main(["per-position", "--probes", str(out), "--run", attention, "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_figures_cli_unknown_run_or_language_is_one_line(tmp_path, capsys):
+    from experiments.figures import main as figures_main
+
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text(json.dumps({"run_id": "abc", "config": {"probe": "mean"}}) + "\n")
+    assert figures_main(["per-position", "--probes", str(probes), "--run", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no run nope in {probes} (it holds 1 runs; the run id is each row's run_id)"
+    assert figures_main(["per-position", "--probes", str(probes), "--run", "abc", "--out", str(tmp_path / "x")]) == 2
+    assert "is a mean probe; the per-position figure needs a positional run" in capsys.readouterr().err
+    gap = tmp_path / "gap.json"
+    gap.write_text(json.dumps({"languages": {"en": {}, "es": {}}}))
+    assert figures_main(["error-distribution", "--gap", str(gap), "--language", "ar", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {gap} has no language 'ar'; it has en, es"
 
 
 def test_figures_cli_malformed_pair_is_one_error_line_and_status_2(tmp_path, capsys):
@@ -120,9 +151,16 @@ def test_heatmap_cells_come_from_rows_by_condition():
     def row(store, site, control="none", probe="positional", language=None, f1_s=0.0):
         return {"config": {"store": store, "site": site, "control": control, "probe": probe, "language": language}, "f1_s": f1_s, "f1_macro": 1.0}
 
-    rows = [row("pre", "b", f1_s=80.0), row("pre", "a", f1_s=70.0), row("rand", "a", f1_s=50.0), row("pre", "a", "shuffled", f1_s=51.0),
-            row("rand", "a", "shuffled", f1_s=99.0),  # a control on the random twin: no condition of the heatmap
-            row("pre", "a", language="en", f1_s=99.0), row("pre", "a", probe="mean", f1_s=99.0), row("other", "a", f1_s=99.0)]
+    rows = [
+        row("pre", "b", f1_s=80.0),
+        row("pre", "a", f1_s=70.0),
+        row("rand", "a", f1_s=50.0),
+        row("pre", "a", "shuffled", f1_s=51.0),
+        row("rand", "a", "shuffled", f1_s=99.0),  # a control on the random twin: no condition of the heatmap
+        row("pre", "a", language="en", f1_s=99.0),
+        row("pre", "a", probe="mean", f1_s=99.0),
+        row("other", "a", f1_s=99.0),
+    ]
     scores, sites, conditions, key = figures.site_condition_scores(rows, "pre", "rand", "positional", None, ["a", "b", "c"])
     assert scores == {("b", "pretrained"): 80.0, ("a", "pretrained"): 70.0, ("a", "random init"): 50.0, ("a", "shuffled control"): 51.0}
     assert sites == ["a", "b"] and conditions == ["pretrained", "random init", "shuffled control"] and key == "f1_s"

@@ -11,12 +11,15 @@ from experiments.vad_filter import main as vad_main
 from extract.manifest import Utterance, write_manifest
 
 
-@pytest.mark.parametrize("values, expected", [
-    ([3, 3, 3], 0.0),
-    ([0, 0, 0, 4], 0.75),  # sum |xi - xj| over ordered pairs = 24; / (2 * 4^2 * mean 1)
-    ([1, 2, 3], 2 / 9),  # pairs: 1,2,1 -> 8 ordered; / (2 * 9 * 2)
-    ([5], 0.0),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([3, 3, 3], 0.0),
+        ([0, 0, 0, 4], 0.75),  # sum |xi - xj| over ordered pairs = 24; / (2 * 4^2 * mean 1)
+        ([1, 2, 3], 2 / 9),  # pairs: 1,2,1 -> 8 ordered; / (2 * 9 * 2)
+        ([5], 0.0),
+    ],
+)
 def test_gini_by_hand(values, expected):
     assert gini(values) == pytest.approx(expected)
 
@@ -32,8 +35,11 @@ def test_statistics_table_by_hand():
         return Utterance(id=f"u{i}", audio="x.wav", language=language, text=text, gender=gender, speaker=speaker, dataset="cv", duration=seconds)
 
     utterances = [
-        u(0, "it", "female", "a", 2.0, "uno due"), u(1, "it", "female", "a", 4.0, "uno due tre quattro"),
-        u(2, "it", "female", "b", 6.0, "uno"), u(3, "it", "male", "c", 4.0, "uno due tre"), u(4, "es", "male", "d", 1.0, "uno"),
+        u(0, "it", "female", "a", 2.0, "uno due"),
+        u(1, "it", "female", "a", 4.0, "uno due tre quattro"),
+        u(2, "it", "female", "b", 6.0, "uno"),
+        u(3, "it", "male", "c", 4.0, "uno due tre"),
+        u(4, "es", "male", "d", 1.0, "uno"),
     ]
     rows = statistics(utterances, lambda text: len(text.split()))
     assert [(r["dataset"], r["language"]) for r in rows] == [("cv", "es"), ("cv", "it")]
@@ -61,6 +67,7 @@ def test_filter_keeps_speech_drops_silence_and_lists_unreadable(tmp_path):
         Utterance(id="quiet", audio=_write(tmp_path / "b.wav", loud * 1e-3), language="en", text="x", gender="male", speaker="b"),
         Utterance(id="gone", audio=str(tmp_path / "missing.wav"), language="en", text="x", gender="male", speaker="c"),
     ]
+
     def detector(samples):  # stand-in: loud seconds
         return float(np.mean(np.abs(samples) > 0.1) * len(samples) / 16_000)
 

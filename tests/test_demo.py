@@ -10,8 +10,17 @@ from experiments.demo import main
 
 pytestmark = pytest.mark.slow
 
-FIGURES = ("per_position", "site_heatmap", "gaps", "error_distribution_en", "error_distribution_es", "f1_vs_gap", "f1_vs_mustshe",
-           "attention_profiles", "confusion")
+FIGURES = (
+    "per_position",
+    "site_heatmap",
+    "gaps",
+    "error_distribution_en",
+    "error_distribution_es",
+    "f1_vs_gap",
+    "f1_vs_mustshe",
+    "attention_profiles",
+    "confusion",
+)
 
 
 def test_trimmed_demo_runs_end_to_end_and_resumes(tmp_path, capsys):

@@ -1,18 +1,22 @@
 """The demo report's pieces from hand-made result dictionaries (fast: no synthesis, no model)."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from experiments.demo import main, report_folder, set_threads, work_root
-from experiments.demo_report import average_test_length, gap_estimate_name, gap_table, mustshe_pairing
+from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mustshe_pairing
 
 
 def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
-    return {"metric": "wer", "groups": {"female": {"error_rate": female}, "male": {"error_rate": male}}, "gap_relative": gap,
-            "gap_estimate": estimate, "gap_relative_full": gap + 1.0, "gap_relative_resampled": gap,
-            "bootstrap": {"ci95": ci, "p_value": p, "iterations": 1000}}
+    return {
+        "metric": "wer",
+        "groups": {"female": {"error_rate": female}, "male": {"error_rate": male}},
+        "gap_relative": gap,
+        "gap_estimate": estimate,
+        "gap_relative_full": gap + 1.0,
+        "gap_relative_resampled": gap,
+        "bootstrap": {"ci95": ci, "p_value": p, "iterations": 1000},
+    }
 
 
 def test_gap_table_leads_with_the_bootstrap_interval_and_names_the_estimate():
@@ -44,8 +48,7 @@ def test_an_unnamed_gap_estimate_is_an_error(entry):
 
 def test_average_test_length_is_speech_frames_with_stored_positions_beside_them():
     assert average_test_length({"mean_test_length": 13.333}) == "13.3 speech frames"
-    assert average_test_length({"mean_test_length": 13.333, "stored_positions": 1500.0}) == \
-        "13.3 speech frames (1500.0 stored positions, padding included)"
+    assert average_test_length({"mean_test_length": 13.333, "stored_positions": 1500.0}) == "13.3 speech frames (1500.0 stored positions, padding included)"
 
 
 def test_mustshe_pairing_is_applied_f1_against_category_1_accuracy():
@@ -66,7 +69,7 @@ def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
 
 
 def test_work_folder_is_versioned_with_the_corpus(monkeypatch, tmp_path):
-    from experiments.democorpus.build import CORPUS_VERSION
+    from experiments.recipes.democorpus.build import CORPUS_VERSION
 
     monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path))
     assert work_root(3, trim=False) == tmp_path / "demo" / f"v{CORPUS_VERSION}-seed3"
@@ -82,3 +85,46 @@ def test_threads_are_fixed_and_validated(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--threads", "0"])
     assert exit_info.value.code == 2 and "--threads must be at least 1" in capsys.readouterr().err
+
+
+def test_a_failing_probe_run_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from types import SimpleNamespace
+
+    import experiments.demo as demo
+    from probing.data import ProbeError
+
+    models = ("whisper-base", "whisper-base-random", "whisper-tiny.en", "whisper-base-mustshe", *(f"tiny-random-{f}" for f in demo.TINY_FAMILIES))
+    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
+    monkeypatch.setattr(demo, "stage_extract", lambda work: {name: tmp_path / name for name in models})
+    monkeypatch.setattr(demo, "stage_transcribe", lambda work: {})
+    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
+    monkeypatch.setattr(demo, "ShardReader", lambda path: SimpleNamespace(sites=["encoder.final"]))
+
+    def failing_run_all(configs, out):
+        raise ProbeError("positional probe on stores/whisper-base, site encoder.final: no test speaker of one group")
+
+    monkeypatch.setattr(demo, "run_all", failing_run_all)
+    before = torch.get_num_threads()
+    try:
+        assert demo.main(["--work", str(tmp_path)]) == 2
+    finally:
+        torch.set_num_threads(before)
+    assert capsys.readouterr().err.splitlines() == ["error: positional probe on stores/whisper-base, site encoder.final: no test speaker of one group"]
+
+
+def test_the_report_reads_probe_runs_by_typed_name():
+    from experiments.reports.demo_report import DemoProbes, ProbeRun
+
+    rows = {
+        ProbeRun("positional", "whisper-base", site, condition=c): {"f1_s": i}
+        for i, (site, c) in enumerate((s, c) for s in ("layer.0", "encoder.final") for c in ("pretrained", "random init", "shuffled control"))
+    }
+    rows[ProbeRun("language", "whisper-tiny.en", "encoder.final", language="en")] = {"f1_s": 9}
+    rows[ProbeRun("attention", "whisper-base", "encoder.final")] = {"f1_macro": 1}
+    rows[ProbeRun("attention", "tiny-random-s2t", "post_adapter")] = {"f1_macro": 2}
+    probes = DemoProbes(rows)
+    assert probes.sites == ["layer.0", "encoder.final"]
+    assert probes.positional("encoder.final", "shuffled control") == {"f1_s": 5}
+    assert [(run.model, run.language) for run, _ in probes.by_language()] == [("whisper-tiny.en", "en")]
+    assert probes.attention("whisper-base", "encoder.final") == {"f1_macro": 1}
+    assert [(run.model, run.site, row) for run, row in probes.tiny_attention()] == [("tiny-random-s2t", "post_adapter", {"f1_macro": 2})]

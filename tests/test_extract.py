@@ -58,8 +58,12 @@ def test_every_layer_site_is_listed(family):
     sites = extractor.resolve_sites("all")
     layers = [s for s in sites if s.startswith("encoder.layer.")]
     assert layers == [f"encoder.layer.{i}" for i in range(LAYER_COUNTS[family])]
-    expected_extra = {"whisper": ["encoder.embed", "encoder.final"], "s2t": ["encoder.final"], "seamless": ["pre_adapter", "post_adapter"],
-                      "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"]}
+    expected_extra = {
+        "whisper": ["encoder.embed", "encoder.final"],
+        "s2t": ["encoder.final"],
+        "seamless": ["pre_adapter", "post_adapter"],
+        "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"],
+    }
     assert set(sites) - set(layers) == set(expected_extra[family])
     with pytest.raises(UnknownSiteError, match=f"valid sites: {sites[0]}"):
         extractor.resolve_sites(["encoder.layer.99"])
@@ -153,8 +157,18 @@ def _corpus(tmp_path, count=7):
         path = tmp_path / "audio" / f"u{index}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, _waves((seconds,), seed=index)[0], 16_000)
-        utterances.append(Utterance(id=f"u{index}", audio=str(path), language="en", text="x", gender="female" if index % 2 else "male",
-                                    speaker=f"s{index % 3}", split="train", dataset="t"))
+        utterances.append(
+            Utterance(
+                id=f"u{index}",
+                audio=str(path),
+                language="en",
+                text="x",
+                gender="female" if index % 2 else "male",
+                speaker=f"s{index % 3}",
+                split="train",
+                dataset="t",
+            )
+        )
     return utterances
 
 
@@ -224,8 +238,24 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
     utterances = _corpus(tmp_path, count=4)
     manifest = write_manifest(tmp_path / "m.jsonl", utterances)
     monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("seamless"))
-    assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "pre_adapter,post_adapter", "--out", str(tmp_path / "s"),
-                     "--quiet", "--storage-dtype", "float32"]) == 0
+    assert (
+        cli.main(
+            [
+                "--model",
+                "seamless",
+                "--manifest",
+                str(manifest),
+                "--sites",
+                "pre_adapter,post_adapter",
+                "--out",
+                str(tmp_path / "s"),
+                "--quiet",
+                "--storage-dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "nope", "--out", str(tmp_path / "x"), "--quiet"]) == 2
     reader = ShardReader(tmp_path / "s")
     assert reader.sites == ["pre_adapter", "post_adapter"]
@@ -240,8 +270,16 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
 
 def test_reader_bulk_access_matches_get_and_survives_pickling(tmp_path):
     utterances = _corpus(tmp_path, count=5)
-    run_extraction(tiny_extractor("whisper"), utterances, ["encoder.layer.0", "encoder.final"], tmp_path / "st", config={}, storage_dtype="float32",
-                   utterances_per_part=2, show_progress=False)
+    run_extraction(
+        tiny_extractor("whisper"),
+        utterances,
+        ["encoder.layer.0", "encoder.final"],
+        tmp_path / "st",
+        config={},
+        storage_dtype="float32",
+        utterances_per_part=2,
+        show_progress=False,
+    )
     reader = ShardReader(tmp_path / "st")
     assert len(reader.parts) == 3 and len(reader) == 5
     stacked, lengths = reader.leading("encoder.final", 40)
@@ -250,7 +288,7 @@ def test_reader_bulk_access_matches_get_and_survives_pickling(tmp_path):
         full = reader.get("encoder.final", utterance_id)
         assert lengths[row] == min(40, len(full))
         np.testing.assert_array_equal(stacked[row, : lengths[row]], full[:40])
-        assert not stacked[row, lengths[row]:].any()
+        assert not stacked[row, lengths[row] :].any()
         np.testing.assert_allclose(means[row], full.mean(axis=0), rtol=1e-5, atol=1e-6)
     clone = pickle.loads(pickle.dumps(reader))
     np.testing.assert_array_equal(clone.get("encoder.layer.0", "u3"), reader.get("encoder.layer.0", "u3"))

@@ -38,12 +38,15 @@ def test_out_that_is_a_file(tmp_path, capsys, no_model):
     assert error.startswith(f"error: --out {tmp_path / 'taken'} is a file; give a folder")
 
 
-@pytest.mark.parametrize("shards, expected", [
-    (["--shard-index", "3", "--num-shards", "3"], "--shard-index 3 is outside 0..2 for --num-shards 3"),
-    (["--shard-index", "-1", "--num-shards", "2"], "--shard-index -1 is outside 0..1"),
-    (["--num-shards", "0"], "--num-shards 0: must be at least 1"),
-    (["--utterances-per-part", "0"], "--utterances-per-part 0: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "shards, expected",
+    [
+        (["--shard-index", "3", "--num-shards", "3"], "--shard-index 3 is outside 0..2 for --num-shards 3"),
+        (["--shard-index", "-1", "--num-shards", "2"], "--shard-index -1 is outside 0..1"),
+        (["--num-shards", "0"], "--num-shards 0: must be at least 1"),
+        (["--utterances-per-part", "0"], "--utterances-per-part 0: must be at least 1"),
+    ],
+)
 def test_shards_out_of_range_before_the_model_loads(tmp_path, capsys, no_model, shards, expected):
     error = _error_of(["--model", "whisper", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s"), *shards], capsys)
     assert expected in error

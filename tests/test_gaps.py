@@ -217,8 +217,9 @@ def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualifi
     assert crossing.index("95 % CI") < crossing.index("E +3.00 (E on the resampled means (the paper's))") < crossing.index("p 1.74e-20")
     assert "pseudo-replicated; the interval crosses 0: trust the interval, not p" in crossing
     excluding = gap_summary(_entry(1.0, 8.0, 1.74e-20, estimate="full"), ("female", "male"))
-    assert excluding == ("E(female, male) 95 % CI +1.00 .. +8.00 (speaker bootstrap); E +3.00 (E on the full set); "
-                         "p 1.74e-20 (published resampling t-test, pseudo-replicated)")
+    assert excluding == (
+        "E(female, male) 95 % CI +1.00 .. +8.00 (speaker bootstrap); E +3.00 (E on the full set); p 1.74e-20 (published resampling t-test, pseudo-replicated)"
+    )
     large_p = gap_summary(_entry(-5.0, 8.0, 0.4), ("female", "male"))
     assert "trust the interval" not in large_p and "crosses 0" in large_p
     undefined = gap_summary(_entry(float("nan"), float("nan"), float("nan"), gap=float("inf")), ("female", "male"))
@@ -255,8 +256,9 @@ def test_scoring_options_reach_the_rates_and_are_recorded(tmp_path):
     ]
     hypotheses = _write_hypotheses(tmp_path / "h.jsonl", rows)
     assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "default.json"), "--iterations", "20"]) == 0
-    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "raw.json"), "--iterations", "20",
-                 "--normalizer", "none", "--cer-spaces", "keep"]) == 0
+    assert (
+        main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "raw.json"), "--iterations", "20", "--normalizer", "none", "--cer-spaces", "keep"]) == 0
+    )
     default = json.loads((tmp_path / "default.json").read_text())
     raw = json.loads((tmp_path / "raw.json").read_text())
     assert default["languages"]["yo"]["groups"]["female"]["error_rate"] == 0.0
@@ -265,3 +267,37 @@ def test_scoring_options_reach_the_rates_and_are_recorded(tmp_path):
     assert raw["languages"]["en"]["groups"]["female"]["error_rate"] == pytest.approx(200 / 3)
     assert default["languages"]["yo"]["scoring"]["cer_spaces"] == "drop" and raw["languages"]["yo"]["scoring"]["cer_spaces"] == "keep"
     assert raw["languages"]["en"]["scoring"]["normalizer"] == "none" and raw["settings"]["normalizer"] == "none"
+
+
+def test_the_speaker_interval_says_when_it_rests_on_too_few_speakers():
+    from experiments.reports.plots import gap_mark
+    from experiments.scoring.gaps import RELIABLE_SPEAKERS, gap_summary, score_language
+
+    def rows(speakers_per_group):
+        out = []
+        for gender, hypothesis in (("female", "red green"), ("male", "red green blue white black")):  # WER 50 vs 25
+            for s in range(speakers_per_group):
+                for u in range(2):
+                    out.append(
+                        {
+                            "id": f"{gender}{s}{u}",
+                            "reference": "red green blue white",
+                            "hypothesis": hypothesis,
+                            "gender": gender,
+                            "speaker": f"{gender}{s}",
+                            "language": "en",
+                        }
+                    )
+        return out
+
+    lone, _ = score_language(rows(1), "en", ("female", "male"), 20, 0)
+    assert lone["bootstrap"]["ci95"] == [None, None] and "one speaker" in lone["bootstrap"]["ci95_note"]
+    assert "[a group has one speaker" in gap_summary(lone, ("female", "male"))
+    few, _ = score_language(rows(2), "en", ("female", "male"), 20, 0)
+    assert few["bootstrap"]["speakers"] == {"female": 2, "male": 2} and "only 2 speakers" in few["bootstrap"]["ci95_note"]
+    assert few["bootstrap"]["ci95"] == [100.0, 100.0]
+    starred = {**few, "bootstrap": {**few["bootstrap"], "p_value": 1e-6}}
+    assert gap_mark(starred) == ""  # no star from an interval two speakers make
+    assert gap_mark({**starred, "bootstrap": {k: v for k, v in starred["bootstrap"].items() if k != "ci95_note"}}) == "**"
+    enough, _ = score_language(rows(RELIABLE_SPEAKERS), "en", ("female", "male"), 20, 0)
+    assert "ci95_note" not in enough["bootstrap"] and enough["bootstrap"]["ci95"][0] is not None

@@ -86,8 +86,7 @@ def test_speaker_bootstrap_of_error_rates_is_the_weighted_sum_of_speaker_counts(
     """The frame re-evaluates the metric on resampled records; for error rates that must equal the
     vectorised sum of per-speaker counts (the implementation it replaced), to the last bit."""
     rng = np.random.default_rng(11)
-    groups = [Group(rng.integers(0, 6, n), rng.integers(3, 12, n), rng.integers(0, speakers, n).astype(str))
-              for n, speakers in ((90, 13), (70, 9))]
+    groups = [Group(rng.integers(0, 6, n), rng.integers(3, 12, n), rng.integers(0, speakers, n).astype(str)) for n, speakers in ((90, 13), (70, 9))]
     draw = np.random.default_rng(5)
     rates = []
     for group in groups:

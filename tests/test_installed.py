@@ -28,17 +28,26 @@ def installed(tmp_path_factory):
         shutil.copy2(CHECKOUT / name, source / name)
     for package in ("extract", "probing", "experiments"):
         shutil.copytree(CHECKOUT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(root / "dist"), str(source)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(root / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (root / "dist").glob("*.whl")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(root / "site"), str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(root / "site"), str(wheel)], check=True, capture_output=True
+    )
     return root, wheel
 
 
 def _run_installed(root: Path, code: str) -> dict:
     """Run ``code`` with the installed copy first on the path and the venv's dependencies after it."""
     env = {k: v for k, v in os.environ.items() if k not in ("SPEECH_GENDER_CACHE", "PYTHONPATH")}
-    env |= {"PYTHONPATH": os.pathsep.join([str(root / "site"), sysconfig.get_paths()["purelib"]]), "XDG_CACHE_HOME": str(root / "user-cache"), "PYTHONNOUSERSITE": "1"}
+    env |= {
+        "PYTHONPATH": os.pathsep.join([str(root / "site"), sysconfig.get_paths()["purelib"]]),
+        "XDG_CACHE_HOME": str(root / "user-cache"),
+        "PYTHONNOUSERSITE": "1",
+    }
     result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -46,9 +55,12 @@ def _run_installed(root: Path, code: str) -> dict:
 @pytest.mark.slow
 def test_an_installed_package_keeps_its_cache_out_of_site_packages(installed):
     root, wheel = installed
-    seen = _run_installed(root, "import json, extract.paths as p, extract.provenance as v; "
-                                "print(json.dumps({'module': p.__file__, 'checkout': str(p.source_checkout()), "
-                                "'cache': str(p.cache_dir()), 'commit': v.git_commit()}))")
+    seen = _run_installed(
+        root,
+        "import json, extract.paths as p, extract.provenance as v; "
+        "print(json.dumps({'module': p.__file__, 'checkout': str(p.source_checkout()), "
+        "'cache': str(p.cache_dir()), 'commit': v.git_commit()}))",
+    )
     assert Path(seen["module"]).is_relative_to(root / "site")  # the installed copy, not the checkout
     assert seen["checkout"] == "None" and seen["commit"] == "unknown"
     assert Path(seen["cache"]) == root / "user-cache" / "speech-gender-probing"

@@ -36,11 +36,14 @@ def test_empty_hypothesis_finds_nothing_and_accuracy_is_zero():
 
 
 def test_scores_by_hand_with_moses_tokenization(tmp_path):
-    definition = _definition(tmp_path, [
-        ["it-1", "en-it", "1", "I was tired.", "Ero stanca.", "Ero stanco.", "A", "She", "1F", "A", "stanca stanco"],
-        ["it-2", "en-it", "2", "I was born there.", "Sono nato lì.", "Sono nata lì.", "B", "He", "1M", "A", "nato nata;solo sola"],
-        ["it-3", "en-it", "3", "I am the only one.", "Sono l'unica.", "Sono l'unico.", "C", "She", "1F", "A", "Unica unico"],
-    ])
+    definition = _definition(
+        tmp_path,
+        [
+            ["it-1", "en-it", "1", "I was tired.", "Ero stanca.", "Ero stanco.", "A", "She", "1F", "A", "stanca stanco"],
+            ["it-2", "en-it", "2", "I was born there.", "Sono nato lì.", "Sono nata lì.", "B", "He", "1M", "A", "nato nata;solo sola"],
+            ["it-3", "en-it", "3", "I am the only one.", "Sono l'unica.", "Sono l'unico.", "C", "She", "1F", "A", "Unica unico"],
+        ],
+    )
     hypotheses = ["Ero stanca.", "Sono nata lì, da solo.", "Sono l'unico."]
     result = score(read_definition(definition), hypotheses, "it")
     # 1F: terms 2 (stanca, unica); found 2; correct 1 (stanca), wrong 1 (unico) -> coverage 100, accuracy 50
@@ -69,19 +72,25 @@ def test_malformed_genderterms(tmp_path):
 
 
 def test_transcribe_rows_are_matched_by_id_and_each_sentence_gets_a_translation_gender(tmp_path, capsys):
-    definition = _definition(tmp_path, [
-        ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
-        ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "1M", "A", "nato nata;solo sola"],
-        ["it-3", "en-it", "3", "x", "y", "z", "C", "She", "1F", "A", "unica unico"],
-        ["it-4", "en-it", "4", "x", "y", "z", "D", "He", "1M", "A", "stanco stanca"],
-    ])
+    definition = _definition(
+        tmp_path,
+        [
+            ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
+            ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "1M", "A", "nato nata;solo sola"],
+            ["it-3", "en-it", "3", "x", "y", "z", "C", "She", "1F", "A", "unica unico"],
+            ["it-4", "en-it", "4", "x", "y", "z", "D", "He", "1M", "A", "stanco stanca"],
+        ],
+    )
     rows = [("it-3", "Sono l'unico."), ("it-1", "Ero stanca."), ("it-4", "Boh."), ("it-2", "Sono nata lì, da solo.")]
     hypotheses = tmp_path / "hyps.jsonl"
     hypotheses.write_text("".join(json.dumps({"id": i, "hypothesis": h}) + "\n" for i, h in rows), encoding="utf-8")
     assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json"), "--tgt-lang", "it"]) == 0
     sentences = [json.loads(line) for line in (tmp_path / "o.sentences.jsonl").read_text().splitlines()]
     assert [(s["id"], s["translation_gender"]) for s in sentences] == [
-        ("it-1", "feminine"), ("it-2", "mixed"), ("it-3", "masculine"), ("it-4", "none"),
+        ("it-1", "feminine"),
+        ("it-2", "mixed"),
+        ("it-3", "masculine"),
+        ("it-4", "none"),
     ]
     hypotheses.write_text(json.dumps({"id": "it-1", "hypothesis": "Ero stanca."}) + "\n", encoding="utf-8")
     assert main(["--definition", str(definition), "--hypotheses", str(hypotheses), "--out", str(tmp_path / "o.json")]) == 2
@@ -107,8 +116,10 @@ def test_category_1_pools_1F_and_1M_by_hand():
     # correct stanca, solo = 2; wrong nata = 1 -> coverage 3/4 = 75 %, accuracy 2/3 = 66.67 %
     assert result["category_1"] == pytest.approx({"terms": 4, "found": 3, "correct": 2, "wrong": 1, "coverage": 75.0, "accuracy": 200 / 3})
     # category 2 = c + d: terms 1 + 2 = 3; found bravo, ricco = 2; correct ricco = 1; wrong bravo = 1
-    assert result["category_numbers"] == {"1": result["category_1"], "2": pytest.approx(
-        {"terms": 3, "found": 2, "correct": 1, "wrong": 1, "coverage": 200 / 3, "accuracy": 50.0})}
+    assert result["category_numbers"] == {
+        "1": result["category_1"],
+        "2": pytest.approx({"terms": 3, "found": 2, "correct": 1, "wrong": 1, "coverage": 200 / 3, "accuracy": 50.0}),
+    }
     assert set(result["categories"]) == {"1F", "1M", "2F", "2M"}
     assert result["categories"]["1F"] == {"terms": 2, "found": 1, "correct": 1, "wrong": 0, "coverage": 50.0, "accuracy": 100.0}
     assert result["global"] == pytest.approx({"terms": 7, "found": 5, "correct": 3, "wrong": 2, "coverage": 500 / 7, "accuracy": 60.0})
@@ -126,10 +137,13 @@ def test_category_number(name, number):
 
 
 def _rows_definition(tmp_path):
-    return _definition(tmp_path, [
-        ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
-        ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "2M", "A", "nato nata"],
-    ])
+    return _definition(
+        tmp_path,
+        [
+            ["it-1", "en-it", "1", "x", "y", "z", "A", "She", "1F", "A", "stanca stanco"],
+            ["it-2", "en-it", "2", "x", "y", "z", "B", "He", "2M", "A", "nato nata"],
+        ],
+    )
 
 
 def _run(tmp_path, definition, hypotheses_name, content):
@@ -158,8 +172,11 @@ def _jsonl(*rows):
     "name, content, message",
     [
         # the duplicate that used to win silently (global accuracy 100 -> 50 here)
-        ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": "stanca"}, {"id": "it-2", "hypothesis": "nato"}, {"id": "it-1", "hypothesis": "stanco"}),
-         "h.jsonl:3: duplicate id 'it-1', first on {dir}/h.jsonl:1"),
+        (
+            "h.jsonl",
+            _jsonl({"id": "it-1", "hypothesis": "stanca"}, {"id": "it-2", "hypothesis": "nato"}, {"id": "it-1", "hypothesis": "stanco"}),
+            "h.jsonl:3: duplicate id 'it-1', first on {dir}/h.jsonl:1",
+        ),
         ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": None}, {"id": "it-2", "hypothesis": "nato"}), "h.jsonl:1: hypothesis must be a string, got null"),
         ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": 5}, {"id": "it-2", "hypothesis": "nato"}), "h.jsonl:1: hypothesis must be a string, got int 5"),
         ("h.jsonl", _jsonl({"id": "it-1", "hypothesis": "x"}, {"id": "it-2", "text": "nato"}), "h.jsonl:2: missing key(s) hypothesis"),
@@ -198,8 +215,19 @@ def test_hypotheses_the_definition_lacks_are_counted_not_scored(tmp_path, capsys
 
 
 def _release_row(identifier, gender, category, terms):
-    return {"ID": identifier, "LANG": "en-it", "TALK": "7", "SRC": "I was tired.", "REF": "Ero stanca.", "WRONG-REF": "Ero stanco.",
-            "SPEAKER": "Ann", "GENDER": gender, "CATEGORY": category, "TEXT-CATEGORY": "A", "GENDERTERMS": terms}
+    return {
+        "ID": identifier,
+        "LANG": "en-it",
+        "TALK": "7",
+        "SRC": "I was tired.",
+        "REF": "Ero stanca.",
+        "WRONG-REF": "Ero stanco.",
+        "SPEAKER": "Ann",
+        "GENDER": gender,
+        "CATEGORY": category,
+        "TEXT-CATEGORY": "A",
+        "GENDERTERMS": terms,
+    }
 
 
 def test_written_definition_is_read_back_by_the_scorer_and_the_corpus_recipe(tmp_path, tone):
@@ -210,20 +238,23 @@ def test_written_definition_is_read_back_by_the_scorer_and_the_corpus_recipe(tmp
     path = write_definition(tmp_path / "ms/def.tsv", [_release_row("it-1", "She", "1F", terms), _release_row("it-2", "He", "2M", "ricco ricca")])
     assert path.read_text(encoding="utf-8") == HEADER + (
         "it-1\ten-it\t7\tI was tired.\tEro stanca.\tEro stanco.\tAnn\tShe\t1F\tA\tstanca stanco;sola solo\n"
-        "it-2\ten-it\t7\tI was tired.\tEro stanca.\tEro stanco.\tAnn\tHe\t2M\tA\tricco ricca\n")
-    assert read_definition(path) == [Entry("1F", "She", (("stanca", "stanco"), ("sola", "solo")), "it-1"),
-                                     Entry("2M", "He", (("ricco", "ricca"),), "it-2")]
+        "it-2\ten-it\t7\tI was tired.\tEro stanca.\tEro stanco.\tAnn\tHe\t2M\tA\tricco ricca\n"
+    )
+    assert read_definition(path) == [Entry("1F", "She", (("stanca", "stanco"), ("sola", "solo")), "it-1"), Entry("2M", "He", (("ricco", "ricca"),), "it-2")]
     tone("ms/wav/it-1.wav")
     result = must_she(path)
     assert [u.id for u in result.utterances] == ["it-1"] and [m.id for m in result.missing_audio] == ["it-2"]
     assert result.utterances[0].gender == "female" and result.utterances[0].extra["genderterms"] == terms
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"GENDERTERMS": "stanca"}, "MuST-SHE row 1: GENDERTERMS entry 'stanca' is not a 'correct wrong' pair"),
-    ({"SRC": "I was\ttired."}, "MuST-SHE row 1: SRC hold(s) a tab or line break"),
-    ({"REF": "Ero\nstanca."}, "MuST-SHE row 1: REF hold(s) a tab or line break"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"GENDERTERMS": "stanca"}, "MuST-SHE row 1: GENDERTERMS entry 'stanca' is not a 'correct wrong' pair"),
+        ({"SRC": "I was\ttired."}, "MuST-SHE row 1: SRC hold(s) a tab or line break"),
+        ({"REF": "Ero\nstanca."}, "MuST-SHE row 1: REF hold(s) a tab or line break"),
+    ],
+)
 def test_writer_refuses_what_the_format_cannot_hold(tmp_path, change, message):
     from extract.corpora.must_she import write_definition
 

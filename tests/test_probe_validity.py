@@ -23,8 +23,11 @@ def write_rows(folder, rows, dim=4, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
     with PartWriter(folder / "part-00000.h5", {SITE: dim}, "float32", {"model_id": "synthetic", "config": "{}", "skipped": "[]"}) as writer:
         for utterance_id, gender, speaker, split in rows:
-            writer.add(utterance_id, {SITE: rng.standard_normal((5, dim)).astype(np.float32)},
-                       {"gender": gender, "speaker": speaker, "split": split, "language": "en", "dataset": "synthetic", "duration": 0.1})
+            writer.add(
+                utterance_id,
+                {SITE: rng.standard_normal((5, dim)).astype(np.float32)},
+                {"gender": gender, "speaker": speaker, "split": split, "language": "en", "dataset": "synthetic", "duration": 0.1},
+            )
     return folder
 
 
@@ -83,8 +86,14 @@ class FixedProbabilities:
 
 
 def test_applied_scores_by_hand(tmp_path):
-    rows = [("f1", "female", "a", ""), ("f2", "female", "b", ""), ("m1", "male", "c", ""), ("m2", "male", "d", ""),
-            ("o1", "other", "e", ""), ("u1", "", "f", "")]
+    rows = [
+        ("f1", "female", "a", ""),
+        ("f2", "female", "b", ""),
+        ("m1", "male", "c", ""),
+        ("m2", "male", "d", ""),
+        ("o1", "other", "e", ""),
+        ("u1", "", "f", ""),
+    ]
     store = write_rows(tmp_path / "applied", rows)
     config = ProbeConfig(store="unused", site=SITE, probe="attention", apply_to=str(store))
     # predictions 1, 0, 0, 0 on the labelled four: male F1 = 2*2/(4+1) = 0.8, female F1 = 2*1/(2+0+1) = 2/3
@@ -145,8 +154,22 @@ def test_shared_speakers_are_recorded_in_the_row_when_allowed(tmp_path):
 def test_apply_to_store_sharing_training_speakers_is_an_error(tmp_path, capsys):
     train = write_rows(tmp_path / "train", _manifest_rows())
     applied = write_rows(tmp_path / "applied", [("x1", "female", "female-1", ""), ("x2", "male", "someone-else", "")])
-    common = ["--store", train, "--site", SITE, "--probe", "attention", "--apply-to", applied, "--out", tmp_path / "r.jsonl",
-              "--max-epochs", "2", "--lr", "1e-2"]
+    common = [
+        "--store",
+        train,
+        "--site",
+        SITE,
+        "--probe",
+        "attention",
+        "--apply-to",
+        applied,
+        "--out",
+        tmp_path / "r.jsonl",
+        "--max-epochs",
+        "2",
+        "--lr",
+        "1e-2",
+    ]
     status, err = run_cli(common, capsys)
     assert_one_error_line(status, err, "the apply_to store", "female-1", "--allow-shared-speakers")
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()
@@ -193,13 +216,19 @@ def test_store_identity_ignores_reading_and_tracks_parts(tmp_path):
 # --- issue 11 item 5: grid files are validated ------------------------------------------------------
 
 
-@pytest.mark.parametrize("line, fragments", [
-    ("control: [shuffled]", ["unknown key 'control'", "did you mean 'controls'?"]),
-    ("seed: [1]", ["unknown key 'seed'", "did you mean 'seeds'?"]),
-    ("mdl: true", ["unknown key 'mdl'", "options: {mdl: ...}"]),
-    ("options: {positons: 10}", ["options: unknown key 'positons'", "did you mean 'positions'?"]),
-    ("seeds: 3", ["'seeds' is a non-empty list"]),
-])
+@pytest.mark.parametrize(
+    "line, fragments",
+    [
+        ("control: [shuffled]", ["unknown key 'control'", "did you mean 'controls'?"]),
+        ("seed: [1]", ["unknown key 'seed'", "did you mean 'seeds'?"]),
+        ("mdl: true", ["unknown key 'mdl'", "options: {mdl: ...}"]),
+        ("options: {positons: 10}", ["options: unknown key 'positons'", "did you mean 'positions'?"]),
+        ("seeds: 3", ["'seeds' is a non-empty list"]),
+        ('options: {mdl: "false"}', ["options: mdl is bool, got 'false' (str)", "mdl: true"]),
+        ('options: {positions: "10"}', ["options: positions is int, got '10' (str)"]),
+        ("options: {c: true}", ["options: c is float, got True (bool)"]),
+    ],
+)
 def test_grid_typos_are_errors_with_the_nearest_name(tmp_path, capsys, line, fragments):
     store = write_store(tmp_path / "s", speakers_per_gender=2, utterances_per_speaker=2)
     grid = tmp_path / "grid.yaml"
@@ -245,8 +274,7 @@ def test_probes_on_a_store_holding_nan_fail_naming_store_site_and_utterance(tmp_
     bad_id = ShardReader(store).ids[0]  # female-0-0: a training utterance (manifest split, classes already balanced)
     with h5py.File(store / "part-00000.h5", "r+") as handle:
         handle[f"sites/{SITE}/data"][1, 2] = np.nan  # inside the first utterance
-    status, err = run_cli(["--store", store, "--site", SITE, "--probe", probe, "--out", tmp_path / "r.jsonl",
-                           "--max-epochs", "2", "--positions", "10"], capsys)
+    status, err = run_cli(["--store", store, "--site", SITE, "--probe", probe, "--out", tmp_path / "r.jsonl", "--max-epochs", "2", "--positions", "10"], capsys)
     assert_one_error_line(status, err, str(store), SITE, bad_id)
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()
 
@@ -270,8 +298,12 @@ def write_padded_store(folder, stored=60, speech=(10, 21), speakers_per_gender=6
                     lengths[utterance_id] = int(rng.integers(*speech))
                     states = rng.standard_normal((stored, dim)).astype(np.float32)
                     states[: lengths[utterance_id], 0] += sign * 3.0
-                    writer.add(utterance_id, {SITE: states}, {"gender": gender, "speaker": f"{gender}-{s}", "split": split, "language": "en",
-                                                              "dataset": "synthetic", "duration": 30.0}, valid_frames={SITE: lengths[utterance_id]})
+                    writer.add(
+                        utterance_id,
+                        {SITE: states},
+                        {"gender": gender, "speaker": f"{gender}-{s}", "split": split, "language": "en", "dataset": "synthetic", "duration": 30.0},
+                        valid_frames={SITE: lengths[utterance_id]},
+                    )
     return folder, lengths
 
 

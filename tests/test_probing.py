@@ -81,7 +81,9 @@ def test_mdl_blocks_snap_to_speakers_and_bits_add_up():
     assert ends[-1] == 10 and all(speakers[order][e - 1] != speakers[order][e] for e in ends[:-1])
     labels = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1])
     # a "probe" that always says P(class 1) = 0.75: every coded example costs -log2(0.75) or -log2(0.25)
-    code = online_code(labels, np.ones((10, 1), bool), speakers, fit=lambda idx: None, probabilities=lambda m, idx: np.full(len(idx), 0.75), seed=0, fractions=(40.0, 100.0))
+    code = online_code(
+        labels, np.ones((10, 1), bool), speakers, fit=lambda idx: None, probabilities=lambda m, idx: np.full(len(idx), 0.75), seed=0, fractions=(40.0, 100.0)
+    )
     first = code.block_ends[0]
     ordered = labels[speaker_order(speakers, 0)]
     expected = first * 1.0
@@ -218,8 +220,9 @@ def test_results_round_trip_keeps_the_latest_row_and_ragged_attention(tmp_path):
     out = tmp_path / "sub" / "r.jsonl"
     out.parent.mkdir()
     weights = [np.array([0.25, 0.75]), np.array([1.0]), np.array([0.5, 0.25, 0.25])]
-    save_result(_result("a", 60.0, {"ids": ["u1", "u2", "u3"], "weights": weights, "probabilities": [0.9, 0.2, 0.6]},
-                        test_f1_macro=np.array([50.0, 70.0])), out)
+    save_result(
+        _result("a", 60.0, {"ids": ["u1", "u2", "u3"], "weights": weights, "probabilities": [0.9, 0.2, 0.6]}, test_f1_macro=np.array([50.0, 70.0])), out
+    )
     save_result(_result("b", 55.0), out)
     save_result(_result("a", 61.0), out)  # recomputed: the later row is the one readers get
     assert len(out.read_text().splitlines()) == 3
@@ -238,8 +241,17 @@ def test_predictions_come_from_the_applied_store_where_there_is_one(tmp_path):
     attention = {"ids": ["t1", "t2"], "weights": [np.ones(2) / 2, np.ones(1)], "probabilities": [0.7, 0.5]}
     save_result(_result("test-only", 50.0, attention, test_f1_macro=np.zeros(1)), out)
     assert load_predictions(out, "test-only") == {"t1": "female", "t2": "male"}  # 0.5 is not above 0.5: class 0
-    save_result(_result("applied", 50.0, attention, applied_ids=np.array(["m1", "m2"]), applied_probabilities=np.array([0.1, 0.8]),
-                        applied_class_names=np.array(["male", "other"])), out)
+    save_result(
+        _result(
+            "applied",
+            50.0,
+            attention,
+            applied_ids=np.array(["m1", "m2"]),
+            applied_probabilities=np.array([0.1, 0.8]),
+            applied_class_names=np.array(["male", "other"]),
+        ),
+        out,
+    )
     assert load_predictions(out, "applied") == {"m1": "male", "m2": "other"}
 
 

@@ -18,7 +18,7 @@ def clear_english_speech():
     """A clear English sentence from the Kokoro voice used in the demo corpus, at 16 kHz."""
     import soxr
 
-    from experiments.democorpus import kokoro
+    from experiments.recipes.democorpus import kokoro
 
     audio, rate = kokoro.synthesize(SENTENCE, "jf_alpha", "en-us")
     return soxr.resample(audio, rate, 16_000).astype(np.float32)
@@ -86,8 +86,10 @@ def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_
     from extract.manifest import Utterance, write_manifest
 
     soundfile.write(tmp_path / "a.wav", clear_english_speech, 16_000)
-    records = [Utterance(id=name, audio="a.wav", language="en", text=SENTENCE, gender=gender, speaker=name, split="test")
-               for name, gender in (("a", "female"), ("b", "male"))]
+    records = [
+        Utterance(id=name, audio="a.wav", language="en", text=SENTENCE, gender=gender, speaker=name, split="test")
+        for name, gender in (("a", "female"), ("b", "male"))
+    ]
     manifest = write_manifest(tmp_path / "m.jsonl", records)
     out = tmp_path / "hyps.jsonl"
     arguments = ["--model", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--task", "asr", "--out", str(out), "--quiet"]
@@ -102,4 +104,4 @@ def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_
     assert len(out.read_text().splitlines()) == 2
     assert main(arguments + ["--num-beams", "5"]) == 2
     error = capsys.readouterr().err
-    assert "other settings than this run (decoding: " in error and len(error.strip().splitlines()) == 1
+    assert "decoding.overrides.num_beams: None vs 5" in error and len(error.strip().splitlines()) == 1

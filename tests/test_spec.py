@@ -92,8 +92,18 @@ def test_transcribe_names_a_checkpoint_that_cannot_be_loaded_in_one_line(tmp_pat
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
     monkeypatch.setattr(cli, "load_generator", offline)
-    argv = ["--model", "whisper", "--checkpoint", "someone/whisper-x", "--task", "asr", "--manifest", str(_manifest(tmp_path)),
-            "--out", str(tmp_path / "h.jsonl")]
+    argv = [
+        "--model",
+        "whisper",
+        "--checkpoint",
+        "someone/whisper-x",
+        "--task",
+        "asr",
+        "--manifest",
+        str(_manifest(tmp_path)),
+        "--out",
+        str(tmp_path / "h.jsonl"),
+    ]
     error = _one_line_exit_2(cli.main, argv, capsys)
     assert error == "error: cannot load --checkpoint someone/whisper-x: We couldn't connect to 'https://huggingface.co' to load the files."
 
@@ -114,3 +124,38 @@ def test_bundled_weights_of_a_family_without_them_is_one_line(tmp_path, capsys, 
     cli = importlib.import_module(f"experiments.{cli_name}")
     argv = ["--model", "s2t", "--checkpoint", "bundled-base", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
     assert _one_line_exit_2(cli.main, argv, capsys) == "error: bundled weights exist only for whisper"
+
+
+def test_a_local_folder_without_tokenizer_files_is_one_line(tmp_path, capsys):
+    """Real loading, no stand-in: a folder with the model but no tokenizer files used to end in a
+    TypeError traceback inside transformers."""
+    from experiments import transcribe as cli
+
+    folder = tmp_path / "no-tokenizer"
+    tiny = tiny_extractor("whisper")
+    tiny.model.save_pretrained(folder)
+    tiny.processor.save_pretrained(folder)  # a feature extractor only: no tokenizer files
+    argv = [
+        "--model",
+        "whisper",
+        "--checkpoint",
+        str(folder),
+        "--task",
+        "asr",
+        "--manifest",
+        str(_manifest(tmp_path)),
+        "--out",
+        str(tmp_path / "h.jsonl"),
+        "--device",
+        "cpu",
+    ]
+    error = _one_line_exit_2(cli.main, argv, capsys)
+    assert error.startswith(f"error: cannot load --checkpoint {folder} (") and "complete transformers checkpoint" in error
+
+
+def test_transcribe_refuses_a_folder_as_out_before_loading(tmp_path, capsys):
+    from experiments import transcribe as cli
+
+    argv = ["--model", "whisper", "--checkpoint", "nobody/never-loaded", "--task", "asr", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"error: --out {tmp_path} is a folder; give the path of the hypotheses JSONL file"

@@ -7,7 +7,13 @@ from experiments.scoring.translation_quality import bleu_chrf, evaluate, referen
 from experiments.st_quality import main
 
 ROWS = [
-    {"id": "a", "source": "I was very tired last night.", "reference": "Ero molto stanca ieri sera.", "hypothesis": "Ero molto stanca ieri sera.", "gender": "female"},
+    {
+        "id": "a",
+        "source": "I was very tired last night.",
+        "reference": "Ero molto stanca ieri sera.",
+        "hypothesis": "Ero molto stanca ieri sera.",
+        "gender": "female",
+    },
     {"id": "b", "source": "I was born there in 1990.", "reference": "Sono nato lì nel 1990.", "hypothesis": "Sono nata lì nel 1990.", "gender": "male"},
 ]
 

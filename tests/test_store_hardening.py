@@ -32,15 +32,18 @@ WHISPER_FRAMES_PER_SECOND = 50.0
 
 def _padded_whisper_like_part(path, samples_per_utterance, frames=1500, dim=4, with_valid=True, keep_padding=True):
     """A part as a ``--keep-padding`` Whisper run writes it: every utterance stored with ``frames`` frames."""
-    attributes = {"model_id": "synthetic", "skipped": "[]", "frame_rates": {SITE: WHISPER_FRAMES_PER_SECOND},
-                  "config": {"keep_padding": keep_padding}}
+    attributes = {"model_id": "synthetic", "skipped": "[]", "frame_rates": {SITE: WHISPER_FRAMES_PER_SECOND}, "config": {"keep_padding": keep_padding}}
     rng = np.random.default_rng(0)
     with PartWriter(path, {SITE: dim}, "float32", attributes) as writer:
         for index, samples in enumerate(samples_per_utterance):
             speech = math.ceil(samples / 320)
             valid = {SITE: speech} if with_valid else None
-            writer.add(f"u{index}", {SITE: rng.standard_normal((frames, dim)).astype(np.float32)},
-                       {"gender": "female", "duration": samples / 16_000}, valid_frames=valid)
+            writer.add(
+                f"u{index}",
+                {SITE: rng.standard_normal((frames, dim)).astype(np.float32)},
+                {"gender": "female", "duration": samples / 16_000},
+                valid_frames=valid,
+            )
     if not with_valid:  # a part written before ``valid`` existed
         with h5py.File(path, "a") as handle:
             del handle[f"sites/{SITE}/valid"]
@@ -89,8 +92,18 @@ def _corpus(tmp_path, seconds=(0.5, 1.13, 0.77, 1.5)):
         path = tmp_path / "audio" / f"u{index}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, (0.1 * rng.standard_normal(int(length * 16_000))).astype(np.float32), 16_000)
-        utterances.append(Utterance(id=f"u{index}", audio=str(path), language="en", text="x", gender="female" if index % 2 else "male",
-                                    speaker=f"s{index}", split="train", dataset="t"))
+        utterances.append(
+            Utterance(
+                id=f"u{index}",
+                audio=str(path),
+                language="en",
+                text="x",
+                gender="female" if index % 2 else "male",
+                speaker=f"s{index}",
+                split="train",
+                dataset="t",
+            )
+        )
     return utterances
 
 
@@ -147,16 +160,19 @@ print(json.dumps({"written": report.written, "resumed": report.resumed}))
 
 
 def _start_writer(tmp_path, manifest, out, name, wait_for=""):
-
     started, ready = tmp_path / f"{name}.started", tmp_path / f"{name}.ready"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    process = subprocess.Popen([sys.executable, "-c", WRITER, str(manifest), str(out), str(started), str(ready), str(wait_for)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(manifest), str(out), str(started), str(ready), str(wait_for)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     return process, started
 
 
 def _wait_for(path, process, timeout=120.0):
-
     deadline = time.time() + timeout
     while not path.exists():
         assert process.poll() is None, process.communicate()
@@ -165,7 +181,6 @@ def _wait_for(path, process, timeout=120.0):
 
 
 def test_two_processes_writing_one_store_lose_nothing(tmp_path):
-
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
     manifest = write_manifest(tmp_path / "m.jsonl", utterances)
     out = tmp_path / "store"
@@ -178,8 +193,17 @@ def test_two_processes_writing_one_store_lose_nothing(tmp_path):
     assert json.loads(first_out)["written"] == len(utterances)
     reader = ShardReader(out)
     assert sorted(reader.ids) == sorted(u.id for u in utterances)
-    reference = run_extraction(tiny_extractor("whisper"), utterances, ["encoder.layer.0", "encoder.final"], tmp_path / "alone",
-                               config={"test": 1}, storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10, show_progress=False)
+    reference = run_extraction(
+        tiny_extractor("whisper"),
+        utterances,
+        ["encoder.layer.0", "encoder.final"],
+        tmp_path / "alone",
+        config={"test": 1},
+        storage_dtype="float32",
+        batch_seconds=1.0,
+        utterances_per_part=10,
+        show_progress=False,
+    )
     alone = ShardReader(tmp_path / "alone")
     assert reference.written == len(utterances)
     for site in reader.sites:
@@ -193,14 +217,12 @@ def test_two_processes_writing_one_store_lose_nothing(tmp_path):
 
 
 def _dead_pid():
-
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
 
 
 def test_a_stale_claim_is_reported_and_left_alone(tmp_path):
-
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6))
     out = tmp_path / "store"
     out.mkdir()
@@ -268,8 +290,8 @@ def test_a_complete_part_carries_a_verifiable_checksum(tmp_path):
 
 # --- one configuration per store -------------------------------------------------------------------
 
-def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_reader(tmp_path):
 
+def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_reader(tmp_path):
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7))
     extractor = tiny_extractor("whisper")
     trained = {"random_init": False, "num_shards": 3}
@@ -280,8 +302,9 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
     with pytest.raises(StoreError, match="random_init: False vs True"):
         run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "random_init": True}, num_shards=3, show_progress=False)
     assert len(list((tmp_path / "store").glob("*.h5"))) == 3
-    run_extraction(extractor, utterances, [SITE], tmp_path / "random", config={**trained, "random_init": True}, num_shards=3, shard_index=1,
-                   show_progress=False)
+    run_extraction(
+        extractor, utterances, [SITE], tmp_path / "random", config={**trained, "random_init": True}, num_shards=3, shard_index=1, show_progress=False
+    )
     stray = tmp_path / "store" / "shard0001of0003-part00000.h5"
     stray.unlink()
     shutil.copy(tmp_path / "random" / "shard0001of0003-part00000.h5", stray)
@@ -290,6 +313,7 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
 
 
 # --- finiteness ------------------------------------------------------------------------------------
+
 
 def test_float16_overflow_is_refused_after_the_cast(tmp_path):
     states = np.ones((5, 2), np.float32)
@@ -306,7 +330,6 @@ def test_float16_overflow_is_refused_after_the_cast(tmp_path):
 
 
 def test_the_extraction_cli_stops_on_float16_overflow(tmp_path, monkeypatch, capsys):
-
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6)))
     extractor = tiny_extractor("whisper")
     with torch.no_grad():
@@ -340,8 +363,8 @@ def test_readers_reject_non_finite_features_naming_part_site_and_utterance(tmp_p
 
 # --- a full disk -----------------------------------------------------------------------------------
 
-def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypatch, capsys):
 
+def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypatch, capsys):
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7)))
     monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper"))
     real_append, calls = PartWriter._append, {"n": 0}
@@ -366,7 +389,6 @@ def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypat
 
 
 def test_disk_full_is_recognised_as_python_and_hdf5_report_it():
-
     assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert is_disk_full(OSError("Can't write data (file write failed: ..., errno = 28, error message = 'No space left on device')"))
     assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
@@ -397,11 +419,23 @@ sys.exit(cli.main(sys.argv[2:]))
 
 
 def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
-
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7, 0.8)))
     out = tmp_path / "s"
-    argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2",
-            "--batch-seconds", "1"]
+    argv = [
+        "--model",
+        "whisper",
+        "--manifest",
+        str(manifest),
+        "--sites",
+        SITE,
+        "--out",
+        str(out),
+        "--quiet",
+        "--utterances-per-part",
+        "2",
+        "--batch-seconds",
+        "1",
+    ]
     started = tmp_path / "started"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen([sys.executable, "-c", TERMINATED_CLI, str(started), *argv], stderr=subprocess.PIPE, text=True, env=env)

@@ -73,8 +73,14 @@ def test_seamless_passes_its_three_letter_target_code():
 def _multilingual_tiny_whisper():
     extractor = tiny_extractor("whisper")
     extractor.model.generation_config = GenerationConfig(
-        decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=True, max_length=64,
-        lang_to_id={"<|en|>": 10, "<|es|>": 11}, task_to_id={"transcribe": 12, "translate": 13}, no_timestamps_token_id=14,
+        decoder_start_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        is_multilingual=True,
+        max_length=64,
+        lang_to_id={"<|en|>": 10, "<|es|>": 11},
+        task_to_id={"transcribe": 12, "translate": 13},
+        no_timestamps_token_id=14,
     )
     return extractor
 
@@ -116,11 +122,23 @@ def _tiny_nllb():
     from transformers import M2M100Config, M2M100ForConditionalGeneration
 
     torch.manual_seed(0)
-    return M2M100ForConditionalGeneration(M2M100Config(
-        vocab_size=64, d_model=24, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2,
-    ))
+    return M2M100ForConditionalGeneration(
+        M2M100Config(
+            vocab_size=64,
+            d_model=24,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            max_position_embeddings=64,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+        )
+    )
 
 
 def test_zeroswot_feeds_compressed_embeddings_to_the_decoder_with_the_flores_code():
@@ -166,8 +184,15 @@ def test_a_translation_without_target_is_refused():
 
 def _utterances(tone, count=5, translation=None):
     return [
-        Utterance(id=f"u{i}", audio=str(tone(f"u{i}.wav", seconds=0.5 + 0.2 * i)), language="en", text=f"text {i}",
-                  gender="female" if i % 2 else "male", speaker=f"s{i % 3}", translation=translation)
+        Utterance(
+            id=f"u{i}",
+            audio=str(tone(f"u{i}.wav", seconds=0.5 + 0.2 * i)),
+            language="en",
+            text=f"text {i}",
+            gender="female" if i % 2 else "male",
+            speaker=f"s{i % 3}",
+            translation=translation,
+        )
         for i in range(count)
     ]
 
@@ -182,8 +207,18 @@ def test_transcribe_writes_rows_and_a_rerun_skips_finished_ids(tmp_path, tone):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == [f"u{i}" for i in range(5)]
     first = next(r for r in rows if r["id"] == "u1")
-    assert first == {"id": "u1", "reference": "texto", "hypothesis": first["hypothesis"], "gender": "female", "speaker": "s1",
-                     "language": "en", "model": "tiny", "task": "st", "tgt_lang": "es", "source": "text 1"}
+    assert first == {
+        "id": "u1",
+        "reference": "texto",
+        "hypothesis": first["hypothesis"],
+        "gender": "female",
+        "speaker": "s1",
+        "language": "en",
+        "model": "tiny",
+        "task": "st",
+        "tgt_lang": "es",
+        "source": "text 1",
+    }
     assert finished_ids(out) == {f"u{i}" for i in range(5)}
 
 
@@ -198,7 +233,7 @@ def test_settings_must_match_to_resume(tmp_path):
     path = tmp_path / "h.jsonl.settings.json"
     check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "a"}})
     check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}})  # code version may differ
-    with pytest.raises(SettingsMismatchError, match=r"other settings than this run \(decoding: "):
+    with pytest.raises(SettingsMismatchError, match=r"other settings than this run \(decoding.num_beams: 5 vs 1\)"):
         check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}})
 
 

@@ -45,9 +45,17 @@ def _tiny_whisper():
 
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=51865, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=1500,
-        max_target_positions=448, num_mel_bins=80,
+        vocab_size=51865,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_source_positions=1500,
+        max_target_positions=448,
+        num_mel_bins=80,
     )
     model = WhisperForConditionalGeneration(config).eval()
     with torch.no_grad():  # non-trivial norms and biases so a swapped mapping cannot pass

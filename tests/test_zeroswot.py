@@ -100,11 +100,17 @@ def hub_repo(tmp_path, monkeypatch):
     repo = tmp_path / "zeroswot_stand_in_repo"
     repo.mkdir()
     (repo / "model.py").write_text(REMOTE_CODE)
-    (repo / "config.json").write_text(json.dumps({
-        "model_type": "zero_swot_stand_in", "architectures": ["StandInZeroSwotModel"],
-        "auto_map": {"AutoConfig": "model.StandInZeroSwotConfig", "AutoModel": "model.StandInZeroSwotModel"},
-        "wav2vec2_model_name_or_path": str(tmp_path / "pretrained-w2v"), "nllb_model_name_or_path": "johntsi/nllb-stand-in",
-    }))
+    (repo / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "zero_swot_stand_in",
+                "architectures": ["StandInZeroSwotModel"],
+                "auto_map": {"AutoConfig": "model.StandInZeroSwotConfig", "AutoModel": "model.StandInZeroSwotModel"},
+                "wav2vec2_model_name_or_path": str(tmp_path / "pretrained-w2v"),
+                "nllb_model_name_or_path": "johntsi/nllb-stand-in",
+            }
+        )
+    )
     processor = tiny_model()[1]
     monkeypatch.setattr(transformers.Wav2Vec2Processor, "from_pretrained", classmethod(lambda cls, *a, **k: processor))
     return repo, {name: tensor.clone() for name, tensor in pretrained.state_dict().items()}

@@ -1,7 +1,7 @@
 """The study's figures, drawn from saved results only (nothing is recomputed here).
 
 ``python -m experiments.figures KIND ...`` draws one of them from result files; the demo's report
-(``experiments.demo_report``) and ``experiments.correlate --plot`` call these functions directly.
+(``experiments.reports.demo_report``) and ``experiments.correlate --plot`` call these functions directly.
 
 Each function writes a PNG and a PDF (same stem) and returns their paths. Sizes and fonts are set
 for a one- or two-column paper figure.
@@ -43,8 +43,18 @@ def _pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1, "axes.labelsize": FONT_SIZE, "legend.fontsize": FONT_SIZE - 1,
-                         "axes.spines.top": False, "axes.spines.right": False, "savefig.bbox": "tight", "savefig.dpi": 150})
+    plt.rcParams.update(
+        {
+            "font.size": FONT_SIZE,
+            "axes.titlesize": FONT_SIZE + 1,
+            "axes.labelsize": FONT_SIZE,
+            "legend.fontsize": FONT_SIZE - 1,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "savefig.bbox": "tight",
+            "savefig.dpi": 150,
+        }
+    )
     return plt
 
 
@@ -59,8 +69,18 @@ def save(figure, out: str | Path) -> list[Path]:
     return paths
 
 
-def per_position(f1: np.ndarray, mean_test_length: float, out, *, ema: np.ndarray | None = None, control: np.ndarray | None = None,
-                 mdl_bits: np.ndarray | None = None, uniform_bits: np.ndarray | None = None, frame_rate: float | None = None, title: str = "") -> list[Path]:
+def per_position(
+    f1: np.ndarray,
+    mean_test_length: float,
+    out,
+    *,
+    ema: np.ndarray | None = None,
+    control: np.ndarray | None = None,
+    mdl_bits: np.ndarray | None = None,
+    uniform_bits: np.ndarray | None = None,
+    frame_rate: float | None = None,
+    title: str = "",
+) -> list[Path]:
     """F1 (percent) per position; optional EMA, control curve and MDL codelengths per position (bits).
 
     ``mean_test_length`` is the row's ``mean_test_length``: mean speech frames of the test utterances,
@@ -104,18 +124,23 @@ def _significance(p_value) -> str:
 
 def gap_mark(entry: dict) -> str:
     """The published t-test's mark for one ``asr_gap`` language entry, shown only where the
-    speaker-bootstrap interval excludes 0: the t-test is pseudo-replicated, so a star beside an
-    interval that crosses 0 would claim what the interval does not support."""
+    speaker-bootstrap interval excludes 0 and rests on enough speakers: the t-test is
+    pseudo-replicated, so a star beside an interval that crosses 0 (or that a handful of speakers
+    make unreliable) would claim what the interval does not support."""
     low, high = entry["bootstrap"].get("ci95") or [None, None]
-    if low is None or high is None or low <= 0 <= high:
+    if low is None or high is None or low <= 0 <= high or entry["bootstrap"].get("ci95_note"):
         return ""
     return _significance(entry["bootstrap"].get("p_value"))
 
 
 def gap_axis_label(results: dict[str, dict]) -> str:
     """The y label of :func:`gap_bars`, naming the estimate the ``gap_relative`` values are (from the JSON)."""
-    names = {GAP_ESTIMATES.get(entry.get("gap_estimate"), "estimate not recorded")
-             for result in results.values() for entry in result["languages"].values() if entry.get("gap_relative") is not None}
+    names = {
+        GAP_ESTIMATES.get(entry.get("gap_estimate"), "estimate not recorded")
+        for result in results.values()
+        for entry in result["languages"].values()
+        if entry.get("gap_relative") is not None
+    }
     return "E(F, M) (%)  >0: worse for women\n" + " / ".join(sorted(names))
 
 
@@ -130,7 +155,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
         entries = {lang: entry for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None}
         gaps = [entry["gap_relative"] for entry in entries.values()]
         axis.bar(list(entries), gaps, color=["C1" if g > 0 else "C0" for g in gaps])
-        for index, (lang, entry) in enumerate(entries.items()):
+        for index, entry in enumerate(entries.values()):
             low, high = entry["bootstrap"].get("ci95") or [None, None]
             top = gaps[index]
             if low is not None and high is not None:  # drawn around its own centre: the resampled E may lie outside it
@@ -141,8 +166,11 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
     axes[0, 0].set_ylabel(gap_axis_label(results))
-    figure.supxlabel("error bars: 95 % speaker-bootstrap interval\n* p < 0.05, ** p < 0.01: published resampling t-test\n"
-                     "(pseudo-replicated), marked only where the interval excludes 0", fontsize=FONT_SIZE - 2)
+    figure.supxlabel(
+        "error bars: 95 % speaker-bootstrap interval\n* p < 0.05, ** p < 0.01: published resampling t-test\n"
+        "(pseudo-replicated), marked only where the interval excludes 0",
+        fontsize=FONT_SIZE - 2,
+    )
     if title:
         figure.suptitle(title)
     return save(figure, out)
@@ -246,8 +274,9 @@ def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditi
     return save(figure, out)
 
 
-def site_condition_scores(rows: Iterable[dict], store: str, random_store: str | None, probe: str, language: str | None,
-                          site_order: list[str]) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
+def site_condition_scores(
+    rows: Iterable[dict], store: str, random_store: str | None, probe: str, language: str | None, site_order: list[str]
+) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
     """The cells of :func:`site_heatmap` from probe result rows: (scores, sites, conditions, score key).
 
     Rows of ``probe`` restricted to ``language`` (None: runs over all languages) give F1_S

@@ -106,9 +106,14 @@ class Scoring:
         """What scored ``language``: metric, normalizer (and the one applied), CER spaces, transliteration."""
         primary = primary_language(language)
         applied = {"none": "none", "basic": "whisper basic"}.get(self.normalizer, "whisper english" if primary == "en" else "whisper basic")
-        record = {"metric": metric_for(language), "normalizer": self.normalizer, "normalizer_applied": applied,
-                  "normalizer_version": None if applied == "none" else f"whisper-normalizer {version('whisper-normalizer')}",
-                  "cer_spaces": self.cer_spaces if metric_for(language) == "cer" else None, "transliteration": None}
+        record = {
+            "metric": metric_for(language),
+            "normalizer": self.normalizer,
+            "normalizer_applied": applied,
+            "normalizer_version": None if applied == "none" else f"whisper-normalizer {version('whisper-normalizer')}",
+            "cer_spaces": self.cer_spaces if metric_for(language) == "cer" else None,
+            "transliteration": None,
+        }
         if primary in TRANSLITERATED_LANGUAGES:
             record["transliteration"] = {"library": "cyrtranslit", "version": version("cyrtranslit"), "to": "cyrillic", "language": primary}
         return record
@@ -120,10 +125,12 @@ class ErrorCounts:
     reference_length: int  # words (WER) or characters (CER; spaces only with cer_spaces="keep")
 
 
-def error_counts(reference: str, hypothesis: str, language: str, scoring: Scoring = Scoring()) -> ErrorCounts:
-    """Edit-distance counts after normalization. An empty normalized reference is an error: drop the record first."""
+def error_counts(reference: str, hypothesis: str, language: str, scoring: Scoring | None = None) -> ErrorCounts:
+    """Edit-distance counts after normalization (``scoring`` defaults to :class:`Scoring`'s defaults).
+    An empty normalized reference is an error: drop the record first."""
     import jiwer
 
+    scoring = scoring or Scoring()
     reference = normalize(reference, language, scoring.normalizer)
     hypothesis = normalize(hypothesis, language, scoring.normalizer)
     if not reference:

@@ -15,6 +15,7 @@ import soundfile
 
 from extract.manifest import GENDERS, Utterance
 
+
 def gini(values) -> float:
     """Gini index of non-negative values: mean absolute difference over all ordered pairs divided by
     twice the mean (0 for equal values; (n - 1) / n when one holds everything)."""
@@ -45,9 +46,13 @@ def statistics(utterances: list[Utterance], count_tokens) -> list[dict]:
         seconds = np.array([utterance_seconds(u) for u in group])
         tokens = np.array([count_tokens(u.text or "") for u in group])
         row = {
-            "dataset": dataset, "language": language, "records": len(group),
-            "seconds_mean": float(seconds.mean()), "seconds_sd": float(seconds.std(ddof=1)) if len(group) > 1 else 0.0,
-            "tokens_mean": float(tokens.mean()), "tokens_sd": float(tokens.std(ddof=1)) if len(group) > 1 else 0.0,
+            "dataset": dataset,
+            "language": language,
+            "records": len(group),
+            "seconds_mean": float(seconds.mean()),
+            "seconds_sd": float(seconds.std(ddof=1)) if len(group) > 1 else 0.0,
+            "tokens_mean": float(tokens.mean()),
+            "tokens_sd": float(tokens.std(ddof=1)) if len(group) > 1 else 0.0,
         }
         for gender in GENDERS:
             per_speaker = Counter(u.speaker for u in group if u.gender == gender)
@@ -74,8 +79,13 @@ def markdown(rows: list[dict]) -> str:
     header = ["Dataset", "Lang", "# records", "Seconds", "# Tokens"] + [f"{label} {g}" for g in genders for label in ("# speakers", "Gini")]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [row["dataset"], row["language"], str(row["records"]), f"{row['seconds_mean']:.2f} ± {row['seconds_sd']:.2f}",
-                 f"{row['tokens_mean']:.2f} ± {row['tokens_sd']:.2f}"]
+        cells = [
+            row["dataset"],
+            row["language"],
+            str(row["records"]),
+            f"{row['seconds_mean']:.2f} ± {row['seconds_sd']:.2f}",
+            f"{row['tokens_mean']:.2f} ± {row['tokens_sd']:.2f}",
+        ]
         for g in genders:
             cells += [str(row[f"speakers_{g}"]), "" if np.isnan(row[f"gini_{g}"]) else f"{row[f'gini_{g}']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")

@@ -22,6 +22,7 @@ the gaps and the speaker bootstrap go through the group-metrics frame
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +34,11 @@ from experiments.scoring.group_metrics import GroupMetricFrame, Members, relativ
 from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
 
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
-P_VALUE_NOTE = ("two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
-                "are overlapping subsets of the same speakers, so p shrinks as the iterations grow; trust ci95, the "
-                "speaker-bootstrap interval")
+P_VALUE_NOTE = (
+    "two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
+    "are overlapping subsets of the same speakers, so p shrinks as the iterations grow; trust ci95, the "
+    "speaker-bootstrap interval"
+)
 
 
 def error_rate(errors: np.ndarray, lengths: np.ndarray) -> float:
@@ -186,7 +189,11 @@ def read_hypotheses(path: Path) -> list[dict]:
     return rows
 
 
-def error_distribution(errors: np.ndarray, lengths: np.ndarray, thresholds=range(0, 101)) -> list[float]:
+ERROR_THRESHOLDS = tuple(range(101))  # percent
+RELIABLE_SPEAKERS = 5  # per group, for the speaker-bootstrap interval (fewer clusters: an unstable percentile interval)
+
+
+def error_distribution(errors: np.ndarray, lengths: np.ndarray, thresholds=ERROR_THRESHOLDS) -> list[float]:
     """Share of records (percent) whose own error rate is at least x, for each x."""
     rates = 100.0 * errors / lengths
     return [float(100.0 * np.mean(rates >= x)) for x in thresholds]
@@ -207,16 +214,17 @@ def utterance_counts(rows: list[dict], language: str, scoring: Scoring) -> tuple
 
 def error_rate_frame(counts: list[dict], groups: tuple[str, str]) -> GroupMetricFrame:
     """The error rate per gender group over cached per-utterance counts."""
-    columns = {"errors": np.asarray([c["errors"] for c in counts], dtype=np.int64),
-               "lengths": np.asarray([c["length"] for c in counts], dtype=np.int64)}
+    columns = {"errors": np.asarray([c["errors"] for c in counts], dtype=np.int64), "lengths": np.asarray([c["length"] for c in counts], dtype=np.int64)}
     return GroupMetricFrame(group_error_rate, columns, [c["gender"] for c in counts], [c["speaker"] for c in counts], groups)
 
 
-def score_language(rows: list[dict], language: str, groups: tuple[str, str], iterations: int, seed: int,
-                   scoring: Scoring = Scoring(), estimate: str = "resampled"):
+def score_language(
+    rows: list[dict], language: str, groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled"
+):
     """One language's rates per group, gaps (first group as A) and resampling, and its per-utterance counts."""
     if estimate not in GAP_ESTIMATES:
         raise ValueError(f"gap estimate {estimate!r}: expected one of {', '.join(GAP_ESTIMATES)}")
+    scoring = scoring or Scoring()
     counts, dropped = utterance_counts(rows, language, scoring)
     frame = error_rate_frame(counts, groups)
     result = {"metric": metric_for(language), "scoring": scoring.record(language), "groups": {}, "dropped_empty_reference": dropped}
@@ -228,8 +236,7 @@ def score_language(rows: list[dict], language: str, groups: tuple[str, str], ite
     if frame.missing:
         result["missing_groups"] = frame.missing
         return result, counts
-    resampled = published_resampling(*(Group(m.columns["errors"], m.columns["lengths"], m.speakers) for m in (members[a], members[b])),
-                                     iterations, seed=seed)
+    resampled = published_resampling(*(Group(m.columns["errors"], m.columns["lengths"], m.speakers) for m in (members[a], members[b])), iterations, seed=seed)
     estimates = {"resampled": resampled.gap_relative, "full": frame.relative_gap(a, b)}
     result |= {
         "gap_estimate": estimate,
@@ -243,7 +250,7 @@ def score_language(rows: list[dict], language: str, groups: tuple[str, str], ite
             "sample_size": resampled.sample_size,
             "mean": {a: resampled.mean_a, b: resampled.mean_b},
             "gap_relative": resampled.gap_relative,
-            "ci95": list(frame.speaker_bootstrap(a, b, iterations, seed=seed)),
+            **speaker_interval(frame, a, b, iterations, seed),
             "p_value": resampled.p_value,
             "p_value_note": P_VALUE_NOTE,
         },
@@ -251,15 +258,37 @@ def score_language(rows: list[dict], language: str, groups: tuple[str, str], ite
     return result, counts
 
 
-def gap_report(rows: list[dict], groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring = Scoring(),
-               estimate: str = "resampled") -> tuple[dict, list[dict]]:
+def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, seed: int) -> dict:
+    """``ci95`` (the speaker-bootstrap interval of E), the speakers it rests on, and ``ci95_note`` when
+    they are too few: with one speaker in a group there is nothing to resample (``ci95`` is null), and
+    below :data:`RELIABLE_SPEAKERS` per group the interval is computed but flagged as unreliable."""
+    speakers = {a: frame.speaker_count(a), b: frame.speaker_count(b)}
+    fewest = min(speakers.values())
+    if fewest < 2:
+        return {"ci95": [None, None], "speakers": speakers, "ci95_note": "a group has one speaker: a speaker bootstrap has nothing to resample"}
+    interval = {"ci95": list(frame.speaker_bootstrap(a, b, iterations, seed=seed)), "speakers": speakers}
+    if fewest < RELIABLE_SPEAKERS:
+        interval["ci95_note"] = f"only {fewest} speakers in a group: too few for a reliable interval (and for the t-test's marks)"
+    return interval
+
+
+def gap_report(
+    rows: list[dict], groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled"
+) -> tuple[dict, list[dict]]:
     """Every language of ``rows`` scored (:func:`score_language`): the report (with its settings)
     and the per-utterance counts, each tagged with its language."""
+    scoring = scoring or Scoring()
     by_language: dict[str, list[dict]] = {}
     for row in rows:
         by_language.setdefault(row["language"], []).append(row)
-    settings = {"groups": list(groups), "iterations": iterations, "seed": seed, "gap_estimate": estimate,
-                "normalizer": scoring.normalizer, "cer_spaces": scoring.cer_spaces}
+    settings = {
+        "groups": list(groups),
+        "iterations": iterations,
+        "seed": seed,
+        "gap_estimate": estimate,
+        "normalizer": scoring.normalizer,
+        "cer_spaces": scoring.cer_spaces,
+    }
     report, all_counts = {"settings": settings, "languages": {}}, []
     for language in sorted(by_language):
         report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate)
@@ -288,7 +317,8 @@ def gap_summary(entry: dict, groups: tuple[str, str]) -> str:
     p_value = entry["bootstrap"]["p_value"]
     test = f"p {'undefined' if p_value is None or np.isnan(p_value) else format(p_value, '.3g')} (published resampling t-test, pseudo-replicated"
     test += "; the interval crosses 0: trust the interval, not p)" if crosses_zero and p_value is not None and p_value < 0.05 else ")"
-    return f"{interval}; {estimate}; {test}"
+    note = f" [{entry['bootstrap']['ci95_note']}]" if entry["bootstrap"].get("ci95_note") else ""
+    return f"{interval}{note}; {estimate}; {test}"
 
 
 def finite_or_null(value):
@@ -300,3 +330,13 @@ def finite_or_null(value):
     if isinstance(value, float) and not np.isfinite(value):
         return None
     return value
+
+
+def save_gap_report(report: dict, counts: list[dict], out: Path) -> Path:
+    """Writes :func:`gap_report`'s report to ``out`` (JSON, undefined numbers as null) and its
+    per-utterance counts beside it; returns the counts path (``OUT.counts.jsonl``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(finite_or_null(report), indent=2, allow_nan=False))
+    counts_path = out.with_suffix(".counts.jsonl")
+    counts_path.write_text("".join(json.dumps(c) + "\n" for c in counts))
+    return counts_path

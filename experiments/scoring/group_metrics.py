@@ -125,8 +125,9 @@ class GroupMetricFrame:
     ``groups`` count only in :attr:`overall`.
     """
 
-    def __init__(self, metric: Metric, columns: Columns, labels: Sequence[Hashable],
-                 speakers: Sequence[Hashable] | None = None, groups: Sequence[Hashable] | None = None):
+    def __init__(
+        self, metric: Metric, columns: Columns, labels: Sequence[Hashable], speakers: Sequence[Hashable] | None = None, groups: Sequence[Hashable] | None = None
+    ):
         self.metric = metric
         self.all = Members(columns, speakers, metric)
         if len(labels) != len(self.all):

@@ -13,6 +13,7 @@ gender and overall go through the group-metrics frame.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,8 +87,18 @@ def sentence_rows(entries: list[Entry], hypotheses: list[str], language: str, pr
     rows = []
     for tokens, entry in zip(tokenize(hypotheses, language, pretokenized), entries):
         counts = sentence_counts(tokens, entry)
-        rows.append({"id": entry.id, "gender": entry.gender, "category": entry.category, "terms": counts.terms, "found": counts.found,
-                     "correct": counts.correct, "wrong": counts.wrong, "translation_gender": translation_gender(entry, counts)})
+        rows.append(
+            {
+                "id": entry.id,
+                "gender": entry.gender,
+                "category": entry.category,
+                "terms": counts.terms,
+                "found": counts.found,
+                "correct": counts.correct,
+                "wrong": counts.wrong,
+                "translation_gender": translation_gender(entry, counts),
+            }
+        )
     return rows
 
 
@@ -106,8 +117,7 @@ def score_sentences(rows: list[dict]) -> dict:
     numbers = [category_number(category) for category in categories]
     by_category = GroupMetricFrame(summed_scores, columns, categories, groups=sorted(set(categories)))
     by_number = GroupMetricFrame(summed_scores, columns, numbers, groups=sorted(set(numbers)))
-    by_gender = GroupMetricFrame(summed_scores, columns, [SPEAKER_GENDERS.get(row["gender"].lower()) for row in rows],
-                                 groups=list(SPEAKER_GENDERS.values()))
+    by_gender = GroupMetricFrame(summed_scores, columns, [SPEAKER_GENDERS.get(row["gender"].lower()) for row in rows], groups=list(SPEAKER_GENDERS.values()))
     category_numbers = by_number.by_group
     return {
         "categories": by_category.by_group,
@@ -141,3 +151,25 @@ def read_hypotheses(path: Path, entries: list[Entry]) -> tuple[list[str], list[s
         raise MustSheError(f"{path}: holds no hypotheses (empty file); check the path or rerun the translation")
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     return (lines[:-1] if text.endswith("\n") else lines), []
+
+
+def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokenized: bool = False) -> tuple[dict, list[dict]]:
+    """The scores (:func:`score_sentences`) and per-sentence rows of the hypotheses in ``path``
+    (:func:`read_hypotheses`); ids the definition lacks are not scored, and listed in the scores'
+    ``unmatched_hypotheses`` (count and ids)."""
+    hypotheses, unmatched = read_hypotheses(path, entries)
+    rows = sentence_rows(entries, hypotheses, language, pretokenized)
+    result = score_sentences(rows)
+    if unmatched:
+        result["unmatched_hypotheses"] = {"count": len(unmatched), "ids": unmatched}
+    return result, rows
+
+
+def save_scores(result: dict, rows: list[dict], out: Path) -> Path:
+    """Writes the scores to ``out`` (JSON) and the per-sentence rows beside it; returns the rows'
+    path (``OUT.sentences.jsonl``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    sentences = out.with_name(out.stem + ".sentences.jsonl")
+    sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    return sentences

@@ -37,8 +37,12 @@ def read_rows(path: Path) -> list[dict]:
     rows = []
     for number, row in read_keyed_rows(path, required=REQUIRED, strings=("hypothesis", "source"), what="translation row"):
         if not _is_reference(row["reference"]):
-            raise ManifestError(path, number, f"reference must be a string or a non-empty list of strings, got {json.dumps(row['reference'], ensure_ascii=False)}; "
-                                              "the manifest needs a translation for every utterance")
+            raise ManifestError(
+                path,
+                number,
+                f"reference must be a string or a non-empty list of strings, got {json.dumps(row['reference'], ensure_ascii=False)}; "
+                "the manifest needs a translation for every utterance",
+            )
         try:
             row["gender"] = normalize_gender(row["gender"])
         except ValueError as error:
@@ -101,13 +105,13 @@ def segment_comet(rows: list[dict], scorer: Scorer) -> list[float]:
     missing = [r["id"] for r in rows if not r.get("source")]
     if missing:
         raise ValueError(f"COMET needs the source transcript; rows without 'source': {missing[:5]}")
-    return scorer([{"src": r["source"], "mt": r["hypothesis"], "ref": r["reference"] if isinstance(r["reference"], str) else r["reference"][0]}
-                   for r in rows])
+    return scorer([{"src": r["source"], "mt": r["hypothesis"], "ref": r["reference"] if isinstance(r["reference"], str) else r["reference"][0]} for r in rows])
 
 
 def quality_metric(target_language: str | None, with_comet: bool):
     """The group metric of translation quality: segments, corpus BLEU and chrF of the members, and
     their mean COMET (in percent) when it was scored."""
+
     def metric(columns) -> dict:
         hypotheses = list(columns["hypothesis"])
         entry = {"segments": len(hypotheses), **bleu_chrf(hypotheses, list(columns["reference"]), target_language)}

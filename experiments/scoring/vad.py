@@ -8,7 +8,7 @@ inside its PyPI package, so this runs offline.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -32,8 +32,9 @@ def silero_detector(threshold: float = 0.5) -> SpeechDetector:
     return speech_seconds
 
 
-def filter_speech(utterances: list[Utterance], detector: SpeechDetector, min_speech_seconds: float,
-                  max_seconds: float | None = 30.0, show_progress: bool = True) -> tuple[list[Utterance], list[dict]]:
+def filter_speech(
+    utterances: list[Utterance], detector: SpeechDetector, min_speech_seconds: float, max_seconds: float | None = 30.0, show_progress: bool = True
+) -> tuple[list[Utterance], list[dict]]:
     """(kept records, dropped records with the reason and the speech found)."""
     kept, dropped = [], []
     for utterance in tqdm(utterances, desc="voice activity", unit="utt", disable=not show_progress):

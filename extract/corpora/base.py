@@ -34,10 +34,7 @@ class AdapterResult:
         text = f"{len(self.utterances)} utterances"
         if self.missing_audio:
             first = self.missing_audio[0]
-            text += (
-                f"; {len(self.missing_audio)} rows skipped because their audio is missing "
-                f"(first: {first.source}:{first.line} {first.audio})"
-            )
+            text += f"; {len(self.missing_audio)} rows skipped because their audio is missing (first: {first.source}:{first.line} {first.audio})"
         if self.unknown_genders:
             values = ", ".join(f"{value!r} ({count})" for value, count in self.unknown_genders.most_common())
             text += f"; {sum(self.unknown_genders.values())} utterances with an unrecognised gender value, kept as unknown: {values}"

@@ -7,7 +7,6 @@ from pathlib import Path
 from extract.corpora.base import AdapterResult, Collector, read_tsv, split_from_name
 from extract.manifest import ManifestError
 
-
 _FLEURS_COLUMNS = ("id", "file_name", "raw_transcription", "transcription", "phonemes", "num_samples", "gender")
 
 

@@ -17,7 +17,9 @@ def generic_tsv(tsv: str | Path, columns: Mapping[str, str] | None = None, **def
     """
     tsv = Path(tsv)
     columns = dict(columns or {})
-    mapping = {key: columns.get(key, key) for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation")}
+    mapping = {
+        key: columns.get(key, key) for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation")
+    }
     required = [mapping[key] for key in ("id", "audio", "text", "gender", "speaker") if key not in defaults]
     collector = Collector(tsv)
     for line, row in read_tsv(tsv, required):

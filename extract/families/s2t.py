@@ -37,7 +37,7 @@ class S2TExtractor(Extractor):
         return self.encoder._get_feat_extract_output_lengths(frames).cpu().numpy()
 
     def frame_rate(self, site: str) -> float:
-        return 100.0 / 2 ** self.model.config.num_conv_layers
+        return 100.0 / 2**self.model.config.num_conv_layers
 
 
 class S2TGenerator(Generator):
@@ -52,9 +52,7 @@ class S2TGenerator(Generator):
         return {"forced_bos_token_id": codes[target]}
 
     def _generate(self, inputs, language, task, target):
-        return self.model.generate(
-            inputs["input_features"], attention_mask=inputs["attention_mask"], **self.forced_bos(target), **self.overrides
-        )
+        return self.model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], **self.forced_bos(target), **self.overrides)
 
 
 def tiny_model():
@@ -63,9 +61,19 @@ def tiny_model():
 
     torch.manual_seed(0)
     config = Speech2TextConfig(
-        vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=32, decoder_ffn_dim=32, conv_channels=16, input_feat_per_channel=80, num_conv_layers=2,
-        max_source_positions=600, max_target_positions=64,
+        vocab_size=100,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        conv_channels=16,
+        input_feat_per_channel=80,
+        num_conv_layers=2,
+        max_source_positions=600,
+        max_target_positions=64,
     )
     return Speech2TextForConditionalGeneration(config), Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80)
 

@@ -109,9 +109,21 @@ def tiny_model():
 
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80, max_source_positions=1500, max_target_positions=64,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        vocab_size=100,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
     )
     return WhisperForConditionalGeneration(config), WhisperFeatureExtractor(feature_size=80)
 

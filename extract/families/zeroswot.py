@@ -52,11 +52,34 @@ DEFAULT_DECODER = "the NLLB model named by the checkpoint's config (nllb_model_n
 # Fleurs and VoxPopuli in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a code already in
 # FLORES-200 form passes through unchanged.
 LANGUAGE_CODES: dict[str, str] = {
-    "ar": "arb_Arab", "ca": "cat_Latn", "cs": "ces_Latn", "de": "deu_Latn", "en": "eng_Latn", "es": "spa_Latn",
-    "et": "est_Latn", "fi": "fin_Latn", "fr": "fra_Latn", "hr": "hrv_Latn", "hu": "hun_Latn", "it": "ita_Latn",
-    "ja": "jpn_Jpan", "lt": "lit_Latn", "nl": "nld_Latn", "pl": "pol_Latn", "pt": "por_Latn", "ro": "ron_Latn",
-    "ru": "rus_Cyrl", "sk": "slk_Latn", "sl": "slv_Latn", "sr": "srp_Cyrl", "sv": "swe_Latn", "sw": "swh_Latn",
-    "tr": "tur_Latn", "uk": "ukr_Cyrl", "yo": "yor_Latn", "zh": "zho_Hans",
+    "ar": "arb_Arab",
+    "ca": "cat_Latn",
+    "cs": "ces_Latn",
+    "de": "deu_Latn",
+    "en": "eng_Latn",
+    "es": "spa_Latn",
+    "et": "est_Latn",
+    "fi": "fin_Latn",
+    "fr": "fra_Latn",
+    "hr": "hrv_Latn",
+    "hu": "hun_Latn",
+    "it": "ita_Latn",
+    "ja": "jpn_Jpan",
+    "lt": "lit_Latn",
+    "nl": "nld_Latn",
+    "pl": "pol_Latn",
+    "pt": "por_Latn",
+    "ro": "ron_Latn",
+    "ru": "rus_Cyrl",
+    "sk": "slk_Latn",
+    "sl": "slv_Latn",
+    "sr": "srp_Cyrl",
+    "sv": "swe_Latn",
+    "sw": "swh_Latn",
+    "tr": "tur_Latn",
+    "uk": "ukr_Cyrl",
+    "yo": "yor_Latn",
+    "zh": "zho_Hans",
 }
 
 
@@ -138,8 +161,9 @@ class ZeroSwotExtractor(Extractor):
             with pretrained_loads_made_random() as replaced:
                 model = AutoModel.from_config(config, trust_remote_code=True, code_revision=revision)
             if replaced:
-                print(f"note: random init: the hub code loads {'; '.join(replaced)} while building the model; "
-                      "built with random weights instead", file=sys.stderr)
+                print(
+                    f"note: random init: the hub code loads {'; '.join(replaced)} while building the model; built with random weights instead", file=sys.stderr
+                )
         else:
             model = AutoModel.from_pretrained(checkpoint, **pinned)
         processor = Wav2Vec2Processor.from_pretrained(PROCESSOR_CHECKPOINT)
@@ -201,8 +225,9 @@ class ZeroSwotGenerator(Generator):
 
         checkpoint = zeroswot_decoder(extractor, options.decoder)
         decoder = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
-        return cls(extractor, AutoTokenizer.from_pretrained(checkpoint), decoder, checkpoint,
-                   num_beams=options.num_beams, max_new_tokens=options.max_new_tokens)
+        return cls(
+            extractor, AutoTokenizer.from_pretrained(checkpoint), decoder, checkpoint, num_beams=options.num_beams, max_new_tokens=options.max_new_tokens
+        )
 
     @property
     def generation_config(self):
@@ -224,8 +249,7 @@ def zeroswot_decoder(extractor: Extractor, given: str | None) -> str:
     """The NLLB checkpoint to decode with: ``given``, else the one the ZeroSwot config names."""
     checkpoint = given or getattr(extractor, "nllb_checkpoint", None)
     if not checkpoint:
-        raise GenerationError(f"the config of {extractor.checkpoint or 'this ZeroSwot model'} names no NLLB model "
-                              "(nllb_model_name_or_path): pass --decoder")
+        raise GenerationError(f"the config of {extractor.checkpoint or 'this ZeroSwot model'} names no NLLB model (nllb_model_name_or_path): pass --decoder")
     return checkpoint
 
 
@@ -288,11 +312,22 @@ def tiny_wav2vec2_ctc():
     """A tiny Wav2Vec2ForCTC (its weights depend on the torch seed in force)."""
     from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
-    return Wav2Vec2ForCTC(Wav2Vec2Config(
-        vocab_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-        conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer",
-    ))
+    return Wav2Vec2ForCTC(
+        Wav2Vec2Config(
+            vocab_size=8,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            conv_dim=(16, 16),
+            conv_stride=(5, 4),
+            conv_kernel=(10, 8),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2,
+            do_stable_layer_norm=True,
+            feat_extract_norm="layer",
+        )
+    )
 
 
 class ZeroSwotStandIn(nn.Module):

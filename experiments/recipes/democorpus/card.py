@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from experiments.recipes.democorpus.pitch import median_f0
 from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
-from experiments.democorpus.pitch import median_f0
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import read_manifest
 
@@ -58,18 +58,20 @@ def voice_table(utterances, hypotheses: dict[str, str]) -> list[dict]:
         counts = [error_counts(u.text, hypotheses[u.id], language) for u in group]
         audio = [load_audio(u.audio).samples for u in group]
         first = group[0]
-        rows.append({
-            "voice": speaker,
-            "language": language,
-            "gender": first.gender,
-            "engine": first.extra.get("engine", ""),
-            "style": first.extra.get("voice", ""),
-            "split": first.split,
-            "utterances": len(group),
-            "wer": round(corpus_error_rate(counts), 2),
-            "mean_seconds": round(float(np.mean([len(a) / SAMPLE_RATE for a in audio])), 2),
-            "median_f0_hz": round(float(np.nanmedian([median_f0(a, SAMPLE_RATE) for a in audio])), 1),
-        })
+        rows.append(
+            {
+                "voice": speaker,
+                "language": language,
+                "gender": first.gender,
+                "engine": first.extra.get("engine", ""),
+                "style": first.extra.get("voice", ""),
+                "split": first.split,
+                "utterances": len(group),
+                "wer": round(corpus_error_rate(counts), 2),
+                "mean_seconds": round(float(np.mean([len(a) / SAMPLE_RATE for a in audio])), 2),
+                "median_f0_hz": round(float(np.nanmedian([median_f0(a, SAMPLE_RATE) for a in audio])), 1),
+            }
+        )
     return rows
 
 
@@ -92,7 +94,10 @@ def _markdown(rows: list[dict], examples: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['voice']} | {r['style']} | {r['language']} | {r['gender']} | {r['split']} | {r['utterances']} | {r['wer']:.1f} | {r['mean_seconds']:.2f} | {r['median_f0_hz']:.0f} |")
+        lines.append(
+            f"| {r['voice']} | {r['style']} | {r['language']} | {r['gender']} | {r['split']} | {r['utterances']} "
+            f"| {r['wer']:.1f} | {r['mean_seconds']:.2f} | {r['median_f0_hz']:.0f} |"
+        )
     lines += ["", "## Example transcripts", "", "| id | reference | whisper-base |", "|---|---|---|"]
     lines += [f"| {e['id']} | {e['reference']} | {e['hypothesis']} |" for e in examples]
     return "\n".join(lines) + "\n"
@@ -111,6 +116,6 @@ def write_card(corpus, show_progress: bool = True) -> list[dict]:
     if over:
         raise VoiceTooHardError(
             f"voices over the {WER_LIMIT:.0f} % whisper-base WER limit: {', '.join(over)}; "
-            f"drop them from experiments/democorpus/voices.py (card: {corpus.root / 'CARD.md'})"
+            f"drop them from experiments/recipes/democorpus/voices.py (card: {corpus.root / 'CARD.md'})"
         )
     return rows

@@ -36,10 +36,10 @@ class Voice:
             raise ValueError(f"voice {self.name} does not speak {language!r} (only {self.languages})")
         espeak_language = ESPEAK_LANGUAGES[language]
         if self.engine == "kokoro":
-            from experiments.democorpus import kokoro
+            from experiments.recipes.democorpus import kokoro
 
             return kokoro.synthesize(text, self.style, espeak_language, speed=speed)
-        from experiments.democorpus import espeak
+        from experiments.recipes.democorpus import espeak
 
         return espeak.synthesize(text, f"{espeak_language}+{self.style}", rate_wpm=int(round(150 * speed)), pitch=self.pitch)
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from experiments.democorpus.espeak import phonemize
+from experiments.recipes.democorpus.espeak import phonemize
 from extract.paths import cache_dir
 
 SAMPLE_RATE = 24_000
@@ -40,9 +40,7 @@ class _Kokoro:
             self.voices = {name: archive[name] for name in archive.files}
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = max(1, os.cpu_count() or 1)
-        self.session = onnxruntime.InferenceSession(
-            str(model_path()), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnxruntime.InferenceSession(str(model_path()), sess_options=options, providers=["CPUExecutionProvider"])
 
     def style(self, mixture: tuple[tuple[str, float], ...]) -> np.ndarray:
         """A voice style as a weighted sum of the shipped styles (Kokoro's usual voice blending)."""

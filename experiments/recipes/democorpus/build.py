@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.democorpus.sentences import ASR_SENTENCES, MUSTSHE_SENTENCES, MUSTSHE_TARGET
-from experiments.democorpus.voices import VOICES, Voice
+from experiments.recipes.democorpus.sentences import ASR_SENTENCES, MUSTSHE_SENTENCES, MUSTSHE_TARGET
+from experiments.recipes.democorpus.voices import VOICES, Voice
 from extract.audio import SAMPLE_RATE
 from extract.corpora.must_she import format_gender_terms, must_she, write_definition
 from extract.manifest import Utterance, write_manifest
@@ -143,12 +143,21 @@ def _synthesize_mustshe(root: Path, voices, splits, rng, count, show) -> None:
                 _write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
                 feminine = gender == "female"
                 terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
-                rows.append({
-                    "ID": item, "LANG": f"en-{MUSTSHE_TARGET}", "TALK": voice.name, "SRC": sentence.source,
-                    "REF": sentence.feminine if feminine else sentence.masculine,
-                    "WRONG-REF": sentence.masculine if feminine else sentence.feminine,
-                    "SPEAKER": voice.name, "GENDER": pronoun, "CATEGORY": category, "TEXT-CATEGORY": "A", "GENDERTERMS": terms,
-                })
+                rows.append(
+                    {
+                        "ID": item,
+                        "LANG": f"en-{MUSTSHE_TARGET}",
+                        "TALK": voice.name,
+                        "SRC": sentence.source,
+                        "REF": sentence.feminine if feminine else sentence.masculine,
+                        "WRONG-REF": sentence.masculine if feminine else sentence.feminine,
+                        "SPEAKER": voice.name,
+                        "GENDER": pronoun,
+                        "CATEGORY": category,
+                        "TEXT-CATEGORY": "A",
+                        "GENDERTERMS": terms,
+                    }
+                )
                 bar.update()
     tsv = root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
     write_definition(tsv, rows)
@@ -191,7 +200,7 @@ def build_demo_corpus(
         raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")
     write_manifest(corpus.mustshe_manifest, mustshe.utterances)
     if measure:
-        from experiments.democorpus.card import write_card
+        from experiments.recipes.democorpus.card import write_card
 
         write_card(corpus, show_progress=show_progress)
     (corpus.root / "build.json").write_text(json.dumps(settings, indent=2))

@@ -49,15 +49,60 @@ class GenderedSentence:
 
 
 MUSTSHE_SENTENCES = [
-    GenderedSentence("I was very tired after the long trip.", "Estaba muy cansada después del largo viaje.", "Estaba muy cansado después del largo viaje.", (("cansada", "cansado"),)),
-    GenderedSentence("I am so happy to be here with you today.", "Estoy muy contenta de estar aquí con ustedes hoy.", "Estoy muy contento de estar aquí con ustedes hoy.", (("contenta", "contento"),)),
-    GenderedSentence("When I was young, I was a very curious child.", "Cuando era joven, era una niña muy curiosa.", "Cuando era joven, era un niño muy curioso.", (("una", "un"), ("niña", "niño"), ("curiosa", "curioso"))),
-    GenderedSentence("I was born in a small town by the sea, and I am the first in my family to travel.", "Nací en un pueblo pequeño junto al mar, y soy la primera de mi familia en viajar.", "Nací en un pueblo pequeño junto al mar, y soy el primero de mi familia en viajar.", (("la", "el"), ("primera", "primero"))),
-    GenderedSentence("I am a teacher, and I love my students.", "Soy profesora y quiero a mis estudiantes.", "Soy profesor y quiero a mis estudiantes.", (("profesora", "profesor"),)),
-    GenderedSentence("I was surprised by the results.", "Me quedé sorprendida por los resultados.", "Me quedé sorprendido por los resultados.", (("sorprendida", "sorprendido"),)),
-    GenderedSentence("I am convinced that we can do better.", "Estoy convencida de que podemos hacerlo mejor.", "Estoy convencido de que podemos hacerlo mejor.", (("convencida", "convencido"),)),
-    GenderedSentence("I was the only engineer in the room.", "Yo era la única ingeniera en la sala.", "Yo era el único ingeniero en la sala.", (("la", "el"), ("única", "único"), ("ingeniera", "ingeniero"))),
-    GenderedSentence("I am ready to start the new project.", "Estoy lista para empezar el nuevo proyecto.", "Estoy listo para empezar el nuevo proyecto.", (("lista", "listo"),)),
+    GenderedSentence(
+        "I was very tired after the long trip.",
+        "Estaba muy cansada después del largo viaje.",
+        "Estaba muy cansado después del largo viaje.",
+        (("cansada", "cansado"),),
+    ),
+    GenderedSentence(
+        "I am so happy to be here with you today.",
+        "Estoy muy contenta de estar aquí con ustedes hoy.",
+        "Estoy muy contento de estar aquí con ustedes hoy.",
+        (("contenta", "contento"),),
+    ),
+    GenderedSentence(
+        "When I was young, I was a very curious child.",
+        "Cuando era joven, era una niña muy curiosa.",
+        "Cuando era joven, era un niño muy curioso.",
+        (("una", "un"), ("niña", "niño"), ("curiosa", "curioso")),
+    ),
+    GenderedSentence(
+        "I was born in a small town by the sea, and I am the first in my family to travel.",
+        "Nací en un pueblo pequeño junto al mar, y soy la primera de mi familia en viajar.",
+        "Nací en un pueblo pequeño junto al mar, y soy el primero de mi familia en viajar.",
+        (("la", "el"), ("primera", "primero")),
+    ),
+    GenderedSentence(
+        "I am a teacher, and I love my students.",
+        "Soy profesora y quiero a mis estudiantes.",
+        "Soy profesor y quiero a mis estudiantes.",
+        (("profesora", "profesor"),),
+    ),
+    GenderedSentence(
+        "I was surprised by the results.",
+        "Me quedé sorprendida por los resultados.",
+        "Me quedé sorprendido por los resultados.",
+        (("sorprendida", "sorprendido"),),
+    ),
+    GenderedSentence(
+        "I am convinced that we can do better.",
+        "Estoy convencida de que podemos hacerlo mejor.",
+        "Estoy convencido de que podemos hacerlo mejor.",
+        (("convencida", "convencido"),),
+    ),
+    GenderedSentence(
+        "I was the only engineer in the room.",
+        "Yo era la única ingeniera en la sala.",
+        "Yo era el único ingeniero en la sala.",
+        (("la", "el"), ("única", "único"), ("ingeniera", "ingeniero")),
+    ),
+    GenderedSentence(
+        "I am ready to start the new project.",
+        "Estoy lista para empezar el nuevo proyecto.",
+        "Estoy listo para empezar el nuevo proyecto.",
+        (("lista", "listo"),),
+    ),
     GenderedSentence("I felt lonely in the new city.", "Me sentí sola en la nueva ciudad.", "Me sentí solo en la nueva ciudad.", (("sola", "solo"),)),
 ]
 MUSTSHE_TARGET = "es"

@@ -121,7 +121,9 @@ def synthesize(text: str, voice: str, rate_wpm: int = 160, pitch: int = 50) -> t
     command = [sys.executable, "-m", __name__, "--voice", voice, "--rate-wpm", str(rate_wpm), "--pitch", str(pitch)]
     result = subprocess.run(command, input=text.encode("utf-8"), capture_output=True)
     if result.returncode != 0:
-        raise EspeakError(f"espeak-ng synthesis of {text!r} with voice {voice!r} failed: {result.stderr.decode(errors='replace').strip().removeprefix('error: ')}")
+        raise EspeakError(
+            f"espeak-ng synthesis of {text!r} with voice {voice!r} failed: {result.stderr.decode(errors='replace').strip().removeprefix('error: ')}"
+        )
     with np.load(io.BytesIO(result.stdout)) as saved:
         return saved["audio"], int(saved["rate"])
 

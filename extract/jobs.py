@@ -1,0 +1,150 @@
+"""One extraction or transcription run as a typed record, and the function that runs it.
+
+``python -m experiments.extract`` / ``experiments.transcribe`` and the demo describe their runs
+with these records, so that what a store's ``config`` or a transcription's ``OUT.settings.json``
+records (the contract a resumed run must match) is written in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extract.audio import MAX_SECONDS
+from extract.families.generation import GenerationOptions
+from extract.manifest import read_manifest
+from extract.provenance import provenance
+from extract.runner import ExtractionReport, check_settings, finished_ids, run_extraction, run_transcription
+from extract.spec import ModelSpec, load_extractor, load_generator
+
+
+@dataclass(frozen=True)
+class ExtractionJob:
+    """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``."""
+
+    spec: ModelSpec
+    manifest: Path
+    out: Path
+    sites: str | tuple[str, ...] = "all"
+    storage_dtype: str = "float16"
+    batch_seconds: float = 120.0
+    max_seconds: float = 30.0
+    keep_padding: bool = False
+    limit: int | None = None
+    num_shards: int = 1
+    shard_index: int = 0
+    utterances_per_part: int = 256
+
+    def store_config(self, sites: list[str], checkpoint: str) -> dict:
+        """What determines the stored values; a resumed run must match it exactly."""
+        spec = self.spec
+        return {
+            "model": spec.family,
+            "checkpoint": checkpoint,
+            "revision": spec.revision,
+            "sites": sites,
+            "dtype": spec.dtype,
+            "storage_dtype": self.storage_dtype,
+            "max_seconds": self.max_seconds,
+            "keep_padding": self.keep_padding,
+            "random_init": spec.random_init,
+            "seed": spec.seed if spec.random_init else None,
+            "limit": self.limit,
+            "num_shards": self.num_shards,
+            "utterances_per_part": self.utterances_per_part,
+            "manifest": str(self.manifest),
+        }
+
+
+def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool = False) -> tuple[list[str], ExtractionReport]:
+    """Runs ``job`` (resuming a store left unfinished); returns the sites extracted and the report."""
+    utterances = read_manifest(job.manifest)[: job.limit]
+    extractor = load_extractor(job.spec, keep_padding=job.keep_padding)
+    sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
+    report = run_extraction(
+        extractor,
+        utterances,
+        sites,
+        job.out,
+        config=job.store_config(sites, extractor.checkpoint),
+        storage_dtype=job.storage_dtype,
+        batch_seconds=job.batch_seconds,
+        max_seconds=job.max_seconds,
+        num_shards=job.num_shards,
+        shard_index=job.shard_index,
+        utterances_per_part=job.utterances_per_part,
+        show_progress=show_progress,
+        reclaim_stale=reclaim_stale,
+    )
+    return sites, report
+
+
+@dataclass(frozen=True)
+class TranscriptionJob:
+    """Transcripts (``task`` asr) or translations into ``tgt_lang`` (st) of a manifest by ``spec``, appended to ``out``.
+    ``name``: the model label of each row (default: the checkpoint); ``max_seconds``: default 30 (asr) or 60 (st)."""
+
+    spec: ModelSpec
+    manifest: Path
+    out: Path
+    task: str
+    tgt_lang: str | None = None
+    name: str | None = None
+    options: GenerationOptions = field(default_factory=GenerationOptions)
+    batch_seconds: float = 240.0
+    max_seconds: float | None = None
+    limit: int | None = None
+
+    @property
+    def trim_seconds(self) -> float:
+        return self.max_seconds or MAX_SECONDS[self.task]
+
+    @property
+    def settings_path(self) -> Path:
+        return self.out.with_name(self.out.name + ".settings.json")
+
+    def model_name(self, checkpoint: str) -> str:
+        return self.name or self.spec.checkpoint or checkpoint
+
+    def settings(self, checkpoint: str, decoding: dict) -> dict:
+        """What ``OUT.settings.json`` records; a rerun with other settings (the code version aside) is refused."""
+        spec = self.spec
+        return {
+            "model": self.model_name(checkpoint),
+            "family": spec.family,
+            "checkpoint": checkpoint,
+            "revision": spec.revision,
+            "task": self.task,
+            "tgt_lang": self.tgt_lang,
+            "dtype": spec.dtype,
+            "max_seconds": self.trim_seconds,
+            "decoding": decoding,
+            "decoder": self.options.decoder if spec.family == "zeroswot" else None,
+            "manifest": str(self.manifest),
+            "provenance": provenance(),
+        }
+
+
+@dataclass(frozen=True)
+class TranscriptionReport:
+    total: int  # utterances in the manifest (after ``limit``)
+    todo: int  # of them not yet in the output when the run started
+    written: int
+    skipped: list[dict]
+    audio_notes: dict[str, dict]
+
+
+def transcribe(job: TranscriptionJob, show_progress: bool = True) -> TranscriptionReport:
+    """Runs ``job``: checks (or writes) its settings file, skips the ids already in ``out`` and appends the rest."""
+    utterances = read_manifest(job.manifest)[: job.limit]
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = job.spec.resolved_checkpoint()
+    generator = load_generator(job.spec, job.options)
+    generator.check(job.task, job.tgt_lang)
+    check_settings(job.settings_path, job.settings(checkpoint, generator.settings()))
+    done = finished_ids(job.out)
+    todo = [u for u in utterances if u.id not in done]
+    written, skipped, notes = run_transcription(
+        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress
+    )
+    return TranscriptionReport(len(utterances), len(todo), written, skipped, notes)

@@ -1,0 +1,74 @@
+"""The typed run records of ``extract.jobs``: what a store's config and a transcription's settings
+file record is a contract a resumed run is checked against, so its keys and order are fixed here."""
+
+from pathlib import Path
+
+from extract.families.generation import GenerationOptions
+from extract.jobs import ExtractionJob, TranscriptionJob
+from extract.spec import ModelSpec
+
+
+def test_store_config_records_the_spec_and_the_run_settings():
+    job = ExtractionJob(ModelSpec("whisper", "bundled-base", dtype="bfloat16", device="cpu", random_init=True, seed=3), Path("m.jsonl"), Path("out"))
+    config = job.store_config(["encoder.final"], "/weights/whisper-base")
+    assert config == {
+        "model": "whisper",
+        "checkpoint": "/weights/whisper-base",
+        "revision": None,
+        "sites": ["encoder.final"],
+        "dtype": "bfloat16",
+        "storage_dtype": "float16",
+        "max_seconds": 30.0,
+        "keep_padding": False,
+        "random_init": True,
+        "seed": 3,
+        "limit": None,
+        "num_shards": 1,
+        "utterances_per_part": 256,
+        "manifest": "m.jsonl",
+    }
+    assert list(config) == [
+        "model",
+        "checkpoint",
+        "revision",
+        "sites",
+        "dtype",
+        "storage_dtype",
+        "max_seconds",
+        "keep_padding",
+        "random_init",
+        "seed",
+        "limit",
+        "num_shards",
+        "utterances_per_part",
+        "manifest",
+    ]
+    pretrained = ExtractionJob(ModelSpec("whisper", device="cpu", seed=3), Path("m.jsonl"), Path("out"))
+    assert pretrained.store_config([], "c")["seed"] is None  # the seed matters only to random weights
+
+
+def test_transcription_settings_default_trim_and_name():
+    spec = ModelSpec("whisper", "bundled-base", device="cpu")
+    asr = TranscriptionJob(spec, Path("m.jsonl"), Path("hyps/a.jsonl"), "asr")
+    st = TranscriptionJob(
+        spec, Path("m.jsonl"), Path("hyps/b.jsonl"), "st", tgt_lang="es", name="whisper-base", options=GenerationOptions(num_beams=1, decoder="nllb")
+    )
+    assert (asr.trim_seconds, st.trim_seconds) == (30.0, 60.0)
+    assert asr.settings_path == Path("hyps/a.jsonl.settings.json")
+    settings = st.settings("/weights/whisper-base", {"num_beams": 1})
+    assert list(settings) == [
+        "model",
+        "family",
+        "checkpoint",
+        "revision",
+        "task",
+        "tgt_lang",
+        "dtype",
+        "max_seconds",
+        "decoding",
+        "decoder",
+        "manifest",
+        "provenance",
+    ]
+    assert (settings["model"], settings["tgt_lang"], settings["max_seconds"], settings["decoder"]) == ("whisper-base", "es", 60.0, None)
+    assert asr.settings("/weights/whisper-base", {})["model"] == "bundled-base"  # no name: the checkpoint as given
