@@ -33,6 +33,13 @@ def test_gap_table_leads_with_the_bootstrap_interval_and_names_the_estimate():
     assert "pseudo-replication" in note and "crosses 0" in note
 
 
+def test_an_interval_from_too_few_speakers_says_so():
+    entry = _entry(43.7, [29.0, 68.0], 0.0)
+    entry["bootstrap"] |= {"speakers": {"female": 4, "male": 4}, "ci95_note": "only 4 speakers in a group"}
+    row = gap_table({"m": {"languages": {"es": entry}}})[2]
+    assert "| 29.0 .. 68.0 (unreliable: 4 / 4 speakers) |" in row
+
+
 def test_an_interval_touching_zero_crosses_it_and_a_missing_one_does_not():
     gaps = {"m": {"languages": {"en": _entry(10.0, [0.0, 20.0], 0.5), "es": _entry(10.0, None, None)}}}
     rows = gap_table(gaps)[2:4]

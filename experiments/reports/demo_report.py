@@ -134,6 +134,9 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
             bootstrap = entry.get("bootstrap", {})
             ci = bootstrap.get("ci95") or [None, None]
             interval = f"{_fmt(ci[0])} .. {_fmt(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
+            if bootstrap.get("ci95_note"):
+                speakers = bootstrap.get("speakers", {})
+                interval += f" (unreliable: {' / '.join(str(n) for n in speakers.values())} speakers)"
             lines.append(
                 f"| {model} | {language} | {entry['metric'].upper()} | {_fmt(groups.get('female', {}).get('error_rate'), 2)} | "
                 f"{_fmt(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {_fmt(entry.get('gap_relative'))} | "
