@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import add_out_argument, fail, run_cli
 from experiments.scoring.vad import filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
 
@@ -36,9 +36,11 @@ def _run(args: argparse.Namespace) -> int:
     utterances = read_manifest(args.manifest)
     print(f"[vad_filter] {len(utterances)} records; keeping those with >= {args.min_speech_seconds:g} s of speech (silero-vad, threshold {args.threshold:g})")
     kept, dropped = filter_speech(utterances, silero_detector(args.threshold), args.min_speech_seconds, args.max_seconds, not args.quiet)
-    out = write_manifest(args.out, kept)
     dropped_path = Path(args.out).with_name(Path(args.out).name + ".dropped.jsonl")
     dropped_path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dropped))
+    if not kept:  # an empty manifest would only fail later, in whichever stage reads it
+        return fail(f"no record of {args.manifest} has {args.min_speech_seconds:g} s of speech; no manifest written; reasons in {dropped_path}")
+    out = write_manifest(args.out, kept)
     by_group = Counter((item["language"], item["gender"], item["reason"]) for item in dropped)
     print(f"[vad_filter] kept {len(kept)}, dropped {len(dropped)}")
     for (language, gender, reason), count in sorted(by_group.items()):

@@ -88,7 +88,7 @@ def test_vad_cli_writes_kept_manifest_and_dropped_list(tmp_path):
     noise = np.random.default_rng(0).normal(0, 0.01, 32_000).astype(np.float32)  # audible, but no speech
     silent = _write(tmp_path / "s.wav", noise)
     manifest = write_manifest(tmp_path / "m.jsonl", [Utterance(id="s", audio=silent, language="en", text="x", gender="female", speaker="a")])
-    assert vad_main(["--manifest", str(manifest), "--out", str(tmp_path / "kept.jsonl"), "--quiet"]) == 0
-    assert (tmp_path / "kept.jsonl").read_text() == ""  # nothing kept; reading it back is an error (empty manifest)
+    assert vad_main(["--manifest", str(manifest), "--out", str(tmp_path / "kept.jsonl"), "--quiet"]) == 2  # nothing kept
+    assert not (tmp_path / "kept.jsonl").exists()  # no empty manifest for a later stage to trip on
     dropped = [json.loads(line) for line in (tmp_path / "kept.jsonl.dropped.jsonl").read_text().splitlines()]
     assert [(d["id"], d["reason"]) for d in dropped] == [("s", "too little speech")]
