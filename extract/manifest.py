@@ -177,13 +177,16 @@ def _describe(value: object) -> str:
     return "null" if value is None else f"{type(value).__name__} {value!r}"
 
 
-def read_keyed_rows(path: str | Path, key: str = "id", required: Iterable[str] = (), strings: Iterable[str] = (), what: str = "row") -> list[tuple[int, dict]]:
+def read_keyed_rows(
+    path: str | Path, key: str = "id", required: Iterable[str] = (), strings: Iterable[str] = (), what: str = "row", genders: bool = False
+) -> list[tuple[int, dict]]:
     """The id-keyed JSONL reader every scorer uses: ``(line number, object)`` in file order.
 
     Refused, naming the file and line: a row without ``key`` or a ``required`` key, a ``key`` that
     is not a non-empty string, a ``strings`` value that is not a string (a numeric or null
     hypothesis), an id seen before (both lines named: a duplicate would be counted twice or
-    overwrite the first), and a file with no rows at all.
+    overwrite the first), and a file with no rows at all. With ``genders``, each row's ``gender`` is
+    mapped to its label (:func:`normalize_gender`); an unrecognised value is refused the same way.
     """
     path = Path(path)
     required, strings = (key, *required), (key, *strings)
@@ -201,6 +204,11 @@ def read_keyed_rows(path: str | Path, key: str = "id", required: Iterable[str] =
         if identifier in first_line:
             raise ManifestError(path, number, f"duplicate {key} {identifier!r}, first on {path}:{first_line[identifier]}; keep one row per {key}")
         first_line[identifier] = number
+        if genders:
+            try:
+                record["gender"] = normalize_gender(record["gender"])
+            except ValueError as error:
+                raise ManifestError(path, number, str(error)) from error
         rows.append((number, record))
     if not rows:
         raise ManifestError(path, None, f"holds no {what}s (empty file); check the path or rerun what writes it")

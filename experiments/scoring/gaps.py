@@ -31,7 +31,7 @@ from scipy.stats import ttest_ind
 
 from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import GroupMetricFrame, Members, relative_gap
-from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
+from extract.manifest import read_keyed_rows
 
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
 P_VALUE_NOTE = (
@@ -178,15 +178,8 @@ def read_hypotheses(path: Path) -> list[dict]:
     lines named), a missing key, a reference, hypothesis, speaker or language that is not a string
     (a numeric or null hypothesis), an unrecognised gender or an empty file is an error naming the
     file and line. The references are in the rows themselves, so no id can lack its reference."""
-    rows = []
     strings = ("reference", "hypothesis", "speaker", "language")
-    for number, row in read_keyed_rows(path, required=REQUIRED, strings=strings, what="hypothesis row"):
-        try:
-            row["gender"] = normalize_gender(row["gender"])
-        except ValueError as error:
-            raise ManifestError(path, number, str(error)) from error
-        rows.append(row)
-    return rows
+    return [row for _, row in read_keyed_rows(path, required=REQUIRED, strings=strings, what="hypothesis row", genders=True)]
 
 
 ERROR_THRESHOLDS = tuple(range(101))  # percent

@@ -18,7 +18,7 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from experiments.scoring.group_metrics import GroupMetricFrame
-from extract.manifest import ManifestError, normalize_gender, read_keyed_rows
+from extract.manifest import ManifestError, read_keyed_rows
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
 
@@ -35,7 +35,7 @@ def _is_reference(value: object) -> bool:
 def read_rows(path: Path) -> list[dict]:
     """``experiments.transcribe --task st`` rows; bad rows raise :class:`ManifestError` with file:line."""
     rows = []
-    for number, row in read_keyed_rows(path, required=REQUIRED, strings=("hypothesis", "source"), what="translation row"):
+    for number, row in read_keyed_rows(path, required=REQUIRED, strings=("hypothesis", "source"), what="translation row", genders=True):
         if not _is_reference(row["reference"]):
             raise ManifestError(
                 path,
@@ -43,10 +43,6 @@ def read_rows(path: Path) -> list[dict]:
                 f"reference must be a string or a non-empty list of strings, got {json.dumps(row['reference'], ensure_ascii=False)}; "
                 "the manifest needs a translation for every utterance",
             )
-        try:
-            row["gender"] = normalize_gender(row["gender"])
-        except ValueError as error:
-            raise ManifestError(path, number, str(error)) from error
         rows.append(row)
     return rows
 
