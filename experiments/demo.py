@@ -35,7 +35,7 @@ from pathlib import Path
 
 from experiments.cli import run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
-from experiments.recipes.democorpus.voices import VOICES
+from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import TINY_PREFIX, DemoProbes, ProbeRun, write_report
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses
@@ -53,17 +53,6 @@ from probing.grid import GridError, run_all
 from probing.results import ResultsError, load_rows
 from probing.run import ProbeConfig
 
-# --trim: 2 female and 2 male voices of each engine that speak both languages, as in the corpus tests
-TRIM_VOICES = (
-    "kokoro-jf_alpha",
-    "kokoro-jf_nezumi",
-    "kokoro-jf_tebukuro",
-    "espeak-f2",
-    "kokoro-jm_kumo",
-    "kokoro-jm_kumo-alpha",
-    "kokoro-jm_kumo-nezumi",
-    "espeak-m2",
-)
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 # what a stage raises for a problem the user can fix (a store or results file of other settings, a
 # failed probe run, a model that cannot load): one line and exit status 2 (besides cli.USER_ERRORS)
@@ -136,8 +125,7 @@ def log(message: str) -> None:
 
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
-        voices = tuple(v for v in VOICES if v.name in TRIM_VOICES)
-        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=voices, measure=False)
+        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES, measure=False)
     return build_demo_corpus(default_root(seed), seed=seed)
 
 

@@ -67,3 +67,16 @@ VOICES = (
     Voice("espeak-m2", "espeak", "m2", "male", languages=("en",), pitch=40),
     Voice("espeak-m4", "espeak", "m4", "male", languages=("en",), pitch=40),
 )
+
+# the trimmed corpus (``experiments.demo --trim`` and the corpus tests): 2 female and 2 male voices of each engine
+TRIM_NAMES = (
+    "kokoro-jf_alpha",
+    "kokoro-jf_nezumi",
+    "kokoro-jf_tebukuro",
+    "espeak-f2",
+    "kokoro-jm_kumo",
+    "kokoro-jm_kumo-alpha",
+    "kokoro-jm_kumo-nezumi",
+    "espeak-m2",
+)
+TRIM_VOICES = tuple(v for v in VOICES if v.name in TRIM_NAMES)
