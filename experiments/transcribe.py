@@ -25,14 +25,13 @@ import time
 from pathlib import Path
 
 from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from extract.audio import MAX_SECONDS
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import provenance
 from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
 from extract.spec import load_generator
-
-MAX_SECONDS = {"asr": 30.0, "st": 60.0}
 
 
 def build_parser() -> argparse.ArgumentParser:
