@@ -12,7 +12,9 @@ Stages, each skipping work already done (rerun it to pick up where it stopped):
    MDL on the last layer, per-language probes, an attention probe applied to MuST-SHE;
 6. random-init tiny SeamlessM4T v2, S2T and the ZeroSwot stand-in: extraction before/after the
    adapters and attention probes, so that path runs end to end (random weights, labelled so);
-7. correlations, figures (PNG + PDF) and ``report.md``.
+7. correlations, figures (PNG + PDF) and ``report.md``;
+8. opt-in stages (``--extra NAME``, repeatable, or ``--extra all``; see ``experiments.reports.extras``),
+   each appending its section to the report.
 
 The voices are synthetic: the numbers show that the pipeline runs, not a finding about people.
 ``--trim`` runs everything on a few sentences and voices (what CI runs).
@@ -37,6 +39,7 @@ from experiments.cli import run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import TINY_PREFIX, DemoProbes, ProbeRun, write_report
+from experiments.reports.extras import EXTRA_STAGE_ERRORS, EXTRA_STAGES, run_extra
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses
 from extract.corpora.must_she import MustSheError, read_definition
@@ -56,7 +59,7 @@ from probing.run import ProbeConfig
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 # what a stage raises for a problem the user can fix (a store or results file of other settings, a
 # failed probe run, a model that cannot load): one line and exit status 2 (besides cli.USER_ERRORS)
-STAGE_ERRORS = (ProbeError, GridError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, *LOAD_ERRORS)
+STAGE_ERRORS = (ProbeError, GridError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, *LOAD_ERRORS, *EXTRA_STAGE_ERRORS)
 THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
 TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 
@@ -287,7 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
     parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        choices=[*EXTRA_STAGES, "all"],
+        help="an opt-in stage after the report (repeatable; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
+    )
     args = parser.parse_args(argv)
+    if "all" in args.extra:
+        args.extra = list(EXTRA_STAGES)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     return run_cli(lambda: run_demo(args), *STAGE_ERRORS)
@@ -307,6 +319,10 @@ def run_demo(args: argparse.Namespace) -> int:
     behaviour = _timed("gaps and MuST-SHE", lambda: stage_behaviour(work, hyps))
     probes = _timed("probes", lambda: stage_probes(work, stores, args.positions))
     report = _timed("figures and report", lambda: write_report(work, stores, behaviour, probes, trimmed=args.trim))
+    for name in dict.fromkeys(args.extra):
+        section = _timed(f"extra stage {name}", lambda name=name: run_extra(name, work))
+        with report.open("a") as markdown:
+            markdown.write("\n" + "\n".join(section) + "\n")
     log(f"report: {report}")
     log(f"done in {time.time() - started:.0f} s")
     return 0

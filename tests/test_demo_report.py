@@ -135,3 +135,69 @@ def test_the_report_reads_probe_runs_by_typed_name():
     assert [(run.model, run.language) for run, _ in probes.by_language()] == [("whisper-tiny.en", "en")]
     assert probes.attention("whisper-base", "encoder.final") == {"f1_macro": 1}
     assert [(run.model, run.site, row) for run, row in probes.tiny_attention()] == [("tiny-random-s2t", "post_adapter", {"f1_macro": 2})]
+
+
+def test_extra_stages_append_their_sections_to_the_report_once_each_in_order(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import experiments.demo as demo
+
+    report = tmp_path / "report.md"
+    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
+    monkeypatch.setattr(demo, "stage_extract", lambda work: {})
+    monkeypatch.setattr(demo, "stage_transcribe", lambda work: {})
+    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
+    monkeypatch.setattr(demo, "stage_probes", lambda work, stores, positions: None)
+    monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: report.write_text("# Demo report\n") and report)
+    ran = []
+
+    def fake_extra(name, work):
+        ran.append(name)
+        return [f"## {name}", "", f"work folder {work.root.name}"]
+
+    monkeypatch.setattr(demo, "run_extra", fake_extra)
+    before = torch.get_num_threads()
+    try:
+        assert demo.main(["--work", str(tmp_path), "--extra", "grafn", "--extra", "winomt", "--extra", "grafn"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert ran == ["grafn", "winomt"]
+    assert report.read_text() == f"# Demo report\n\n## grafn\n\nwork folder {tmp_path.name}\n\n## winomt\n\nwork folder {tmp_path.name}\n"
+    ran.clear()
+    try:
+        assert demo.main(["--work", str(tmp_path), "--extra", "all"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert ran == ["winomt", "grafn", "analyses", "interventions"]
+
+
+def test_an_unknown_extra_stage_is_refused():
+    from experiments.reports.extras import run_extra
+
+    with pytest.raises(ValueError, match="unknown demo stage 'probes'; choose from winomt, grafn, analyses, interventions"):
+        run_extra("probes", None)
+
+
+def test_a_user_error_inside_an_extra_stage_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from types import SimpleNamespace
+
+    import experiments.demo as demo
+    from experiments.scoring.grammatical_gender import AnalyserError
+
+    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
+    for stage in ("stage_extract", "stage_transcribe"):
+        monkeypatch.setattr(demo, stage, lambda work: {})
+    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
+    monkeypatch.setattr(demo, "stage_probes", lambda work, stores, positions: None)
+    monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: tmp_path / "report.md")
+
+    def missing_pipeline(name, work):
+        raise AnalyserError("spaCy pipeline 'fr_core_news_sm' is not installed")
+
+    monkeypatch.setattr(demo, "run_extra", missing_pipeline)
+    before = torch.get_num_threads()
+    try:
+        assert demo.main(["--work", str(tmp_path), "--extra", "winomt"]) == 2
+    finally:
+        torch.set_num_threads(before)
+    assert capsys.readouterr().err.splitlines() == ["error: spaCy pipeline 'fr_core_news_sm' is not installed"]
