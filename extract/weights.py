@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,8 @@ BUNDLED = {
     ),
 }
 
-CONVERTER_VERSION = 1  # bump when the conversion changes, so caches are rebuilt
+CONVERTER_VERSION = 2  # bump when the conversion changes, so caches are rebuilt (2: the base tokenizer's lost first merge restored)
+FIRST_MERGED_ID = 256  # byte-level BPE: ids 0-255 are the bytes, merge of rank r makes the token of id 256 + r
 
 
 class BundledWeightsMissing(RuntimeError):
@@ -62,6 +64,10 @@ def _package_file(package: str, relative: str, pip_names: tuple[str, ...]):
     return root.joinpath(relative)
 
 
+def _converted(stamp: Path) -> bool:
+    return stamp.exists() and json.loads(stamp.read_text()).get("converter_version") == CONVERTER_VERSION
+
+
 def bundled_whisper(size: str = "base") -> Path:
     """Return a transformers folder with the bundled Whisper ``size`` ("base" or "tiny.en"), converting once."""
     if size not in BUNDLED:
@@ -69,11 +75,11 @@ def bundled_whisper(size: str = "base") -> Path:
     source = BUNDLED[size]
     target = cache_dir() / "weights" / f"whisper-{size}"
     stamp = target / "conversion.json"
-    if stamp.exists() and json.loads(stamp.read_text()).get("converter_version") == CONVERTER_VERSION:
+    if _converted(stamp):
         return target
     blob = b"".join(_package_file(package, relative, source.pip_names).read_bytes() for package, relative in zip(source.packages, source.model_files))
     assets = _package_file(source.assets_package, source.assets_dir, source.pip_names)
-    staging = target.with_name(target.name + ".tmp")
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")  # per process: two first runs at once must not share it
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     (staging / "tokenizer.json").write_bytes(assets.joinpath("tokenizer.json").read_bytes())
@@ -81,8 +87,16 @@ def bundled_whisper(size: str = "base") -> Path:
     convert_ct2_whisper(parse_ct2(blob, source=f"{size} model.bin"), staging, staging, name=f"whisper-{size}")
     (staging / "ct2_config.json").unlink()
     (staging / "conversion.json").write_text(json.dumps({"converter_version": CONVERTER_VERSION, "source_packages": list(source.pip_names)}, indent=2))
+    if _converted(stamp):  # another process finished the same conversion meanwhile: keep its folder
+        shutil.rmtree(staging, ignore_errors=True)
+        return target
     shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same conversion first: keep its folder
+        shutil.rmtree(staging, ignore_errors=True)
+        if not stamp.exists():
+            raise
     return target
 
 
@@ -218,6 +232,38 @@ def _generation_config(tokenizer, ct2_config: dict, config):
     return generation
 
 
+def restore_missing_merges(tokenizer: dict) -> list[tuple[str, str]]:
+    """Put back BPE merges that a packaged ``tokenizer.json`` lost, in place; returns them.
+
+    The multilingual base package's tokenizer has 49 999 merges: the rank-0 merge ``Ġ t`` (the vocabulary's
+    id 256, ``Ġt``) is gone, most likely read as a ``merges.txt`` header. Without it " two" encodes as
+    ``Ġ`` + ``two`` instead of ``Ġtwo``, which inflates token counts (decoding is unaffected). In byte-level
+    BPE the merge of rank r makes the token of id 256 + r, so a token in that range that no merge makes is
+    a lost merge; it is restored when exactly one split into two earlier tokens exists, else refused.
+    """
+    model = tokenizer["model"]
+    merges = model["merges"]
+    as_strings = bool(merges) and isinstance(merges[0], str)
+    pairs = [tuple(merge.split(" ", 1)) if as_strings else tuple(merge) for merge in merges]
+    vocab = model["vocab"]
+    made = {left + right for left, right in pairs}
+    special = {added["content"] for added in tokenizer.get("added_tokens", [])}  # in the vocabulary, made by no merge
+    by_id = {index: token for token, index in vocab.items() if token not in special}
+    restored = []
+    for index in sorted(i for i in by_id if i >= FIRST_MERGED_ID):
+        token = by_id[index]
+        if token in made or len(token) < 2:  # a merge makes two symbols one; the base vocabulary also holds an empty token
+            continue
+        splits = [(token[:cut], token[cut:]) for cut in range(1, len(token)) if vocab.get(token[:cut], index) < index and vocab.get(token[cut:], index) < index]
+        if len(splits) != 1:
+            raise ValueError(f"tokenizer.json: no merge makes {token!r} (id {index}) and it has {len(splits)} possible splits, so it cannot be restored")
+        pairs.insert(index - FIRST_MERGED_ID, splits[0])
+        made.add(token)
+        restored.append(splits[0])
+    model["merges"] = [" ".join(pair) for pair in pairs] if as_strings else [list(pair) for pair in pairs]
+    return restored
+
+
 def convert_ct2_whisper(ct2: CT2Model, assets_dir: Path, out_dir: Path, name: str = "whisper") -> Path:
     """Write a ``save_pretrained`` folder (model, tokenizer, feature extractor, generation config).
 
@@ -232,7 +278,11 @@ def convert_ct2_whisper(ct2: CT2Model, assets_dir: Path, out_dir: Path, name: st
         config_file = assets_dir / "config.json"
     ct2_config = json.loads(config_file.read_text())
     state, dims = whisper_state_dict(ct2)
-    tokenizer = WhisperTokenizerFast(tokenizer_file=str(assets_dir / "tokenizer.json"))
+    tokenizer_json = json.loads((assets_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    restore_missing_merges(tokenizer_json)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tokenizer.json").write_text(json.dumps(tokenizer_json, ensure_ascii=False), encoding="utf-8")
+    tokenizer = WhisperTokenizerFast(tokenizer_file=str(out_dir / "tokenizer.json"))
     end_of_text = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     config = WhisperConfig(
         **dims,

@@ -97,3 +97,44 @@ def test_quantized_weights_are_refused(tmp_path):
     model = parse_ct2(write_ct2({"encoder/conv1/weight_scale": np.ones(2, dtype=np.float32)}, {}))
     with pytest.raises(ValueError, match="int8-quantized"):
         whisper_state_dict(model)
+
+
+def _toy_tokenizer(merges, extra_vocab):
+    """A byte-level BPE tokenizer.json: the 256 byte tokens (as GPT-2 maps them: space is Ġ) and merged tokens from id 256."""
+    printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    others = [b for b in range(256) if b not in printable]
+    symbols = {byte: chr(byte) for byte in printable} | {byte: chr(256 + rank) for rank, byte in enumerate(others)}
+    return {"model": {"vocab": {symbols[byte]: byte for byte in range(256)} | extra_vocab, "merges": merges}}
+
+
+@pytest.mark.parametrize("as_strings", [True, False])
+def test_a_lost_first_merge_is_restored_at_its_rank(as_strings):
+    from extract.weights import restore_missing_merges
+
+    kept = [["h", "e"], ["Ġt", "he"]]
+    tokenizer = _toy_tokenizer([" ".join(m) for m in kept] if as_strings else kept, {"Ġt": 256, "he": 257, "Ġthe": 258, "<|endoftext|>": 259})
+    tokenizer["added_tokens"] = [{"id": 259, "content": "<|endoftext|>", "special": True}]
+    assert restore_missing_merges(tokenizer) == [("Ġ", "t")]
+    expected = [["Ġ", "t"], ["h", "e"], ["Ġt", "he"]]
+    assert tokenizer["model"]["merges"] == ([" ".join(m) for m in expected] if as_strings else expected)
+    assert restore_missing_merges(tokenizer) == []
+
+
+def test_a_lost_merge_with_two_possible_splits_is_refused():
+    from extract.weights import restore_missing_merges
+
+    tokenizer = _toy_tokenizer([["a", "b"], ["b", "c"]], {"ab": 256, "bc": 257, "abc": 258})
+    with pytest.raises(ValueError, match=r"no merge makes 'abc' \(id 258\) and it has 2 possible splits"):
+        restore_missing_merges(tokenizer)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", ["base", "tiny.en"])
+def test_the_bundled_tokenizers_merge_space_t(size):
+    from transformers import WhisperTokenizerFast
+
+    from extract.weights import bundled_whisper
+
+    tokenizer = WhisperTokenizerFast.from_pretrained(bundled_whisper(size))
+    assert tokenizer.tokenize(" two trains") == ["Ġtwo", "Ġtrains"]
+    assert tokenizer.decode(tokenizer.encode(" two trains", add_special_tokens=False)) == " two trains"
