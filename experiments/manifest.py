@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--speakers", required=True, help="MuST-Speaker-style TSV")
     sub = add("must_she", "MuST-SHE TSV with wav/")
     sub.add_argument("tsv"), sub.add_argument("--wav-dir")
+    sub = add("winost", "WinoST: WinoMT's aggregate file (en.txt) with one WAV per line")
+    sub.add_argument("tsv", metavar="AGGREGATE", help="en.txt: gender, index, sentence, profession per line")
+    sub.add_argument("--wav-dir", required=True, help="the folder of WAV files")
+    sub.add_argument("--wav-template", help="each line's WAV name, e.g. '{line}.wav' (1-based line) or '{id}.wav'; default: the folder's WAVs in natural order")
+    sub.add_argument("--speaker", default="winost-reader"), sub.add_argument("--speaker-gender", default="female", help="the reader's gender (WinoST: female)")
     sub = add("tsv", "generic TSV whose header uses the manifest keys")
     sub.add_argument("tsv"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
     sub = add("jsonl", "generic JSONL whose keys are the manifest keys")
@@ -58,6 +63,8 @@ def _adapt(args) -> AdapterResult:
         return corpora.must_c(args.split_dir, args.split_name, args.tgt_lang, args.speakers)
     if args.format == "must_she":
         return corpora.must_she(args.tsv, args.wav_dir)
+    if args.format == "winost":
+        return corpora.winost(args.tsv, args.wav_dir, args.wav_template, args.speaker, args.speaker_gender)
     defaults = {key: value for key, value in (("language", args.language), ("dataset", args.dataset)) if value}
     if args.format == "tsv":
         return corpora.generic_tsv(args.tsv, **defaults)

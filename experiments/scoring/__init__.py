@@ -8,4 +8,7 @@
 - ``correlation``: correlation of two result columns (``experiments.correlate``)
 - ``dataset_stats``: the corpus statistics table (``experiments.dataset_stats``)
 - ``vad``: the silence filter (``experiments.vad_filter``)
+- ``winomt``: WinoMT/WinoST gender accuracy, ΔG and ΔS, and the ASR side (``experiments.winomt``)
+- ``word_alignment``: eflomal alignment and Pharaoh link files for the WinoMT scorer
+- ``grammatical_gender``: the pluggable reader of a translated entity's grammatical gender (spaCy)
 """

@@ -15,8 +15,9 @@ from extract.corpora.hf import hf_dataset
 from extract.corpora.must_c import must_c
 from extract.corpora.must_she import must_she
 from extract.corpora.voxpopuli import voxpopuli
+from extract.corpora.winost import winost
 
-__all__ = ["ADAPTERS", "common_voice", "fleurs", "generic_jsonl", "generic_tsv", "hf_dataset", "must_c", "must_she", "voxpopuli"]
+__all__ = ["ADAPTERS", "common_voice", "fleurs", "generic_jsonl", "generic_tsv", "hf_dataset", "must_c", "must_she", "voxpopuli", "winost"]
 
 ADAPTERS = {
     "common_voice": common_voice,
@@ -24,6 +25,7 @@ ADAPTERS = {
     "voxpopuli": voxpopuli,
     "must_c": must_c,
     "must_she": must_she,
+    "winost": winost,
     "tsv": generic_tsv,
     "jsonl": generic_jsonl,
 }

