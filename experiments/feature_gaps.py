@@ -1,0 +1,150 @@
+"""``python -m experiments.feature_gaps``: do acoustic and lexical features differ between genders,
+does that difference track the ASR gap, and does gender still predict errors with them held fixed
+(Attanasio et al. 2024, §5; the regression goes beyond the paper)?
+
+    python -m experiments.feature_gaps --manifest M.jsonl --features acoustic.jsonl lexical.jsonl --out feature-gaps.json
+        [--gaps whisper=gap-whisper.json seamless=gap-seamless.json] [--groups female,male] [--unit record|speaker]
+        [--student] [--correction holm] [--only F1,F2] [--regression-features F1,F2]
+
+Writes ``OUT.json`` with everything and, beside it, ``OUT.contrasts.csv`` (per dataset, language and
+feature: group means, Welch's t-test, Mann-Whitney U, Cohen's d, rank-biserial, Holm-corrected
+p-values) and, with ``--gaps`` (``MODEL=`` an ``experiments.asr_gap`` JSON, its ``.counts.jsonl``
+beside it), ``OUT.setups.csv``: one row per (dataset, language, model) with E (``gap_relative``) and
+each feature's ``diff_<feature>`` (A − B), the table that
+``python -m experiments.correlate --table OUT.setups.csv --x diff_f0_mean_hz --y gap_relative --label setup``
+reads; the JSON also holds those correlations (all setups and per dataset and model) and, per setup,
+a Poisson regression of per-utterance errors on gender and the z-scored features (offset log
+reference length, speaker-clustered errors). Definitions: ``experiments.analysis.contrasts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from experiments.analysis.contrasts import (
+    UNITS,
+    ContrastError,
+    error_regression,
+    feature_table,
+    group_contrasts,
+    read_feature_rows,
+    read_gap_setups,
+    setup_correlations,
+    setup_table,
+)
+from experiments.cli import add_out_argument, fail, run_cli
+from experiments.scoring.gaps import finite_or_null
+from extract.manifest import iter_manifest, normalize_gender
+
+DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
+CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")
+
+
+def _gap_argument(value: str) -> tuple[str, Path]:
+    model, separator, path = value.partition("=")
+    if not separator or not model or not path:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected MODEL=PATH, e.g. whisper-base=gap-whisper-base.json")
+    return model, Path(path)
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", required=True, nargs="+", help="manifest(s) of the records: gender, speaker, dataset and language come from here")
+    parser.add_argument("--features", required=True, nargs="+", help="feature JSONL files (experiments.acoustics, experiments.lexical), merged by id")
+    add_out_argument(parser, "results JSON; OUT.contrasts.csv and (with --gaps) OUT.setups.csv beside it")
+    parser.add_argument("--gaps", nargs="+", type=_gap_argument, default=[], metavar="MODEL=GAP.json", help="experiments.asr_gap reports, one per model")
+    parser.add_argument("--groups", default="female,male", help="A,B (default female,male): differences are A − B, as in E(A, B)")
+    parser.add_argument("--unit", choices=UNITS, default="record", help="test records (default, the paper's) or per-speaker means")
+    parser.add_argument("--student", action="store_true", help="Student's t-test (equal variances) instead of Welch's")
+    parser.add_argument("--correction", choices=CORRECTIONS, default="holm", help="multiple-comparison correction over the features of a dataset and language")
+    parser.add_argument("--only", type=_names, help="comma-separated features to analyse (default: every feature in the files)")
+    parser.add_argument(
+        "--regression-features",
+        type=_names,
+        help=f"comma-separated features for the error regression (default: those of {', '.join(DEFAULT_REGRESSION)} that are present)",
+    )
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples of the correlation interval (default 10000)")
+    return parser
+
+
+def _write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
+        writer.writeheader()
+        writer.writerows([{k: ("" if v is None else v) for k, v in row.items()} for row in rows])
+
+
+def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
+    utterances = list(iter_manifest(args.manifest))
+    features_by_id, names = read_feature_rows(args.features)
+    unknown = [name for name in (args.only or []) + (args.regression_features or []) if name not in names]
+    if unknown:
+        return fail(f"no feature(s) {', '.join(unknown)} in {', '.join(args.features)}; they hold {', '.join(names)}")
+    features = args.only or names
+    table = feature_table(utterances, features_by_id, features)
+    if not table:
+        return fail(f"no id of {', '.join(args.features)} is in {', '.join(args.manifest)}")
+    print(f"[feature_gaps] {len(table)} records with features ({len(features)} features); {len(features_by_id) - len(table)} feature rows not in the manifest")
+    contrasts = group_contrasts(table, features, groups, args.unit, not args.student, args.correction)
+    test = "Student" if args.student else "Welch"
+    result = {
+        "settings": {
+            "groups": list(groups),
+            "unit": args.unit,
+            "t_test": test,
+            "nonparametric": "Mann-Whitney U, two-sided",
+            "correction": f"{args.correction} over the features of each dataset and language, per test",
+            "features": features,
+            "feature_files": [str(p) for p in args.features],
+        },
+        "contrasts": contrasts,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    _write_csv(contrasts, args.out.with_suffix(".contrasts.csv"))
+    written = [args.out.with_suffix(".contrasts.csv")]
+    significant = sum(1 for row in contrasts if row["p_t_adjusted"] is not None and row["p_t_adjusted"] < 0.05)
+    print(f"[feature_gaps] {len(contrasts)} contrasts; {significant} with {test} p < 0.05 after {args.correction}")
+    if args.gaps:
+        setups = read_gap_setups(args.gaps)
+        every_record = feature_table(utterances, features_by_id, features, every_record=True)
+        rows = setup_table(setups, every_record, features)
+        regression_features = args.regression_features or [f for f in DEFAULT_REGRESSION if f in names]
+        result["setups"] = rows
+        result["correlations"] = setup_correlations(rows, features, args.bootstrap)
+        result["regression"] = {
+            "model": "Poisson GLM, errors ~ is_A + z(features), offset log(reference length), speaker-clustered standard errors",
+            "features": regression_features,
+            "setups": [error_regression(setup, every_record, regression_features) for setup in setups],
+        }
+        _write_csv(rows, args.out.with_suffix(".setups.csv"))
+        written.append(args.out.with_suffix(".setups.csv"))
+        print(f"[feature_gaps] {len(rows)} (dataset, language, model) setups; regression on {', '.join(regression_features) or 'gender only'}")
+        if len(rows) < 3:
+            print("[feature_gaps] note: a correlation needs at least 3 setups; the correlations are left out")
+    args.out.write_text(json.dumps(finite_or_null(result), indent=1, ensure_ascii=False, allow_nan=False))
+    print(f"[feature_gaps] wrote {args.out} and {', '.join(map(str, written))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        groups = tuple(normalize_gender(g) for g in args.groups.split(","))
+    except ValueError as error:
+        parser.error(f"--groups: {error}")
+    if len(groups) != 2 or groups[0] == groups[1]:
+        parser.error("--groups takes two different groups, e.g. female,male")
+    return run_cli(lambda: _run(args, groups), ContrastError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

