@@ -1,0 +1,96 @@
+"""The Lightning module: Whisper with peft LoRA adapters (GRAFN's setup: ``q_proj`` and ``v_proj`` of
+every attention block), trained on the adapters only, validated by decoding with the package's
+Whisper generator so that hypotheses come out exactly as ``experiments.transcribe`` makes them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import lightning as L
+import torch
+
+LORA_MARKER = "lora_"  # peft's parameter names for the adapters
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """Defaults of peft's Whisper LoRA example (r 32, alpha 64, dropout 0.05 on q_proj and v_proj);
+    the GRAFN paper names the targets but not the rank."""
+
+    rank: int = 32
+    alpha: int = 64
+    dropout: float = 0.05
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+
+    def __post_init__(self):
+        if self.rank < 1 or self.alpha < 1:
+            raise ValueError(f"LoRA rank and alpha must be positive, got rank {self.rank}, alpha {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not self.targets:
+            raise ValueError("LoRA needs at least one target module name")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"targets": list(self.targets)}
+
+
+def add_lora(model, options: LoraOptions):
+    """``model`` with LoRA adapters injected in place (so a generator holding ``model`` decodes through
+    them) and wrapped as a peft model; everything but the adapters is frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    missing = [target for target in options.targets if target not in present]
+    if missing:
+        raise ValueError(f"no module named {', '.join(missing)} in this model; LoRA targets are module names such as q_proj, k_proj, v_proj, out_proj, fc1")
+    config = LoraConfig(r=options.rank, lora_alpha=options.alpha, lora_dropout=options.dropout, target_modules=list(options.targets), bias="none")
+    return get_peft_model(model, config)
+
+
+class WhisperLora(L.LightningModule):
+    """Cross-entropy on the label ids; AdamW on the adapters with a linear warm-up then linear decay
+    to 0 at ``max_steps``. Checkpoints hold the adapters and the optimiser only (the frozen base model
+    is the ``--checkpoint`` it came from), so a resume loads them non-strictly."""
+
+    def __init__(self, model, generator, lr: float = 1e-3, warmup_steps: int = 50, max_steps: int = 1000, weight_decay: float = 0.0):
+        super().__init__()
+        self.model = model  # the peft model
+        self.generator = generator  # decodes through the same (adapted) weights
+        self.lr, self.warmup_steps, self.max_steps, self.weight_decay = lr, warmup_steps, max_steps, weight_decay
+        self.strict_loading = False
+
+    def training_step(self, batch, batch_index):
+        loss = self.model(input_features=batch["input_features"], labels=batch["labels"]).loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        return loss
+
+    def validation_step(self, batch, batch_index):
+        loss = self.model(input_features=batch["input_features"], labels=batch["labels"]).loss
+        self.log("val/loss", loss, batch_size=len(batch["labels"]))
+        rows = []
+        for language in dict.fromkeys(u.language for u in batch["utterances"]):
+            chosen = [i for i, u in enumerate(batch["utterances"]) if u.language == language]
+            hypotheses = self.generator.generate([batch["audios"][i] for i in chosen], language, "asr")
+            for index, hypothesis in zip(chosen, hypotheses):
+                u = batch["utterances"][index]
+                rows.append({"id": u.id, "reference": u.text, "hypothesis": hypothesis, "gender": u.gender, "speaker": u.speaker, "language": u.language})
+        return {"rows": rows}
+
+    def configure_optimizers(self):
+        trainable = [parameter for parameter in self.model.parameters() if parameter.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=self.lr, weight_decay=self.weight_decay)
+        warmup, total = self.warmup_steps, max(self.max_steps, 1)
+
+        def factor(step: int) -> float:
+            if warmup and step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["state_dict"] = {name: value for name, value in checkpoint["state_dict"].items() if LORA_MARKER in name}
+
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        return {name: value.detach().clone() for name, value in self.model.named_parameters() if LORA_MARKER in name}

@@ -1,0 +1,74 @@
+"""The per-gender validation callback: WER per gender, E, Δrel and the absolute gap with the package's
+scorers (``experiments.scoring``), logged through Lightning's loggers at every validation and
+appended to a JSONL history that survives a resumed run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+
+from experiments.scoring.asr_metrics import Scoring
+from experiments.scoring.gaps import error_rate_frame, finite_or_null, utterance_counts
+
+GROUPS = ("female", "male")
+
+
+def gender_metrics(rows: list[dict], scoring: Scoring | None = None) -> dict[str, float]:
+    """From hypothesis rows (id, reference, hypothesis, gender, speaker, language): the corpus WER
+    overall and per gender, E(F, M) (Attanasio et al. 2024), Δrel (Boito et al. 2022) and the
+    absolute gap WER_F − WER_M (GRAFN's eq. 5), in percent. Each language is normalised by its own
+    rules and the counts pooled. A missing group leaves its WER and the gaps NaN."""
+    scoring = scoring or Scoring()
+    counts = []
+    for language in sorted({row["language"] for row in rows}):
+        counts.extend(utterance_counts([row for row in rows if row["language"] == language], language, scoring)[0])
+    frame = error_rate_frame(counts, GROUPS)
+    metrics = {"wer": frame.overall if counts else float("nan")}
+    for group in GROUPS:
+        metrics[f"wer_{group}"] = frame.evaluate(group) if group in frame.present else float("nan")
+        metrics[f"utterances_{group}"] = float(len(frame.members(group)))
+    if frame.missing:
+        metrics |= {"E": float("nan"), "delta_rel": float("nan"), "gap_abs": float("nan")}
+    else:
+        metrics |= {"E": frame.relative_gap(*GROUPS), "delta_rel": frame.delta_rel(*GROUPS), "gap_abs": frame.difference(*GROUPS)}
+    return metrics
+
+
+class GenderGapTracker(L.Callback):
+    """Collects the validation steps' hypothesis rows (``outputs["rows"]``) and, at the end of each
+    validation, logs ``val/wer``, ``val/wer_female``, ``val/wer_male``, ``val/E``, ``val/delta_rel``
+    and ``val/gap_abs`` and appends them, with the step, to ``history`` (JSONL)."""
+
+    def __init__(self, history: Path, scoring: Scoring | None = None):
+        self.history, self.scoring = Path(history), scoring or Scoring()
+        self.rows: list[dict] = []
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        self.rows = []
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self.rows.extend(outputs["rows"])
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not self.rows:
+            return
+        metrics = gender_metrics(self.rows, self.scoring)
+        pl_module.log_dict({f"val/{name}": float(value) for name, value in metrics.items()})
+        record = {"step": int(trainer.global_step), "epoch": int(trainer.current_epoch)} | finite_or_null({k: float(v) for k, v in metrics.items()})
+        with self.history.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def read_history(path: Path) -> list[dict]:
+    """The validations recorded so far (a line cut short by a kill is ignored)."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records

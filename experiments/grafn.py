@@ -1,0 +1,161 @@
+"""``python -m experiments.grafn``: GRAFN waveform normalisation (Alm, Szachara and Murphy, §IV.D, §V).
+
+Two steps::
+
+    python -m experiments.grafn fit --manifest train.jsonl --out grafn-filters.json [--split train]
+    python -m experiments.grafn apply --filters grafn-filters.json --manifest test.jsonl \\
+        --audio-dir grafn-audio/ --out test.grafn.jsonl [--by gender|predicted|utterance]
+
+``fit`` calibrates per-gender gains toward a neutral target on the labelled utterances of a
+manifest and writes them, with every parameter, as JSON. ``apply`` writes normalised audio and a
+manifest with the same ids and metadata (each row's ``extra.grafn`` says which filter it got), so
+``experiments.extract``, ``transcribe``, ``asr_gap`` and ``probe`` run on it unchanged. ``--by
+gender`` uses the labels (the paper's setting; utterances without a binary label are passed through
+unchanged and counted); ``predicted`` picks the filter by a pitch rule calibrated by ``fit``, and
+``utterance`` maps each utterance's own spectrum onto the target: neither reads a label. A killed
+``apply`` resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from experiments.cli import add_out_argument, run_cli
+from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
+from experiments.normalisation.transform import TARGETS, GrafnError, GrafnParameters
+
+DEFAULTS = GrafnParameters()
+
+
+def _add_parameters(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("GRAFN parameters (the choices the paper leaves open; see the README)")
+    group.add_argument(
+        "--window-seconds",
+        type=float,
+        default=DEFAULTS.window_seconds,
+        help=f"sliding window W of the local mean and variance (default {DEFAULTS.window_seconds})",
+    )
+    group.add_argument(
+        "--floor-ratio",
+        type=float,
+        default=DEFAULTS.floor_ratio,
+        help=f"σ_x(t) floored at this share of the utterance's global std, so pauses are not blown up (default {DEFAULTS.floor_ratio})",
+    )
+    group.add_argument("--n-fft", type=int, default=DEFAULTS.n_fft, help=f"STFT size in samples at 16 kHz (default {DEFAULTS.n_fft})")
+    group.add_argument("--hop", type=int, default=DEFAULTS.hop, help=f"STFT hop in samples, at most n_fft/2 (default {DEFAULTS.hop})")
+    group.add_argument("--window", default=DEFAULTS.window, help=f"STFT window, a scipy.signal.get_window name (default {DEFAULTS.window})")
+    group.add_argument(
+        "--smoothing-hz",
+        type=float,
+        default=DEFAULTS.smoothing_hz,
+        help=f"width of the moving average of H(f) across frequency, in Hz (default {DEFAULTS.smoothing_hz:g})",
+    )
+    group.add_argument("--max-gain-db", type=float, default=DEFAULTS.max_gain_db, help=f"H(f) clipped to ± this many dB (default {DEFAULTS.max_gain_db:g})")
+    group.add_argument(
+        "--target", choices=TARGETS, default=DEFAULTS.target, help=f"the neutral spectrum (default {DEFAULTS.target}: the mean of the two groups in dB)"
+    )
+    group.add_argument(
+        "--average",
+        choices=("speaker", "utterance"),
+        default=DEFAULTS.average,
+        help=f"average spectra per speaker first, or over utterances (default {DEFAULTS.average})",
+    )
+    group.add_argument(
+        "--active-db",
+        type=float,
+        default=DEFAULTS.active_db,
+        help=f"frames this many dB below an utterance's loudest are left out of the spectra; 0 keeps all (default {DEFAULTS.active_db:g})",
+    )
+    group.add_argument(
+        "--output-rms",
+        type=float,
+        default=DEFAULTS.output_rms,
+        help=f"constant output scale: x_norm has unit local variance (default {DEFAULTS.output_rms:g}, about -20 dBFS)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit = commands.add_parser("fit", help="calibrate the per-gender filters on a labelled manifest")
+    fit.add_argument("--manifest", required=True, type=Path, help="calibration manifest (female and male rows are used, others counted)")
+    fit.add_argument("--split", help="calibrate on this split of the manifest only (e.g. train); default: every row")
+    fit.add_argument("--per-gender", type=int, help="calibrate on at most N female and N male utterances (a seeded sample); default: all")
+    add_out_argument(fit, "filters file to write (JSON)")
+    _add_parameters(fit)
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    apply = commands.add_parser("apply", help="normalise a manifest's audio with fitted filters")
+    apply.add_argument("--filters", required=True, type=Path, help="filters file written by `fit`")
+    apply.add_argument("--manifest", required=True, type=Path, help="manifest to normalise")
+    apply.add_argument("--audio-dir", required=True, type=Path, help="folder for the normalised audio (float WAV) and the resume records")
+    add_out_argument(apply, "normalised manifest to write (same ids and metadata)")
+    apply.add_argument(
+        "--by",
+        choices=MODES,
+        default="gender",
+        help="gender (default): the label's filter, non-binary labels passed through; predicted: the pitch rule's; utterance: its own, toward the target",
+    )
+    apply.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _parameters(args: argparse.Namespace) -> GrafnParameters:
+    return GrafnParameters(
+        window_seconds=args.window_seconds,
+        floor_ratio=args.floor_ratio,
+        n_fft=args.n_fft,
+        hop=args.hop,
+        window=args.window,
+        smoothing_hz=args.smoothing_hz,
+        max_gain_db=args.max_gain_db,
+        target=args.target,
+        average=args.average,
+        active_db=args.active_db or None,
+        output_rms=args.output_rms,
+    )
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    params = _parameters(args)
+    print(f"[grafn] calibrating on {args.manifest}" + (f" (split {args.split})" if args.split else ""))
+    filters, skipped = fit_from_manifest(args.manifest, params, args.split, args.per_gender, show_progress=not args.quiet)
+    filters.save(args.out)
+    for group, entry in filters.groups.items():
+        f0 = entry["median_f0_hz"]
+        print(f"[grafn] {group}: {entry['utterances']} utterances, {entry['speakers']} speakers, median F0 {'n/a' if f0 is None else f'{f0:.0f} Hz'}")
+    passed = filters.calibration["passed_over"]
+    print(f"[grafn] passed over (no binary label): {sum(passed.values())}" + (f" ({', '.join(f'{k} {v}' for k, v in passed.items())})" if passed else ""))
+    print(f"[grafn] skipped for bad audio: {len(skipped)}" + (f" (e.g. {skipped[0]['id']}: {skipped[0]['problem']})" if skipped else ""))
+    threshold = filters.pitch_threshold_hz
+    print(f"[grafn] pitch rule threshold: {'none' if threshold is None else f'{threshold:.0f} Hz'}; filters: {args.out}")
+    return 0
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    print(f"[grafn] normalising {args.manifest} by {args.by} with {args.filters} into {args.audio_dir}")
+    started = time.time()
+    report = apply_to_manifest(args.filters, args.manifest, args.audio_dir, args.out, args.by, show_progress=not args.quiet)
+    print(
+        f"[grafn] {report.normalised} of {report.total} utterances normalised ({', '.join(f'{k} {v}' for k, v in sorted(report.by_filter.items())) or 'none'}; "
+        f"{report.resumed} done by an earlier run) in {time.time() - started:.1f} s"
+    )
+    for reason, ids in report.passed_through.items():
+        print(f"[grafn] passed through unchanged, {reason}: {len(ids)} (e.g. {', '.join(ids[:3])})")
+    if report.bad_audio:
+        print(
+            f"[grafn] bad audio, left unchanged (a rerun retries): {len(report.bad_audio)} (e.g. {report.bad_audio[0]['id']}: {report.bad_audio[0]['problem']})"
+        )
+    print(f"[grafn] manifest: {report.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = run_fit if args.command == "fit" else run_apply
+    return run_cli(lambda: command(args), GrafnError)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

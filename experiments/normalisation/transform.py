@@ -1,0 +1,187 @@
+"""The GRAFN transform of one waveform (Alm, Szachara and Murphy, §IV.D): local statistical alignment,
+a gain H(f) on the STFT, and the inverse STFT with the input's length.
+
+Every choice the paper leaves open is a field of :class:`GrafnParameters`, with its default and the
+reason for it in the README ("GRAFN normalisation and gender-balanced fine-tuning").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+from scipy.signal import ShortTimeFFT, get_window
+
+from extract.audio import SAMPLE_RATE
+
+TARGETS = ("geometric", "arithmetic", "pooled", "female", "male")
+AVERAGES = ("speaker", "utterance")
+
+
+class GrafnError(ValueError):
+    """GRAFN parameters, filters or inputs that cannot be used (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class GrafnParameters:
+    """What the paper leaves open, with the defaults used here.
+
+    - ``window_seconds``: length of the sliding window W of step 1 (eq. 11), centred on each sample;
+      near the edges it holds the samples that exist. 25 ms: "short", one analysis frame of speech.
+    - ``floor_ratio``: σ_x(t) is floored at this fraction of the utterance's global standard deviation,
+      so that pauses (σ near 0) are not amplified into loud noise; 0.1 (-20 dB).
+    - ``n_fft``, ``hop``, ``window``: the STFT of step 2 (512 samples = 32 ms, hop 128 = 8 ms, periodic
+      Hann): 75 % overlap, so the inverse STFT reconstructs the input exactly under a unit gain.
+    - ``smoothing_hz``: H(f) is smoothed across frequency by a moving average of this width in dB
+      (300 Hz: wider than the harmonic spacing of any voice, so H follows formants and tilt, not F0).
+    - ``max_gain_db``: H(f) clipped to ± this many dB (12): a bin with almost no energy in one group
+      (below a low F0, DC) would otherwise get an unbounded gain.
+    - ``target``: the neutral spectrum: ``geometric`` (default; the mean of the two groups' spectra in
+      dB, so each group moves half-way and H_female H_male = 1), ``arithmetic`` (mean in magnitude),
+      ``pooled`` (all speakers together: an imbalanced calibration set pulls it to the majority),
+      ``female`` or ``male`` (map the other group onto that one).
+    - ``average``: ``speaker`` (default: per-speaker means first, so a speaker with many utterances
+      does not dominate the group) or ``utterance``.
+    - ``active_db``: frames more than this many dB below the utterance's loudest frame are left out of
+      the average spectra (pauses); ``None`` keeps every frame.
+    - ``output_rms``: the transform's output is scaled by this constant (0.1, about -20 dBFS RMS): the
+      paper's x_norm has unit local variance, peaks of ±4 and more, beyond what a WAV file or a
+      speech front end expects. A constant gain changes no spectral shape.
+    """
+
+    window_seconds: float = 0.025
+    floor_ratio: float = 0.1
+    n_fft: int = 512
+    hop: int = 128
+    window: str = "hann"
+    smoothing_hz: float = 300.0
+    max_gain_db: float = 12.0
+    target: str = "geometric"
+    average: str = "speaker"
+    active_db: float | None = 40.0
+    output_rms: float = 0.1
+    sample_rate: int = SAMPLE_RATE
+
+    def __post_init__(self):
+        positive = {"window_seconds": self.window_seconds, "smoothing_hz": self.smoothing_hz, "output_rms": self.output_rms}
+        for name, value in positive.items():
+            if not (np.isfinite(value) and value > 0):
+                raise GrafnError(f"{name} must be a positive number, got {value}")
+        if not (np.isfinite(self.floor_ratio) and self.floor_ratio >= 0):
+            raise GrafnError(f"floor_ratio must be >= 0, got {self.floor_ratio}")
+        if not (np.isfinite(self.max_gain_db) and self.max_gain_db >= 0):
+            raise GrafnError(f"max_gain_db must be >= 0, got {self.max_gain_db}")
+        if self.active_db is not None and not (np.isfinite(self.active_db) and self.active_db > 0):
+            raise GrafnError(f"active_db must be a positive number of dB or None, got {self.active_db}")
+        if self.n_fft < 16 or self.hop < 1 or self.hop > self.n_fft // 2:
+            raise GrafnError(f"need n_fft >= 16 and 1 <= hop <= n_fft / 2 (overlap for an exact inverse), got n_fft {self.n_fft}, hop {self.hop}")
+        if self.target not in TARGETS:
+            raise GrafnError(f"target {self.target!r}: expected one of {', '.join(TARGETS)}")
+        if self.average not in AVERAGES:
+            raise GrafnError(f"average {self.average!r}: expected one of {', '.join(AVERAGES)}")
+        if self.sample_rate != SAMPLE_RATE:
+            raise GrafnError(f"sample_rate must be {SAMPLE_RATE} (the package loads all audio at 16 kHz), got {self.sample_rate}")
+        try:
+            get_window(self.window, self.n_fft)
+        except ValueError as error:
+            raise GrafnError(f"window {self.window!r}: {error}") from None
+
+    @property
+    def window_samples(self) -> int:
+        """W in samples, odd so that it is centred on t."""
+        return 2 * max(1, int(round(self.window_seconds * self.sample_rate / 2))) + 1
+
+    @property
+    def frequencies(self) -> np.ndarray:
+        return np.fft.rfftfreq(self.n_fft, 1 / self.sample_rate)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: dict) -> GrafnParameters:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(record) - known)
+        if unknown:
+            raise GrafnError(f"unknown GRAFN parameter(s) {', '.join(unknown)}")
+        return cls(**record)
+
+
+def _moving_mean(values: np.ndarray, width: int) -> np.ndarray:
+    """Mean over a centred window of ``width`` (odd) samples; near the edges, over those that exist."""
+    half = width // 2
+    padded = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
+    index = np.arange(len(values))
+    low, high = np.maximum(index - half, 0), np.minimum(index + half + 1, len(values))
+    return (padded[high] - padded[low]) / (high - low)
+
+
+def local_statistics(samples: np.ndarray, params: GrafnParameters) -> tuple[np.ndarray, np.ndarray]:
+    """μ_x(t) and σ_x(t) of eq. 11 over the window W centred on t (σ² = E_W[x²] − μ², the same
+    quantity as E_W[(x − μ(t))²] since μ(t) is the mean over the same window)."""
+    x = np.asarray(samples, dtype=np.float64)
+    mean = _moving_mean(x, params.window_samples)
+    variance = np.maximum(_moving_mean(x * x, params.window_samples) - mean * mean, 0.0)
+    return mean, np.sqrt(variance)
+
+
+def local_normalise(samples: np.ndarray, params: GrafnParameters) -> np.ndarray:
+    """Step 1, eq. 12: x_norm(t) = (x(t) − μ_x(t)) / σ_x(t), σ floored at ``floor_ratio`` times the
+    utterance's global standard deviation (see :class:`GrafnParameters`)."""
+    x = np.asarray(samples, dtype=np.float64)
+    if x.ndim != 1 or len(x) == 0:
+        raise GrafnError(f"expected a non-empty mono waveform, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise GrafnError("the waveform has non-finite samples")
+    mean, deviation = local_statistics(x, params)
+    floor = params.floor_ratio * float(np.std(x))
+    if floor == 0 and np.any(deviation == 0):
+        raise GrafnError("σ_x(t) is 0 somewhere and its floor is 0 (a constant waveform, or floor_ratio 0 with a constant stretch): nothing to divide by")
+    return (x - mean) / np.maximum(deviation, floor)
+
+
+def short_time_fft(params: GrafnParameters) -> ShortTimeFFT:
+    return ShortTimeFFT(get_window(params.window, params.n_fft), hop=params.hop, fs=params.sample_rate)
+
+
+def _padded(signal: np.ndarray, params: GrafnParameters) -> np.ndarray:
+    """``signal`` with zeros appended up to ``n_fft`` samples (the STFT needs half a frame at least)."""
+    signal = np.asarray(signal, dtype=np.float64)
+    return np.pad(signal, (0, max(0, params.n_fft - len(signal))))
+
+
+def magnitude_frames(signal: np.ndarray, params: GrafnParameters) -> np.ndarray:
+    """|STFT| of ``signal``, ``[frames, bins]``."""
+    return np.abs(short_time_fft(params).stft(_padded(signal, params))).T
+
+
+def rebalance(normalised: np.ndarray, gain_db: np.ndarray | None, params: GrafnParameters) -> np.ndarray:
+    """Steps 2 and 3 (eqs. 13-14): the STFT of ``normalised`` times H(f) = 10^(gain_db / 20), then
+    the inverse STFT cut to the input's length. ``gain_db`` None is a unit gain."""
+    if gain_db is None:
+        return np.asarray(normalised, dtype=np.float64).copy()
+    gain_db = np.asarray(gain_db, dtype=np.float64)
+    if gain_db.shape != params.frequencies.shape:
+        raise GrafnError(f"the gain has {gain_db.shape[0] if gain_db.ndim else 0} bins, the STFT {len(params.frequencies)} (n_fft {params.n_fft})")
+    stft, padded = short_time_fft(params), _padded(normalised, params)
+    spectrum = stft.stft(padded) * (10.0 ** (gain_db / 20.0))[:, None]
+    return stft.istft(spectrum, k1=len(padded))[: len(normalised)]
+
+
+def grafn(samples: np.ndarray, gain_db: np.ndarray | None, params: GrafnParameters) -> np.ndarray:
+    """The whole transform: local normalisation, gain, inverse STFT, times ``output_rms``; float32,
+    the input's length."""
+    output = rebalance(local_normalise(samples, params), gain_db, params) * params.output_rms
+    return output.astype(np.float32)
+
+
+def smooth_db(values_db: np.ndarray, params: GrafnParameters) -> np.ndarray:
+    """A moving average across frequency, ``smoothing_hz`` wide (an odd number of bins, at least 1)."""
+    bin_hz = params.sample_rate / params.n_fft
+    width = 2 * int(round(params.smoothing_hz / bin_hz / 2)) + 1
+    return _moving_mean(np.asarray(values_db, dtype=np.float64), width)
+
+
+def gain_toward(target_db: np.ndarray, spectrum_db: np.ndarray, params: GrafnParameters) -> np.ndarray:
+    """H(f) in dB mapping a spectrum onto the target: smoothed across frequency, then clipped."""
+    return np.clip(smooth_db(np.asarray(target_db) - np.asarray(spectrum_db), params), -params.max_gain_db, params.max_gain_db)
