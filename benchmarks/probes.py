@@ -1,22 +1,36 @@
-"""Per-position logistic probes and per-position MDL: batched (probing.train) against a loop of
-scikit-learn fits, one per position, as in the published code.
+"""Per-position logistic probes and per-position MDL on the CPU: ``probing`` against loops of
+scikit-learn fits, one per position, in one run on the same synthetic data.
 
-Synthetic data with known structure (a gender signal whose strength varies over positions), on
-the CPU. The published loop fits each position's features as given; ours standardizes them with
-training statistics first (timed with the fit), as ``experiments.probe`` does by default. The
-scikit-learn loop is timed on ``--sklearn-positions`` positions and extrapolated linearly to all
-positions (its fits are independent, so the cost is linear); F1 parity is checked on those positions. Usage::
+Three contenders, each timed on the same features:
 
-    .venv/bin/python benchmarks/probes.py --positions 1000 --utterances 2000 --dim 512
+- ``probing``: standardization with training statistics, then :func:`probing.train.fit_logistic`
+  and :func:`probing.mdl.online_code_logistic` (on the CPU: :mod:`probing.solver`, cache-sized
+  position chunks, warm starts, MDL fitted on each prefix, two worker threads);
+- the scikit-learn loop on the same standardized features, ``LogisticRegression(max_iter=1000)``
+  per position, spread over both cores with joblib (loky workers, one BLAS thread each), on
+  ``--loop-positions`` evenly spaced positions (default: all) and scaled linearly to all positions;
+- the published approach: the same loop on one core on the raw features (``--raw-scales``: per
+  dimension scales log-uniform in [1e-2, 1e1] and offsets, like raw hidden states), timed on
+  ``--published-positions`` positions (``--published-mdl-positions`` for MDL) and scaled linearly.
+
+MDL is timed at one fixed C = 1 on both sides (the loop codes each position with scikit-learn fits
+on the same speaker-ordered prefixes); ``--mdl-grid`` also times the default guarded code (the
+mixture over five C values). Peak memory: the features ``[N, P, D]`` once in float32 (4.1 GB at the
+default size), standardized in place chunk by chunk. Usage::
+
+    .venv/bin/python benchmarks/probes.py --positions 1000 --utterances 2000 --dim 512 --raw-scales
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
+
+STANDARDIZE_CHUNK = 50  # positions standardized at a time, in place
 
 
 def make_data(n: int, positions: int, dim: int, raw_scales: bool, seed: int = 0):
@@ -34,11 +48,63 @@ def make_data(n: int, positions: int, dim: int, raw_scales: bool, seed: int = 0)
     return x, y, speakers
 
 
-def main() -> None:
+def standardize_in_place(x: np.ndarray, train: slice, mask: np.ndarray) -> None:
+    """Per position and dimension, with training statistics, a chunk of positions at a time (no second copy of ``x``)."""
+    from probing.features import Standardizer
+
+    for begin in range(0, x.shape[1], STANDARDIZE_CHUNK):
+        end = min(begin + STANDARDIZE_CHUNK, x.shape[1])
+        x[:, begin:end] = Standardizer.fit(x[train, begin:end], mask[:, begin:end])(x[:, begin:end])
+
+
+def _sklearn_fits(x_train, y_train, x_test, y_test):
+    """One ``LogisticRegression(max_iter=1000)`` per position of ``x [n, p, D]``; test F1 per position."""
     from sklearn.linear_model import LogisticRegression
 
-    from probing.features import Standardizer
-    from probing.mdl import online_code, online_code_logistic
+    from probing.metrics import position_scores
+
+    scores = []
+    for p in range(x_train.shape[1]):
+        model = LogisticRegression(max_iter=1000).fit(x_train[:, p], y_train)
+        scores.append(position_scores(y_test, model.predict(x_test[:, p])[:, None])["f1_macro"][0])
+    return scores
+
+
+def _sklearn_mdl(x_train, y_train, speakers):
+    """Online codelength (bits) per position with a scikit-learn fit per block, C = 1."""
+    from sklearn.linear_model import LogisticRegression
+
+    from probing.mdl import online_code
+
+    bits = []
+    for p in range(x_train.shape[1]):
+        xp = np.ascontiguousarray(x_train[:, p])
+        code = online_code(
+            y_train,
+            np.ones((len(y_train), 1), bool),
+            speakers,
+            lambda idx, xp=xp: LogisticRegression(max_iter=1000).fit(xp[idx], y_train[idx]),
+            lambda model, idx, xp=xp: model.predict_proba(xp[idx])[:, 1],
+        )
+        bits.append(float(code.online_bits[0]))
+    return bits
+
+
+def _chunks(positions: np.ndarray, jobs: int) -> list[np.ndarray]:
+    return [c for c in np.array_split(positions, max(1, min(len(positions), 8 * jobs))) if len(c)]
+
+
+def _timed(function):
+    started = time.perf_counter()
+    value = function()
+    return value, time.perf_counter() - started
+
+
+def main() -> None:
+    from joblib import Parallel, delayed, parallel_config
+    from threadpoolctl import threadpool_limits
+
+    from probing.mdl import online_code_logistic
     from probing.metrics import position_scores
     from probing.train import fit_logistic
 
@@ -46,56 +112,76 @@ def main() -> None:
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--utterances", type=int, default=2000)
     parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--sklearn-positions", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="joblib workers for the scikit-learn loop (default: the usable cores)")
+    parser.add_argument("--loop-positions", type=int, help="positions the joblib loop fits, evenly spaced (default: all)")
+    parser.add_argument("--published-positions", type=int, default=20, help="positions the one-core loop on raw features fits (--raw-scales)")
+    parser.add_argument("--published-mdl-positions", type=int, default=5)
     parser.add_argument("--skip-mdl", action="store_true")
-    parser.add_argument(
-        "--raw-scales",
-        action="store_true",
-        help="unstandardized, anisotropic features as in raw hidden states; the published loop fits them as they are, ours standardizes first (timed)",
-    )
+    parser.add_argument("--mdl-grid", action="store_true", help="also time the default guarded MDL (mixture over five C values)")
+    parser.add_argument("--raw-scales", action="store_true", help="raw-scale features; adds the published one-core loop on them")
     args = parser.parse_args()
 
     raw, y, speakers = make_data(args.utterances, args.positions, args.dim, args.raw_scales)
     split = int(0.8 * args.utterances)
     train, test = slice(0, split), slice(split, None)
     mask = np.ones((split, args.positions), dtype=bool)
-    result = {"positions": args.positions, "utterances": args.utterances, "dim": args.dim, "raw_scales": args.raw_scales}
+    loop_positions = np.linspace(0, args.positions - 1, args.loop_positions or args.positions).astype(int)
+    result = {
+        "positions": args.positions,
+        "utterances": args.utterances,
+        "dim": args.dim,
+        "raw_scales": args.raw_scales,
+        "jobs": args.jobs,
+        "loop_positions": len(loop_positions),
+        "load_average_at_start": os.getloadavg(),
+    }
+    scale = args.positions / len(loop_positions)
 
-    started = time.perf_counter()
-    scaler = Standardizer.fit(raw[train], mask)
-    x = scaler(raw)
-    model = fit_logistic(x[train], y[train], mask)
-    result["batched_fit_s"] = time.perf_counter() - started
+    if args.raw_scales:  # the published approach: a loop on one core over the raw features
+        sample = np.linspace(0, args.positions - 1, args.published_positions).astype(int)
+        with threadpool_limits(1):
+            published, seconds = _timed(lambda: _sklearn_fits(raw[train][:, sample], y[train], raw[test][:, sample], y[test]))
+            result["published_fit_s"] = seconds / len(sample) * args.positions
+            if not args.skip_mdl:
+                few = sample[np.linspace(0, len(sample) - 1, args.published_mdl_positions).astype(int)]
+                _, seconds = _timed(lambda: _sklearn_mdl(raw[train][:, few], y[train], speakers[train]))
+                result["published_mdl_s"] = seconds / len(few) * args.positions
+        result["published_mean_f1"] = float(np.mean(published))
+
+    fit_logistic(raw[:40, :2], y[:40], mask[:40, :2])  # imports and thread pools, untimed
+    _, standardize_s = _timed(lambda: standardize_in_place(raw, train, mask))
+    x = raw
+    model, fit_s = _timed(lambda: fit_logistic(x[train], y[train], mask))
     ours = position_scores(y[test], (model.probabilities(x[test]) > 0.5).astype(int))["f1_macro"]
+    result |= {"standardize_s": standardize_s, "ours_fit_s": fit_s, "ours_mean_f1": float(np.mean(ours))}
 
-    sample = np.linspace(0, args.positions - 1, args.sklearn_positions).astype(int)
-    started = time.perf_counter()
-    theirs = []
-    for p in sample:
-        classifier = LogisticRegression(max_iter=1000).fit(raw[train, p], y[train])
-        theirs.append(position_scores(y[test], classifier.predict(raw[test, p]))["f1_macro"])
-    per_position = (time.perf_counter() - started) / len(sample)
-    result["sklearn_fit_s_extrapolated"] = per_position * args.positions
-    result["fit_speedup"] = result["sklearn_fit_s_extrapolated"] / result["batched_fit_s"]
-    result["mean_abs_f1_difference"] = float(np.mean(np.abs(np.array(theirs) - ours[sample])))
-    result["mean_f1_batched"], result["mean_f1_sklearn"] = float(np.mean(ours[sample])), float(np.mean(theirs))
-
-    if not args.skip_mdl:
-        started = time.perf_counter()
-        online_code_logistic(x[train], y[train], mask, speakers[train], c_grid=None, c=1.0)  # one fixed C, as the scikit-learn loop below
-        result["batched_mdl_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        for p in sample[:5]:
-            xp = raw[train, p][:, None, :]
-            online_code(
-                y[train],
-                np.ones((split, 1), bool),
-                speakers[train],
-                lambda idx, xp=xp: LogisticRegression(max_iter=1000).fit(xp[idx, 0], y[train][idx]),
-                lambda m, idx, xp=xp: m.predict_proba(xp[idx, 0])[:, 1],
-            )
-        result["sklearn_mdl_s_extrapolated"] = (time.perf_counter() - started) / 5 * args.positions
-        result["mdl_speedup"] = result["sklearn_mdl_s_extrapolated"] / result["batched_mdl_s"]
+    with parallel_config(backend="loky", inner_max_num_threads=1), Parallel(n_jobs=args.jobs) as parallel:
+        parallel(delayed(_sklearn_fits)(x[:40, :1], y[:40], x[40:60, :1], y[40:60]) for _ in range(args.jobs))  # start the workers, untimed
+        chunks = _chunks(loop_positions, args.jobs)
+        scores, seconds = _timed(lambda: parallel(delayed(_sklearn_fits)(x[train][:, c], y[train], x[test][:, c], y[test]) for c in chunks))
+        theirs = np.concatenate(scores)
+        result["loop_fit_s"] = seconds * scale
+        result["loop_mean_f1"] = float(np.mean(theirs))
+        result["ours_mean_f1_on_loop_positions"] = float(np.mean(ours[loop_positions]))
+        result["mean_abs_f1_difference"] = float(np.mean(np.abs(theirs - ours[loop_positions])))
+        result["fit_speedup_vs_loop"] = result["loop_fit_s"] / fit_s
+        if args.raw_scales:
+            result["fit_speedup_vs_published"] = result["published_fit_s"] / (standardize_s + fit_s)
+        if not args.skip_mdl:
+            code, mdl_s = _timed(lambda: online_code_logistic(x[train], y[train], mask, speakers[train], c_grid=None, c=1.0))
+            result["ours_mdl_s"] = mdl_s
+            bits, seconds = _timed(lambda: parallel(delayed(_sklearn_mdl)(x[train][:, c], y[train], speakers[train]) for c in chunks))
+            loop_bits = np.concatenate(bits)
+            result["loop_mdl_s"] = seconds * scale
+            result["mdl_speedup_vs_loop"] = result["loop_mdl_s"] / mdl_s
+            ours_bits = code.online_bits[loop_positions]
+            result["codelength_relative_difference"] = float((ours_bits.sum() - loop_bits.sum()) / loop_bits.sum())
+            result["codelength_max_relative_difference_per_position"] = float(np.max(np.abs(ours_bits - loop_bits) / loop_bits))
+            if args.raw_scales:
+                result["mdl_speedup_vs_published"] = result["published_mdl_s"] / (standardize_s + mdl_s)
+    if args.mdl_grid and not args.skip_mdl:
+        _, result["ours_mdl_grid_s"] = _timed(lambda: online_code_logistic(x[train], y[train], mask, speakers[train]))
+    result["load_average_at_end"] = os.getloadavg()
     print(json.dumps(result, indent=2))
 
 

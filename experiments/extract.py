@@ -9,6 +9,7 @@ Example (GPU)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import threading
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.families import NonFiniteError, UnknownSiteError
+from extract.interventions import InterventionError
 from extract.jobs import ExtractionJob
 from extract.manifest import ManifestError, read_manifest
 from extract.runner import audio_notes_summary, run_extraction
@@ -49,11 +52,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--intervene",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an eraser or steering vector (python -m experiments.erase fit) edited into the model at its site while it runs; "
+        "repeatable, applied in the order given; recorded in the store's config (default: none)",
+    )
+    parser.add_argument(
+        "--intervene-gender", choices=["female", "male"], help="apply the --intervene files only to utterances of this gender (default: every utterance)"
+    )
+    parser.add_argument(
         "--reclaim-stale",
         action="store_true",
         help="take over part claims left on this host by a process that is gone (a job killed with SIGKILL), with a note",
     )
+    add_executor_arguments(parser, "one shard of --num-shards, every shard submitted (--shard-index is not used)")
     return parser
+
+
+def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
+    """``--executor``: one submitit task per unfinished shard (a SLURM job array), waited for and reported."""
+    try:
+        check_executor_arguments(args)
+    except SchedulingError as error:
+        fail(str(error))
+    sites = "all" if args.sites == "all" else tuple(args.sites.split(","))
+    tasks, finished = extraction_tasks(dataclasses.replace(job, sites=sites), utterances, args.reclaim_stale)
+    return run_tasks(args, "extract", tasks, finished, "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts")
 
 
 def check_arguments(args) -> None:
@@ -71,6 +97,8 @@ def check_arguments(args) -> None:
         fail(f"--utterances-per-part {args.utterances_per_part}: must be at least 1")
     if args.batch_seconds <= 0 or args.max_seconds <= 0:
         fail("--batch-seconds and --max-seconds must be positive")
+    if args.intervene_gender and not args.intervene:
+        fail("--intervene-gender needs at least one --intervene FILE")
 
 
 def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
@@ -87,6 +115,8 @@ def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
         num_shards=args.num_shards,
         shard_index=args.shard_index,
         utterances_per_part=args.utterances_per_part,
+        interventions=tuple(Path(path) for path in args.intervene),
+        intervene_gender=args.intervene_gender,
     )
 
 
@@ -105,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit is not None:
         utterances = utterances[: args.limit]
+    job = extraction_job(args, spec)
+    try:
+        intervener = job.intervener()
+    except InterventionError as error:
+        fail(str(error))
+    if args.executor:
+        return submit_shards(args, job, len(utterances))
     extractor = load_or_exit(lambda: load_extractor(spec, keep_padding=args.keep_padding), spec)
     try:
         sites = extractor.resolve_sites(args.sites.split(",") if args.sites != "all" else "all")
@@ -115,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
         f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}"
     )
+    for record in intervener.records() if intervener else []:
+        print(f"[extract] intervention {record['kind']} at {record['site']} from {record['path']} on {record['gender']} utterances")
     started = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
@@ -123,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             utterances,
             sites,
             args.out,
-            config=extraction_job(args, spec).store_config(sites, extractor.checkpoint),
+            config=job.store_config(sites, extractor.checkpoint),
             storage_dtype=args.storage_dtype,
             batch_seconds=args.batch_seconds,
             max_seconds=args.max_seconds,
@@ -132,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             utterances_per_part=args.utterances_per_part,
             show_progress=not args.quiet,
             reclaim_stale=args.reclaim_stale,
+            intervener=intervener,
         )
-    except (StoreError, NonFiniteError) as error:
+    except (StoreError, NonFiniteError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:

@@ -24,25 +24,35 @@ the one readers use. Per-position arrays and attention weights are saved beside 
 ``<out>.arrays/<run_id>.npz``. Every key of a grid file is checked; bad input ends with one
 ``error:`` line and exit status 2. The library: ``probing.grid`` (grid files, the run loop) and
 ``probing.results`` (the results format: ``load_rows``, ``load_arrays``, ``load_attention``).
+
+Memory: positional probes read ``--memory-gb`` worth of positions at a time (grid option
+``memory_gb``), attention probes read their sequences from the store batch by batch once they
+exceed it. On a cluster (``experiments.scheduling``)::
+
+    python -m experiments.probe --grid grid.yaml --executor slurm --partition cpu --cpus 8 --mem-gb 32 --cells-per-task 4
+    python -m experiments.probe --grid grid.yaml --merge     # after --no-wait: move the task files' rows into out
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from experiments.cli import run_cli
+from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, probe_tasks, run_tasks
 from extract.spec import default_device
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import TASKS, ProbeError
-from probing.grid import GridError, expand_grid, read_grid, run_all
-from probing.results import ResultsError
+from probing.grid import GridError, check_store, expand_grid, read_grid, run_all
+from probing.results import ResultsError, check_results_path, merge_task_results
 from probing.run import PROBES, ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
-PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError)
+PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
+TASK_MEMORY_SHARE = 0.8  # with --executor, runs that set no memory_gb budget this share of --mem-gb
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,26 +81,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)",
     )
     parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
+    parser.add_argument(
+        "--memory-gb",
+        type=float,
+        default=4.0,
+        help="memory budget of a run (default 4): positional probes read as many positions at a time as fit it; attention "
+        "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
+    )
+    parser.add_argument(
+        "--loader-workers", type=int, default=0, help="attention probe reading from the store: DataLoader workers (default 0: the main process)"
+    )
     parser.add_argument("--out", help="results JSONL (appended)")
+    parser.add_argument("--cells-per-task", type=int, default=1, help="with --executor: grid cells per task (default 1)")
+    parser.add_argument("--merge", action="store_true", help="only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
+    add_executor_arguments(parser, "a group of --cells-per-task grid cells (a single run: one task)")
     return parser
 
 
-def _run_grid(path: Path) -> int:
+def _run(args, configs: list[ProbeConfig], out: Path) -> int:
+    if args.merge:
+        print(f"[probe] merged {merge_task_results(out)} rows of finished tasks into {out}")
+        return 0
+    if not args.executor:
+        run_all(configs, out)
+        return 0
+    check_executor_arguments(args)
+    check_results_path(out)
+    for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
+        check_store(store)
+    merge_task_results(out)
+    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
+    configs = [c if c.memory_gb != ProbeConfig.memory_gb else dataclasses.replace(c, **budget) for c in configs]
+    tasks, finished = probe_tasks(configs, out, args.cells_per_task)
+    status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
+    if not args.no_wait:
+        print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")
+    return status
+
+
+def _run_grid(args) -> int:
+    path = Path(args.grid)
     grid = read_grid(path)
-    run_all(expand_grid(grid, str(path)), Path(str(grid["out"])))
-    return 0
-
-
-def _run_one(config: ProbeConfig, out: Path) -> int:
-    run_all([config], out)
-    return 0
+    return _run(args, expand_grid(grid, str(path)), Path(str(grid["out"])))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.grid:
-        return run_cli(lambda: _run_grid(Path(args.grid)), *PROBE_ERRORS)
+        return run_cli(lambda: _run_grid(args), *PROBE_ERRORS)
     missing = [name for name in ("store", "site", "out") if getattr(args, name) is None]
     if missing:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
@@ -113,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
             apply_to=args.apply_to,
             allow_shared_speakers=args.allow_shared_speakers,
             device=args.device,
+            memory_gb=args.memory_gb,
+            loader_workers=args.loader_workers,
         )
     except ProbeError as error:
         parser.error(str(error))
-    return run_cli(lambda: _run_one(config, Path(args.out)), *PROBE_ERRORS)
+    return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ than its header, float samples outside [-1, 1]; see ``extract.audio``), counted 
 Audio is trimmed to 30 s (ASR) or 60 s (ST), as in both studies. Rows are
 appended batch by batch; a rerun skips ids already in the output, so a killed run resumes. The
 decoding settings, the model and the code version go to ``OUT.settings.json``; a rerun with other
-settings is refused.
+settings is refused. ``--intervene FILE`` edits the encoder with a fitted eraser or steering vector
+(``python -m experiments.erase``) while it runs; the files are recorded in the settings too.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import time
 from pathlib import Path
 
 from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.audio import MAX_SECONDS
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
+from extract.interventions import Intervener, InterventionError
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import provenance
 from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
@@ -54,13 +57,60 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="the model label written in each row (default: the checkpoint)")
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--intervene",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an eraser or steering vector (python -m experiments.erase fit) edited into the encoder at its site while it runs; "
+        "repeatable, applied in the order given; recorded in OUT.settings.json (default: none)",
+    )
+    parser.add_argument(
+        "--intervene-gender", choices=["female", "male"], help="apply the --intervene files only to utterances of this gender (default: every utterance)"
+    )
+    add_executor_arguments(parser, "this whole hypotheses file")
     return parser
+
+
+def submit_transcription(args, spec, options: GenerationOptions, ids: list[str]) -> int:
+    """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
+    from extract.jobs import TranscriptionJob
+
+    try:
+        check_executor_arguments(args)
+    except SchedulingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    job = TranscriptionJob(
+        spec=spec,
+        manifest=Path(args.manifest),
+        out=Path(args.out),
+        task=args.task,
+        tgt_lang=args.tgt_lang,
+        name=args.name,
+        options=options,
+        batch_seconds=args.batch_seconds,
+        max_seconds=args.max_seconds,
+        limit=args.limit,
+        interventions=tuple(Path(path) for path in args.intervene),
+        intervene_gender=args.intervene_gender,
+    )
+    tasks, finished = transcription_tasks(job, ids)
+    return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.task == "st" and not args.tgt_lang:
         print("error: --task st needs --tgt-lang", file=sys.stderr)
+        return 2
+    if args.intervene_gender and not args.intervene:
+        print("error: --intervene-gender needs at least one --intervene FILE", file=sys.stderr)
+        return 2
+    try:
+        intervener = Intervener(args.intervene, args.intervene_gender) if args.intervene else None
+    except InterventionError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     spec = model_spec(args)
     try:
@@ -77,10 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = load_or_exit(spec.resolved_checkpoint, spec)
     model_name = args.name or args.checkpoint or checkpoint
     options = GenerationOptions(args.num_beams, args.max_new_tokens, args.decoder, args.whisper_translate_by_forcing)
+    if args.executor:
+        return submit_transcription(args, spec, options, [u.id for u in utterances])
     generator = load_or_exit(lambda: load_generator(spec, options), spec)
     try:
         generator.check(args.task, args.tgt_lang)
-    except GenerationError as error:
+        if intervener is not None:
+            intervener.check(generator.extractor)
+    except (GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     settings = {
@@ -95,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "decoding": generator.settings(),
         "decoder": args.decoder if args.model == "zeroswot" else None,
         "manifest": str(args.manifest),
+        **({"interventions": intervener.records()} if intervener else {}),
         "provenance": provenance(),
     }
     try:
@@ -110,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.time()
     try:
-        written, skipped, notes = run_transcription(generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet)
-    except GenerationError as error:
+        written, skipped, notes = run_transcription(
+            generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
+        )
+    except (GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     elapsed = time.time() - started

@@ -1,9 +1,13 @@
-"""One hook context manager for every model family.
+"""One hook context manager for every model family, and one for editing what a site passes on.
 
-It registers forward hooks on the modules named in a site table, keeps a detached copy of each
-captured tensor, optionally stops the forward pass once every requested site has fired (no work
-past the last wanted layer, no decoder), always removes its hooks, and fails loudly when a site
+:func:`capture` registers forward hooks on the modules named in a site table, keeps a detached copy
+of each captured tensor, optionally stops the forward pass once every requested site has fired (no
+work past the last wanted layer, no decoder), always removes its hooks, and fails loudly when a site
 did not fire (e.g. a layer skipped by layerdrop) or fired twice.
+
+:func:`edit` registers hooks that replace a site's tensor with a function of it (an eraser, a
+steering vector: ``extract.interventions``) ahead of every other hook of the module, so that a
+capture at the same site reads the edited state and the rest of the forward pass runs on it.
 """
 
 from __future__ import annotations
@@ -106,6 +110,52 @@ def capture(model: nn.Module, sites: dict[str, Site], stop_early: bool = True) -
             return output
 
         yield result, run
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _replace_first_tensor(value, tensor: torch.Tensor):
+    """``value`` (a tensor, a tuple/list led by one, or a model output) with its first tensor replaced."""
+    if isinstance(value, torch.Tensor):
+        return tensor
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return type(value)([tensor, *value[1:]])
+    if hasattr(value, "last_hidden_state"):
+        value.last_hidden_state = tensor
+        return value
+    raise TypeError(f"cannot find a tensor in a {type(value).__name__}")
+
+
+@contextmanager
+def edit(model: nn.Module, edits: dict[str, tuple[Site, Callable[[torch.Tensor], torch.Tensor]]]) -> Iterator[None]:
+    """While inside, the tensor each ``Site`` takes (its module's first input or output) is replaced
+    by ``function(tensor)``; the hooks run before any other hook of the module and are always removed.
+    Sites that read a derived view (``select`` or ``transform``) cannot be edited."""
+    handles = []
+
+    def output_hook(function):
+        return lambda module, args, output: _replace_first_tensor(output, function(_first_tensor(output)))
+
+    def input_hook(function):
+        def hook(module, args, kwargs):
+            if args:
+                return (function(args[0]), *args[1:]), kwargs
+            name = next(iter(kwargs))
+            return args, {**kwargs, name: function(kwargs[name])}
+
+        return hook
+
+    try:
+        for name, (site, function) in edits.items():
+            if site.select is not None or site.transform is not None:
+                raise ValueError(f"site {name} reads a derived view of {site.module or 'the model'}'s output and cannot be edited")
+            module = resolve_module(model, site.module)
+            if site.take == "input":
+                handles.append(module.register_forward_pre_hook(input_hook(function), with_kwargs=True, prepend=True))
+            else:
+                handles.append(module.register_forward_hook(output_hook(function), prepend=True))
+        yield
     finally:
         for handle in handles:
             handle.remove()

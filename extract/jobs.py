@@ -12,6 +12,7 @@ from pathlib import Path
 
 from extract.audio import MAX_SECONDS
 from extract.families.generation import GenerationOptions
+from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
 from extract.provenance import provenance
 from extract.runner import ExtractionReport, check_settings, finished_ids, run_extraction, run_transcription
@@ -20,7 +21,9 @@ from extract.spec import ModelSpec, load_extractor, load_generator
 
 @dataclass(frozen=True)
 class ExtractionJob:
-    """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``."""
+    """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``.
+    ``interventions``: intervention files (``extract.interventions``) edited into the model while it
+    runs, on every utterance or only on those of ``intervene_gender``."""
 
     spec: ModelSpec
     manifest: Path
@@ -34,6 +37,12 @@ class ExtractionJob:
     num_shards: int = 1
     shard_index: int = 0
     utterances_per_part: int = 256
+    interventions: tuple[Path, ...] = ()
+    intervene_gender: str | None = None
+
+    def intervener(self) -> Intervener | None:
+        """The interventions loaded (and checked as files), or None without any."""
+        return load_intervener(self.interventions, self.intervene_gender)
 
     def store_config(self, sites: list[str], checkpoint: str) -> dict:
         """What determines the stored values; a resumed run must match it exactly."""
@@ -56,9 +65,19 @@ class ExtractionJob:
         }
 
 
+def load_intervener(paths: tuple[Path, ...], gender: str | None) -> Intervener | None:
+    """An :class:`Intervener` for ``paths`` (None without any); a gender without files is refused."""
+    if not paths:
+        if gender is not None:
+            raise InterventionError(f"an intervention gender ({gender}) without intervention files")
+        return None
+    return Intervener(paths, gender)
+
+
 def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool = False) -> tuple[list[str], ExtractionReport]:
     """Runs ``job`` (resuming a store left unfinished); returns the sites extracted and the report."""
     utterances = read_manifest(job.manifest)[: job.limit]
+    interventions = job.intervener()
     extractor = load_extractor(job.spec, keep_padding=job.keep_padding)
     sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
     report = run_extraction(
@@ -75,6 +94,7 @@ def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool 
         utterances_per_part=job.utterances_per_part,
         show_progress=show_progress,
         reclaim_stale=reclaim_stale,
+        intervener=interventions,
     )
     return sites, report
 
@@ -82,7 +102,8 @@ def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool 
 @dataclass(frozen=True)
 class TranscriptionJob:
     """Transcripts (``task`` asr) or translations into ``tgt_lang`` (st) of a manifest by ``spec``, appended to ``out``.
-    ``name``: the model label of each row (default: the checkpoint); ``max_seconds``: default 30 (asr) or 60 (st)."""
+    ``name``: the model label of each row (default: the checkpoint); ``max_seconds``: default 30 (asr) or 60 (st).
+    ``interventions``: intervention files edited into the encoder while it runs (see :class:`ExtractionJob`)."""
 
     spec: ModelSpec
     manifest: Path
@@ -94,6 +115,11 @@ class TranscriptionJob:
     batch_seconds: float = 240.0
     max_seconds: float | None = None
     limit: int | None = None
+    interventions: tuple[Path, ...] = ()
+    intervene_gender: str | None = None
+
+    def intervener(self) -> Intervener | None:
+        return load_intervener(self.interventions, self.intervene_gender)
 
     @property
     def trim_seconds(self) -> float:
@@ -106,8 +132,9 @@ class TranscriptionJob:
     def model_name(self, checkpoint: str) -> str:
         return self.name or self.spec.checkpoint or checkpoint
 
-    def settings(self, checkpoint: str, decoding: dict) -> dict:
-        """What ``OUT.settings.json`` records; a rerun with other settings (the code version aside) is refused."""
+    def settings(self, checkpoint: str, decoding: dict, interventions: list[dict] | None = None) -> dict:
+        """What ``OUT.settings.json`` records; a rerun with other settings (the code version aside) is
+        refused. ``interventions``: the records of :meth:`Intervener.records` (the key is absent without any)."""
         spec = self.spec
         return {
             "model": self.model_name(checkpoint),
@@ -121,6 +148,7 @@ class TranscriptionJob:
             "decoding": decoding,
             "decoder": self.options.decoder if spec.family == "zeroswot" else None,
             "manifest": str(self.manifest),
+            **({"interventions": interventions} if interventions else {}),
             "provenance": provenance(),
         }
 
@@ -139,12 +167,15 @@ def transcribe(job: TranscriptionJob, show_progress: bool = True) -> Transcripti
     utterances = read_manifest(job.manifest)[: job.limit]
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
+    interventions = job.intervener()
     generator = load_generator(job.spec, job.options)
     generator.check(job.task, job.tgt_lang)
-    check_settings(job.settings_path, job.settings(checkpoint, generator.settings()))
+    if interventions is not None:
+        interventions.check(generator.extractor)
+    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), interventions.records() if interventions else None))
     done = finished_ids(job.out)
     todo = [u for u in utterances if u.id not in done]
     written, skipped, notes = run_transcription(
-        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress
+        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress, interventions
     )
     return TranscriptionReport(len(utterances), len(todo), written, skipped, notes)

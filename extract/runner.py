@@ -22,6 +22,7 @@ import json
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import numpy as np
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.families.base import Extractor
 from extract.families.generation import Generator
+from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
 from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full
@@ -138,6 +140,16 @@ def _load_audio(utterances: list[Utterance], max_seconds: float, log: AudioLog, 
     return audio
 
 
+def intervened(intervener: Intervener | None, extractor: Extractor, random_init: bool = False, seed: int | None = None) -> AbstractContextManager:
+    """``intervener`` installed on ``extractor`` for a whole run (nothing when None)."""
+    return nullcontext() if intervener is None else intervener.installed(extractor, random_init, seed)
+
+
+def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audios: list[np.ndarray]) -> AbstractContextManager:
+    """Tells ``intervener`` the genders and input samples of the batch about to run (nothing when None)."""
+    return nullcontext() if intervener is None else intervener.batch([u.gender for u in utterances], [len(a) for a in audios])
+
+
 def part_name(shard_index: int, num_shards: int, part: int) -> str:
     return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
 
@@ -168,9 +180,18 @@ def run_extraction(
     utterances_per_part: int = 256,
     show_progress: bool = True,
     reclaim_stale: bool = False,
+    intervener: Intervener | None = None,
 ) -> ExtractionReport:
+    """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming).
+
+    With ``intervener``, its interventions edit the model's states while it runs (checked against
+    the model first; random init and seed are read from ``config``), and their records (file, sha256,
+    kind, site, alpha, gender) are added to ``config`` as ``interventions``: stored in every part's
+    attributes, and a rerun with other interventions is refused like any other configuration change."""
     from tqdm.auto import tqdm
 
+    if intervener is not None:
+        config = {**config, "interventions": intervener.records()}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     mine = shard_slice(utterances, num_shards, shard_index)
@@ -197,7 +218,8 @@ def run_extraction(
             _resume(finished[name], part, report)
         else:
             todo.append((number, part))
-    with tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
+    installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
+    with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
             path = out_dir / part_name(shard_index, num_shards, number)
             with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
@@ -205,7 +227,7 @@ def run_extraction(
                     _resume(path, part, report)
                     bar.update(len(part))
                     continue
-                written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim)
+                written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener)
             report.parts.append(str(written))
     return report
 
@@ -257,7 +279,7 @@ def _check_resumable(path: Path, part: list[Utterance]) -> None:
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
-def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim) -> Path:
+def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener=None) -> Path:
     log = AudioLog()
     writer, written_here = None, 0
 
@@ -268,7 +290,8 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
     try:
         for batch in audio_batches(part, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar):
             chosen = batch.utterances
-            states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen])
+            with batch_rows(intervener, chosen, batch.audios):
+                states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen])
             if writer is None:
                 writer = open_writer({site: states[0][site].shape[1] for site in sites})
             for utterance, samples, state in zip(chosen, batch.audios, states):
@@ -295,9 +318,19 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
 
 
 def transcription_batches(
-    generator: Generator, utterances: list[Utterance], task: str, tgt_lang: str | None, *, batch_seconds: float, max_seconds: float, log: AudioLog, bar=None
+    generator: Generator,
+    utterances: list[Utterance],
+    task: str,
+    tgt_lang: str | None,
+    *,
+    batch_seconds: float,
+    max_seconds: float,
+    log: AudioLog,
+    bar=None,
+    intervener: Intervener | None = None,
 ) -> Iterator[list[tuple[Utterance, str]]]:
-    """(utterance, hypothesis) pairs, one list per batch; each batch shares its source language."""
+    """(utterance, hypothesis) pairs, one list per batch; each batch shares its source language.
+    With ``intervener`` (installed by the caller), each batch's rows are announced to it."""
     batches = audio_batches(
         utterances,
         max_seconds=max_seconds,
@@ -310,7 +343,9 @@ def transcription_batches(
     )
     for batch in batches:
         language = batch.utterances[0].language
-        yield list(zip(batch.utterances, generator.generate(batch.audios, language, task, tgt_lang)))
+        with batch_rows(intervener, batch.utterances, batch.audios):
+            hypotheses = generator.generate(batch.audios, language, task, tgt_lang)
+        yield list(zip(batch.utterances, hypotheses))
 
 
 def run_transcription(
@@ -323,15 +358,23 @@ def run_transcription(
     batch_seconds: float,
     max_seconds: float,
     show_progress: bool = True,
+    intervener: Intervener | None = None,
 ) -> tuple[int, list[dict], dict[str, dict]]:
     """Append a hypothesis row per utterance to ``out``, batch by batch (a killed run resumes from
-    :func:`finished_ids`); returns (rows written, skipped records, audio notes by id)."""
+    :func:`finished_ids`); returns (rows written, skipped records, audio notes by id). With
+    ``intervener``, its interventions edit the encoder's states (it runs once per batch in
+    generation); the caller records them in the settings file."""
     from tqdm.auto import tqdm
 
     written, log = 0, AudioLog()
     family = generator.extractor.family
-    with out.open("a", encoding="utf-8") as handle, tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress) as bar:
-        for pairs in transcription_batches(generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar):
+    installed = intervened(intervener, generator.extractor)
+    bar = tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress)
+    with installed, out.open("a", encoding="utf-8") as handle, bar:
+        batches = transcription_batches(
+            generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar, intervener=intervener
+        )
+        for pairs in batches:
             for utterance, hypothesis in pairs:
                 handle.write(json.dumps(hypothesis_row(utterance, hypothesis, task, tgt_lang, model, log.notes.get(utterance.id)), ensure_ascii=False) + "\n")
             handle.flush()

@@ -19,7 +19,7 @@ import yaml
 from extract.spec import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
-from probing.results import arrays_folder, check_results_path, finished_ids, load_rows, save_result
+from probing.results import arrays_folder, check_results_path, finished_ids, load_rows, save_result, task_results_file, task_rows
 from probing.run import ProbeConfig, run_probe
 
 GRID_KEYS = ("out", "stores", "sites", "probes", "controls", "seeds", "options")
@@ -134,20 +134,37 @@ def _describe(row: dict) -> str:
     return ", ".join(parts)
 
 
-def run_all(configs: list[ProbeConfig], out: Path) -> None:
+def pending(configs: list[ProbeConfig], out: Path) -> tuple[list[ProbeConfig], int]:
+    """The configs without a current row in ``out`` or in its unmerged task files, and how many of
+    them have a row computed on a store that has changed since."""
+    rows = (load_rows(out) if out.exists() else {}) | task_rows(out)
+    finished = finished_ids(configs, rows)
+    todo = [config for config in configs if config.run_id() not in finished]
+    return todo, sum(config.run_id() in rows for config in todo)
+
+
+def grid_tasks(configs: list[ProbeConfig], cells_per_task: int = 1) -> list[list[ProbeConfig]]:
+    """The grid's cells in groups of ``cells_per_task``, in grid order: task ``i`` always holds the same cells."""
+    if cells_per_task < 1:
+        raise GridError(f"cells per task must be at least 1, got {cells_per_task}")
+    return [configs[start : start + cells_per_task] for start in range(0, len(configs), cells_per_task)]
+
+
+def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None) -> None:
     """Runs the configs without a current row in results file ``out``, appending a row as each
     finishes and printing progress. A run that fails raises :class:`~probing.data.ProbeError`
-    naming its probe, store and site (the rows of the runs before it are kept)."""
+    naming its probe, store and site (the rows of the runs before it are kept). With ``task``
+    (a grid task running beside others), rows go to that task's own file (:func:`probing.results.task_results_file`)
+    and arrays to ``out``'s arrays folder; :func:`probing.results.merge_task_results` moves the rows into ``out``."""
     check_results_path(out)
     for store in sorted({c.store for c in configs}):
         check_store(store)
     for store in sorted({c.apply_to for c in configs if c.apply_to}):
         check_store(store, "--apply-to store")
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows = load_rows(out) if out.exists() else {}
-    finished = finished_ids(configs, rows)
-    todo = [config for config in configs if config.run_id() not in finished]
-    stale = sum(config.run_id() in rows for config in todo)
+    todo, stale = pending(configs, out)
+    target = out if task is None else task_results_file(out, task)
+    target.parent.mkdir(parents=True, exist_ok=True)
     print(
         f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
         + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else "")
@@ -158,7 +175,7 @@ def run_all(configs: list[ProbeConfig], out: Path) -> None:
             result = run_probe(config)
         except (ProbeError, StoreError) as error:
             raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
-        save_result(result, out)
+        save_result(result, target, arrays_to=out)
         print(
             f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
             f"{_describe(result.row)} ({time.time() - started:.1f} s)",

@@ -162,16 +162,42 @@ def online_code_logistic(
     c_grid: Sequence | None = DEFAULT_C_GRID,
     **fit_options,
 ) -> OnlineCode:
-    """Online code of per-position logistic probes, every block's probe trained in one batched fit
-    (one head per training prefix, one fit per candidate C): ``x [N, P, D]``, ``valid [N, P]``.
+    """Online code of per-position logistic probes: ``x [N, P, D]``, ``valid [N, P]``. On the CPU
+    each block's probe is fitted on its training prefix only, starting from the previous prefix's
+    solution (:func:`probing.solver.fit_prefixes`); elsewhere (a GPU) every block's probe is trained
+    in one batched fit, one head per training prefix masked over the full set, one fit per candidate C.
 
     ``c_grid`` guards the code against overconfidence: every position is coded by the Bayesian
     mixture of the online codes at each C (see the module's docstring); ``c_grid=None`` codes every
     block at the fixed ``c`` of ``fit_options`` (scikit-learn's C = 1 by default), unguarded."""
+    import torch
+
     from probing.train import fit_logistic_heads
 
     if c_grid is not None and "c" in fit_options:
         raise ValueError("give either a fixed c or a c_grid to choose from, not both")
+
+    if fit_options.get("device", "cpu") == "cpu":
+        from probing.solver import fit_prefixes
+        from probing.train import FittedLogistic
+
+        options = {key: value for key, value in fit_options.items() if key not in ("device", "seed")}
+
+        def fit_prefix_blocks(prefixes, *c):
+            solutions = fit_prefixes(x, labels, valid, prefixes, **(options | ({"c": c[0]} if c else {})))
+            return [FittedLogistic(torch.from_numpy(s.weight), torch.from_numpy(s.bias)) for s in solutions]
+
+        return online_code(
+            labels,
+            valid,
+            speakers,
+            None,
+            lambda model, idx: model.probabilities(x[idx]),
+            seed=seed,
+            fractions=fractions,
+            fit_many=fit_prefix_blocks,
+            grid=c_grid,
+        )
 
     def fit_blocks(prefixes, *c):
         heads = np.zeros((len(prefixes), *valid.shape), dtype=bool)

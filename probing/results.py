@@ -5,17 +5,25 @@ as runs finish; each row has the run's ``run_id`` and the ``store_identity`` of 
 A run recomputed after its store changed is appended again: the latest row of a run id is the one
 readers use. Per-position (and applied-store) arrays go to ``OUT.arrays/<run_id>.npz``, attention
 weights to ``OUT.arrays/<run_id>.attention.npz`` (ragged weights stored flat with offsets).
+
+Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
+interleave. Grid tasks running side by side (``experiments.probe --executor``) append to their own
+file each, ``OUT.tasks/task-NNNNN.jsonl``; :func:`merge_task_results` moves those rows into ``OUT``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from probing.run import ProbeConfig, ProbeResult, config_store_identity
+if TYPE_CHECKING:  # importing probing.run loads torch and Lightning: a task that only appends rows needs neither
+    from probing.run import ProbeConfig, ProbeResult
 
 
 class ResultsError(ValueError):
@@ -36,9 +44,37 @@ def check_results_path(out: Path) -> None:
             raise ResultsError(f"results file {out}: {parent} is a file, not a folder")
 
 
-def save_result(result: ProbeResult, out: Path) -> None:
-    """Appends ``result``'s row to ``out``, after saving its arrays and attention weights under :func:`arrays_folder`."""
-    folder = arrays_folder(out)
+def task_results_folder(out: str | Path) -> Path:
+    """``OUT.tasks``: one results file per grid task running beside others, merged into ``out`` afterwards."""
+    return Path(out).with_name(Path(out).name + ".tasks")
+
+
+def task_results_file(out: str | Path, task: int) -> Path:
+    return task_results_folder(out) / f"task-{task:05d}.jsonl"
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Appends whole lines under an exclusive lock on ``path``. The lock is taken on the file that is
+    at ``path`` once locked (a merge may have moved the old one away meanwhile), so no line is lost."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                if not path.exists() or os.fstat(handle.fileno()).st_ino != os.stat(path).st_ino:
+                    continue  # merged and removed between open and lock: append to the new file instead
+                handle.write("".join(line + "\n" for line in lines))
+                handle.flush()
+                return
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def save_result(result: ProbeResult, out: Path, arrays_to: Path | None = None) -> None:
+    """Appends ``result``'s row to ``out`` (under a lock), after saving its arrays and attention weights
+    under :func:`arrays_folder` of ``arrays_to`` (default ``out``: a grid task's file keeps its arrays
+    with the final results file's)."""
+    folder = arrays_folder(arrays_to or out)
     folder.mkdir(parents=True, exist_ok=True)
     run_id = result.row["run_id"]
     if result.arrays:
@@ -52,8 +88,41 @@ def save_result(result: ProbeResult, out: Path) -> None:
             weights=np.concatenate(weights) if weights else np.zeros(0),
             probabilities=np.asarray(result.attention["probabilities"]),
         )
-    with out.open("a") as handle:
-        handle.write(json.dumps(result.row) + "\n")
+    append_lines(Path(out), [json.dumps(result.row)])
+
+
+def task_rows(out: str | Path) -> dict[str, dict]:
+    """Rows of the task files of ``out`` not merged yet, by run id (the latest of each)."""
+    rows = {}
+    folder = task_results_folder(out)
+    for path in sorted(folder.glob("task-*.jsonl")) if folder.is_dir() else []:
+        rows |= load_rows(path)
+    return rows
+
+
+def merge_task_results(out: str | Path, remove_folder: bool = False) -> int:
+    """Moves the rows of every task file into ``out`` (appended under ``out``'s lock; each task file is
+    read and removed under its own lock, so a task still running loses nothing: its next row goes to a
+    new file, merged next time). ``remove_folder``: also remove the emptied ``OUT.tasks`` (only once no
+    task runs any more). Returns the number of rows merged."""
+    out = Path(out)
+    folder = task_results_folder(out)
+    merged = 0
+    for path in sorted(folder.glob("task-*.jsonl")) if folder.is_dir() else []:
+        with path.open("r") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                lines = [line.rstrip("\n") for line in handle if line.strip()]
+                load_rows(path)  # every line must be a row: a damaged task file is an error naming its line
+                if lines:
+                    append_lines(out, lines)
+                merged += len(lines)
+                path.unlink()
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+    if remove_folder and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return merged
 
 
 def load_rows(out: str | Path) -> dict[str, dict]:
@@ -74,6 +143,8 @@ def load_rows(out: str | Path) -> dict[str, dict]:
 def finished_ids(configs: Iterable[ProbeConfig], rows: dict[str, dict]) -> set[str]:
     """Run ids of ``configs`` whose latest row in ``rows`` read the stores as they are now (same
     ``store_identity``): a rerun skips those and recomputes the others."""
+    from probing.run import config_store_identity
+
     identities: dict[tuple, str] = {}
     finished = set()
     for config in configs:

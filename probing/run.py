@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+from torch.utils.data import Subset
 
 from probing import controls, features, metrics
 from probing.data import ProbeError, ProbeSplits, make_splits, shared_speakers_message
-from probing.mdl import MIXTURE_GUARD, online_code, online_code_logistic
-from probing.train import fit_attention, fit_logistic
+from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
 PROBES = ("positional", "attention", "mean", "max", "sampled")
+RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class ProbeConfig:
     apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
     allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
     device: str = "cpu"
+    memory_gb: float = 4.0  # budget for features: positional probes read positions in chunks that fit it; attention sequences beyond it are read per batch
+    loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
 
     def __post_init__(self):
         if self.probe not in PROBES:
@@ -47,10 +54,20 @@ class ProbeConfig:
             raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
         if self.apply_to and self.probe != "attention":
             raise ProbeError(f"apply_to works with the attention probe only, not {self.probe!r}")
+        if self.memory_gb <= 0:
+            raise ProbeError(f"memory_gb must be a positive budget in GB, got {self.memory_gb}")
+        if self.loader_workers < 0:
+            raise ProbeError(f"loader_workers must be 0 or more, got {self.loader_workers}")
 
     def run_id(self) -> str:
-        """A hash of everything that determines the result, the seed included (not the device)."""
-        identity = {k: v for k, v in asdict(self).items() if k != "device"}
+        """A hash of everything that determines the result, the seed included (not the device or the
+        memory budget: how a run is computed, not what). DataLoader workers do change an attention
+        probe's training slightly (measured: probabilities within 0.02; Lightning's epoch loop ends
+        differently when the last batch is full), so a run with workers has its own id; without
+        workers the field is left out, which keeps the ids of rows written before it existed."""
+        identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
+        if self.loader_workers:
+            identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -85,20 +102,75 @@ def _row_metrics(scores: dict, positions: slice, names: tuple[str, str]) -> dict
     }
 
 
+def _positional_run(config, reader, splits, labels):
+    """Per-position probes, a chunk of positions at a time (positions are independent): each chunk is
+    read, standardized with its training statistics, fitted, scored and MDL-coded, so memory follows
+    ``config.memory_gb`` rather than N x P x D. When that takes more than one chunk, the positions are
+    first copied position-major to a scratch file under ``$TMPDIR`` (N x P x D in the store's dtype),
+    deleted afterwards. Returns per-position scores, the positions used and the code."""
+    ids = {n: getattr(splits, n).ids for n in ("train", "test")}  # positional probes select nothing on dev
+    stored = {n: np.array([int(reader.length(config.site, i)) for i in ids[n]], dtype=np.int64) for n in ids}
+    width = min(config.positions, int(max(stored["train"].max(), stored["test"].max())))
+    masks = {n: features.valid_mask(np.minimum(stored[n], width), width) for n in ids}
+    step = features.positions_per_chunk(config.memory_gb, len(ids["train"]) + len(ids["test"]), reader.dim(config.site), width)
+    scores, codes = [], []
+    with contextlib.ExitStack() as stack:
+        read = partial(_read_from_store, reader, config.site, ids)
+        if step < width:  # more than one chunk: one pass over the store into a position-major scratch file (see PositionMajorFile)
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="probe-positions-"))
+            block = int(max(features.FLOAT32, (config.memory_gb - features.BASE_GB) * 2**30 / 4))
+            scratch = features.write_position_major(reader, config.site, ids["train"] + ids["test"], width, Path(folder), block)
+            stack.callback(scratch.close)
+            read = partial(_read_from_scratch, scratch, len(ids["train"]))
+        for begin in range(0, width, step):
+            end = min(begin + step, width)
+            x = read(begin, end)
+            mask = {n: masks[n][:, begin:end] for n in ids}
+            if config.standardize:
+                scaler = features.Standardizer.fit(x["train"], mask["train"])
+                x = {n: scaler(v) for n, v in x.items()}
+            model = fit_logistic(x["train"], labels["train"], mask["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
+            scores.append(metrics.position_scores(labels["test"], (model.probabilities(x["test"]) > 0.5).astype(int), mask["test"]))
+            if config.mdl:
+                codes.append(
+                    online_code_logistic(
+                        x["train"], labels["train"], mask["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
+                    )
+                )
+    joined = {key: np.concatenate([part[key] for part in scores]) for key in scores[0]}
+    return joined, width, join_codes(codes) if codes else None
+
+
+def _read_from_store(reader, site: str, ids: dict, begin: int, end: int) -> dict:
+    return {n: features.positional_range(reader, site, ids[n], begin, end) for n in ids}
+
+
+def _read_from_scratch(scratch, train_count: int, begin: int, end: int) -> dict:
+    x = scratch.read(begin, end)
+    return {"train": x[:train_count], "test": x[train_count:]}
+
+
+def join_codes(codes: list[OnlineCode]) -> OnlineCode:
+    """Online codes of consecutive position chunks as one (blocks depend on labels and speakers only)."""
+    first = codes[0]
+    chosen = None if first.chosen is None else np.concatenate([code.chosen for code in codes], axis=1)
+    return OnlineCode(
+        np.concatenate([c.online_bits for c in codes]),
+        np.concatenate([c.uniform_bits for c in codes]),
+        first.block_ends,
+        first.uniform_blocks,
+        chosen,
+        first.grid,
+    )
+
+
 def _logistic_run(config, reader, splits, labels):
-    """Positional, mean, max and sampled probes: batched logistic regressions over [N, P, D]."""
-    ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
+    """Positional, mean, max and sampled probes: logistic regressions, per position or on pooled features."""
     if config.probe == "positional":
-        lengths = {}
-        x = {}
-        longest = max(int(reader.length(config.site, i)) for i in ids["train"] + ids["test"])
-        width = min(config.positions, longest)
-        for name in ("train", "test"):  # positional probes select nothing on dev
-            x[name], lengths[name] = features.positional(reader, config.site, ids[name], width)
-        masks = {n: features.valid_mask(lengths[n], width) for n in x}
-    else:
-        x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
-        masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
+        return _finish_positional(config, reader, splits, *_positional_run(config, reader, splits, labels))
+    ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
+    x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
+    masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
     if config.standardize:
         scaler = features.Standardizer.fit(x["train"], masks["train"])
         x = {n: scaler(v) if v is not None else None for n, v in x.items()}
@@ -107,11 +179,7 @@ def _logistic_run(config, reader, splits, labels):
     scores = metrics.position_scores(labels["test"], predictions, masks["test"])
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
     mean_test_length, stored_positions = features.mean_lengths(reader, config.site, ids["test"])
-    if config.probe == "positional":
-        span = slice(0, int(np.ceil(mean_test_length)))
-        extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(x["train"].shape[1])}
-        arrays["test_f1_ema"] = metrics.ema(scores["f1_macro"], 3)
-    elif config.probe == "sampled":
+    if config.probe == "sampled":
         chosen = 0
         if len(ids["dev"]):
             dev_scores = metrics.position_scores(labels["dev"], (model.probabilities(x["dev"]) > 0.5).astype(int))
@@ -123,11 +191,28 @@ def _logistic_run(config, reader, splits, labels):
     extra["mean_test_length"] = mean_test_length
     if stored_positions != mean_test_length:
         extra["stored_positions"] = stored_positions
-    row_metrics = _row_metrics(scores, span, splits.class_names)
+    code = None
     if config.mdl:
         code = online_code_logistic(
             x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
         )
+    return _logistic_row(scores, span, extra, arrays, code, splits)
+
+
+def _finish_positional(config, reader, splits, scores, width, code):
+    arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
+    arrays["test_f1_ema"] = metrics.ema(scores["f1_macro"], 3)
+    mean_test_length, stored_positions = features.mean_lengths(reader, config.site, splits.test.ids)
+    extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(width), "mean_test_length": mean_test_length}
+    if stored_positions != mean_test_length:
+        extra["stored_positions"] = stored_positions
+    return _logistic_row(scores, slice(0, int(np.ceil(mean_test_length))), extra, arrays, code, splits)
+
+
+def _logistic_row(scores, span, extra, arrays, code, splits):
+    """Row metrics over ``span``, the extras, and the MDL summary when there is a code."""
+    row_metrics = _row_metrics(scores, span, splits.class_names)
+    if code is not None:
         arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
         extra |= _mdl_summary(code, span, MIXTURE_GUARD)
     return row_metrics | extra, arrays, {}
@@ -161,42 +246,49 @@ def _attention_run(config, reader, splits, labels):
         raise ProbeError(
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
         )
-    seqs = {n: features.sequences(reader, config.site, getattr(splits, n).ids) for n in ("train", "dev", "test")}
-    if config.standardize:
-        scaler = features.Standardizer.fit_sequences(seqs["train"])
-        seqs = {n: scaler.sequences(v) for n, v in seqs.items()}
-    dim = seqs["train"][0].shape[1]
+    data, scaler = _sequence_data(config, reader, splits, labels)
+    dim = reader.dim(config.site)
 
     def fit(indices):
         return fit_attention(
-            ([seqs["train"][i] for i in indices], labels["train"][indices]),
-            (seqs["dev"], labels["dev"]),
-            dim,
-            config.max_epochs,
-            config.device,
-            config.seed,
-            lr=config.lr,
+            Subset(data["train"], indices), data["dev"], dim, config.max_epochs, config.device, config.seed, lr=config.lr, workers=config.loader_workers
         )
 
-    model = fit(np.arange(len(seqs["train"])))
-    probabilities, weights = model.predict(seqs["test"])
+    model = fit(np.arange(len(data["train"])))
+    probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
     row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
     row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
     if config.apply_to:
-        applied_row, arrays = _apply(config, model, scaler if config.standardize else None, splits.class_names)
+        applied_row, arrays = _apply(config, model, scaler, splits.class_names)
         row |= applied_row
     if config.mdl:
         code = online_code(
             labels["train"],
-            np.ones((len(seqs["train"]), 1), bool),
+            np.ones((len(data["train"]), 1), bool),
             splits.train.speakers,
             fit,
-            lambda m, idx: m.predict([seqs["train"][i] for i in idx])[0],
+            lambda m, idx: m.predict(Subset(data["train"], idx), workers=config.loader_workers)[0],
             seed=config.seed,
         )
         row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
+
+
+def _sequence_data(config, reader, splits, labels):
+    """The attention probe's (sequence, label) datasets per split, and the standardizer (None without).
+
+    Held in memory when the speech frames (and their standardized copy) fit ``config.memory_gb``;
+    otherwise read from the store batch by batch (statistics computed in one streaming pass), so a
+    run's memory does not grow with the corpus."""
+    ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
+    held = sum(features.sequence_bytes(reader, config.site, ids[n]) for n in ids)
+    if 2 * held <= (config.memory_gb - features.BASE_GB) * 2**30:
+        seqs = {n: features.sequences(reader, config.site, ids[n]) for n in ids}
+        scaler = features.Standardizer.fit_sequences(seqs["train"]) if config.standardize else None
+        return {n: SequenceDataset(scaler.sequences(seqs[n]) if scaler else seqs[n], labels[n]) for n in ids}, scaler
+    scaler = features.Standardizer.fit_stream(features.speech_states(reader, config.site, ids["train"])) if config.standardize else None
+    return {n: StoreSequenceDataset(reader, config.site, ids[n], labels[n], scaler) for n in ids}, scaler
 
 
 def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, dict]:
@@ -208,8 +300,8 @@ def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, d
     from extract.store import ShardReader
 
     other = ShardReader(config.apply_to)
-    applied = features.sequences(other, config.site, other.ids)
-    probabilities, _ = model.predict(scaler.sequences(applied) if scaler else applied)
+    applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
+    probabilities, _ = model.predict(applied)  # one pass over the store, read utterance by utterance
     arrays = {"applied_ids": np.array(other.ids), "applied_probabilities": probabilities, "applied_class_names": np.array(class_names)}
     genders = np.array(other.metadata()["gender"], dtype=object)
     labelled = np.isin(genders, class_names)

@@ -1,0 +1,96 @@
+"""``python -m experiments.erase``: fit a gender eraser or steering vector on a store, to edit a model with.
+
+Subcommands::
+
+    python -m experiments.erase fit --store stores/whisper-large-v3/cv-en --site encoder.layer.16 --out erase-l16.safetensors
+    python -m experiments.erase fit --store ... --site encoder.layer.16 --method random --out random-l16.safetensors
+    python -m experiments.erase fit --store ... --site encoder.layer.16 --method mean-diff --target female --alpha 1 --out steer-f-l16.safetensors
+    python -m experiments.erase show erase-l16.safetensors
+
+``fit`` reads the speech frames of the site for the training split of the probes' split (seed
+``--seed``; the manifest's train split when it has one), gender as the concept, and saves:
+
+- ``--method leace`` (default): the LEACE eraser (kind ``erase``); prints the fraction of the frames'
+  variance it removes and its rank;
+- ``--method random``: the control, LEACE on a random speaker partition balanced within each gender
+  (kind ``random-erase``), an edit of the same rank that carries no gender;
+- ``--method mean-diff``: a steering vector (kind ``steer``), the mean of the ``--target`` gender's
+  frames minus the other's, applied as h + alpha * d (alpha 1 moves the other gender's mean onto the target's).
+
+The file (safetensors with a JSON record; no pickle) names the site, the model and the store it was
+fitted on; ``python -m experiments.extract`` and ``experiments.transcribe`` apply it with
+``--intervene FILE`` (``--intervene-gender`` to edit only one gender's utterances) and refuse it on
+another model. ``show`` prints a file's record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from experiments.cli import fail, run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit = commands.add_parser("fit", help="fit an eraser, its random-concept control or a steering vector on a store")
+    fit.add_argument("--store", required=True, help="store folder (python -m experiments.extract) with gender and speaker metadata")
+    fit.add_argument("--site", required=True, help="the site to fit at (one of the store's sites)")
+    fit.add_argument("--out", required=True, help="the intervention file to write (.safetensors)")
+    fit.add_argument("--method", default="leace", choices=["leace", "random", "mean-diff"], help="default leace (see above)")
+    fit.add_argument("--target", choices=["female", "male"], help="mean-diff: the gender the states are moved toward (required)")
+    fit.add_argument("--alpha", type=float, default=1.0, help="mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
+    fit.add_argument("--seed", type=int, default=0, help="seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
+    show = commands.add_parser("show", help="print an intervention file's record")
+    show.add_argument("file")
+    return parser
+
+
+def fit_command(args) -> int:
+    from probing.erasure import fit
+
+    if args.method == "mean-diff" and args.target is None:
+        return fail("--method mean-diff needs --target female|male")
+    if args.method != "mean-diff" and (args.target is not None or args.alpha != 1.0):
+        return fail(f"--target and --alpha are for --method mean-diff, not {args.method}")
+    print(f"[erase] fitting {args.method} at {args.site} on the training split of {args.store} (seed {args.seed})")
+    intervention = fit(args.store, args.site, args.method, args.seed, args.alpha, args.target)
+    path = intervention.save(args.out)
+    record = intervention.fit
+    where = f"{record['utterances']} utterances, {record['speakers']} speakers, {sum(record['frames'].values())} speech frames"
+    if intervention.kind == "steer":
+        print(
+            f"[erase] steering toward {intervention.target}, alpha {intervention.alpha:g}: |d| = {record['direction_norm']:.4g} "
+            f"({record['direction_norm_over_spread']:.3f} x the frames' RMS spread) from {where}"
+        )
+    else:
+        print(
+            f"[erase] {intervention.kind}: rank {record['rank']}, removes {100 * record['variance_removed']:.2f} % of the frames' variance; "
+            f"gender mean gap kept {100 * record['gender_mean_gap_kept']:.2f} % (from {where})"
+        )
+    print(f"[erase] wrote {path}")
+    return 0
+
+
+def show_command(args) -> int:
+    from extract.interventions import load_intervention
+
+    intervention = load_intervention(args.file)
+    print(json.dumps(intervention.header(), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from extract.interventions import InterventionError
+    from extract.store import StoreError
+    from probing.data import ProbeError
+
+    args = build_parser().parse_args(argv)
+    command = fit_command if args.command == "fit" else show_command
+    return run_cli(lambda: command(args), InterventionError, StoreError, ProbeError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""Demo stage ``interventions``: erase or steer gender inside Whisper base's encoder and measure what follows.
+
+On the demo corpus (synthetic voices), with the bundled Whisper base and the main demo's stores:
+
+- files: LEACE at ``encoder.layer.2`` (a middle layer of six) and at ``encoder.final``, the
+  random-concept control of equal rank at ``encoder.layer.2``, and mean-difference steering vectors
+  toward each gender at ``encoder.layer.2`` (alpha 1: one gender's frame mean onto the other's), all
+  fitted on the training split of the main ``whisper-base`` store (``experiments.erase fit``);
+- (a) extraction again with the layer-2 eraser, at that layer and every later site, and per-position
+  linear probes there (``--positions 250``, the demo's default) and mean-pooled linear probes; the
+  random-concept store at layer 2; the attention probe on ``encoder.final`` of the erased store.
+  "Before" rows of the per-position and attention probes are the main demo's.
+- (b) ASR of the held-out speakers (the manifest's dev and test splits, never fitted on) without an
+  edit, with the layer-2 eraser and with its random-concept control, all in the same batches: WER per
+  language, per gender and E(F, M) with the speaker-bootstrap interval (1000 iterations, seed 0, as
+  the main demo);
+- (c) MuST-SHE en->es (Whisper base with Spanish forced, as the main demo): unedited, erased at layer 2, the
+  random control, erased at ``encoder.final``, and steered toward the other gender (male speakers
+  toward female, female toward male; two runs with ``intervene_gender``, in the main demo's batches):
+  category-1 accuracy and the gender of each category-1 translation per speaker gender.
+
+Everything goes under ``WORK/interventions``; a rerun skips finished files, stores, hypotheses,
+probe rows and scores (a fitted file is refitted only when the store it was fitted on changed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from experiments.reports import plots
+from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
+from experiments.scoring.mustshe import save_scores, score_hypotheses
+from extract.corpora.must_she import read_definition
+from extract.interventions import InterventionError, load_intervention, store_content_hash
+from extract.jobs import extract, transcribe
+from extract.manifest import read_manifest, write_manifest
+from probing.erasure import fit
+from probing.grid import run_all
+from probing.results import load_rows
+from probing.run import ProbeConfig
+
+ERASED_SITE = "encoder.layer.2"
+FINAL_SITE = "encoder.final"
+POSITIONS = 250  # the demo's --positions default: its clips are under 5 s = 250 frames
+GAP_SETTINGS = {"iterations": 1000, "seed": 0}  # as the main demo's gap reports
+# name -> (site, method, steering target)
+FILES = {
+    "erase-layer2": (ERASED_SITE, "leace", None),
+    "random-layer2": (ERASED_SITE, "random", None),
+    "erase-final": (FINAL_SITE, "leace", None),
+    "steer-to-female-layer2": (ERASED_SITE, "mean-diff", "female"),
+    "steer-to-male-layer2": (ERASED_SITE, "mean-diff", "male"),
+}
+TRANSLATION_GENDERS = ("feminine", "masculine", "mixed", "none")
+HELD_OUT = ("dev", "test")  # (b) transcribes the speakers of these manifest splits: no file was fitted on them, and it cuts the time
+
+
+def _log(message: str) -> None:
+    print(f"[demo:interventions] {message}", flush=True)
+
+
+def fitted_files(root: Path, store: Path) -> dict[str, Path]:
+    """Every intervention file of the stage, fitted on ``store`` (kept when fitted on the store as it is)."""
+    current = store_content_hash(store)
+    paths = {}
+    for name, (site, method, target) in FILES.items():
+        path = root / "files" / f"{name}.safetensors"
+        try:
+            fresh = path.exists() and load_intervention(path).store.get("content_sha256") == current
+        except InterventionError:
+            fresh = False
+        if not fresh:
+            intervention = fit(store, site, method, target=target)
+            intervention.save(path)
+            summary = f"variance removed {100 * intervention.fit['variance_removed']:.2f} %" if "variance_removed" in intervention.fit else "steering"
+            _log(f"fitted {name} ({summary})")
+        paths[name] = path
+    return paths
+
+
+def _demo_stores(work) -> dict[str, Path]:
+    from experiments.demo import TINY_FAMILIES, extraction_jobs
+    from experiments.reports.demo_report import TINY_PREFIX
+
+    return {name: job.out for name, job in extraction_jobs(work).items()} | {f"{TINY_PREFIX}{f}": work.stores / f"{TINY_PREFIX}{f}" for f in TINY_FAMILIES}
+
+
+def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
+    """(a): stores extracted with the eraser and its control, probed; the main demo's rows as "before"."""
+    from experiments.demo import ATTENTION, extraction_jobs, probe_configs
+    from experiments.reports.demo_report import ProbeRun
+
+    base = extraction_jobs(work)["whisper-base"]
+    stores = _demo_stores(work)
+    all_sites = list(json.loads(_store_attribute(base.out, "site_modules")))
+    later = all_sites[all_sites.index(ERASED_SITE) :]
+    erased = replace(base, out=root / "stores" / "whisper-base-erased-layer2", sites=tuple(later), interventions=(files["erase-layer2"],))
+    control = replace(base, out=root / "stores" / "whisper-base-random-layer2", sites=(ERASED_SITE,), interventions=(files["random-layer2"],))
+    for job in (erased, control):
+        _, report = extract(job, show_progress=False)
+        _log(f"{job.out.name}: {report.written} extracted, {report.resumed} already done")
+    demo_configs = probe_configs(stores, all_sites, POSITIONS)
+    before = {site: demo_configs[ProbeRun("positional", "whisper-base", site, condition="pretrained")] for site in later}
+    before_attention = demo_configs[ProbeRun("attention", "whisper-base", FINAL_SITE)]
+    after = {site: ProbeConfig(str(erased.out), site, "positional", positions=POSITIONS) for site in later}
+    random_after = ProbeConfig(str(control.out), ERASED_SITE, "positional", positions=POSITIONS)
+    attention_after = ProbeConfig(str(erased.out), FINAL_SITE, "attention", **ATTENTION)
+    pooled = {
+        condition: {site: ProbeConfig(str(store), site, "mean") for site in sites}
+        for condition, store, sites in (("before", base.out, later), ("after", erased.out, later), ("random", control.out, [ERASED_SITE]))
+    }
+    demo_rows = load_rows(work.probes) if work.probes.exists() else {}
+    missing = [c for c in [*before.values(), before_attention] if c.run_id() not in demo_rows]
+    results = root / "probes.jsonl"
+    run_all([*after.values(), random_after, attention_after, *missing, *(c for configs in pooled.values() for c in configs.values())], results)
+    rows = demo_rows | load_rows(results)
+    return {
+        "sites": later,
+        "before": {site: rows[c.run_id()]["f1_s"] for site, c in before.items()},
+        "after": {site: rows[c.run_id()]["f1_s"] for site, c in after.items()},
+        "random": rows[random_after.run_id()]["f1_s"],
+        "pooled": {condition: {site: rows[c.run_id()]["f1_macro"] for site, c in configs.items()} for condition, configs in pooled.items()},
+        "attention_before": rows[before_attention.run_id()]["f1_macro"],
+        "attention_after": rows[attention_after.run_id()]["f1_macro"],
+    }
+
+
+def _store_attribute(store: Path, key: str):
+    from extract.store import ShardReader
+
+    return ShardReader(store).attrs[key]
+
+
+def _gap(hypotheses: Path, out: Path) -> dict:
+    """The gap report of a finished hypotheses file (computed once) and the per-language overall error rate."""
+    if not out.exists():
+        report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), **GAP_SETTINGS)
+        save_gap_report(report, counts, out)
+    report = json.loads(out.read_text())
+    counts = [json.loads(line) for line in out.with_suffix(".counts.jsonl").read_text().splitlines()]
+    for language, entry in report["languages"].items():
+        mine = [c for c in counts if c["language"] == language]
+        entry["error_rate_all"] = 100.0 * sum(c["errors"] for c in mine) / max(1, sum(c["length"] for c in mine))
+    return report
+
+
+def held_out_manifest(manifest: Path, out: Path) -> Path:
+    """The utterances of the manifest's dev and test speakers, whom no intervention was fitted on."""
+    if not out.exists():
+        write_manifest(out, [u for u in read_manifest(manifest) if u.split in HELD_OUT])
+    return out
+
+
+def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
+    """(b): transcripts of the held-out speakers without an intervention, with the layer-2 eraser and
+    with its control, in the same batches (the main demo's transcripts batch other utterances together,
+    and in bfloat16 a batch's composition alone can change a hypothesis); their gap reports."""
+    from experiments.demo import transcription_jobs
+
+    base = transcription_jobs(work)["whisper-base"]
+    manifest = held_out_manifest(base.manifest, root / "manifests" / "asr-held-out.jsonl")
+    reports = {}
+    for condition, name, files_used in (
+        ("before", "held-out", ()),
+        ("erased at layer 2", "erase-layer2", (files["erase-layer2"],)),
+        ("random concept at layer 2", "random-layer2", (files["random-layer2"],)),
+    ):
+        job = replace(base, manifest=manifest, out=root / "hyps" / f"whisper-base-{name}.jsonl", interventions=files_used)
+        report = transcribe(job, show_progress=False)
+        _log(f"ASR {name}: wrote {report.written}, {report.total - report.todo} already done")
+        reports[condition] = _gap(job.out, root / "results" / f"gap-whisper-base-{name}.json")
+    return reports
+
+
+def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
+    """(c): MuST-SHE translations without an edit and under each intervention (the main demo's job and
+    batches, written here: "before" is never borrowed from a run of other code or weights), scored."""
+    from experiments.demo import transcription_jobs
+
+    base = transcription_jobs(work)["whisper-base-mustshe-es"]
+    hyps = {}
+    for condition, name, used in (
+        ("before", "none", ()),
+        ("erased at layer 2", "erase-layer2", (files["erase-layer2"],)),
+        ("random concept at layer 2", "random-layer2", (files["random-layer2"],)),
+        ("erased at encoder.final", "erase-final", (files["erase-final"],)),
+    ):
+        job = replace(base, out=root / "hyps" / f"whisper-base-mustshe-es-{name}.jsonl", interventions=used)
+        transcribe(job, show_progress=False)
+        hyps[condition] = job.out
+    steered = root / "hyps" / "whisper-base-mustshe-es-steered-layer2.jsonl"
+    if not steered.exists():  # each speaker gender's rows from the run that steered them (in the main demo's batches)
+        rows = []
+        for speaker, name in (("male", "steer-to-female-layer2"), ("female", "steer-to-male-layer2")):
+            job = replace(base, out=root / "hyps" / f"whisper-base-mustshe-es-{name}.jsonl", interventions=(files[name],), intervene_gender=speaker)
+            transcribe(job, show_progress=False)
+            rows += [line for line in job.out.read_text().splitlines() if json.loads(line)["gender"] == speaker]
+        steered.write_text("".join(line + "\n" for line in rows))
+    hyps["steered toward the other gender at layer 2"] = steered
+    entries = read_definition(work.corpus.mustshe_tsv)
+    scores = {}
+    for condition, path in hyps.items():
+        out = root / "results" / f"mustshe-{path.stem}.json"
+        if not out.exists():
+            result, rows = score_hypotheses(entries, path, "es")
+            save_scores(result, rows, out)
+        sentences = [json.loads(line) for line in out.with_name(out.stem + ".sentences.jsonl").read_text().splitlines()]
+        scores[condition] = {"result": json.loads(out.read_text()), "shares": translation_shares(sentences)}
+    return scores
+
+
+def translation_shares(sentences: list[dict]) -> dict[str, dict]:
+    """Per speaker gender (She, He): the share (%) of category-1 sentences whose translation is
+    feminine, masculine, mixed or has no annotated term, and their count."""
+    shares = {}
+    for gender in ("She", "He"):
+        mine = [s["translation_gender"] for s in sentences if s["gender"] == gender and s["category"].startswith("1")]
+        shares[gender] = {kind: 100.0 * mine.count(kind) / len(mine) if mine else float("nan") for kind in TRANSLATION_GENDERS} | {"sentences": len(mine)}
+    return shares
+
+
+def _number(value, digits: int = 1, sign: bool = False) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def probe_table(probes: dict) -> list[str]:
+    pooled = probes["pooled"]
+    lines = [
+        "| site | per-position F1_S before | after LEACE at layer 2 | after the random concept at layer 2 "
+        "| mean-pooled F1 before | after LEACE | after the random concept |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for site in probes["sites"]:
+        control = _number(probes["random"]) if site == ERASED_SITE else ""
+        pooled_control = _number(pooled["random"][site]) if site in pooled["random"] else ""
+        lines.append(
+            f"| {site} | {_number(probes['before'][site])} | {_number(probes['after'][site])} | {control} "
+            f"| {_number(pooled['before'][site])} | {_number(pooled['after'][site])} | {pooled_control} |"
+        )
+    lines.append(f"| {FINAL_SITE}, attention probe (F1) | {_number(probes['attention_before'])} | {_number(probes['attention_after'])} | | | | |")
+    return lines
+
+
+def asr_table(reports: dict[str, dict]) -> list[str]:
+    lines = [
+        "| condition | language | error rate, all (%) | female (%) | male (%) | E(F, M) (%) | 95 % CI (speaker bootstrap) |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    notes = set()
+    for condition, report in reports.items():
+        for language, entry in sorted(report["languages"].items()):
+            groups = entry["groups"]
+            low, high = entry.get("bootstrap", {}).get("ci95", [None, None])
+            notes.add(entry.get("bootstrap", {}).get("ci95_note"))
+            lines.append(
+                f"| {condition} | {language} ({entry['metric'].upper()}) | {_number(entry['error_rate_all'], 2)} | "
+                f"{_number(groups.get('female', {}).get('error_rate'), 2)} | {_number(groups.get('male', {}).get('error_rate'), 2)} | "
+                f"{_number(entry.get('gap_relative'), sign=True)} | {_number(low, sign=True)} .. {_number(high, sign=True)} |"
+            )
+    return lines + ["", *(f"Interval note: {note}." for note in sorted(notes - {None}))]
+
+
+def mustshe_table(scores: dict[str, dict]) -> list[str]:
+    header = " | ".join(f"{g} {k} (%)" for g in ("She", "He") for k in TRANSLATION_GENDERS[:3])
+    lines = [f"| condition | category-1 accuracy (%) | {header} |", "|---|---:|" + "---:|" * 6]
+    for condition, score in scores.items():
+        category = score["result"].get("category_1") or {}
+        shares = " | ".join(_number(score["shares"][g][k]) for g in ("She", "He") for k in TRANSLATION_GENDERS[:3])
+        lines.append(f"| {condition} | {_number(category.get('accuracy'))} | {shares} |")
+    return lines
+
+
+def _figure(work, probes: dict) -> Path:
+    conditions = ["before", "LEACE at layer 2", "random concept at layer 2"]
+    scores = {(site, "before"): probes["before"][site] for site in probes["sites"]}
+    scores |= {(site, "LEACE at layer 2"): probes["after"][site] for site in probes["sites"]}
+    scores[(ERASED_SITE, "random concept at layer 2")] = probes["random"]
+    title = "whisper-base: F1_S after erasure (synthetic voices)"
+    return plots.site_heatmap(scores, probes["sites"], conditions, work.out / "interventions_probes", title=title)[0]
+
+
+def run(work) -> list[str]:
+    root = work.root / "interventions"
+    from experiments.demo import extraction_jobs
+
+    store = extraction_jobs(work)["whisper-base"].out
+    files = fitted_files(root, store)
+    records = {name: load_intervention(path).fit for name, path in files.items()}
+    probes = probe_experiment(work, root, files)
+    figure = _figure(work, probes)
+    asr = asr_experiment(work, root, files)
+    mustshe = mustshe_experiment(work, root, files)
+    erase, control, final = records["erase-layer2"], records["random-layer2"], records["erase-final"]
+    steer = records["steer-to-female-layer2"]
+    return [
+        "## Interventions: erasing and steering gender inside the encoder (synthetic voices)",
+        "",
+        "**Synthetic voices**: these numbers show that the interventions run end to end, not how Whisper treats women and men.",
+        "",
+        f"Files fitted on the training split of the whisper-base store ({erase['utterances']} utterances, {erase['speakers']} speakers, "
+        f"speech frames only): LEACE at {ERASED_SITE} (rank {erase['rank']}, removes {100 * erase['variance_removed']:.2f} % of the "
+        f"frames' variance), its random-concept control (a random speaker partition balanced within gender, rank {control['rank']}, "
+        f"removes {100 * control['variance_removed']:.2f} %), LEACE at {FINAL_SITE} (rank {final['rank']}, removes "
+        f"{100 * final['variance_removed']:.2f} %), and mean-difference steering at {ERASED_SITE} (alpha 1, |d| = "
+        f"{steer['direction_norm_over_spread']:.2f} x the frames' RMS spread). Files: `{root / 'files'}`.",
+        "",
+        f"### (a) Probes after erasure at {ERASED_SITE} (per-position logistic probes on the first {POSITIONS} frames, and logistic probes "
+        "on each utterance's mean frame; test speakers the eraser never saw)",
+        "",
+        "LEACE guarantees that no linear classifier of single frames, pooled over positions, beats a constant on the frames it was "
+        "fitted on; a per-position probe has its own weights at each position and can still read what varies with position.",
+        "",
+        *probe_table(probes),
+        "",
+        f"![F1_S after erasure]({figure.name})",
+        "",
+        f"### (b) ASR with the eraser at {ERASED_SITE} and its random-concept control (held-out speakers: the manifest's dev and test splits)",
+        "",
+        *asr_table(asr),
+        "",
+        "### (c) MuST-SHE en->es (Spanish forced on Whisper base): category-1 accuracy and the gender of category-1 translations per speaker gender",
+        "",
+        *mustshe_table(mustshe),
+        "",
+        "Fucci et al. (2025) predict that weakly encoded gender yields a masculine default: compare the He/She masculine shares "
+        "before and after erasure, against the random-concept control.",
+    ]

@@ -1,0 +1,241 @@
+"""Many runs as submitit jobs: a SLURM job array on a cluster, submitit's local executor on one machine.
+
+``--executor slurm|local`` on ``experiments.extract`` (one task per shard of ``--num-shards``: the
+library call :func:`extract.jobs.extract` on that shard), ``experiments.transcribe`` (one task:
+:func:`extract.jobs.transcribe`) and ``experiments.probe --grid`` (one task per group of
+``--cells-per-task`` cells: :func:`probing.grid.run_all` writing its own task file, merged into the
+results file afterwards). Without ``--executor`` everything runs in the calling process, as before.
+
+- Finished work is skipped before anything is submitted: shards whose parts are all complete, a
+  hypotheses file that holds every id, grid cells with a current row. Rerunning the same command
+  therefore resubmits only what did not finish; ``--tasks 3,7`` picks tasks by number.
+- Each task's output and errors are in submitit's log files under ``--log-folder``; a failed task is
+  reported with them and the command exits with status 1.
+- Concurrent tasks never write one file: extraction parts are claimed one writer each
+  (``extract.store.PartClaim``), grid tasks append to ``OUT.tasks/task-NNNNN.jsonl`` under a lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+EXECUTORS = ("local", "slurm")
+
+
+class SchedulingError(ValueError):
+    """Scheduling options that cannot work as given (no SLURM here, a task number that does not exist)."""
+
+
+@dataclass
+class Task:
+    number: int  # stable across resubmissions: shard index, or grid task index
+    name: str
+    function: Callable
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    task: Task
+    job_id: str
+    stdout: Path
+    stderr: Path
+    error: str | None = None  # None: finished
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help)."""
+    group = parser.add_argument_group("running as submitit jobs", f"one task = {what}; finished work is skipped before submitting")
+    group.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="submit through submitit: 'slurm' (a job array) or 'local' (processes on this machine); default: run here, in this process",
+    )
+    group.add_argument("--partition", help="SLURM partition (default: the cluster's)")
+    group.add_argument("--account", help="SLURM account (default: the user's)")
+    group.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0; pass --device cuda with it)")
+    group.add_argument("--cpus", type=int, default=4, help="CPU cores per task (default 4)")
+    group.add_argument("--mem-gb", type=float, default=16.0, help="memory per task in GB (default 16)")
+    group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
+    group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
+    group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
+    group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
+    group.add_argument("--no-wait", action="store_true", help="submit and return; rerun the same command later to see what is left (and, for grids, to merge)")
+
+
+def executor_parameters(args: argparse.Namespace, name: str) -> dict:
+    """submitit's ``update_parameters`` for the options (shared names; SLURM-only ones prefixed ``slurm_``)."""
+    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.mem_gb, "gpus_per_node": args.gpus}
+    if args.executor == "slurm":
+        parameters["slurm_array_parallelism"] = args.array_parallelism
+        if args.partition:
+            parameters["slurm_partition"] = args.partition
+        if args.account:
+            parameters["slurm_account"] = args.account
+    return parameters
+
+
+def check_executor_arguments(args: argparse.Namespace) -> None:
+    """What can be refused before anything is read or submitted."""
+    for flag, value, least in (
+        ("--gpus", args.gpus, 0),
+        ("--cpus", args.cpus, 1),
+        ("--time-min", args.time_min, 1),
+        ("--array-parallelism", args.array_parallelism, 1),
+    ):
+        if value < least:
+            raise SchedulingError(f"{flag} {value}: must be at least {least}")
+    if args.mem_gb <= 0:
+        raise SchedulingError(f"--mem-gb {args.mem_gb}: must be positive")
+    if args.executor == "slurm" and shutil.which("sbatch") is None:
+        raise SchedulingError("--executor slurm: no sbatch on this machine (not a SLURM login node); use --executor local, or run on the cluster")
+    if args.gpus and getattr(args, "device", "cuda").startswith("cpu"):
+        raise SchedulingError(f"--gpus {args.gpus} with --device {args.device}: the tasks would not use them; pass --device cuda")
+
+
+def make_executor(args: argparse.Namespace, name: str):
+    import submitit
+
+    folder = Path(args.log_folder or Path("logs") / "submitit" / name)
+    executor = submitit.AutoExecutor(folder=folder, cluster=args.executor)
+    executor.update_parameters(**executor_parameters(args, name))
+    return executor
+
+
+def select(tasks: list[Task], chosen: str | None) -> list[Task]:
+    """The tasks numbered in ``chosen`` (``"3,7"``), or all of them."""
+    if not chosen:
+        return tasks
+    try:
+        numbers = {int(part) for part in chosen.split(",") if part.strip()}
+    except ValueError:
+        raise SchedulingError(f"--tasks {chosen!r}: give task numbers separated by commas, e.g. --tasks 3,7") from None
+    return [task for task in tasks if task.number in numbers]
+
+
+def submit(executor, tasks: list[Task]) -> list:
+    """Every task as one job; on SLURM one job array (``executor.batch``)."""
+    with executor.batch():
+        jobs = [executor.submit(task.function, *task.args, **task.kwargs) for task in tasks]
+    return jobs
+
+
+def wait(jobs: list, tasks: list[Task]) -> list[Outcome]:
+    """Each task's outcome once its job has ended (a failed one keeps its error's last line)."""
+    outcomes = []
+    for job, task in zip(jobs, tasks):
+        error = None
+        try:
+            job.result()
+        except Exception as failure:  # noqa: BLE001 - any failure of a task is reported with its logs, not raised
+            error = _last_line(str(failure)) or type(failure).__name__
+        outcomes.append(Outcome(task, str(job.job_id), job.paths.stdout, job.paths.stderr, error))
+    return outcomes
+
+
+def _last_line(text: str) -> str:
+    """The exception line of a task's traceback (submitit appends log paths after it), else the last line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", line)]
+    return raised[-1] if raised else (lines[-1] if lines else "")
+
+
+def run_tasks(args: argparse.Namespace, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
+    """Submits the (selected) unfinished tasks, waits unless ``--no-wait``, reports; 1 if any failed."""
+    chosen = select(tasks, args.tasks)
+    print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({args.executor} executor)")
+    if not chosen:
+        return 0
+    executor = make_executor(args, name)
+    jobs = submit(executor, chosen)
+    print(f"[{name}] submitted {len(jobs)} jobs ({', '.join(str(job.job_id) for job in jobs[:4])}{' ...' if len(jobs) > 4 else ''}); logs in {executor.folder}")
+    if args.no_wait:
+        print(f"[{name}] not waiting: {rerun_hint}")
+        return 0
+    outcomes = wait(jobs, chosen)
+    return report(name, outcomes, rerun_hint)
+
+
+def report(name: str, outcomes: list[Outcome], rerun_hint: str) -> int:
+    failed = [outcome for outcome in outcomes if outcome.error is not None]
+    print(f"[{name}] {len(outcomes) - len(failed)} tasks finished, {len(failed)} failed")
+    for outcome in failed:
+        print(
+            f"[{name}] task {outcome.task.number} ({outcome.task.name}, job {outcome.job_id}) failed: {outcome.error}; "
+            f"log: {outcome.stderr} (output: {outcome.stdout}); resubmit it alone with --tasks {outcome.task.number}",
+        )
+    if failed:
+        print(f"[{name}] {rerun_hint}")
+    return 1 if failed else 0
+
+
+def shard_parts(job, utterances: int, shard_index: int) -> list[str]:
+    """Part file names shard ``shard_index`` of ``job`` writes for a manifest of ``utterances`` (after ``--limit``)."""
+    from extract.runner import part_name
+
+    mine = len(range(shard_index, utterances, job.num_shards))
+    return [part_name(shard_index, job.num_shards, number) for number in range(math.ceil(mine / job.utterances_per_part))]
+
+
+def shard_finished(job, utterances: int, shard_index: int) -> bool:
+    from extract.store import is_complete
+
+    return all(is_complete(Path(job.out) / name) for name in shard_parts(job, utterances, shard_index))
+
+
+def extraction_tasks(job, utterances: int, reclaim_stale: bool = False) -> tuple[list[Task], int]:
+    """One task per unfinished shard of ``job`` (``job.num_shards`` shards); and how many were finished."""
+    from extract.jobs import extract
+
+    tasks, finished = [], 0
+    for index in range(job.num_shards):
+        if shard_finished(job, utterances, index):
+            finished += 1
+            continue
+        tasks.append(
+            Task(
+                index,
+                f"shard {index + 1}/{job.num_shards}",
+                extract,
+                (replace(job, shard_index=index),),
+                {"show_progress": False, "reclaim_stale": reclaim_stale},
+            )
+        )
+    return tasks, finished
+
+
+def transcription_tasks(job, ids: list[str]) -> tuple[list[Task], int]:
+    """One task for a hypotheses file, unless it already holds every id of ``ids``."""
+    from extract.jobs import transcribe
+    from extract.runner import finished_ids
+
+    if Path(job.out).exists() and set(ids) <= finished_ids(Path(job.out)):
+        return [], 1
+    return [Task(0, Path(job.out).name, transcribe, (job,), {"show_progress": False})], 0
+
+
+def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list[Task], int]:
+    """One task per group of grid cells that still has cells without a current row; and how many
+    groups were finished. Task numbers follow the grid's order, so they stay the same on a rerun."""
+    from probing.grid import grid_tasks, pending, run_all
+
+    todo = {config.run_id() for config in pending(configs, out)[0]}
+    tasks, finished = [], 0
+    for number, group in enumerate(grid_tasks(configs, cells_per_task)):
+        if not any(config.run_id() in todo for config in group):
+            finished += 1
+            continue
+        label = (
+            f"cells {number * cells_per_task}-{number * cells_per_task + len(group) - 1}"
+            if len(group) > 1
+            else f"{group[0].probe} {group[0].site} seed {group[0].seed}"
+        )
+        tasks.append(Task(number, label, run_all, (group, out), {"task": number}))
+    return tasks, finished

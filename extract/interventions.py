@@ -1,0 +1,353 @@
+"""Interventions inside a model: a fitted eraser or steering vector as a file, and the forward hook
+that applies it at its site while the model runs (extraction or generation).
+
+A file (safetensors: tensors plus one JSON record in the header metadata, no pickle) holds
+
+- ``kind``: ``erase`` (LEACE fitted on gender), ``random-erase`` (the same fit on a random concept,
+  the control) or ``steer`` (h + alpha * direction, toward ``target``);
+- the tensors: ``proj_left`` [D, r], ``proj_right`` [r, D] and ``bias`` [D] of an eraser
+  (h - ((h - bias) proj_right^T) proj_left^T, LEACE's closed form), or ``direction`` [D];
+- ``site`` and the model it was fitted on (:func:`store_model_identity`: family, checkpoint, revision,
+  random init and seed, site module, hidden size, as the store recorded them), and the store itself
+  (path and :func:`store_content_hash`).
+
+:class:`Intervener` installs a list of them on a loaded extractor; the runner announces each batch
+(:meth:`Intervener.batch`: every row's gender and input samples), so that the hook edits only the
+rows of the chosen gender. The hook edits each row's **speech frames only**
+(``Extractor.speech_frames``): the erasers are fitted on speech frames (never stored padding), and
+Whisper's 1500-frame window is mostly padding it attends to, where an eraser fitted elsewhere would
+be an uncontrolled edit. Families that pad a batch to its longest input (SeamlessM4T, S2T, ZeroSwot)
+report all frames as speech; their batch padding is masked downstream.
+
+A file whose family, checkpoint, revision, random init or site module differ from the loaded model
+is refused before anything runs; one whose hidden size differs from the site's states is refused at
+the first forward pass, before any state is changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT = "speech-gender-probing/intervention"
+VERSION = 1
+KINDS = ("erase", "random-erase", "steer")
+GENDERS = ("female", "male")
+TENSORS = {"erase": ("proj_left", "proj_right", "bias"), "random-erase": ("proj_left", "proj_right", "bias"), "steer": ("direction",)}
+MODEL_KEYS = ("family", "checkpoint", "revision", "random_init", "seed", "site_module")  # compared with the loaded model
+
+
+class InterventionError(ValueError):
+    """An intervention file that cannot be used as given: malformed, or fitted on another model or site."""
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def store_content_hash(path: str | Path) -> str:
+    """One sha256 over the complete parts of a store: each part's name and the content checksum its
+    writer recorded (``content_sha256``; recomputed from the data for a part written before it existed)."""
+    import h5py
+
+    from extract.store import complete_parts, content_checksum
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    for part in [path] if path.is_file() else complete_parts(path):
+        with h5py.File(part, "r") as handle:
+            checksum = str(handle.attrs.get("content_sha256", "")) or content_checksum(handle)
+        digest.update(f"{part.name}\0{checksum}\n".encode())
+    return digest.hexdigest()
+
+
+def _json(value, default):
+    if value is None:
+        return default
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def store_model_identity(reader, site: str) -> dict:
+    """What a store records about the model behind ``site``: family, checkpoint (the model id the
+    extractor reported), revision, random init and its seed, the site's module, hidden size, frame
+    rate and compute dtype."""
+    attrs = reader.attrs
+    config = _json(attrs.get("config"), {}) or {}
+    random_init = bool(config.get("random_init", False))
+    return {
+        "family": str(attrs.get("family", config.get("model", ""))),
+        "checkpoint": str(attrs.get("model_id", config.get("checkpoint", ""))),
+        "revision": str(attrs.get("revision", "") or ""),
+        "random_init": random_init,
+        "seed": config.get("seed") if random_init else None,
+        "site_module": _json(attrs.get("site_modules"), {}).get(site, ""),
+        "hidden_size": reader.dim(site),
+        "frame_rate": _json(attrs.get("frame_rates"), {}).get(site),
+        "model_dtype": str(attrs.get("model_dtype", "")),
+    }
+
+
+def runtime_model_identity(extractor, site: str, random_init: bool = False, seed: int | None = None) -> dict:
+    """The same fields for a loaded extractor (:data:`MODEL_KEYS`; the hidden size is checked on the states)."""
+    table = extractor.site_table()
+    module = f"{table[site].module or '<model>'}:{table[site].take}" if site in table else ""
+    return {
+        "family": extractor.family,
+        "checkpoint": extractor.checkpoint,
+        "revision": extractor.revision or "",
+        "random_init": bool(random_init),
+        "seed": seed if random_init else None,
+        "site_module": module,
+    }
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One fitted edit of the states at ``site`` (see the module docstring)."""
+
+    kind: str
+    site: str
+    model: dict  # store_model_identity of the store it was fitted on
+    store: dict  # {"path", "content_sha256"}
+    tensors: dict[str, np.ndarray]
+    alpha: float | None = None  # steer only
+    target: str | None = None  # steer only: the gender the states move toward
+    fit: dict = field(default_factory=dict)  # how it was fitted (method, split, frames, variance removed, rank, ...)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise InterventionError(f"unknown intervention kind {self.kind!r}; known: {', '.join(KINDS)}")
+        names = TENSORS[self.kind]
+        if set(self.tensors) != set(names):
+            raise InterventionError(f"a {self.kind} intervention holds the tensors {', '.join(names)}, got {', '.join(sorted(self.tensors)) or 'none'}")
+        dim = self.dim
+        shapes = {"proj_left": (dim, None), "proj_right": (None, dim), "bias": (dim,), "direction": (dim,)}
+        for name in names:
+            shape = self.tensors[name].shape
+            expected = shapes[name]
+            if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
+                raise InterventionError(f"{self.kind} tensor {name} has shape {shape}, expected {tuple(e if e is not None else 'r' for e in expected)}")
+            if not np.isfinite(self.tensors[name]).all():
+                raise InterventionError(f"{self.kind} tensor {name} holds NaN or infinity")
+        if self.kind != "steer" and self.tensors["proj_left"].shape[1] != self.tensors["proj_right"].shape[0]:
+            raise InterventionError("proj_left and proj_right disagree on the rank")
+        if self.kind == "steer":
+            if self.target not in GENDERS:
+                raise InterventionError(f"a steering vector needs a target gender ({' or '.join(GENDERS)}), got {self.target!r}")
+            if self.alpha is None or not np.isfinite(self.alpha):
+                raise InterventionError(f"a steering vector needs a finite alpha, got {self.alpha!r}")
+
+    @property
+    def dim(self) -> int:
+        return int(self.tensors["direction" if self.kind == "steer" else "bias"].shape[0])
+
+    @property
+    def rank(self) -> int:
+        return 1 if self.kind == "steer" else int(self.tensors["proj_left"].shape[1])
+
+    def apply(self, states: np.ndarray) -> np.ndarray:
+        """The edit on an array ``[..., D]`` (float64 arithmetic; the hook does the same in torch)."""
+        x = np.asarray(states, dtype=np.float64)
+        if self.kind == "steer":
+            return x + self.alpha * self.tensors["direction"].astype(np.float64)
+        left, right, bias = (self.tensors[name].astype(np.float64) for name in ("proj_left", "proj_right", "bias"))
+        return x - ((x - bias) @ right.T) @ left.T
+
+    def header(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "kind": self.kind,
+            "site": self.site,
+            "model": self.model,
+            "store": self.store,
+            "alpha": self.alpha,
+            "target": self.target,
+            "fit": self.fit,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        from safetensors.numpy import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in self.tensors.items()}
+        save_file(tensors, str(path), metadata={"intervention": json.dumps(self.header())})
+        return path
+
+    def record(self, path: str | Path, gender: str | None) -> dict:
+        """What a store's config and a transcription's settings record about this file in a run (the
+        absolute path, so that a rerun from another folder names the same file the same way)."""
+        return {
+            "path": str(Path(path).resolve()),
+            "sha256": file_sha256(path),
+            "kind": self.kind,
+            "site": self.site,
+            "alpha": self.alpha,
+            "target": self.target,
+            "gender": gender or "all",
+        }
+
+
+def load_intervention(path: str | Path) -> Intervention:
+    """A saved intervention, checked (:class:`InterventionError` naming the file for anything malformed)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise InterventionError(f"{path}: no such intervention file")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = handle.metadata() or {}
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise InterventionError(f"{path}: not an intervention file (safetensors could not read it: {error})") from None
+    try:
+        header = json.loads(metadata["intervention"])
+    except (KeyError, ValueError):
+        raise InterventionError(f"{path}: a safetensors file without an intervention record; fit one with python -m experiments.erase fit") from None
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise InterventionError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}, expected {FORMAT!r} version {VERSION}")
+    missing = [key for key in ("kind", "site", "model", "store") if key not in header]
+    if missing:
+        raise InterventionError(f"{path}: the intervention record lacks {', '.join(missing)}")
+    try:
+        return Intervention(
+            header["kind"],
+            header["site"],
+            header["model"],
+            header["store"],
+            {name: np.asarray(value) for name, value in tensors.items()},
+            header.get("alpha"),
+            header.get("target"),
+            header.get("fit", {}),
+        )
+    except InterventionError as error:
+        raise InterventionError(f"{path}: {error}") from None
+
+
+def check_model(intervention: Intervention, extractor, where: str, random_init: bool = False, seed: int | None = None) -> None:
+    """Refuse ``intervention`` (loaded from ``where``) unless its site exists in ``extractor``'s site
+    table and it was fitted on the same model (:data:`MODEL_KEYS`)."""
+    table = extractor.site_table()
+    if intervention.site not in table:
+        raise InterventionError(f"{where}: fitted at site {intervention.site!r}, which {extractor.family} does not have (valid: {', '.join(table)})")
+    site = table[intervention.site]
+    if site.select is not None or site.transform is not None:
+        raise InterventionError(f"{where}: site {intervention.site} is a derived view of its module's output and cannot be edited; fit at another site")
+    loaded = runtime_model_identity(extractor, intervention.site, random_init, seed)
+    differing = [f"{key}: file {intervention.model.get(key)!r} vs loaded {loaded[key]!r}" for key in MODEL_KEYS if intervention.model.get(key) != loaded[key]]
+    if differing:
+        raise InterventionError(f"{where} was fitted on another model or site ({'; '.join(differing)}); fit it on a store of this model")
+
+
+@dataclass
+class _Rows:
+    genders: list[str]
+    samples: list[int]
+
+
+class Intervener:
+    """Interventions (files, applied in the order given at each site) for a run, on every utterance
+    or only on those of ``gender``. Install on an extractor with :meth:`installed`; wrap each
+    batch's forward pass (extraction or generation) in :meth:`batch`."""
+
+    def __init__(self, paths: Sequence[str | Path], gender: str | None = None):
+        if gender is not None and gender not in GENDERS:
+            raise InterventionError(f"intervention gender must be one of {', '.join(GENDERS)} (or all utterances), got {gender!r}")
+        if not paths:
+            raise InterventionError("no intervention files given")
+        self.paths = [Path(p) for p in paths]
+        self.gender = gender
+        self.interventions = [load_intervention(p) for p in self.paths]
+        self._rows: _Rows | None = None
+        self._fired: dict[str, int] = {}
+
+    def records(self) -> list[dict]:
+        """One record per file (path, sha256, kind, site, alpha, target, gender), for configs and settings."""
+        return [intervention.record(path, self.gender) for path, intervention in zip(self.paths, self.interventions)]
+
+    @property
+    def sites(self) -> list[str]:
+        return list(dict.fromkeys(i.site for i in self.interventions))
+
+    def check(self, extractor, random_init: bool = False, seed: int | None = None) -> None:
+        for path, intervention in zip(self.paths, self.interventions):
+            check_model(intervention, extractor, str(path), random_init, seed)
+
+    @contextmanager
+    def installed(self, extractor, random_init: bool = False, seed: int | None = None) -> Iterator[Intervener]:
+        """Checks every file against ``extractor`` and registers one editing hook per site (before any
+        reading hook, so that what is captured at the site is the edited state); always removes them."""
+        from extract.hooks import edit
+
+        self.check(extractor, random_init, seed)
+        table = extractor.site_table()
+        edits = {}
+        for site in self.sites:
+            chosen = [(path, i) for path, i in zip(self.paths, self.interventions) if i.site == site]
+            edits[site] = (table[site], self._editor(extractor, site, chosen))
+        with edit(extractor.model, edits):
+            yield self
+
+    @contextmanager
+    def batch(self, genders: Sequence[str], samples: Sequence[int]) -> Iterator[None]:
+        """The rows of the next forward pass (their genders and input samples, in batch order); on
+        leaving, every site must have been edited (a forward stopped before a site, e.g. an extraction
+        of earlier sites only, would otherwise record an intervention that never happened)."""
+        self._rows = _Rows(list(genders), [int(n) for n in samples])
+        self._fired = {site: 0 for site in self.sites}
+        try:
+            yield
+            silent = [site for site, count in self._fired.items() if not count]
+            if silent:
+                raise InterventionError(
+                    f"the intervention at {', '.join(silent)} never ran: the forward pass stopped before that site (extract at least one site at or after it)"
+                )
+        finally:
+            self._rows = None
+
+    def _editor(self, extractor, site: str, chosen: list[tuple[Path, Intervention]]):
+        device = extractor.device
+        tensors = [{name: torch.as_tensor(value, dtype=torch.float32, device=device) for name, value in i.tensors.items()} for _, i in chosen]
+
+        def edit_states(states: torch.Tensor) -> torch.Tensor:
+            rows = self._rows
+            if rows is None:
+                raise InterventionError(f"the intervention at {site} ran outside a batch announced by the runner")
+            if states.ndim != 3 or states.shape[0] != len(rows.genders):
+                raise InterventionError(f"site {site}: states of shape {tuple(states.shape)} for a batch of {len(rows.genders)} utterances")
+            for path, intervention in chosen:
+                if states.shape[-1] != intervention.dim:
+                    raise InterventionError(f"{path} was fitted on states of size {intervention.dim}; site {site} of the loaded model has {states.shape[-1]}")
+            frames = states.shape[1]
+            speech = torch.tensor([extractor.speech_frames(site, n, frames) for n in rows.samples], device=states.device)
+            selected = torch.tensor([self.gender is None or g == self.gender for g in rows.genders], device=states.device)
+            mask = (torch.arange(frames, device=states.device)[None, :] < speech[:, None]) & selected[:, None]
+            edited = states.float()
+            for (_, intervention), values in zip(chosen, tensors):
+                edited = _apply(intervention, values, edited)
+            self._fired[site] += 1
+            return torch.where(mask[..., None], edited.to(states.dtype), states)
+
+        return edit_states
+
+
+def _apply(intervention: Intervention, values: dict[str, torch.Tensor], states: torch.Tensor) -> torch.Tensor:
+    if intervention.kind == "steer":
+        return states + intervention.alpha * values["direction"]
+    return states - ((states - values["bias"]) @ values["proj_right"].T) @ values["proj_left"].T

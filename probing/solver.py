@@ -1,0 +1,279 @@
+"""L2 logistic regressions solved many at once on the CPU: a batched L-BFGS with one history and
+one line search per problem, warm starts, and position chunks sized for the cache.
+
+Why not one joint L-BFGS over every position (:class:`probing.train.LogisticSystem`, the GPU form):
+on a 2-core CPU each evaluation of the joint objective streams the whole ``[N, P, D]`` array through
+memory, and the joint line search moves every position by the same step. Here a chunk of positions
+(a few MB, so it stays in the L2/L3 cache over the hundred-odd passes a fit takes) is solved at a
+time, each position with its own curvature history and its own Armijo backtracking step, starting
+from a given solution (the neighbouring position's, or the previous MDL prefix's). Worker threads,
+one per core, take runs of positions in turn: torch releases the GIL inside its kernels, so both
+cores work.
+
+Each problem ``b`` minimises ``(sum_i m_bi logloss(y_bi, x_bi . w_b + c_b) + ||w_b||^2 / (2C)) / n_b``,
+scikit-learn's ``LogisticRegression(C)`` objective (unpenalised intercept) divided by its ``n_b``
+valid examples, and stops when the largest gradient entry is at most ``tol`` (scikit-learn's lbfgs
+uses the same test at 1e-4 on the same mean objective).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HISTORY = 10
+ARMIJO = 1e-4
+MAX_BACKTRACKS = 30
+DEFAULT_TOL = 1e-4
+CACHE_BYTES = 8 << 20  # per chunk of positions: within the L3 cache share of one core
+SPAN = 32  # positions per run of warm starts, the unit the worker threads share out
+
+
+@dataclass
+class Solution:
+    weight: np.ndarray  # [B, D]
+    bias: np.ndarray  # [B]
+    iterations: np.ndarray  # [B]: L-BFGS iterations each problem took
+
+
+def _evaluate(x, y, mask, inverse_count, theta, penalty):
+    """Objective and gradient of every problem at ``theta [B, D + 1]`` (weights, then the bias)."""
+    weight, bias = theta[:, :-1], theta[:, -1]
+    # a row vector times x transposed: torch's bmm with a [D, 1] right side is ten times slower
+    logits = torch.bmm(weight.unsqueeze(1), x.transpose(1, 2)).squeeze(1) + bias[:, None]
+    loss = ((F.softplus(logits) - y * logits) * mask).sum(1) * inverse_count + penalty * weight.pow(2).sum(1)
+    residual = (torch.sigmoid(logits) - y) * mask * inverse_count[:, None]
+    gradient = torch.empty_like(theta)
+    gradient[:, :-1] = torch.bmm(residual.unsqueeze(1), x).squeeze(1) + 2 * penalty[:, None] * weight
+    gradient[:, -1] = residual.sum(1)
+    return loss, gradient
+
+
+def solve(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    c: float | torch.Tensor = 1.0,
+    start: torch.Tensor | None = None,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = 1000,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``B`` independent problems: ``x [B, n, D]``, ``y [B, n]`` (0/1), ``mask [B, n]`` (1: the example
+    counts), ``c`` scalar or ``[B]``, ``start [B, D + 1]`` (weights then bias; zeros when omitted).
+    Returns ``(theta [B, D + 1], iterations [B])``. A problem without valid examples stays at zero."""
+    batch, _, dim = x.shape
+    y, mask = y.to(x.dtype), mask.to(x.dtype)
+    count = mask.sum(1)
+    inverse_count = torch.where(count > 0, 1.0 / count.clamp(min=1), torch.zeros_like(count))
+    penalty = 0.5 / torch.as_tensor(c, dtype=x.dtype).expand(batch) * inverse_count
+    theta = torch.zeros(batch, dim + 1, dtype=x.dtype) if start is None else start.to(x.dtype).clone()
+    theta[count == 0] = 0.0
+    loss, gradient = _evaluate(x, y, mask, inverse_count, theta, penalty)
+    steps, changes, rhos = [], [], []
+    iterations = torch.zeros(batch, dtype=torch.long)
+    stalled = torch.zeros(batch, dtype=torch.bool)
+    for _ in range(max_iter):
+        active = (gradient.abs().amax(1) > tol) & ~stalled
+        if not bool(active.any()):
+            break
+        iterations += active
+        direction = _two_loop(gradient, steps, changes, rhos)
+        direction[~active] = 0.0
+        slope = (gradient * direction).sum(1)
+        uphill = slope >= 0  # a stale curvature pair can point uphill: restart that problem along -gradient
+        if bool(uphill.any()):
+            direction[uphill] = -gradient[uphill] * active[uphill, None]
+            slope = (gradient * direction).sum(1)
+        step = torch.ones(batch, dtype=x.dtype) if steps else torch.clamp(1.0 / gradient.abs().sum(1).clamp(min=1e-12), max=1.0)
+        for _ in range(MAX_BACKTRACKS):
+            candidate = theta + step[:, None] * direction
+            new_loss, new_gradient = _evaluate(x, y, mask, inverse_count, candidate, penalty)
+            accepted = (new_loss <= loss + ARMIJO * step * slope) | ~active
+            if bool(accepted.all()):
+                break
+            step = torch.where(accepted, step, 0.5 * step)
+        else:  # no decrease the float32 loss can resolve (strongly regularised problems near their optimum): as converged as they can be
+            keep = ~accepted
+            candidate[keep], new_loss[keep], new_gradient[keep] = theta[keep], loss[keep], gradient[keep]
+            stalled |= keep
+        stalled |= active & (new_loss >= loss)  # an accepted step the float32 loss cannot tell apart: the same limit
+        change, difference = candidate - theta, new_gradient - gradient
+        curvature = (change * difference).sum(1)
+        steps.append(change)
+        changes.append(difference)
+        rhos.append(torch.where(curvature > 1e-10, 1.0 / curvature.clamp(min=1e-10), torch.zeros_like(curvature)))
+        if len(steps) > HISTORY:
+            steps.pop(0), changes.pop(0), rhos.pop(0)
+        theta, loss, gradient = candidate, new_loss, new_gradient
+    return theta, iterations
+
+
+def _two_loop(gradient, steps, changes, rhos):
+    """The L-BFGS direction ``-H gradient`` for every problem, from its own curvature pairs (a pair
+    with ``rho = 0``, i.e. no positive curvature, drops out). Few, fused kernels: at these sizes the
+    cost of a call, not the arithmetic, is what adds up."""
+    q = gradient.clone()
+    alphas = []
+    for s, d, rho in zip(reversed(steps), reversed(changes), reversed(rhos)):
+        alpha = (rho * torch.linalg.vecdot(s, q)).unsqueeze(1)
+        q.addcmul_(alpha, d, value=-1.0)
+        alphas.append(alpha)
+    if steps:
+        s, d, rho = steps[-1], changes[-1], rhos[-1]
+        scale = torch.where(rho > 0, torch.linalg.vecdot(s, d) / torch.linalg.vecdot(d, d).clamp(min=1e-20), torch.ones_like(rho))
+        q *= scale.unsqueeze(1)
+    for s, d, rho, alpha in zip(steps, changes, rhos, reversed(alphas)):
+        beta = (rho * torch.linalg.vecdot(d, q)).unsqueeze(1)
+        q.addcmul_(alpha - beta, s)
+    return q.neg_()
+
+
+def chunk_size(n: int, dim: int, cache_bytes: int = CACHE_BYTES) -> int:
+    """Positions per chunk so that one chunk's float32 features, ``chunk x n x D``, fit ``cache_bytes``."""
+    return max(1, int(cache_bytes // max(1, n * dim * 4)))
+
+
+def workers() -> int:
+    """Threads that solve chunks side by side: the cores this process may use, at most 2 per chunk stream."""
+    return max(1, min(len(os.sched_getaffinity(0)), torch.get_num_threads()))
+
+
+def fit_positions(
+    x: np.ndarray,
+    y: np.ndarray,
+    mask: np.ndarray,
+    c: float = 1.0,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = 1000,
+    chunk: int | None = None,
+    threads: int | None = None,
+) -> Solution:
+    """One L2 logistic regression per position of ``x [N, P, D]`` (labels ``y [N]``, ``mask [N, P]``).
+
+    Positions are solved in chunks; each chunk starts from the solution of the position before it
+    (neighbouring frames carry similar information) within runs of :data:`SPAN` positions, which
+    ``threads`` workers (default :func:`workers`) take in turn: results do not depend on their number."""
+    n, positions, dim = x.shape
+    chunk = chunk or chunk_size(n, dim)
+    solution = Solution(np.zeros((positions, dim), np.float32), np.zeros(positions, np.float32), np.zeros(positions, np.int64))
+    labels = torch.as_tensor(np.asarray(y), dtype=torch.float32)
+
+    def run(span: range) -> None:
+        previous = None
+        for begin in range(span.start, span.stop, chunk):
+            end = min(begin + chunk, span.stop)
+            start = None if previous is None else previous[-1:].expand(end - begin, -1)
+            previous = _solve_into(
+                solution, range(begin, end), position_major(x, begin, end), labels, _mask_chunk(mask, None, begin, end), c, start, tol, max_iter
+            )
+
+    map_spans(run, positions, threads)
+    return solution
+
+
+def fit_prefixes(
+    x: np.ndarray,
+    y: np.ndarray,
+    mask: np.ndarray,
+    prefixes: list[np.ndarray],
+    c: float = 1.0,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = 1000,
+    threads: int | None = None,
+    cache_bytes: int = CACHE_BYTES,
+) -> list[Solution]:
+    """Per-position probes trained on each of the nested ``prefixes`` (index arrays into ``x [N, P, D]``,
+    each the start of the next: the training sets of an online code), one :class:`Solution` each.
+
+    Each prefix is fitted on its own rows only, starting from the solution of the prefix before it
+    (it holds the same examples and half as many), in position chunks sized for that prefix: many
+    positions at once for the small early prefixes, a few for the large ones."""
+    prefixes = [np.asarray(p) for p in prefixes]
+    for shorter, longer in zip(prefixes, prefixes[1:]):
+        if len(longer) < len(shorter) or not np.array_equal(longer[: len(shorter)], shorter):
+            raise ValueError("fit_prefixes needs nested prefixes, each the start of the next")
+    _, positions, dim = x.shape
+    solutions = [Solution(np.zeros((positions, dim), np.float32), np.zeros(positions, np.float32), np.zeros(positions, np.int64)) for _ in prefixes]
+    labels = np.asarray(y)
+
+    def run(span: range) -> None:
+        for number, rows in enumerate(prefixes):
+            chunk = chunk_size(len(rows), dim, cache_bytes)
+            y_rows = torch.as_tensor(labels[rows], dtype=torch.float32)
+            for begin in range(span.start, span.stop, chunk):
+                end = min(begin + chunk, span.stop)
+                start = None
+                if number:
+                    before = solutions[number - 1]
+                    start = torch.from_numpy(np.concatenate([before.weight[begin:end], before.bias[begin:end, None]], axis=1))
+                x_rows = position_major(x, begin, end, rows)
+                _solve_into(solutions[number], range(begin, end), x_rows, y_rows, _mask_chunk(mask, rows, begin, end), c, start, tol, max_iter)
+
+    map_spans(run, positions, threads)
+    return solutions
+
+
+def position_major(x: np.ndarray, begin: int, end: int, rows: np.ndarray | None = None) -> torch.Tensor:
+    """Positions ``begin:end`` of ``x [N, P, D]`` (the given rows only) as a contiguous float32 ``[B, n, D]``."""
+    part = x[:, begin:end] if rows is None else x[rows, begin:end]
+    return torch.from_numpy(np.ascontiguousarray(np.swapaxes(part, 0, 1), dtype=np.float32))
+
+
+def _mask_chunk(mask: np.ndarray, rows, begin: int, end: int) -> torch.Tensor:
+    part = np.asarray(mask)[:, begin:end] if rows is None else np.asarray(mask)[rows, begin:end]
+    return torch.from_numpy(np.ascontiguousarray(part.T, dtype=np.float32))
+
+
+def _solve_into(solution: Solution, span: range, x, y, mask, c, start, tol, max_iter) -> torch.Tensor:
+    theta, used = solve(x, y.expand(len(span), -1), mask, c, start, tol, max_iter)
+    solution.weight[span.start : span.stop] = theta[:, :-1].numpy()
+    solution.bias[span.start : span.stop] = theta[:, -1].numpy()
+    solution.iterations[span.start : span.stop] = used.numpy()
+    return theta
+
+
+def spans(total: int, length: int = SPAN) -> list[range]:
+    """``range(total)`` in runs of ``length``: fixed whatever the number of threads, so that warm starts
+    (which restart at each run) and hence results do not depend on it."""
+    return [range(begin, min(begin + length, total)) for begin in range(0, total, length)]
+
+
+class _intra_op_threads:
+    """Sets torch's intra-op threads for a block (OpenMP keeps the count per thread, so each worker
+    thread sets its own): one while worker threads split the chunks between them, since OpenMP
+    threads spinning at barriers on a busy 2-core machine make small kernels ten times slower."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __enter__(self):
+        self.saved = torch.get_num_threads()
+        torch.set_num_threads(self.count)
+
+    def __exit__(self, *exc_info):
+        torch.set_num_threads(self.saved)
+
+
+def map_spans(function: Callable[[range], None], total: int, threads: int | None = None) -> None:
+    """Runs ``function`` over the :func:`spans` of ``range(total)``, ``threads`` worker threads (default
+    :func:`workers`) taking them in turn, each with one intra-op thread."""
+    runs = spans(total)
+    count = min(len(runs), threads or workers())
+
+    def single_threaded(span: range) -> None:
+        with _intra_op_threads(1):
+            function(span)
+
+    with _intra_op_threads(1):
+        if count <= 1:
+            for span in runs:
+                function(span)
+        else:
+            with ThreadPoolExecutor(count) as pool:
+                list(pool.map(single_threaded, runs))

@@ -1,0 +1,296 @@
+"""Intervention files and the hook that applies them (extract.interventions), on a tiny random Whisper.
+
+The hook must change exactly the requested site, rows and frames: checked against the states of an
+unedited run and against a manual forward of the layers after the site. A file fitted on another
+model is refused; steering with alpha 0 is the identity; records reach the store config and the
+transcription settings, where a rerun with other interventions is refused."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.numpy import save_file
+from transformers import GenerationConfig
+
+from experiments import extract as extract_cli
+from experiments import transcribe as transcribe_cli
+from extract.families import tiny_extractor
+from extract.families.whisper import WhisperGenerator
+from extract.hooks import Site, capture
+from extract.interventions import Intervener, Intervention, InterventionError, load_intervention, runtime_model_identity, store_content_hash
+from extract.jobs import TranscriptionJob
+from extract.manifest import Utterance, write_manifest
+from extract.runner import SettingsMismatchError, check_settings, run_extraction, run_transcription
+from extract.spec import ModelSpec
+from extract.store import ShardReader, StoreError
+
+DIM = 16  # the tiny Whisper's d_model
+RATE = 16_000
+
+
+def _audios(seconds=(1.0, 0.6)):
+    rng = np.random.default_rng(0)
+    return [rng.normal(0, 0.1, int(s * RATE)).astype(np.float32) for s in seconds]
+
+
+def _identity(extractor, site):
+    return runtime_model_identity(extractor, site) | {"hidden_size": DIM}
+
+
+def _steer(extractor, site="encoder.layer.0", alpha=1.0, target="female", direction=None):
+    direction = np.linspace(-1, 1, DIM) if direction is None else direction
+    return Intervention("steer", site, _identity(extractor, site), {"path": "s", "content_sha256": "x"}, {"direction": direction}, alpha=alpha, target=target)
+
+
+def _eraser(extractor, site="encoder.layer.0", kind="erase", dim=DIM, seed=0):
+    rng = np.random.default_rng(seed)
+    direction = rng.standard_normal(dim)
+    unit = direction / np.linalg.norm(direction)
+    tensors = {"proj_left": unit[:, None], "proj_right": unit[None, :], "bias": rng.standard_normal(dim)}
+    return Intervention(kind, site, _identity(extractor, site), {"path": "s", "content_sha256": "x"}, tensors)
+
+
+def _saved(tmp_path, intervention, name="i.safetensors"):
+    return intervention.save(tmp_path / name)
+
+
+def _states(extractor, sites, intervener=None, genders=("female", "male")):
+    audios = _audios()
+    if intervener is None:
+        return extractor.extract(audios, sites)
+    with intervener.installed(extractor), intervener.batch(list(genders), [len(a) for a in audios]):
+        return extractor.extract(audios, sites)
+
+
+def test_a_file_round_trips_with_its_record(tmp_path):
+    extractor = tiny_extractor("whisper")
+    for intervention in (_steer(extractor, alpha=0.5), _eraser(extractor), _eraser(extractor, kind="random-erase")):
+        loaded = load_intervention(_saved(tmp_path, intervention))
+        assert loaded.header() == json.loads(json.dumps(intervention.header()))
+        for name, value in intervention.tensors.items():
+            np.testing.assert_allclose(loaded.tensors[name], value, rtol=1e-6)
+        states = np.random.default_rng(1).standard_normal((3, DIM))
+        np.testing.assert_allclose(loaded.apply(states), intervention.apply(states), rtol=1e-5, atol=1e-6)
+
+
+def test_malformed_files_are_refused_with_their_path(tmp_path):
+    extractor = tiny_extractor("whisper")
+    with pytest.raises(InterventionError, match="no such intervention file"):
+        load_intervention(tmp_path / "missing.safetensors")
+    bare = tmp_path / "bare.safetensors"
+    save_file({"direction": np.zeros(DIM, dtype=np.float32)}, str(bare))
+    with pytest.raises(InterventionError, match="without an intervention record"):
+        load_intervention(bare)
+    good = _saved(tmp_path, _steer(extractor))
+    header = json.loads(safe_open(str(good), framework="numpy").metadata()["intervention"])
+    for change, expected in (({"kind": "amplify"}, "unknown intervention kind"), ({"target": None}, "needs a target gender"), ({"version": 9}, "version 9")):
+        broken = tmp_path / "broken.safetensors"
+        save_file({"direction": np.zeros(DIM, dtype=np.float32)}, str(broken), metadata={"intervention": json.dumps(header | change)})
+        with pytest.raises(InterventionError, match=expected):
+            load_intervention(broken)
+    with pytest.raises(InterventionError, match=r"tensor proj_left has shape \(16, 1\), expected \(3, 'r'\)"):
+        Intervention("erase", "encoder.layer.0", {}, {}, {"proj_left": np.zeros((DIM, 1)), "proj_right": np.zeros((1, DIM)), "bias": np.zeros(3)})
+
+
+def test_steering_with_alpha_zero_is_the_identity(tmp_path):
+    extractor = tiny_extractor("whisper")
+    sites = ["encoder.layer.0", "encoder.layer.1", "encoder.final"]
+    plain = _states(extractor, sites)
+    steered = _states(extractor, sites, Intervener([_saved(tmp_path, _steer(extractor, alpha=0.0))]))
+    for before, after in zip(plain, steered):
+        for site in sites:
+            np.testing.assert_array_equal(after[site], before[site])
+
+
+def test_the_hook_edits_exactly_the_requested_site_rows_and_speech_frames(tmp_path):
+    """Steer female rows at layer 0: layer 0's female speech frames move by alpha * d (padding and the
+    male row untouched), the embedding before it is unchanged, and layer 1 equals a manual forward of
+    layer 1 on the edited layer-0 states."""
+    extractor = tiny_extractor("whisper", keep_padding=True)  # all 1500 frames, to see the padding
+    sites = ["encoder.embed", "encoder.layer.0", "encoder.layer.1"]
+    steer = _steer(extractor, alpha=0.7)
+    plain = _states(extractor, sites)
+    edited = _states(extractor, sites, Intervener([_saved(tmp_path, steer)], gender="female"))
+    speech = extractor.speech_frames("encoder.layer.0", len(_audios()[0]), 1500)
+    assert 0 < speech < 1500
+    female, male = 0, 1
+    for site in sites:
+        np.testing.assert_array_equal(edited[male][site], plain[male][site])
+    np.testing.assert_array_equal(edited[female]["encoder.embed"], plain[female]["encoder.embed"])
+    layer0 = edited[female]["encoder.layer.0"]
+    np.testing.assert_allclose(layer0[:speech], plain[female]["encoder.layer.0"][:speech] + 0.7 * np.linspace(-1, 1, DIM), atol=1e-5)
+    np.testing.assert_array_equal(layer0[speech:], plain[female]["encoder.layer.0"][speech:])
+    with torch.inference_mode():
+        manual = extractor.encoder.layers[1](torch.from_numpy(layer0)[None], None, layer_head_mask=None)[0][0].numpy()
+    np.testing.assert_allclose(edited[female]["encoder.layer.1"], manual, atol=1e-4)
+    assert not np.allclose(edited[female]["encoder.layer.1"], plain[female]["encoder.layer.1"], atol=1e-3)
+
+
+def test_an_eraser_at_the_embedding_site_edits_the_input_of_layer_zero(tmp_path):
+    extractor = tiny_extractor("whisper")
+    eraser = _eraser(extractor, site="encoder.embed")
+    plain = _states(extractor, ["encoder.embed"])
+    edited = _states(extractor, ["encoder.embed"], Intervener([_saved(tmp_path, eraser)]))
+    for before, after in zip(plain, edited):  # every row: no gender given
+        np.testing.assert_allclose(after["encoder.embed"], eraser.apply(before["encoder.embed"]), atol=1e-5)
+
+
+def test_interventions_apply_in_the_order_given(tmp_path):
+    extractor = tiny_extractor("whisper")
+    eraser, steer = _eraser(extractor), _steer(extractor)
+    plain = _states(extractor, ["encoder.layer.0"])
+    both = _states(extractor, ["encoder.layer.0"], Intervener([_saved(tmp_path, eraser, "e.safetensors"), _saved(tmp_path, steer, "s.safetensors")]))
+    expected = steer.apply(eraser.apply(plain[0]["encoder.layer.0"]))
+    np.testing.assert_allclose(both[0]["encoder.layer.0"], expected, atol=1e-5)
+
+
+def test_a_file_fitted_on_another_model_or_site_is_refused(tmp_path):
+    whisper = tiny_extractor("whisper")
+    path = _saved(tmp_path, _steer(whisper))
+    with pytest.raises(InterventionError, match="family: file 'whisper' vs loaded 'seamless'"):
+        Intervener([path]).check(tiny_extractor("seamless"))
+    other = tiny_extractor("whisper")
+    other.checkpoint = "openai/whisper-small"
+    with pytest.raises(InterventionError, match="checkpoint: file 'tiny-random-whisper' vs loaded 'openai/whisper-small'"):
+        Intervener([path]).check(other)
+    with pytest.raises(InterventionError, match="random_init: file False vs loaded True"):
+        Intervener([path]).check(whisper, random_init=True, seed=0)
+    elsewhere = _steer(whisper, site="encoder.layer.7")
+    with pytest.raises(InterventionError, match="site 'encoder.layer.7', which whisper does not have"):
+        Intervener([_saved(tmp_path, elsewhere, "l7.safetensors")]).check(whisper)
+
+
+def test_a_file_of_another_hidden_size_is_refused_before_any_state_changes(tmp_path):
+    extractor = tiny_extractor("whisper")
+    narrow = _eraser(extractor, dim=8)
+    intervener = Intervener([_saved(tmp_path, narrow)])
+    with pytest.raises(InterventionError, match="fitted on states of size 8; site encoder.layer.0 of the loaded model has 16"):
+        _states(extractor, ["encoder.layer.0"], intervener)
+
+
+def _utterances(tone, count=4):
+    return [
+        Utterance(id=f"u{i}", audio=str(tone(f"u{i}.wav", seconds=0.5 + 0.1 * i)), language="en", text="x", gender=("female", "male")[i % 2], speaker=f"s{i}")
+        for i in range(count)
+    ]
+
+
+def test_extraction_records_the_interventions_and_refuses_a_rerun_with_others(tmp_path, tone):
+    extractor = tiny_extractor("whisper")
+    utterances = _utterances(tone)
+    steer, other = _saved(tmp_path, _steer(extractor), "a.safetensors"), _saved(tmp_path, _steer(extractor, alpha=2.0), "b.safetensors")
+    out = tmp_path / "store"
+    run = dict(config={"model": "tiny"}, storage_dtype="float32", show_progress=False)
+    run_extraction(extractor, utterances, ["encoder.layer.0"], out, intervener=Intervener([steer], gender="male"), **run)
+    plain = tmp_path / "plain"
+    run_extraction(extractor, utterances, ["encoder.layer.0"], plain, **run)
+    reader, baseline = ShardReader(out), ShardReader(plain)
+    recorded = json.loads(reader.attrs["config"])["interventions"]
+    assert recorded == [Intervener([steer], gender="male").records()[0]]
+    assert recorded[0]["gender"] == "male" and recorded[0]["kind"] == "steer" and len(recorded[0]["sha256"]) == 64
+    for utterance in utterances:
+        changed = not np.allclose(reader.get("encoder.layer.0", utterance.id), baseline.get("encoder.layer.0", utterance.id))
+        assert changed == (utterance.gender == "male")
+    for intervener in (Intervener([other], gender="male"), None):
+        with pytest.raises(StoreError, match="another configuration"):
+            run_extraction(extractor, utterances, ["encoder.layer.0"], out, intervener=intervener, **run)
+
+
+def test_an_intervention_after_the_last_extracted_site_is_refused(tmp_path, tone):
+    extractor = tiny_extractor("whisper")
+    late = Intervener([_saved(tmp_path, _steer(extractor, site="encoder.layer.1"))])
+    with pytest.raises(InterventionError, match="never ran"):
+        run_extraction(extractor, _utterances(tone), ["encoder.layer.0"], tmp_path / "s", config={}, show_progress=False, intervener=late)
+    assert not list((tmp_path / "s").glob("*.h5"))
+
+
+class _Tokenizer:
+    def batch_decode(self, tokens, skip_special_tokens=True):
+        return [" ".join(f"t{i}" for i in row) for row in tokens.tolist()]
+
+
+def _tiny_generator():
+    extractor = tiny_extractor("whisper")
+    extractor.model.generation_config = GenerationConfig(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=False, max_length=8)
+    return WhisperGenerator(extractor, _Tokenizer(), max_new_tokens=3)
+
+
+def test_generation_edits_the_encoder_once_per_batch_for_the_chosen_gender(tmp_path):
+    generator = _tiny_generator()
+    extractor = generator.extractor
+    steer = _steer(extractor, alpha=0.5)
+    audios = _audios()
+    sites = {"layer0": Site("model.encoder.layers.0")}
+    with torch.inference_mode(), capture(extractor.model, sites, stop_early=False) as (plain, run):
+        run(generator.generate, audios, "en", "asr")
+    intervener = Intervener([_saved(tmp_path, steer)], gender="male")
+    with intervener.installed(extractor), intervener.batch(["female", "male"], [len(a) for a in audios]):
+        with torch.inference_mode(), capture(extractor.model, sites, stop_early=False) as (edited, run):
+            run(generator.generate, audios, "en", "asr")
+    assert intervener._fired == {"encoder.layer.0": 1}
+    before, after = plain.tensors["layer0"].numpy(), edited.tensors["layer0"].numpy()
+    speech = extractor.speech_frames("encoder.layer.0", len(audios[1]), 1500)
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_allclose(after[1, :speech], before[1, :speech] + 0.5 * np.linspace(-1, 1, DIM), atol=1e-5)
+    np.testing.assert_array_equal(after[1, speech:], before[1, speech:])
+
+
+def test_transcription_runs_with_interventions_and_the_settings_refuse_other_ones(tmp_path, tone):
+    generator = _tiny_generator()
+    path = _saved(tmp_path, _steer(generator.extractor))
+    intervener = Intervener([path], gender="female")
+    out = tmp_path / "hyps.jsonl"
+    written, _, _ = run_transcription(generator, _utterances(tone), out, "asr", None, "tiny", 60.0, 30.0, False, intervener)
+    assert written == 4
+    job = TranscriptionJob(ModelSpec("whisper", device="cpu"), tmp_path / "m.jsonl", out, "asr", interventions=(path,), intervene_gender="female")
+    settings = job.settings("ckpt", {}, intervener.records())
+    assert settings["interventions"][0]["path"] == str(path.resolve()) and settings["interventions"][0]["gender"] == "female"
+    assert "interventions" not in job.settings("ckpt", {})  # absent without any: older settings files still match
+    check_settings(job.settings_path, settings)
+    with pytest.raises(SettingsMismatchError, match="interventions"):
+        check_settings(job.settings_path, job.settings("ckpt", {}))
+
+
+def test_the_store_content_hash_follows_the_parts(tmp_path, tone):
+    extractor = tiny_extractor("whisper")
+    run = dict(config={}, storage_dtype="float32", show_progress=False, utterances_per_part=2)
+    run_extraction(extractor, _utterances(tone), ["encoder.layer.0"], tmp_path / "a", **run)
+    run_extraction(extractor, _utterances(tone)[:2], ["encoder.layer.0"], tmp_path / "b", **run)
+    assert store_content_hash(tmp_path / "a") != store_content_hash(tmp_path / "b")
+    assert store_content_hash(tmp_path / "a") == store_content_hash(tmp_path / "a")
+
+
+def _cli_error(main, argv, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        code = main(argv)
+        raise SystemExit(code)
+    error = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(error.splitlines()) == 1, error
+    return error
+
+
+def test_cli_refuses_a_missing_file_and_a_gender_without_files(tmp_path, capsys):
+    manifest = tmp_path / "m.jsonl"
+    write_manifest(manifest, [Utterance(id="a", audio="a.wav", language="en", text="x", gender="female", speaker="s")])
+    base = ["--model", "whisper", "--manifest", str(manifest), "--device", "cpu"]
+    missing = tmp_path / "missing.safetensors"
+    error = _cli_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene", str(missing)], capsys)
+    assert error == f"error: {missing}: no such intervention file"
+    error = _cli_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene-gender", "male"], capsys)
+    assert error == "error: --intervene-gender needs at least one --intervene FILE"
+    error = _cli_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene", str(missing)], capsys)
+    assert error == f"error: {missing}: no such intervention file"
+    error = _cli_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene-gender", "female"], capsys)
+    assert error == "error: --intervene-gender needs at least one --intervene FILE"
+
+
+def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monkeypatch):
+    manifest = tmp_path / "m.jsonl"
+    write_manifest(manifest, _utterances(tone, 2))
+    path = _saved(tmp_path, _steer(tiny_extractor("whisper")))
+    monkeypatch.setattr(extract_cli, "load_extractor", lambda spec, keep_padding=False: tiny_extractor("seamless"))
+    argv = ["--model", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
+    error = _cli_error(extract_cli.main, argv, capsys)
+    assert error.startswith(f"error: {path} was fitted on another model or site (family: file 'whisper' vs loaded 'seamless'"), error
