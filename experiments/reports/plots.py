@@ -35,7 +35,7 @@ from probing.modules import interpolate_weights
 FONT_SIZE = 9
 
 
-def _pyplot():
+def pyplot():
     """pyplot on the Agg backend with the paper's sizes (imported here, on first drawing: the backend
     must be chosen before pyplot is imported)."""
     import matplotlib
@@ -65,7 +65,7 @@ def save(figure, out: str | Path) -> list[Path]:
     paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     for path in paths:
         figure.savefig(path)
-    _pyplot().close(figure)
+    pyplot().close(figure)
     return paths
 
 
@@ -86,7 +86,7 @@ def per_position(
     ``mean_test_length`` is the row's ``mean_test_length``: mean speech frames of the test utterances,
     drawn as a vertical line (F1_S averages the positions left of it).
     """
-    plt = _pyplot()
+    plt = pyplot()
     panels = 2 if mdl_bits is not None else 1
     figure, axes = plt.subplots(panels, 1, figsize=(6.0, 2.4 * panels), sharex=True, squeeze=False, layout="constrained")
     positions = np.arange(len(f1))
@@ -149,7 +149,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
     estimate each file's ``gap_estimate`` names, written in the y label), the speaker-bootstrap 95 %
     interval as error bars, * p < 0.05 and ** p < 0.01 from the resampling t-test where the interval
     excludes 0 (:func:`gap_mark`)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 0.6, 2.9), squeeze=False, sharey=True, layout="constrained")
     for axis, (dataset, result) in zip(axes[0], results.items()):
         entries = {lang: entry for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None}
@@ -178,7 +178,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
 
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit, its line and the correlation."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.6, 3.0), layout="constrained")
     axis.scatter(xs, ys, color="C0", zorder=3)
     for x, y, label in zip(xs, ys, labels or []):
@@ -199,7 +199,7 @@ def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str,
 
 def error_distribution(distribution: dict[str, list[float]], out, metric: str = "WER", title: str = "") -> list[Path]:
     """``distribution``: group -> share of records (percent) with error rate >= x, for x = 0..100."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.6, 2.8), layout="constrained")
     for index, (group, shares) in enumerate(distribution.items()):
         axis.step(np.arange(len(shares)), shares, where="post", color=f"C{index}", label=group)
@@ -215,7 +215,7 @@ def error_distribution(distribution: dict[str, list[float]], out, metric: str = 
 def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int = 100, title: str = "") -> list[Path]:
     """``profiles``: label (model and site) -> one weight vector per utterance; each is resampled to
     ``points`` positions, then mean ± std across utterances."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(len(profiles), 1, figsize=(4.8, 1.5 * len(profiles) + 0.4), sharex=True, squeeze=False, layout="constrained")
     grid = np.arange(points)
     for axis, (label, weights) in zip(axes[:, 0], profiles.items()):
@@ -236,7 +236,7 @@ TRANSLATION_GENDERS = ("feminine", "masculine", "mixed", "none")
 
 def confusion(predictions: list[str], translation_genders: list[str], out, classes: tuple[str, str] = ("female", "male"), title: str = "") -> list[Path]:
     """Counts of (probe prediction, gender of the translation's speaker-referred words)."""
-    plt = _pyplot()
+    plt = pyplot()
     matrix = np.zeros((len(classes), len(TRANSLATION_GENDERS)), dtype=int)
     for predicted, translated in zip(predictions, translation_genders):
         matrix[classes.index(predicted), TRANSLATION_GENDERS.index(translated)] += 1
@@ -256,7 +256,7 @@ def confusion(predictions: list[str], translation_genders: list[str], out, class
 
 def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditions: list[str], out, label: str = "F1_S (%)", title: str = "") -> list[Path]:
     """``scores``: (site, condition) -> score; missing cells stay blank."""
-    plt = _pyplot()
+    plt = pyplot()
     matrix = np.full((len(conditions), len(sites)), np.nan)
     for (site, condition), value in scores.items():
         matrix[conditions.index(condition), sites.index(site)] = value
