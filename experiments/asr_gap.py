@@ -24,10 +24,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import add_out_argument, run_cli, two_groups
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
 from experiments.scoring.gaps import GAP_ESTIMATES, gap_report, gap_summary, read_hypotheses, save_gap_report
-from extract.manifest import normalize_gender
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,12 +75,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    try:
-        groups = tuple(normalize_gender(g) for g in args.groups.split(","))
-    except ValueError as error:
-        parser.error(f"--groups: {error}")
-    if len(groups) != 2 or groups[0] == groups[1]:
-        parser.error("--groups takes two different groups, e.g. female,male or other,male")
+    groups = two_groups(parser, args.groups)
     if args.iterations < 1:
         parser.error(f"--iterations must be at least 1, got {args.iterations}")
     return run_cli(lambda: _run(args, groups))

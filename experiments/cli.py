@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from extract.manifest import ManifestError
+from extract.manifest import ManifestError, normalize_gender
 
 if TYPE_CHECKING:
     from extract.spec import ModelSpec
@@ -74,6 +74,17 @@ def fail(message: str) -> int:
     """One line on stderr, exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def two_groups(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    """``--groups`` as two different gender labels (``female,male``); anything else is a usage error."""
+    try:
+        groups = tuple(normalize_gender(g) for g in text.split(","))
+    except ValueError as error:
+        parser.error(f"--groups: {error}")
+    if len(groups) != 2 or groups[0] == groups[1]:
+        parser.error("--groups takes two different groups, e.g. female,male or other,male")
+    return groups
 
 
 def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:

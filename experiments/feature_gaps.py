@@ -36,9 +36,9 @@ from experiments.analysis.contrasts import (
     setup_correlations,
     setup_table,
 )
-from experiments.cli import add_out_argument, fail, run_cli
+from experiments.cli import add_out_argument, fail, run_cli, two_groups
 from experiments.scoring.gaps import finite_or_null
-from extract.manifest import iter_manifest, normalize_gender
+from extract.manifest import iter_manifest
 
 DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")
@@ -137,12 +137,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    try:
-        groups = tuple(normalize_gender(g) for g in args.groups.split(","))
-    except ValueError as error:
-        parser.error(f"--groups: {error}")
-    if len(groups) != 2 or groups[0] == groups[1]:
-        parser.error("--groups takes two different groups, e.g. female,male")
+    groups = two_groups(parser, args.groups)
     return run_cli(lambda: _run(args, groups), ContrastError)
 
 
