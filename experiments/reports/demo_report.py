@@ -288,8 +288,8 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "**The voices are synthetic** (Kokoro-82M and espeak-ng, see the corpus card). These numbers show that the pipeline runs end to",
         "end; they are not a finding about women and men, nor about Whisper.",
         "",
-        f"Corpus: `{_shown(work.corpus.root)}`. Work folder: `{_shown(work.root)}`. Every number below is read from files in "
-        f"`{_shown(work.root / 'results')}`.",
+        f"Corpus: `{shown_path(work.corpus.root)}`. Work folder: `{shown_path(work.root)}`. Every number below is read from files in "
+        f"`{shown_path(work.root / 'results')}`.",
         f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed), torch on "
         f"{work.threads} CPU threads (`--threads`).",
         "",
@@ -390,7 +390,7 @@ def reproducibility_lines() -> list[str]:
     ]
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """A path relative to the source checkout when it is inside one (the committed report names no machine)."""
     from extract.paths import source_checkout
 

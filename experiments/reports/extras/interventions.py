@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots
+from experiments.reports.demo_report import shown_path
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses
 from extract.corpora.must_she import read_definition
@@ -308,7 +309,7 @@ def run(work) -> list[str]:
         f"frames' variance), its random-concept control (a random speaker partition balanced within gender, rank {control['rank']}, "
         f"removes {100 * control['variance_removed']:.2f} %), LEACE at {FINAL_SITE} (rank {final['rank']}, removes "
         f"{100 * final['variance_removed']:.2f} %), and mean-difference steering at {ERASED_SITE} (alpha 1, |d| = "
-        f"{steer['direction_norm_over_spread']:.2f} x the frames' RMS spread). Files: `{root / 'files'}`.",
+        f"{steer['direction_norm_over_spread']:.2f} x the frames' RMS spread). Files: `{shown_path(root / 'files')}`.",
         "",
         f"### (a) Probes after erasure at {ERASED_SITE} (per-position logistic probes on the first {POSITIONS} frames, and logistic probes "
         "on each utterance's mean frame; test speakers the eraser never saw)",
