@@ -512,20 +512,39 @@ class ShardReader:
 
         ``lengths`` are the valid frames (capped at P); rows beyond them are padding, never data.
         """
+        ids = self._ids if ids is None else list(ids)
+        return self.frames(site, 0, positions, ids), np.minimum(self.stored_lengths(site, ids), positions)
+
+    def frames(self, site: str, begin: int, end: int, ids: Sequence[str] | None = None) -> np.ndarray:
+        """Frames ``begin:end`` of each utterance, ``[N, end - begin, D]`` float32, zero past its stored
+        frames. Reads those rows only, so that positions can be probed a chunk at a time in bounded memory."""
         self._check_site(site)
         ids = self._ids if ids is None else list(ids)
-        out = np.zeros((len(ids), positions, self.dim(site)), dtype=np.float32)
-        lengths = np.zeros(len(ids), dtype=np.int64)
+        out = np.zeros((len(ids), end - begin, self.dim(site)), dtype=np.float32)
         for part, rows in self._by_part(ids).items():
             group = self._handle(part)[f"sites/{site}"]
-            offsets = group["offsets"][:]
-            data = group["data"]
+            offsets, data = group["offsets"][:], group["data"]
             for position, row in rows:
-                start = int(offsets[row])
-                count = min(positions, int(offsets[row + 1]) - start)
-                out[position, :count] = self._finite(data[start : start + count].astype(np.float32), part, site, ids[position])
-                lengths[position] = count
-        return out, lengths
+                first, stop = int(offsets[row]) + begin, min(int(offsets[row]) + end, int(offsets[row + 1]))
+                if stop > first:
+                    out[position, : stop - first] = self._finite(data[first:stop].astype(np.float32), part, site, ids[position])
+        return out
+
+    def stored_lengths(self, site: str, ids: Sequence[str] | None = None) -> np.ndarray:
+        """Stored frames per utterance at ``site`` (speech, and padding where it was kept), aligned with ``ids``."""
+        self._check_site(site)
+        ids = self._ids if ids is None else list(ids)
+        lengths = np.zeros(len(ids), dtype=np.int64)
+        for part, rows in self._by_part(ids).items():
+            offsets = self._handle(part)[f"sites/{site}/offsets"][:]
+            for position, row in rows:
+                lengths[position] = offsets[row + 1] - offsets[row]
+        return lengths
+
+    def storage_dtype(self, site: str) -> np.dtype:
+        """The float dtype the site's frames are stored in (float16 or float32)."""
+        self._check_site(site)
+        return self._handle(0)[f"sites/{site}/data"].dtype
 
     def means(self, site: str, ids: Sequence[str] | None = None) -> np.ndarray:
         """Mean over valid frames per utterance: ``[N, D]`` float32, read one utterance at a time."""

@@ -24,24 +24,6 @@ def positional(reader, site: str, ids: list[str], positions: int) -> tuple[np.nd
     return reader.leading(site, positions, ids)
 
 
-def positional_range(reader, site: str, ids: list[str], begin: int, end: int) -> np.ndarray:
-    """Frames ``begin:end`` of each utterance, ``[N, end - begin, D]`` float32, zero past its stored
-    frames: reads those rows only, so positions can be probed a chunk at a time in bounded memory.
-
-    Uses the reader's part index (``ShardReader._by_part``, ``_handle``, ``_finite``): the store has no
-    public range read yet."""
-    reader._check_site(site)
-    out = np.zeros((len(ids), end - begin, reader.dim(site)), dtype=np.float32)
-    for part, rows in reader._by_part(ids).items():
-        group = reader._handle(part)[f"sites/{site}"]
-        offsets, data = group["offsets"][:], group["data"]
-        for position, row in rows:
-            first, stop = int(offsets[row]) + begin, min(int(offsets[row]) + end, int(offsets[row + 1]))
-            if stop > first:
-                out[position, : stop - first] = reader._finite(data[first:stop].astype(np.float32), part, site, ids[position])
-    return out
-
-
 class PositionMajorFile:
     """The first ``positions`` frames of ``utterances`` utterances on disk, position-major
     (``[P, N, D]``, raw, in the store's float dtype), so that a chunk of positions is one contiguous read.
@@ -82,12 +64,11 @@ class PositionMajorFile:
 def write_position_major(reader, site: str, ids: list[str], positions: int, folder: Path, block_bytes: int) -> PositionMajorFile:
     """:class:`PositionMajorFile` of ``ids`` in ``folder``, written from the store ``block_bytes`` of float32 at a time."""
     dim = reader.dim(site)
-    part, _ = next(iter(reader._by_part(ids[:1]).items()))
-    dtype = np.float16 if reader._handle(part)[f"sites/{site}/data"].dtype == np.float16 else np.float32
+    dtype = np.float16 if reader.storage_dtype(site) == np.float16 else np.float32
     scratch = PositionMajorFile(Path(folder) / "positions.bin", positions, len(ids), dim, dtype)
     step = max(1, block_bytes // (positions * dim * FLOAT32))
     for start in range(0, len(ids), step):
-        scratch.write(start, positional_range(reader, site, ids[start : start + step], 0, positions))
+        scratch.write(start, reader.frames(site, 0, positions, ids[start : start + step]))
     return scratch
 
 

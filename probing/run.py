@@ -142,7 +142,7 @@ def _positional_run(config, reader, splits, labels):
 
 
 def _read_from_store(reader, site: str, ids: dict, begin: int, end: int) -> dict:
-    return {n: features.positional_range(reader, site, ids[n], begin, end) for n in ids}
+    return {n: reader.frames(site, begin, end, ids[n]) for n in ids}
 
 
 def _read_from_scratch(scratch, train_count: int, begin: int, end: int) -> dict:

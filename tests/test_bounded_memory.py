@@ -23,11 +23,11 @@ def test_a_range_of_positions_is_the_slice_of_the_leading_frames(store):
     ids = reader.ids[::3]
     whole, lengths = features.positional(reader, SITE, ids, 40)
     for begin, end in ((0, 7), (7, 33), (33, 40), (38, 45)):
-        part = features.positional_range(reader, SITE, ids, begin, end)
+        part = reader.frames(SITE, begin, end, ids)
         np.testing.assert_array_equal(part[:, : max(0, min(end, 40) - begin)], whole[:, begin:end])
         assert not part[:, max(0, 40 - begin) :].any()
     short = int(np.argmin(lengths))
-    assert not features.positional_range(reader, SITE, ids, int(lengths[short]), 40)[short].any()
+    assert not reader.frames(SITE, int(lengths[short]), 40, ids)[short].any()
 
 
 def test_streaming_statistics_equal_the_two_pass_ones(store):
