@@ -98,7 +98,7 @@ def _correlate(table: Path, x: str, y: str, out_json: Path, plot: Path, labels: 
     return fit, reason
 
 
-def _fmt(value, digits=1) -> str:
+def format_number(value, digits=1) -> str:
     return "n/a" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
 
 
@@ -133,13 +133,13 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
             groups = entry["groups"]
             bootstrap = entry.get("bootstrap", {})
             ci = bootstrap.get("ci95") or [None, None]
-            interval = f"{_fmt(ci[0])} .. {_fmt(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
+            interval = f"{format_number(ci[0])} .. {format_number(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
             if bootstrap.get("ci95_note"):
                 speakers = bootstrap.get("speakers", {})
                 interval += f" (unreliable: {' / '.join(str(n) for n in speakers.values())} speakers)"
             lines.append(
-                f"| {model} | {language} | {entry['metric'].upper()} | {_fmt(groups.get('female', {}).get('error_rate'), 2)} | "
-                f"{_fmt(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {_fmt(entry.get('gap_relative'))} | "
+                f"| {model} | {language} | {entry['metric'].upper()} | {format_number(groups.get('female', {}).get('error_rate'), 2)} | "
+                f"{format_number(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {format_number(entry.get('gap_relative'))} | "
                 f"{gap_estimate_name(entry)} | {_p(bootstrap.get('p_value'))} |"
             )
     lines += [
@@ -156,9 +156,9 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
 def average_test_length(row: dict) -> str:
     """The average test length of a positional probe row: speech frames, with the stored positions
     (padding included) beside them when they differ."""
-    phrase = f"{_fmt(row['mean_test_length'])} speech frames"
+    phrase = f"{format_number(row['mean_test_length'])} speech frames"
     if row.get("stored_positions") is not None:
-        phrase += f" ({_fmt(row['stored_positions'])} stored positions, padding included)"
+        phrase += f" ({format_number(row['stored_positions'])} stored positions, padding included)"
     return phrase
 
 
@@ -315,14 +315,14 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "|---|" + "---|" * len(CONDITIONS),
     ]
     for site in sites:
-        lines.append(f"| {site} | " + " | ".join(_fmt(probes.positional(site, c)["f1_s"]) for c in CONDITIONS) + " |")
+        lines.append(f"| {site} | " + " | ".join(format_number(probes.positional(site, c)["f1_s"]) for c in CONDITIONS) + " |")
     last = probes.positional(sites[-1], "pretrained")
     lines += [
         "",
         f"Average test length (F1_S's span, the dashed line of the per-position figure): {average_test_length(last)}.",
         "",
-        f"MDL on {sites[-1]}: online codelength {_fmt(last.get('codelength_online_bits'))} bits against "
-        f"{_fmt(last.get('codelength_uniform_bits'))} uniform, compression {_fmt(last.get('compression'), 2)} "
+        f"MDL on {sites[-1]}: online codelength {format_number(last.get('codelength_online_bits'))} bits against "
+        f"{format_number(last.get('codelength_uniform_bits'))} uniform, compression {format_number(last.get('compression'), 2)} "
         f"({last.get('mdl_blocks')} blocks, cut at speaker boundaries; {last.get('mdl_guard', 'no guard')}).",
         "",
         "![heatmap](site_heatmap.png)",
@@ -339,13 +339,13 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "## Attention probe and MuST-SHE",
         "",
         f"Attention probe on Whisper base `encoder.final` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
-        f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {_fmt(attention['f1_macro'])} on the demo corpus' test voices, "
-        f"{_fmt(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
+        f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {format_number(attention['f1_macro'])} on the demo corpus' test voices, "
+        f"{format_number(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
         "(voices outside its training split).",
         f"MuST-SHE en-es (Whisper base with Spanish forced, not a trained translation direction): category 1 (1F + 1M) coverage "
-        f"{_fmt(mustshe['category_1']['coverage'])}, gender accuracy {_fmt(mustshe['category_1']['accuracy'])}; all categories: "
-        f"coverage {_fmt(mustshe['global']['coverage'])}, accuracy {_fmt(mustshe['global']['accuracy'])} "
-        f"(She {_fmt(mustshe['genders']['She']['accuracy'])}, He {_fmt(mustshe['genders']['He']['accuracy'])}).",
+        f"{format_number(mustshe['category_1']['coverage'])}, gender accuracy {format_number(mustshe['category_1']['accuracy'])}; all categories: "
+        f"coverage {format_number(mustshe['global']['coverage'])}, accuracy {format_number(mustshe['global']['accuracy'])} "
+        f"(She {format_number(mustshe['genders']['She']['accuracy'])}, He {format_number(mustshe['genders']['He']['accuracy'])}).",
         "",
         "The correlation pairs the probe's macro-F1 on the MuST-SHE speakers (`applied_f1_macro`) with category-1 gender",
         "accuracy (`category_1.accuracy`), as in Fucci et al. (2025), Figure 1: not the probe's F1 on its own test split, nor",
@@ -370,7 +370,7 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "|---|---|---|",
     ]
     for run, row in probes.tiny_attention():
-        lines.append(f"| {run.model} | {run.site} | {_fmt(row['f1_macro'])} |")
+        lines.append(f"| {run.model} | {run.site} | {format_number(row['f1_macro'])} |")
     lines += ["", "![attention](attention_profiles.png)", ""]
     return "\n".join(lines) + "\n"
 

@@ -117,6 +117,11 @@ def aligned_indices(sentence: Sentence, links: Links) -> list[int]:
     return sorted({j for i, j in links if i in sources})
 
 
+def _sentence_fields(sentence: Sentence) -> dict:
+    """What every per-sentence row starts with: where the sentence is, its gold gender and stereotype set."""
+    return {"line": sentence.line, "id": sentence.id, "gold": sentence.gender, "stereotype": sentence.stereotype, "source": sentence.text}
+
+
 def translation_rows(sentences: Sequence[Sentence], translations: Sequence[str], alignments: Sequence[Links], analyser: GenderAnalyser) -> list[dict]:
     """Per sentence: the source entity, the aligned target words, what the analyser read and whether it is right."""
     aligned = [aligned_indices(sentence, links) for sentence, links in zip(sentences, alignments)]
@@ -127,11 +132,7 @@ def translation_rows(sentences: Sequence[Sentence], translations: Sequence[str],
         target = tokens(translation)
         rows.append(
             {
-                "line": sentence.line,
-                "id": sentence.id,
-                "gold": sentence.gender,
-                "stereotype": sentence.stereotype,
-                "source": sentence.text,
+                **_sentence_fields(sentence),
                 "source_entity": " ".join(words[i] for i in sentence.entity_indices),
                 "translation": translation,
                 "aligned": indices,
@@ -169,11 +170,7 @@ def transcript_rows(sentences: Sequence[Sentence], transcripts: Sequence[str]) -
         profession = words(" ".join(sentence.profession_words))
         rows.append(
             {
-                "line": sentence.line,
-                "id": sentence.id,
-                "gold": sentence.gender,
-                "stereotype": sentence.stereotype,
-                "source": sentence.text,
+                **_sentence_fields(sentence),
                 "transcript": transcript,
                 "source_pronouns": expected,
                 "transcript_pronouns": heard,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
+from experiments.reports.demo_report import format_number as fmt
 from experiments.reports.plots import pyplot, save
 from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
@@ -111,13 +112,9 @@ def score(work, winost_set: WinoSTSet, hyps: dict[str, Path]) -> dict[str, dict]
     return {name: json.loads(path.read_text()) for name, path in paths.items()}
 
 
-def _fmt(value) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
 def _interval(result: dict, key: str) -> str:
     low, high = result.get("intervals", {}).get(key, [None, None])
-    return f"{_fmt(low)} .. {_fmt(high)}"
+    return f"{fmt(low)} .. {fmt(high)}"
 
 
 def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
@@ -168,8 +165,8 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         result = results[name]
         unknown = result["unknown"]
         lines.append(
-            f"| {label} | {_fmt(result['accuracy'])} | {_interval(result, 'accuracy')} | {_fmt(result['f1_male'])} | {_fmt(result['f1_female'])} | "
-            f"{_fmt(result['delta_g'])} | {_fmt(result['accuracy_pro'])} | {_fmt(result['accuracy_anti'])} | {_fmt(result['delta_s'])} | "
+            f"| {label} | {fmt(result['accuracy'])} | {_interval(result, 'accuracy')} | {fmt(result['f1_male'])} | {fmt(result['f1_female'])} | "
+            f"{fmt(result['delta_g'])} | {fmt(result['accuracy_pro'])} | {fmt(result['accuracy_anti'])} | {fmt(result['delta_s'])} | "
             f"{_interval(result, 'delta_s')} | {unknown['male']} / {unknown['female']} |"
         )
     lines += [
@@ -184,9 +181,9 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         result = results[name]
         genders = result["by_gender"]
         lines.append(
-            f"| {label} | {_fmt(result['pronoun_accuracy'])} | {_interval(result, 'pronoun_accuracy')} | {_fmt(result['profession_accuracy'])} | "
-            f"{_fmt(result['pronoun_accuracy_profession_recognised'])} | {_fmt(result['pronoun_accuracy_pro'])} | {_fmt(result['pronoun_accuracy_anti'])} | "
-            f"{_fmt(result['pronoun_delta_s'])} | {_fmt(genders['male']['pronoun_accuracy'])} / {_fmt(genders['female']['pronoun_accuracy'])} |"
+            f"| {label} | {fmt(result['pronoun_accuracy'])} | {_interval(result, 'pronoun_accuracy')} | {fmt(result['profession_accuracy'])} | "
+            f"{fmt(result['pronoun_accuracy_profession_recognised'])} | {fmt(result['pronoun_accuracy_pro'])} | {fmt(result['pronoun_accuracy_anti'])} | "
+            f"{fmt(result['pronoun_delta_s'])} | {fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])} |"
         )
     png = next(path for path in figure_paths if path.suffix == ".png")
     lines += [
