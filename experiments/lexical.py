@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.language not in languages:
             return fail(f"{args.manifest} has no record in language {args.language!r}; it has {', '.join(sorted(languages))}")
         utterances = [u for u in utterances if u.language == args.language]
-    nlp = load_pipeline(args.spacy_model)
+    nlp = load_pipeline(args.spacy_model, args.language or next(iter(languages)))
     labels = entity_labels(nlp)
     print(
         f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {args.spacy_model} "

@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         return fail(f"no default spaCy pipeline for --tgt-lang {args.tgt_lang}; give --spacy-model (a pipeline with a morphologizer)")
     extra = read_parallel(args.extra_parallel) if args.extra_parallel else ()
     print(f"[winomt] gender accuracy of {args.translations} (en -> {args.tgt_lang}) against {args.source}, genders read by {model}")
-    analyser = load_analyser(model)
+    analyser = load_analyser(model, args.tgt_lang)
     result, sentences = evaluate_translations(
         args.source,
         args.pro,

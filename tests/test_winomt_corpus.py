@@ -110,3 +110,12 @@ def test_reader_gender_is_balanced_within_gold_gender_and_stereotype():
     pairs = Counter((item.sentence.gender, item.sentence.stereotype, voice.gender) for item, voice in zip(items, voices))
     assert set(pairs.values()) == {5}  # every (gold, set, reader) cell holds 5 of the 40 sentences
     assert len({voice.name for voice in voices}) == len(TRIM_VOICES)
+
+
+def test_an_empty_profession_field_is_refused_naming_the_line(tmp_path):
+    """WinoST's ASR side counts a profession as recognised when its words occur in the transcript:
+    an empty one would never be, and the profession accuracy would read 0 without a word."""
+    path = tmp_path / "en.txt"
+    path.write_text("\n".join([LINES[0], LINES[1].rsplit("\t", 1)[0] + "\t", LINES[2]]) + "\n", encoding="utf-8")
+    with pytest.raises(ManifestError, match=r"en.txt:2: the profession field is empty"):
+        read_aggregate(path)

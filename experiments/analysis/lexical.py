@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from experiments.scoring import spacy_pipeline
+
 UNIVERSAL_POS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV"})
 FUNCTION_POS = frozenset({"PRON", "AUX", "CCONJ", "DET", "PART"})  # the paper's appendix B.2 list (Imani & Habil 2017)
@@ -33,16 +35,13 @@ class LexicalError(ValueError):
     """A pipeline that cannot be loaded or lacks what the features need."""
 
 
-def load_pipeline(name: str):
-    """``spacy.load(name)``; a pipeline that is not installed, or one without a POS tagger, is one line."""
-    import spacy
-
+def load_pipeline(name: str, language: str):
+    """The pipeline ``name`` for records in ``language``; one that is not installed, is no pipeline,
+    is for another language (:mod:`experiments.scoring.spacy_pipeline`) or has no POS tagger is one line."""
     try:
-        nlp = spacy.load(name)
-    except OSError as error:
-        raise LexicalError(
-            f"cannot load the spaCy pipeline {name!r} ({str(error).splitlines()[0]}); install it with `python -m spacy download {name}`"
-        ) from None
+        nlp = spacy_pipeline.load_pipeline(name, language, "the records' language")
+    except spacy_pipeline.SpacyPipelineError as error:
+        raise LexicalError(str(error)) from None
     if not {"morphologizer", "tagger"} & set(nlp.pipe_names):
         raise LexicalError(f"the spaCy pipeline {name!r} has no POS tagger (components: {', '.join(nlp.pipe_names)})")
     return nlp

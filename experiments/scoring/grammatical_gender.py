@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from experiments.scoring.spacy_pipeline import SpacyPipelineError, load_pipeline
 from experiments.scoring.word_alignment import tokens
 
 GENDERS = ("male", "female", "neutral")
@@ -86,15 +87,12 @@ def _word(token, role: str) -> dict:
 class SpacyAnalyser:
     """Gender from a spaCy pipeline's morphologizer and parser (see the module docstring)."""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, language: str):
+        """``model`` read in the translations' ``language`` (refused when the pipeline's is another)."""
         try:
-            import spacy
-        except ModuleNotFoundError as error:
-            raise AnalyserError("spaCy is not installed; `pip install spacy` and the pipeline of your target language") from error
-        try:
-            self.nlp = spacy.load(model, exclude=["ner", "lemmatizer"])
-        except OSError as error:
-            raise AnalyserError(f"spaCy pipeline {model!r} is not installed; install it with `python -m spacy download {model}`") from error
+            self.nlp = load_pipeline(model, language, "--tgt-lang", exclude=("ner", "lemmatizer"))
+        except SpacyPipelineError as error:
+            raise AnalyserError(str(error)) from None
         if "morphologizer" not in self.nlp.pipe_names:
             raise AnalyserError(f"spaCy pipeline {model!r} has no morphologizer, so it cannot read grammatical gender")
         self.name = f"spacy:{model}"
@@ -131,5 +129,5 @@ class SpacyAnalyser:
         return decide(words)
 
 
-def load_analyser(model: str) -> GenderAnalyser:
-    return SpacyAnalyser(model)
+def load_analyser(model: str, language: str) -> GenderAnalyser:
+    return SpacyAnalyser(model, language)

@@ -78,7 +78,8 @@ def sentence_id(line: int) -> str:
 
 def read_aggregate(path: str | Path) -> list[Sentence]:
     """The sentences of an aggregate file. A line without exactly four tab-separated fields, a gender
-    other than male/female/neutral, or an index that is not a token of its sentence is an error
+    other than male/female/neutral, an index that is not a token of its sentence, or an empty
+    profession (never recognised in a transcript, it would read as a recognition error) is an error
     naming the file and line; blank lines are skipped (the others keep their line numbers)."""
     path = Path(path)
     sentences = []
@@ -97,6 +98,8 @@ def read_aggregate(path: str | Path) -> list[Sentence]:
         words = text.split()
         if int(index) >= len(words):
             raise ManifestError(path, number, f"index {index} is outside its sentence ({len(words)} whitespace-separated tokens, counted from 0): {text!r}")
+        if not profession:
+            raise ManifestError(path, number, "the profession field is empty; WinoMT's fourth field names the entity's profession (e.g. 'the developer')")
         sentences.append(Sentence(number, gender.lower(), int(index), text, profession))
     if not sentences:
         raise ManifestError(path, None, "holds no sentences (empty file); expected WinoMT's tab-separated gender, index, sentence, profession")

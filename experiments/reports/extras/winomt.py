@@ -91,7 +91,7 @@ def score(work, winost_set: WinoSTSet, hyps: dict[str, Path]) -> dict[str, dict]
     if missing:
         from experiments.scoring.grammatical_gender import load_analyser
 
-        analyser = load_analyser(SPACY_MODEL)
+        analyser = load_analyser(SPACY_MODEL, "fr")
         for name in missing:
             other = next(path for key, path in french.items() if key != name)
             evaluate_translations(
