@@ -36,6 +36,7 @@ from probing.data import TASKS, ProbeError, make_splits
 METHODS = {"leace": "erase", "random": "random-erase", "mean-diff": "steer"}  # method -> intervention kind
 LEACE_OPTIONS = {"affine": True, "constrain_cov_trace": True, "shrinkage": True}
 RANK_TOLERANCE = 1e-6  # singular values of the edit below this share of the largest are numerical zeros
+EQUAL_MEANS_TOLERANCE = 1e-9  # gender means closer than this share of their largest entry are equal (float64 sums round at ~1e-16 per frame)
 CHUNK_UTTERANCES = 64
 
 
@@ -101,6 +102,20 @@ def variance_removed(edit: np.ndarray, covariance: np.ndarray) -> float:
     return 1.0 - after / total
 
 
+def steering_direction(site: str, means: np.ndarray, covariance: np.ndarray, target_class: int) -> np.ndarray:
+    """``means[target_class] - means[other]``; refused when the two means are equal up to rounding
+    (constant frames included, whose total variance is 0): there is nothing to steer along, as
+    LEACE finds no linear trace to erase."""
+    direction = means[target_class] - means[1 - target_class]
+    scale = max(float(np.abs(means).max()), np.finfo(float).tiny)
+    if float(np.abs(direction).max()) <= EQUAL_MEANS_TOLERANCE * scale:
+        raise ErasureError(
+            f"site {site}: the female and male training frames have the same mean "
+            f"(direction norm 0, total variance {max(float(np.trace(covariance)), 0.0):.3g}); there is no direction to steer along"
+        )
+    return direction
+
+
 def _split_record(splits, seed: int, frames: np.ndarray) -> dict:
     train = splits.train
     return {
@@ -147,7 +162,7 @@ def fit(store: str | Path, site: str, method: str = "leace", seed: int = 0, alph
     identity = store_model_identity(reader, site)
     if method == "mean-diff":
         target_class = TASKS["female-male"].index(target)
-        direction = means[target_class] - means[1 - target_class]
+        direction = steering_direction(site, means, covariance, target_class)
         norm = float(np.linalg.norm(direction))
         fit_record |= {"direction_norm": norm, "direction_norm_over_spread": norm / float(np.sqrt(np.trace(covariance)))}
         return Intervention("steer", site, identity, store_record, {"direction": direction}, alpha=float(alpha), target=target, fit=fit_record)

@@ -141,3 +141,42 @@ def test_cli_errors_on_a_missing_store_and_a_file_that_is_not_an_intervention(tm
     assert cli.main(["show", str(other)]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "not an intervention file" in error
+
+
+def _mirrored_store(folder, states):
+    """Five speakers per gender, four utterances each, split 3:1:1; ``states(speaker, utterance)`` gives
+    the frames of both genders' utterance alike, so the two genders' frame means are equal."""
+    from extract.store import PartWriter
+
+    folder.mkdir()
+    writer = PartWriter(folder / "part-00000.h5", {SITE: 8}, "float32", {"model_id": "synthetic", "config": "{}", "skipped": "[]"})
+    for gender in ("female", "male"):
+        for s in range(5):
+            for u in range(4):
+                frames = states(s, u)
+                split = "train" if s < 3 else "dev" if s == 3 else "test"
+                metadata = {"gender": gender, "speaker": f"{gender}{s}", "language": "en", "split": split, "dataset": "s", "duration": len(frames) / 50}
+                writer.add(f"{gender}{s}-{u}", {SITE: frames}, metadata, valid_frames={SITE: len(frames)})
+    writer.close()
+    return folder
+
+
+def test_steering_refuses_constant_states_in_one_line(tmp_path, capsys):
+    """Every frame the same (#95): no spread, no direction; a ZeroDivisionError traceback before."""
+    store = _mirrored_store(tmp_path / "const", lambda s, u: np.full((20, 8), 0.1, np.float32))
+    argv = ["fit", "--store", str(store), "--site", SITE, "--method", "mean-diff", "--target", "female", "--out", str(tmp_path / "c.safetensors")]
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        f"error: site {SITE}: the female and male training frames have the same mean (direction norm 0, total variance 0); "
+        "there is no direction to steer along\n"
+    )
+    assert not (tmp_path / "c.safetensors").exists()
+
+
+def test_steering_refuses_equal_gender_means(tmp_path):
+    rng = np.random.default_rng(0)
+    frames = {(s, u): rng.standard_normal((12, 8)).astype(np.float32) for s in range(5) for u in range(4)}
+    store = _mirrored_store(tmp_path / "mirrored", lambda s, u: frames[s, u])
+    with pytest.raises(ErasureError, match=r"the female and male training frames have the same mean \(direction norm 0, total variance [1-9]"):
+        fit(store, SITE, "mean-diff", target="male")
