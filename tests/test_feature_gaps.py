@@ -1,6 +1,7 @@
 """Group contrasts, the setup table for correlate and the error regression (issue 15), against scipy and statsmodels."""
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -20,7 +21,7 @@ from experiments.analysis.contrasts import (
     read_gap_setups,
     setup_table,
 )
-from extract.manifest import ManifestError, Utterance, write_manifest
+from extract.manifest import ManifestError, Utterance, read_manifest, write_manifest
 
 FEMALE = [210.0, 190.0, 230.0, 205.0, 220.0, 199.0]
 MALE = [120.0, 110.0, 135.0, 101.0, 125.0]
@@ -254,3 +255,40 @@ def test_a_group_without_errors_is_not_fitted(tmp_path):
     (setup,) = read_gap_setups([("whisper", _write_gap(tmp_path / "gap.json", counts))])
     result = error_regression(setup, table, ["rate"])
     assert "female made no error" in result["note"] and "group_only" not in result
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_feature_values_are_refused_naming_the_line(tmp_path, capsys, value):
+    """JSON has no NaN or Infinity; the package's feature writers say null with a reason. A
+    non-finite value comes from another writer, and dropping it as if null would hide it (#104)."""
+    manifest, feature_file, _ = _write_inputs(tmp_path, languages=("it",))
+    lines = feature_file.read_text().splitlines()
+    lines[2] = lines[2].replace('"rate": ', f'"rate": {value}, "was": ')
+    feature_file.write_text("\n".join(lines) + "\n")
+    assert feature_gaps_cli.main(["--manifest", str(manifest), "--features", str(feature_file), "--out", str(tmp_path / "fg.json")]) == 2
+    assert capsys.readouterr().err == f"error: {feature_file}:3: feature rate is {value}; write null (with its reason in null_reasons) for a value that is not defined\n"
+    assert not (tmp_path / "fg.json").exists()
+
+
+def test_one_group_only_is_refused(tmp_path, capsys):
+    """Female records only (#107): every contrast would be null, yet the run exited 0."""
+    manifest, feature_file, _ = _write_inputs(tmp_path, languages=("it",))
+    female = write_manifest(tmp_path / "female.jsonl", [u for u in read_manifest(manifest) if u.gender == "female"])
+    assert feature_gaps_cli.main(["--manifest", str(female), "--features", str(feature_file), "--out", str(tmp_path / "fg.json")]) == 2
+    assert capsys.readouterr().err == (
+        "error: toy/it: 6 female and 0 male records with features; comparing female with male needs at least 2 in each group\n"
+    )
+    assert not (tmp_path / "fg.json").exists()
+
+
+def test_one_speaker_per_group_is_refused_with_speaker_units(tmp_path, capsys):
+    """One speaker per gender with --unit speaker (#108): one mean per group, nothing to test."""
+    manifest, feature_file, _ = _write_inputs(tmp_path, languages=("it",))
+    one = write_manifest(tmp_path / "one.jsonl", [dataclasses.replace(u, speaker=u.gender) for u in read_manifest(manifest)])
+    base = ["--manifest", str(one), "--features", str(feature_file), "--out", str(tmp_path / "fg.json")]
+    assert feature_gaps_cli.main([*base, "--unit", "speaker"]) == 2
+    assert capsys.readouterr().err == (
+        "error: toy/it: 1 female and 1 male speakers with features; comparing female with male per speaker (--unit speaker) "
+        "needs at least 2 in each group (or use --unit record)\n"
+    )
+    assert feature_gaps_cli.main(base) == 0  # per record: 6 and 5

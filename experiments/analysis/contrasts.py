@@ -28,6 +28,7 @@ predict errors once the features are held fixed (Attanasio et al. 2024, §5 and 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from extract.manifest import ManifestError, read_keyed_rows
 
 META = ("id", "dataset", "language", "gender", "speaker")
 UNITS = ("record", "speaker")
+MIN_UNITS = 2  # per group: a t-test, a standard deviation and Mann-Whitney's U need two values
 
 
 class ContrastError(ValueError):
@@ -48,8 +50,11 @@ class ContrastError(ValueError):
 def read_feature_rows(paths: Iterable[str | Path]) -> tuple[dict[str, dict], list[str]]:
     """(id -> {feature: value or None}, feature names in file order) from feature JSONL files
     (``experiments.acoustics``, ``experiments.lexical``); the files' rows are merged by id. A row
-    without a ``features`` object, a value that is neither a number nor null, or a feature name in
-    two files is an error naming the file and line."""
+    without a ``features`` object, a value that is neither a number nor null, a NaN or infinite
+    value, or a feature name in two files is an error naming the file and line. Non-finite values are
+    refused rather than dropped: JSON has none, the package's writers say null with a reason, so one
+    comes from another writer, and whether it meant "undefined" or "too large" cannot be known
+    (dropping an infinite value as if null would move a group's mean without a word)."""
     by_id: dict[str, dict] = {}
     names: dict[str, str] = {}
     seen = set()
@@ -64,6 +69,10 @@ def read_feature_rows(paths: Iterable[str | Path]) -> tuple[dict[str, dict], lis
             for name, value in features.items():
                 if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                     raise ManifestError(path, number, f"feature {name} must be a number or null, got {value!r}")
+                if value is not None and not math.isfinite(value):
+                    raise ManifestError(
+                        path, number, f"feature {name} is {json.dumps(value)}; write null (with its reason in null_reasons) for a value that is not defined"
+                    )
                 if names.setdefault(name, str(path)) != str(path):
                     raise ManifestError(path, number, f"feature {name} is also in {names[name]}; each feature must come from one file")
             by_id.setdefault(record["id"], {}).update({k: (None if v is None else float(v)) for k, v in features.items()})
@@ -141,6 +150,20 @@ def _unit_values(rows: list[dict], feature: str, unit: str) -> list[float]:
     return [float(np.mean(values)) for values in by_speaker.values()]
 
 
+def check_group_sizes(scope: str, members: dict[str, list[dict]], unit: str) -> None:
+    """At least 2 records (``unit="speaker"``: speakers) in each group of a (dataset, language), else a
+    one-line error: with fewer, every test of that scope is null, and a run of nulls is no result."""
+    counts = {group: len(rows) if unit == "record" else len({r["speaker"] for r in rows}) for group, rows in members.items()}
+    if min(counts.values()) >= MIN_UNITS:
+        return
+    (a, count_a), (b, count_b) = counts.items()
+    per = " per speaker (--unit speaker)" if unit == "speaker" else ""
+    hint = " (or use --unit record)" if unit == "speaker" else ""
+    raise ContrastError(
+        f"{scope}: {count_a} {a} and {count_b} {b} {unit}s with features; comparing {a} with {b}{per} needs at least {MIN_UNITS} in each group{hint}"
+    )
+
+
 def group_contrasts(
     table: list[dict],
     features: Sequence[str],
@@ -159,6 +182,7 @@ def group_contrasts(
     out = []
     for (dataset, language), rows in sorted(by_setup.items()):
         members = {g: [r for r in rows if r["gender"] == g] for g in groups}
+        check_group_sizes(f"{dataset}/{language}", members, unit)
         results = []
         for feature in features:
             values = [_unit_values(members[g], feature, unit) for g in groups]
