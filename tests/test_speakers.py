@@ -153,3 +153,25 @@ def test_cli_rewrites_the_manifest(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         speakers_cli.main(["--manifest", str(manifest), "--embeddings", "mfcc", "--out", str(out), "--min-cluster-size", "1"])
     assert exit_info.value.code == 2
+
+
+def test_embeddings_without_spread_are_refused():
+    """Identical embeddings give HDBSCAN nothing to separate: it made every record its own speaker (#113)."""
+    utterances = [Utterance(f"u{i}", "a.wav", "fr", "t", "female", "s", dataset="fleurs") for i in range(4)]
+    with pytest.raises(SpeakerError, match=r"^fleurs-fr-female: the 4 records have identical embeddings"):
+        assign_speakers(utterances, np.ones((4, 6)), SETTINGS)
+    lone = [Utterance("u0", "a.wav", "fr", "t", "female", "s")]
+    assert assign_speakers(lone, np.ones((1, 6)), SETTINGS)[0]["noise"]  # a lone record is noise, as before
+
+
+def test_cli_refuses_records_that_all_read_the_same_audio(tmp_path, tone, capsys):
+    wav = tone("same.wav")
+    utterances = [Utterance(f"u{i}", str(wav), "en", "t", gender, f"{gender}{i % 2}", dataset="toy") for i, gender in enumerate(["female", "male"] * 3)]
+    manifest = write_manifest(tmp_path / "same.jsonl", utterances)
+    out = tmp_path / "sp.jsonl"
+    assert speakers_cli.main(["--manifest", str(manifest), "--embeddings", "mfcc", "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "error: toy-en-female: the 3 records have identical embeddings (no spread: the same audio?), e.g. u0, u2, u4; "
+        "clustering them would make each record its own speaker\n"
+    )
+    assert not out.exists()

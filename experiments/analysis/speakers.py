@@ -164,13 +164,26 @@ def scope_of(utterance, per_gender: bool) -> str:
     return "-".join(parts)
 
 
+def check_spread(scope: str, ids: Sequence[str], embeddings: np.ndarray) -> None:
+    """Refuses a scope of two or more records whose embeddings are all identical: HDBSCAN has nothing to
+    separate there and makes every record a noise singleton, i.e. each its own speaker, which is
+    what records reading one audio file (a manifest whose paths all point at one WAV) would give."""
+    if len(embeddings) > 1 and (embeddings == embeddings[0]).all():
+        raise SpeakerError(
+            f"{scope}: the {len(ids)} records have identical embeddings (no spread: the same audio?), e.g. {', '.join(ids[:3])}; "
+            "clustering them would make each record its own speaker"
+        )
+
+
 def assign_speakers(utterances: Sequence, embeddings: np.ndarray, settings: HdbscanSettings, per_gender: bool = True) -> list[dict]:
-    """Per record, in order: ``{"speaker", "scope", "cluster", "noise"}``."""
+    """Per record, in order: ``{"speaker", "scope", "cluster", "noise"}``; a scope without spread is
+    refused (:func:`check_spread`)."""
     scopes: dict[str, list[int]] = {}
     for index, utterance in enumerate(utterances):
         scopes.setdefault(scope_of(utterance, per_gender), []).append(index)
     assigned: list[dict] = [{}] * len(utterances)
     for scope, indices in scopes.items():
+        check_spread(scope, [utterances[i].id for i in indices], embeddings[indices])
         labels = cluster(embeddings[indices], settings)
         noise = 0
         for index, label in zip(indices, labels):
