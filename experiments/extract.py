@@ -73,13 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
     """``--executor``: one submitit task per unfinished shard (a SLURM job array), waited for and reported."""
+    sites = "all" if args.sites == "all" else tuple(args.sites.split(","))
     try:
         check_executor_arguments(args)
+        tasks, finished = extraction_tasks(dataclasses.replace(job, sites=sites), utterances, args.reclaim_stale)
+        return run_tasks(args, "extract", tasks, finished, "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts")
     except SchedulingError as error:
         fail(str(error))
-    sites = "all" if args.sites == "all" else tuple(args.sites.split(","))
-    tasks, finished = extraction_tasks(dataclasses.replace(job, sites=sites), utterances, args.reclaim_stale)
-    return run_tasks(args, "extract", tasks, finished, "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts")
 
 
 def check_arguments(args) -> None:

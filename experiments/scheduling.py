@@ -21,6 +21,7 @@ import argparse
 import math
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -109,14 +110,26 @@ def make_executor(args: argparse.Namespace, name: str):
     return executor
 
 
-def select(tasks: list[Task], chosen: str | None) -> list[Task]:
-    """The tasks numbered in ``chosen`` (``"3,7"``), or all of them."""
+def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
+    """The unfinished ``tasks`` numbered in ``chosen`` (``"3,7"``), or all of them. The run has
+    ``total`` tasks, numbered from 0 (the finished ones included): a number outside them is refused,
+    a finished one is noted and left out."""
     if not chosen:
         return tasks
     try:
-        numbers = {int(part) for part in chosen.split(",") if part.strip()}
+        numbers = list(dict.fromkeys(int(part) for part in chosen.split(",") if part.strip()))
     except ValueError:
         raise SchedulingError(f"--tasks {chosen!r}: give task numbers separated by commas, e.g. --tasks 3,7") from None
+    unknown = [number for number in numbers if not 0 <= number < total]
+    if unknown:
+        numbered = "numbered 0" if total == 1 else f"numbered 0..{total - 1}"
+        raise SchedulingError(
+            f"--tasks {', '.join(map(str, unknown))}: no such task; this run has {total} task{'' if total == 1 else 's'}, {numbered}"
+        )
+    unfinished = {task.number for task in tasks}
+    finished = [number for number in numbers if number not in unfinished]
+    if finished:
+        print(f"note: --tasks {', '.join(map(str, finished))}: finished already, not submitted", file=sys.stderr)
     return [task for task in tasks if task.number in numbers]
 
 
@@ -149,7 +162,7 @@ def _last_line(text: str) -> str:
 
 def run_tasks(args: argparse.Namespace, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
     """Submits the (selected) unfinished tasks, waits unless ``--no-wait``, reports; 1 if any failed."""
-    chosen = select(tasks, args.tasks)
+    chosen = select(tasks, args.tasks, len(tasks) + skipped)
     print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({args.executor} executor)")
     if not chosen:
         return 0

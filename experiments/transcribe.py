@@ -96,7 +96,11 @@ def submit_transcription(args, spec, options: GenerationOptions, ids: list[str])
         intervene_gender=args.intervene_gender,
     )
     tasks, finished = transcription_tasks(job, ids)
-    return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
+    try:
+        return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
+    except SchedulingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,9 +97,9 @@ def test_slurm_options_become_submitit_parameters_and_bad_ones_are_refused():
         with pytest.raises(scheduling.SchedulingError, match="no sbatch"):
             scheduling.check_executor_arguments(_args(executor="slurm"))
     tasks = [scheduling.Task(n, str(n), print) for n in range(4)]
-    assert [t.number for t in scheduling.select(tasks, "1,3")] == [1, 3]
+    assert [t.number for t in scheduling.select(tasks, "1,3", total=4)] == [1, 3]
     with pytest.raises(scheduling.SchedulingError, match="task numbers"):
-        scheduling.select(tasks, "one")
+        scheduling.select(tasks, "one", total=4)
 
 
 def test_complete_shards_are_not_submitted(tmp_path):
@@ -136,3 +136,24 @@ def test_merge_names_a_damaged_task_file(tmp_path):
     with pytest.raises(ValueError, match=r"task-00003.jsonl:2"):
         merge_task_results(out)
     assert path.exists() and not out.exists()
+
+
+def test_a_task_number_that_does_not_exist_is_refused(tmp_path, stores, capsys):
+    """``--tasks 99`` on a 2-task grid said "0 to submit" and exited 0 (#118)."""
+    path, _ = _grid(tmp_path, stores[:1], "t")
+    assert probe_cli.main(["--grid", str(path), *_local("--log-folder", str(tmp_path / "logs"), "--tasks", "1,99")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: --tasks 99: no such task; this run has 2 tasks, numbered 0..1\n" and "to submit" not in captured.out
+    assert not (tmp_path / "logs").exists()
+
+
+def test_select_counts_finished_tasks_among_the_valid_numbers(capsys):
+    unfinished = [scheduling.Task(n, str(n), print) for n in (0, 2)]  # tasks 1 and 3 finished already
+    assert [t.number for t in scheduling.select(unfinished, "1,2", total=4)] == [2]
+    assert "note: --tasks 1: finished already" in capsys.readouterr().err
+    with pytest.raises(scheduling.SchedulingError, match=r"^--tasks 4, -1: no such task; this run has 4 tasks, numbered 0..3$"):
+        scheduling.select(unfinished, "4,-1,0", total=4)
+    # a transcription is one task, number 0, whether finished or not
+    args = argparse.Namespace(tasks="1", executor="local", no_wait=False)
+    with pytest.raises(scheduling.SchedulingError, match=r"^--tasks 1: no such task; this run has 1 task, numbered 0$"):
+        scheduling.run_tasks(args, "transcribe", [], 1, "")
