@@ -1,4 +1,5 @@
-"""Where generated data lives: one cache directory for weights, corpora and outputs.
+"""Where generated data lives: one cache directory for weights, corpora and outputs; and the file
+name an utterance id gets inside a folder (:func:`id_file_name`).
 
 ``$SPEECH_GENDER_CACHE`` when set. Otherwise, in a source checkout (the folder holding this
 package's ``pyproject.toml``), the git-ignored ``.cache/`` beside the code, so ``make`` and CI stay
@@ -8,7 +9,9 @@ site-packages).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,3 +38,18 @@ def cache_dir() -> Path:
     root = Path(os.environ.get(CACHE_ENV) or default)
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def id_file_name(identifier: str, suffix: str, content: bytes = b"") -> str:
+    """A file name for an utterance id, inside whatever folder it is joined to: the id's letters,
+    digits, ``.``, ``_`` and ``-`` (every other run of characters, path separators and control
+    characters included, becomes ``_``; at most 80 of them), ``-``, 8 hex digits of the sha1 of the
+    raw id and of ``content``, then ``suffix``. An id is not a path: ``../x``, ``/etc/x`` and ``..``
+    give plain names in the folder; ids that differ only in replaced characters, or the same id with
+    other ``content`` (the audio of another dataset), get other names; the same id and content always
+    the same name."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", identifier)[:80]
+    digest = hashlib.sha1(identifier.encode("utf-8", "surrogatepass"))
+    if content:
+        digest.update(b"\0" + content)
+    return f"{safe}-{digest.hexdigest()[:8]}{suffix}"

@@ -1,6 +1,7 @@
 """Each adapter on a small fixture written in the corpus' native format."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +256,44 @@ def test_manifest_cli_clean_errors(tmp_path, tone, capsys):
     assert main(["common_voice", str(tsv), "--language", "en", "--out", str(out)]) == 0
     assert "1 utterances with an unrecognised gender value, kept as unknown: 'manly woman' (1)" in capsys.readouterr().out
     assert json.loads(out.read_text())["gender"] == "unknown"
+
+
+def _hf_row(row_id, value):
+    import numpy as np
+
+    return {"id": row_id, "audio": {"path": None, "array": np.full(1600, value), "sampling_rate": 16000}, "sentence": "hi", "gender": "female", "client_id": "c"}
+
+
+def test_hf_dataset_never_writes_outside_its_audio_folder(tmp_path):
+    """An id is not a path: ``../../escape`` was written two folders up, an absolute id anywhere (#146)."""
+    audio_dir = tmp_path / "a" / "b" / "audio"
+    ids = ["../../escape", str(tmp_path / "absolute"), "x/../../y", "..", ".", "a/b", "a_b", "plain"]
+    result = corpora.hf_dataset([_hf_row(i, 0.1) for i in ids], audio_dir, "toy", language="en")
+    paths = [Path(u.audio) for u in result.utterances]
+    assert [u.id for u in result.utterances] == ids
+    assert all(p.parent == audio_dir and p.is_file() for p in paths) and len(set(paths)) == len(ids)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == sorted(p.name for p in paths)  # nothing else written anywhere
+    assert paths[-1].name.startswith("plain-") and paths[-1].suffix == ".wav"
+    again = corpora.hf_dataset([_hf_row(i, 0.1) for i in ids], audio_dir, "toy", language="en")
+    assert [Path(u.audio) for u in again.utterances] == paths  # stable names: a rerun finds its files
+
+
+def test_id_file_names_hold_no_separator_dots_or_control_characters():
+    from extract.paths import id_file_name
+
+    for identifier in ("../x", "/etc/passwd", "a\x00b", "tab\there", "new\nline", "..", "C:\\x\\y", "é/ü"):
+        name = id_file_name(identifier, ".wav")
+        assert "/" not in name and "\\" not in name and name not in (".", "..") and name.isprintable() and name.endswith(".wav"), name
+    assert id_file_name("a/b", ".wav") != id_file_name("a_b", ".wav")
+    assert id_file_name("u1", ".wav", b"one") != id_file_name("u1", ".wav", b"two")
+
+
+def test_hf_dataset_never_reuses_the_audio_of_another_dataset_with_the_same_id(tmp_path):
+    """Two datasets into one folder, one id, other audio: the second manifest pointed at the first's WAV (#147)."""
+    import soundfile
+
+    first = corpora.hf_dataset([_hf_row("0", 0.1)], tmp_path / "audio", "fleurs_fr", language="fr")
+    second = corpora.hf_dataset([_hf_row("0", -0.3)], tmp_path / "audio", "fleurs_es", language="es")
+    (one,), (two,) = first.utterances, second.utterances
+    assert one.audio != two.audio
+    assert abs(soundfile.read(one.audio)[0] - 0.1).max() < 1e-4 and abs(soundfile.read(two.audio)[0] + 0.3).max() < 1e-4

@@ -16,10 +16,8 @@ records its settings in ``AUDIO_DIR/grafn-apply.json`` and each finished id in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -33,6 +31,7 @@ from experiments.normalisation.transform import GrafnError, GrafnParameters, gra
 from experiments.recipes.democorpus.pitch import median_f0
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance, read_manifest, write_manifest
+from extract.paths import id_file_name
 
 MODES = ("gender", "predicted", "utterance")
 SETTINGS_FILE = "grafn-apply.json"
@@ -99,9 +98,8 @@ def normalise_samples(filters: GrafnFilters, mode: str, gender: str, samples: np
 
 
 def output_name(identifier: str) -> str:
-    """A file name for an id: its safe characters and a hash (ids may hold slashes, or differ only in them)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", identifier)[:80]
-    return f"{safe}-{hashlib.sha1(identifier.encode()).hexdigest()[:8]}.wav"
+    """A file name for an id (:func:`extract.paths.id_file_name`: ids may hold slashes, or differ only in them)."""
+    return id_file_name(identifier, ".wav")
 
 
 def _write_wav(path: Path, samples: np.ndarray) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import numpy as np
 import soundfile
 
 from extract.corpora.base import AdapterResult, Collector
+from extract.paths import id_file_name
 
 
 def hf_dataset(
@@ -22,8 +24,11 @@ def hf_dataset(
     """A Hugging Face ``datasets`` object (or any iterable of row dicts).
 
     The audio column may hold ``{"path", "array", "sampling_rate"}``: a row whose array is present
-    is written to ``audio_dir/{id}.wav`` (16-bit PCM) so that the manifest points at a file;
-    otherwise its ``path`` is used as is. A gender column stored as a ``ClassLabel`` (Fleurs keeps
+    is written into ``audio_dir`` (16-bit PCM) so that the manifest points at a file, named by
+    :func:`extract.paths.id_file_name` from its id and its samples: an id is never a path out of
+    ``audio_dir``, and the same id with other audio (another dataset, config or split written into
+    the same folder) gets another file, while a rerun finds its own; otherwise its ``path`` is used
+    as is. A gender column stored as a ``ClassLabel`` (Fleurs keeps
     0/1/2) is decoded with the dataset's own label names, never guessed from the integers.
     """
     audio_dir = Path(audio_dir)
@@ -42,11 +47,7 @@ def hf_dataset(
             fields["id"] = f"{dataset_name}-{index}"
         if isinstance(audio, Mapping):
             if audio.get("array") is not None:
-                audio_dir.mkdir(parents=True, exist_ok=True)
-                target = audio_dir / f"{fields['id']}.wav"
-                if not target.exists():
-                    write(target, np.asarray(audio["array"], dtype=np.float32), int(audio["sampling_rate"]))
-                fields["audio"] = str(target)
+                fields["audio"] = str(_write_once(audio_dir, str(fields["id"]), np.asarray(audio["array"], dtype=np.float32), int(audio["sampling_rate"]), write))
             else:
                 fields["audio"] = str(audio.get("path") or "")
         if gender_names is not None and isinstance(fields.get("gender"), int):
@@ -55,6 +56,18 @@ def hf_dataset(
         fields["extra"] = {name: row[name] for name in row if name not in columns.values() and _is_json_scalar(row[name])}
         collector.add(line, **fields)
     return collector.result
+
+
+def _write_once(audio_dir: Path, identifier: str, samples: np.ndarray, rate: int, write: Callable[[Path, np.ndarray, int], None]) -> Path:
+    """The WAV of these samples in ``audio_dir``, written unless a file of the same id and samples is
+    there already; written under a temporary name and renamed, so a file with its final name is whole."""
+    target = audio_dir / id_file_name(identifier, ".wav", f"{rate}:".encode() + samples.tobytes())
+    if not target.exists():
+        audio_dir.mkdir(parents=True, exist_ok=True)
+        temporary = audio_dir / f".{target.stem}.{os.getpid()}.partial.wav"
+        write(temporary, samples, rate)
+        temporary.replace(target)
+    return target
 
 
 def _class_label_names(dataset, column: str) -> list[str] | None:
