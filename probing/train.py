@@ -17,12 +17,12 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
+from probing.lightning_import import L
 from probing.modules import AttentionProbe, PositionalLogistic, length_mask
 
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")

@@ -94,3 +94,24 @@ def test_manifest_must_c_takes_tgt_lang_and_its_old_spelling(tmp_path, tone, cap
     assert "note: --target-language is deprecated; use --tgt-lang" in capsys.readouterr().err
     assert (tmp_path / "new.jsonl").read_text() == (tmp_path / "old.jsonl").read_text()
     assert '"translation": "Ciao."' in (tmp_path / "new.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["experiments.probe", "--store", "{tmp}/none", "--site", "encoder.final", "--out", "{tmp}/p.jsonl"], "does not exist"),
+        (["experiments.finetune", "--manifest", "{tmp}/none.jsonl", "--female-share", "0.5", "--total", "4", "--out", "{tmp}/ft"], "none.jsonl"),
+    ],
+)
+def test_a_probe_or_finetune_error_is_one_stderr_line_in_a_fresh_process(tmp_path, argv, message):
+    """Importing Lightning imports torchmetrics, which imports setuptools' deprecated pkg_resources:
+    its two-line warning preceded every error of these commands. Only a fresh interpreter shows it."""
+    import os
+    import subprocess
+    import sys
+
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
+    command = [sys.executable, "-m", *(part.format(tmp=tmp_path) for part in argv)]
+    finished = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], env=environment, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 2
+    assert len(finished.stderr.splitlines()) == 1 and finished.stderr.startswith("error: ") and message in finished.stderr, finished.stderr

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import lightning as L
 import torch
+
+from probing.lightning_import import L
 
 LORA_MARKER = "lora_"  # peft's parameter names for the adapters
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import lightning as L
-
 from experiments.scoring.asr_metrics import Scoring
 from experiments.scoring.gaps import error_rate_frame, finite_or_null, utterance_counts
+from probing.lightning_import import L
 
 GROUPS = ("female", "male")
 
