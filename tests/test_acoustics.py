@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +155,72 @@ def test_cli_fails_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         acoustics_cli.main(["--manifest", str(manifest), "--out", str(out), "--workers", "0"])
     assert exit_info.value.code == 2
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, from /proc (zombies count as ended)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_killing_a_parallel_run_leaves_no_worker_behind(tmp_path, signal_name):
+    """``kill -9`` of ``acoustics --workers 2`` left its fork server and both workers running, blocked
+    for ever on a queue whose writer they held themselves. The workers end with the main process,
+    then the fork server and the resource tracker, whose last users they were."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    soundfile.write(tmp_path / "a.wav", harmonic(150.0, 4.0), SAMPLE_RATE)
+    out = tmp_path / "features.jsonl"
+    script = (
+        "from experiments.analysis.acoustic import compute_acoustics\n"
+        "from extract.manifest import Utterance\n"
+        f"records = [Utterance(f'u{{i}}', {str(tmp_path / 'a.wav')!r}, 'en', 'a b', 'female', f's{{i % 4}}') for i in range(2000)]\n"
+        f"compute_acoustics(records, {str(out)!r}, lambda text: 2, 'words', speech='duration', workers=2, show_progress=False)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1])
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 4:  # the resource tracker, the fork server and two workers
+            assert process.poll() is None and time.monotonic() < deadline, "the run ended or never started its workers"
+            time.sleep(0.2)
+            workers = _descendants(process.pid)
+        time.sleep(1.0)  # the workers are computing
+        os.kill(process.pid, getattr(signal, signal_name))
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _alive(workers) == set()
+    finally:
+        for pid in _alive(workers) | ({process.pid} if process.poll() is None else set()):
+            os.kill(pid, signal.SIGKILL)

@@ -34,6 +34,8 @@ Audio is the first 30 s (``extract.audio.MAX_SECONDS["asr"]``), as the ASR model
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -160,9 +162,23 @@ def first_pass_job(job: Job) -> tuple[str, np.ndarray]:
 _DETECTOR: SpeechDetector | None = None
 
 
-def init_worker(speech: str, single_thread: bool = True) -> None:
-    """Per process: the speech detector (silero-vad) loaded once, torch on one thread in a pool's process."""
+def _end_with_parent(parent_alive) -> None:
+    """Wait until every writing end of ``parent_alive`` is closed, which happens when the process that
+    made the pool ends in any way (exit, SIGTERM, SIGKILL), then end this worker at once."""
+    try:
+        parent_alive.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
+
+
+def init_worker(speech: str, single_thread: bool = True, parent_alive=None) -> None:
+    """Per process: the speech detector (silero-vad) loaded once, torch on one thread in a pool's
+    process; with ``parent_alive`` (the reading end of a pipe whose writing end only the pool's
+    owner holds), a thread that ends the worker when the owner is gone (:func:`_end_with_parent`)."""
     global _DETECTOR
+    if parent_alive is not None:
+        threading.Thread(target=_end_with_parent, args=(parent_alive,), name="end-with-parent", daemon=True).start()
     if speech == "vad":
         import torch
 
@@ -299,7 +315,14 @@ def _runner(workers: int, speech: str):
     """``run(function, jobs, description, show_progress)`` yielding ``(job, result)`` as they finish:
     in this process for one worker, else in one pool for both passes, its processes started by a
     fork server (a fresh process that imports the caller's main module once: nothing forked from a
-    parent whose torch threads are running), each with its own detector loaded once."""
+    parent whose torch threads are running), each with its own detector loaded once.
+
+    A pool's workers end with this process, however it ends. Left alone they would not: a killed
+    parent never tells them to stop, each holds a writing end of its own task queue (so it never
+    reads end-of-file there) and the fork server stays for as long as they live. So this process
+    keeps the only writing end of a pipe whose reading end every worker watches: SIGTERM or SIGKILL
+    closes it and the workers exit (after the Praat call under way, which holds the interpreter for
+    at most one record), then the fork server and the resource tracker, whose last users they were."""
     from tqdm.auto import tqdm
 
     def progress(pairs, total: int, description: str, show_progress: bool):
@@ -315,13 +338,19 @@ def _runner(workers: int, speech: str):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"), initializer=init_worker, initargs=(speech,)) as pool:
+    context = multiprocessing.get_context("forkserver")
+    parent_alive, alive = context.Pipe(duplex=False)  # the workers get the reading end; only this process holds the writing one
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker, initargs=(speech, True, parent_alive)) as pool:
 
-        def run(function, jobs, description, show):
-            futures = {pool.submit(function, job): job for job in jobs}
-            return progress(((futures[future], future.result()) for future in as_completed(futures)), len(jobs), description, show)
+            def run(function, jobs, description, show):
+                futures = {pool.submit(function, job): job for job in jobs}
+                return progress(((futures[future], future.result()) for future in as_completed(futures)), len(jobs), description, show)
 
-        yield run
+            yield run
+    finally:
+        alive.close()
+        parent_alive.close()
 
 
 def _done_rows(out) -> dict[str, dict]:
