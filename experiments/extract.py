@@ -74,10 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
 def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
     """``--executor``: one submitit task per unfinished shard (a SLURM job array), waited for and reported."""
     sites = "all" if args.sites == "all" else tuple(args.sites.split(","))
+    rerun_hint = "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts"
     try:
         check_executor_arguments(args)
         tasks, finished = extraction_tasks(dataclasses.replace(job, sites=sites), utterances, args.reclaim_stale)
-        return run_tasks(args, "extract", tasks, finished, "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts")
+        return run_tasks(args, "extract", tasks, finished, rerun_hint)
     except SchedulingError as error:
         fail(str(error))
 

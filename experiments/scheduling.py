@@ -123,9 +123,7 @@ def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
     unknown = [number for number in numbers if not 0 <= number < total]
     if unknown:
         numbered = "numbered 0" if total == 1 else f"numbered 0..{total - 1}"
-        raise SchedulingError(
-            f"--tasks {', '.join(map(str, unknown))}: no such task; this run has {total} task{'' if total == 1 else 's'}, {numbered}"
-        )
+        raise SchedulingError(f"--tasks {', '.join(map(str, unknown))}: no such task; this run has {total} task{'' if total == 1 else 's'}, {numbered}")
     unfinished = {task.number for task in tasks}
     finished = [number for number in numbers if number not in unfinished]
     if finished:

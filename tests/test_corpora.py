@@ -261,7 +261,8 @@ def test_manifest_cli_clean_errors(tmp_path, tone, capsys):
 def _hf_row(row_id, value):
     import numpy as np
 
-    return {"id": row_id, "audio": {"path": None, "array": np.full(1600, value), "sampling_rate": 16000}, "sentence": "hi", "gender": "female", "client_id": "c"}
+    audio = {"path": None, "array": np.full(1600, value), "sampling_rate": 16000}
+    return {"id": row_id, "audio": audio, "sentence": "hi", "gender": "female", "client_id": "c"}
 
 
 def test_hf_dataset_never_writes_outside_its_audio_folder(tmp_path):

@@ -266,7 +266,9 @@ def test_non_finite_feature_values_are_refused_naming_the_line(tmp_path, capsys,
     lines[2] = lines[2].replace('"rate": ', f'"rate": {value}, "was": ')
     feature_file.write_text("\n".join(lines) + "\n")
     assert feature_gaps_cli.main(["--manifest", str(manifest), "--features", str(feature_file), "--out", str(tmp_path / "fg.json")]) == 2
-    assert capsys.readouterr().err == f"error: {feature_file}:3: feature rate is {value}; write null (with its reason in null_reasons) for a value that is not defined\n"
+    assert capsys.readouterr().err == (
+        f"error: {feature_file}:3: feature rate is {value}; write null (with its reason in null_reasons) for a value that is not defined\n"
+    )
     assert not (tmp_path / "fg.json").exists()
 
 
@@ -275,9 +277,7 @@ def test_one_group_only_is_refused(tmp_path, capsys):
     manifest, feature_file, _ = _write_inputs(tmp_path, languages=("it",))
     female = write_manifest(tmp_path / "female.jsonl", [u for u in read_manifest(manifest) if u.gender == "female"])
     assert feature_gaps_cli.main(["--manifest", str(female), "--features", str(feature_file), "--out", str(tmp_path / "fg.json")]) == 2
-    assert capsys.readouterr().err == (
-        "error: toy/it: 6 female and 0 male records with features; comparing female with male needs at least 2 in each group\n"
-    )
+    assert capsys.readouterr().err == "error: toy/it: 6 female and 0 male records with features; comparing female with male needs at least 2 in each group\n"
     assert not (tmp_path / "fg.json").exists()
 
 

@@ -47,7 +47,8 @@ def hf_dataset(
             fields["id"] = f"{dataset_name}-{index}"
         if isinstance(audio, Mapping):
             if audio.get("array") is not None:
-                fields["audio"] = str(_write_once(audio_dir, str(fields["id"]), np.asarray(audio["array"], dtype=np.float32), int(audio["sampling_rate"]), write))
+                samples = np.asarray(audio["array"], dtype=np.float32)
+                fields["audio"] = str(_write_once(audio_dir, str(fields["id"]), samples, int(audio["sampling_rate"]), write))
             else:
                 fields["audio"] = str(audio.get("path") or "")
         if gender_names is not None and isinstance(fields.get("gender"), int):
