@@ -35,3 +35,9 @@ def cache_dir() -> Path:
     root = Path(os.environ.get(CACHE_ENV) or default)
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def canonical_path(path: str | os.PathLike) -> str:
+    """One spelling per file or folder: absolute, symlinks resolved, no ``./`` or trailing ``/``
+    (``stores/wb``, ``./stores/wb`` and ``stores/wb/`` are one store)."""
+    return str(Path(path).expanduser().resolve())
