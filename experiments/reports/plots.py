@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.scoring.gaps import GAP_ESTIMATES
+from extract.paths import canonical_path
 from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
@@ -282,15 +283,18 @@ def site_condition_scores(
     Rows of ``probe`` restricted to ``language`` (None: runs over all languages) give F1_S
     (positional probes) or F1 (the others) for the conditions "pretrained" (``store``, no control),
     "<control> control" (``store`` with a control) and "random init" (``random_store``, no control).
+    Stores are matched by canonical path (``stores/wb`` and ``./stores/wb/`` are one store).
     Sites follow ``site_order``; conditions start with "pretrained", then alphabetically.
     """
     key = "f1_s" if probe == "positional" else "f1_macro"
+    store, random_store = canonical_path(store), canonical_path(random_store) if random_store else None
     scores, sites = {}, []
     for row in rows:
         config = row["config"]
         if config["probe"] != probe or config.get("language") != language:
             continue
-        condition = "random init" if config["store"] == random_store else "pretrained" if config["store"] == store else None
+        read = canonical_path(config["store"])
+        condition = "random init" if read == random_store else "pretrained" if read == store else None
         if condition and config["control"] != "none":
             condition = f"{config['control']} control" if condition == "pretrained" else None
         if condition:
@@ -299,3 +303,4 @@ def site_condition_scores(
     ordered = [site for site in site_order if site in sites]
     conditions = sorted({condition for _, condition in scores}, key=lambda condition: (condition != "pretrained", condition))
     return scores, ordered, conditions, key
+
