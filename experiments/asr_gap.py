@@ -14,7 +14,11 @@ records); both are written as ``gap_relative_resampled`` and ``gap_relative_full
 ``gap_absolute`` and ``delta_rel`` are on all records. ``bootstrap`` holds the published resampling
 (mean rate per group, two-sided t-test ``p_value`` with ``p_value_note``: pseudo-replicated) and
 ``ci95``, the 95 % interval of E from a speaker-cluster bootstrap, the number to read first.
-Per-utterance counts go beside the JSON (``OUT.counts.jsonl``). The library is
+Per-utterance counts go beside the JSON (``OUT.counts.jsonl``). The JSON starts with its
+``schema`` version, its ``subject`` (the rows' ``model`` label, ``dataset`` and ``languages``; the
+family, checkpoint and manifest sha256 of ``HYPS.jsonl.settings.json`` where it exists), the
+``inputs`` (path and sha256 of ``--hypotheses``) and the code's ``provenance``: what
+``experiments.collect`` joins probe rows with. The library is
 ``experiments.scoring.gaps``; ``--json`` is a deprecated spelling of ``--out``.
 """
 
@@ -60,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
     rows = read_hypotheses(args.hypotheses)
-    report, counts = gap_report(rows, groups, args.iterations, args.seed, Scoring(args.normalizer, args.cer_spaces), args.gap_estimate)
+    report, counts = gap_report(rows, groups, args.iterations, args.seed, Scoring(args.normalizer, args.cer_spaces), args.gap_estimate, args.hypotheses)
     for language, entry in report["languages"].items():
         summary = ", ".join(f"{g} {v['error_rate']:.2f}" for g, v in entry["groups"].items())
         print(

@@ -1,6 +1,13 @@
 """``python -m experiments.correlate``: correlation of two columns of a results table.
 
     python -m experiments.correlate --table T.csv --x f1_s --y gap_relative [--label language] --out OUT.json [--plot FIG.png]
+    python -m experiments.correlate --table results/f1_vs_gap.csv --where site=encoder.layer.31 --x f1_s --y gap_relative \
+        --label model,dataset,language --out results/correlation.json --plot figures/f1_vs_gap.png
+
+``--where COLUMN=VALUE`` (repeatable) keeps the rows whose column holds that value: cut
+``experiments.collect``'s ``f1_vs_gap.csv`` to one site (and model) before correlating F1_S with E
+over datasets and languages, or each (dataset, language) counts once per site. ``--label`` names
+each point by a column, or by several separated by commas.
 
 Writes ``{"n", "pearson_r", "p_value", "r2", "spearman_rho", "slope", "intercept", "ci95_r"}`` with
 ``x``, ``y`` and ``dropped_rows`` (rows whose x or y is empty or not finite); the statistics are
@@ -18,12 +25,20 @@ from experiments.cli import add_out_argument, run_cli
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 
 
+def _condition(value: str) -> tuple[str, str]:
+    column, separator, wanted = value.partition("=")
+    if not separator or not column:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected COLUMN=VALUE, e.g. site=encoder.final")
+    return column, wanted
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", required=True, type=Path, help="CSV with a header row")
     parser.add_argument("--x", required=True)
     parser.add_argument("--y", required=True)
-    parser.add_argument("--label", help="column naming each point in the plot")
+    parser.add_argument("--label", help="column naming each point in the plot (several: comma-separated)")
+    parser.add_argument("--where", action="append", default=[], type=_condition, metavar="COLUMN=VALUE", help="only rows whose COLUMN holds VALUE (repeatable)")
     add_out_argument(parser, "statistics JSON")
     parser.add_argument("--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)")
     parser.add_argument("--bootstrap", type=int, default=10_000)
@@ -32,8 +47,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    xs, ys, labels, dropped = read_columns(args.table, args.x, args.y, args.label)
+    where = dict(args.where)
+    xs, ys, labels, dropped = read_columns(args.table, args.x, args.y, args.label, where)
     result = correlate(xs, ys, args.bootstrap, args.seed) | {"x": args.x, "y": args.y, "dropped_rows": dropped}
+    if where:
+        result["where"] = where
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(

@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--sites", default="all", help="comma-separated site names, or 'all'")
     parser.add_argument("--out", required=True, help="store folder")
+    parser.add_argument(
+        "--label",
+        help="the model's name in every output built from this store (probe rows, collected tables); "
+        "default: from the family and checkpoint, e.g. whisper-base, whisper-base-random with --random-init",
+    )
     parser.add_argument("--storage-dtype", default="float16", choices=["float16", "float32"])
     parser.add_argument("--batch-seconds", type=float, default=120.0, help="total audio seconds per batch")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="trim audio to this length (30 for ASR, 60 for ST)")
@@ -118,6 +123,7 @@ def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
         utterances_per_part=args.utterances_per_part,
         interventions=tuple(Path(path) for path in args.intervene),
         intervene_gender=args.intervene_gender,
+        label=args.label,
     )
 
 
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(
-        f"[extract] {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
+        f"[extract] {job.label or spec.label()}: {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
         f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}"
     )
     for record in intervener.records() if intervener else []:

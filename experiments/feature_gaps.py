@@ -14,7 +14,10 @@ each feature's ``diff_<feature>`` (A − B), the table that
 ``python -m experiments.correlate --table OUT.setups.csv --x diff_f0_mean_hz --y gap_relative --label setup``
 reads; the JSON also holds those correlations (all setups and per dataset and model) and, per setup,
 a Poisson regression of per-utterance errors on gender and the z-scored features (offset log
-reference length, speaker-clustered errors). Definitions: ``experiments.analysis.contrasts``.
+reference length, speaker-clustered errors). Definitions: ``experiments.analysis.contrasts``. The
+JSON is headed by its ``schema`` version, ``subject`` (the ``--gaps`` model labels, the manifests'
+datasets and languages), ``inputs`` (path and sha256 of every manifest, feature file and gap report)
+and ``provenance``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import sys
 from pathlib import Path
 
 from experiments.analysis.contrasts import (
+    RESULT_SCHEMA,
     UNITS,
     ContrastError,
     error_regression,
+    feature_gaps_subject,
     feature_table,
     group_contrasts,
     read_feature_rows,
@@ -39,6 +44,7 @@ from experiments.analysis.contrasts import (
 from experiments.cli import add_out_argument, fail, run_cli, two_groups
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import iter_manifest
+from extract.provenance import identified
 
 DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")
@@ -129,6 +135,8 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
         print(f"[feature_gaps] {len(rows)} (dataset, language, model) setups; regression on {', '.join(regression_features) or 'gender only'}")
         if len(rows) < 3:
             print("[feature_gaps] note: a correlation needs at least 3 setups; the correlations are left out")
+    inputs = [*args.manifest, *args.features, *(path for _, path in args.gaps)]
+    result = identified(result, RESULT_SCHEMA, inputs, feature_gaps_subject(utterances, [model for model, _ in args.gaps]))
     args.out.write_text(json.dumps(finite_or_null(result), indent=1, ensure_ascii=False, allow_nan=False))
     print(f"[feature_gaps] wrote {args.out} and {', '.join(map(str, written))}")
     return 0

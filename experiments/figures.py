@@ -6,6 +6,7 @@
     python -m experiments.figures attention --probes results/probes.jsonl --run "LABEL=RUN_ID" ... --out figures/attention
     python -m experiments.figures confusion --probes results/probes.jsonl --run RUN_ID --sentences OUT.sentences.jsonl --out figures/confusion
     python -m experiments.figures heatmap --probes results/probes.jsonl --store STORE [--random-store STORE] --out figures/heatmap
+    python -m experiments.figures heatmap --long results/collected/long.csv --model whisper-base [--random-model whisper-base-random] --out figures/heatmap
 
 The figures are ``experiments.reports.plots``; probe results are read with ``probing.results``.
 The correlation scatter is ``experiments.correlate --plot``.
@@ -14,12 +15,14 @@ The correlation scatter is ``experiments.correlate --plot``.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
 
 from experiments.cli import run_cli
 from experiments.reports import plots
+from experiments.scoring.collect import LONG
 from extract.store import ShardReader, StoreError
 from probing.results import ResultsError, load_arrays, load_attention, load_predictions, load_rows
 
@@ -57,12 +60,18 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--probes", required=True, type=Path)
     matrix.add_argument("--run", required=True, help="run id of an attention probe tested (or applied, --apply-to) on the MuST-SHE store")
     matrix.add_argument("--sentences", required=True, type=Path, help="OUT.sentences.jsonl of experiments.mustshe")
-    heatmap = kinds.add_parser("heatmap", help="score per site and condition")
-    heatmap.add_argument("--probes", required=True, type=Path)
-    heatmap.add_argument("--store", required=True, help="the pretrained model's store")
+    heatmap = kinds.add_parser("heatmap", help="score per site and condition, from probe rows (--probes, --store) or collect's long.csv (--long, --model)")
+    heatmap.add_argument("--probes", type=Path)
+    heatmap.add_argument("--store", help="the pretrained model's store")
     heatmap.add_argument("--random-store", help="the random-init twin's store")
+    heatmap.add_argument("--long", type=Path, help="long.csv of experiments.collect (instead of --probes and --store)")
+    heatmap.add_argument("--model", help="with --long: the pretrained model's label")
+    heatmap.add_argument("--random-model", help="with --long: the random-init twin's label")
+    heatmap.add_argument("--dataset", help="with --long: the dataset, where the model's rows hold several")
     heatmap.add_argument("--probe", default="positional")
-    heatmap.add_argument("--language", help="only runs restricted to this language (default: runs over all languages)")
+    heatmap.add_argument(
+        "--language", help="only runs restricted to this language (default: runs over all languages; with --long, the language of the rows, e.g. en+es)"
+    )
     for sub in (position, gaps, distribution, attention, matrix, heatmap):
         sub.add_argument("--out", required=True, type=Path, help="output path without suffix (PNG and PDF are written)")
         sub.add_argument("--title", default="")
@@ -125,9 +134,26 @@ def _confusion(args: argparse.Namespace) -> list[Path]:
 
 
 def _heatmap(args: argparse.Namespace) -> list[Path]:
-    scores, sites, conditions, key = plots.site_condition_scores(
-        load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites
-    )
+    if args.long:
+        if not args.model or args.probes or args.store:
+            raise FigureInputError("heatmap --long takes --model LABEL (and --random-model), not --probes or --store")
+        with args.long.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        missing = [column for column in LONG if rows and column not in rows[0]]
+        if missing:
+            raise FigureInputError(f"{args.long}: no column(s) {', '.join(missing)}; give the long.csv of experiments.collect")
+        try:
+            scores, sites, conditions, key = plots.long_condition_scores(rows, args.model, args.random_model, args.probe, args.language, args.dataset)
+        except ValueError as error:
+            raise FigureInputError(f"{args.long}: {error}") from None
+        if not scores:
+            raise FigureInputError(f"{args.long}: no {args.probe} probe scores of model {args.model}")
+    else:
+        if not (args.probes and args.store):
+            raise FigureInputError("heatmap takes --probes and --store (or --long and --model)")
+        scores, sites, conditions, key = plots.site_condition_scores(
+            load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites
+        )
     return plots.site_heatmap(scores, sites, conditions, args.out, label=f"{key} (%)", title=args.title)
 
 

@@ -7,7 +7,9 @@ is ``extract.corpora.must_she``). The JSON holds coverage and accuracy per categ
 (``categories``: 1F, 1M, 2F, 2M), per speaker gender (``genders``), per category number
 (``category_numbers``: "1" pools 1F and 1M), for category 1 alone (``category_1``: first-person
 references to the speaker, the accuracy Fucci et al. 2025 correlate with probe F1; null when the
-definition has no category-1 entry) and ``global``; per-sentence counts go to
+definition has no category-1 entry) and ``global``, headed by its ``schema`` version, its
+``subject`` (``tgt_lang``; for transcribe's ``.jsonl`` rows their ``model`` label, ``dataset`` and
+languages), the ``inputs`` (path and sha256 of the TSV and the hypotheses) and ``provenance``; per-sentence counts go to
 ``OUT.sentences.jsonl``. Hypothesis ids that the definition lacks are not scored: they are counted
 on stderr and listed in ``unmatched_hypotheses``. ``--json`` and ``--lang`` are deprecated
 spellings of ``--out`` and ``--tgt-lang``.
@@ -35,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result, rows = score_hypotheses(read_definition(args.definition), args.hypotheses, args.tgt_lang, args.pretokenized)
+    result, rows = score_hypotheses(read_definition(args.definition), args.hypotheses, args.tgt_lang, args.pretokenized, args.definition)
     if "unmatched_hypotheses" in result:
         unmatched = result["unmatched_hypotheses"]["ids"]
         print(

@@ -6,6 +6,8 @@ Rows are those of ``experiments.transcribe --task st`` (``reference``, ``hypothe
 ``gender``, ``tgt_lang``); a bad row is one line naming the file and line, exit 2. The library is
 ``experiments.scoring.translation_quality``. COMET loads a local checkpoint or a hub name (which
 needs the network); no COMET weights can be fetched on the machines this package is tested on.
+The JSON is headed by its ``schema`` version, ``subject`` (the rows' model label, dataset, languages
+and target languages), ``inputs`` (path and sha256 of ``--hypotheses``) and ``provenance``.
 ``--json`` is a deprecated spelling of ``--out``.
 """
 
@@ -17,7 +19,8 @@ import sys
 from pathlib import Path
 
 from experiments.cli import add_out_argument, run_cli
-from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, evaluate, read_rows, target_language
+from experiments.scoring.translation_quality import DEFAULT_COMET, SCORES_SCHEMA, comet_scorer, evaluate, read_rows, target_language
+from extract.provenance import hypotheses_subject, identified
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, args.gpus)
     groups = evaluate(rows, scorer, language)
     result = {"groups": groups, "target_language": language, "comet_model": None if args.no_comet else args.comet_model}
+    result = identified(result, SCORES_SCHEMA, [args.hypotheses], hypotheses_subject(rows, args.hypotheses))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     for name, entry in result["groups"].items():

@@ -27,12 +27,11 @@ from pathlib import Path
 
 from experiments.cli import add_model_arguments, load_or_exit, model_spec
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
-from extract.audio import MAX_SECONDS
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
 from extract.interventions import Intervener, InterventionError
+from extract.jobs import TranscriptionJob
 from extract.manifest import ManifestError, read_manifest
-from extract.provenance import provenance
 from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
 from extract.spec import load_generator
 
@@ -54,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",
     )
-    parser.add_argument("--name", help="the model label written in each row (default: the checkpoint)")
+    parser.add_argument(
+        "--label",
+        "--name",
+        dest="label",
+        help="the model label written in each row as model (default: from the family and checkpoint, e.g. whisper-base); --name is its older spelling",
+    )
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -72,22 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def submit_transcription(args, spec, options: GenerationOptions, ids: list[str]) -> int:
-    """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
-    from extract.jobs import TranscriptionJob
-
-    try:
-        check_executor_arguments(args)
-    except SchedulingError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    job = TranscriptionJob(
+def transcription_job(args, spec, options: GenerationOptions) -> TranscriptionJob:
+    """The run the flags describe (its ``settings`` are what a resumed run must match)."""
+    return TranscriptionJob(
         spec=spec,
         manifest=Path(args.manifest),
         out=Path(args.out),
         task=args.task,
         tgt_lang=args.tgt_lang,
-        name=args.name,
+        name=args.label,
         options=options,
         batch_seconds=args.batch_seconds,
         max_seconds=args.max_seconds,
@@ -95,6 +92,15 @@ def submit_transcription(args, spec, options: GenerationOptions, ids: list[str])
         interventions=tuple(Path(path) for path in args.intervene),
         intervene_gender=args.intervene_gender,
     )
+
+
+def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
+    """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
+    try:
+        check_executor_arguments(args)
+    except SchedulingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     tasks, finished = transcription_tasks(job, ids)
     try:
         return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
@@ -127,12 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --out {out} is a folder; give the path of the hypotheses JSONL file", file=sys.stderr)
         return 2
     out.parent.mkdir(parents=True, exist_ok=True)
-    max_seconds = args.max_seconds or MAX_SECONDS[args.task]
     checkpoint = load_or_exit(spec.resolved_checkpoint, spec)
-    model_name = args.name or args.checkpoint or checkpoint
     options = GenerationOptions(args.num_beams, args.max_new_tokens, args.decoder, args.whisper_translate_by_forcing)
+    job = transcription_job(args, spec, options)
+    max_seconds, model_name = job.trim_seconds, job.model_name()
     if args.executor:
-        return submit_transcription(args, spec, options, [u.id for u in utterances])
+        return submit_transcription(args, job, [u.id for u in utterances])
     generator = load_or_exit(lambda: load_generator(spec, options), spec)
     try:
         generator.check(args.task, args.tgt_lang)
@@ -141,23 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     except (GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = {
-        "model": model_name,
-        "family": args.model,
-        "checkpoint": checkpoint,
-        "revision": args.revision,
-        "task": args.task,
-        "tgt_lang": args.tgt_lang,
-        "dtype": args.dtype,
-        "max_seconds": max_seconds,
-        "decoding": generator.settings(),
-        "decoder": args.decoder if args.model == "zeroswot" else None,
-        "manifest": str(args.manifest),
-        **({"interventions": intervener.records()} if intervener else {}),
-        "provenance": provenance(),
-    }
+    settings = job.settings(checkpoint, generator.settings(), intervener.records() if intervener else None)
     try:
-        check_settings(out.with_name(out.name + ".settings.json"), settings)
+        check_settings(job.settings_path, settings)
         done = finished_ids(out)
     except (ManifestError, SettingsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -14,7 +14,8 @@ from extract.audio import MAX_SECONDS
 from extract.families.generation import GenerationOptions
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
-from extract.provenance import provenance
+from extract.provenance import file_sha256, provenance
+from extract.provenance import settings_path as settings_file
 from extract.runner import ExtractionReport, check_settings, finished_ids, run_extraction, run_transcription
 from extract.spec import ModelSpec, load_extractor, load_generator
 
@@ -23,7 +24,8 @@ from extract.spec import ModelSpec, load_extractor, load_generator
 class ExtractionJob:
     """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``.
     ``interventions``: intervention files (``extract.interventions``) edited into the model while it
-    runs, on every utterance or only on those of ``intervene_gender``."""
+    runs, on every utterance or only on those of ``intervene_gender``. ``label``: the model's name in
+    every output built from the store (default :meth:`ModelSpec.label`)."""
 
     spec: ModelSpec
     manifest: Path
@@ -39,13 +41,16 @@ class ExtractionJob:
     utterances_per_part: int = 256
     interventions: tuple[Path, ...] = ()
     intervene_gender: str | None = None
+    label: str | None = None
 
     def intervener(self) -> Intervener | None:
         """The interventions loaded (and checked as files), or None without any."""
         return load_intervener(self.interventions, self.intervene_gender)
 
     def store_config(self, sites: list[str], checkpoint: str) -> dict:
-        """What determines the stored values; a resumed run must match it exactly."""
+        """What determines the stored values; a resumed run must match it exactly. ``model`` is the
+        family, ``label`` the model's name in outputs; the manifest is compared by its content
+        (``manifest_sha256``), not by how its path is spelled (``manifest``, recorded as given)."""
         spec = self.spec
         return {
             "model": spec.family,
@@ -62,6 +67,8 @@ class ExtractionJob:
             "num_shards": self.num_shards,
             "utterances_per_part": self.utterances_per_part,
             "manifest": str(self.manifest),
+            "label": self.label or spec.label(),
+            "manifest_sha256": file_sha256(self.manifest),
         }
 
 
@@ -102,7 +109,7 @@ def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool 
 @dataclass(frozen=True)
 class TranscriptionJob:
     """Transcripts (``task`` asr) or translations into ``tgt_lang`` (st) of a manifest by ``spec``, appended to ``out``.
-    ``name``: the model label of each row (default: the checkpoint); ``max_seconds``: default 30 (asr) or 60 (st).
+    ``name``: the model label of each row (``--label``; default :meth:`ModelSpec.label`); ``max_seconds``: default 30 (asr) or 60 (st).
     ``interventions``: intervention files edited into the encoder while it runs (see :class:`ExtractionJob`)."""
 
     spec: ModelSpec
@@ -127,17 +134,19 @@ class TranscriptionJob:
 
     @property
     def settings_path(self) -> Path:
-        return self.out.with_name(self.out.name + ".settings.json")
+        return settings_file(self.out)
 
-    def model_name(self, checkpoint: str) -> str:
-        return self.name or self.spec.checkpoint or checkpoint
+    def model_name(self) -> str:
+        return self.name or self.spec.label()
 
     def settings(self, checkpoint: str, decoding: dict, interventions: list[dict] | None = None) -> dict:
         """What ``OUT.settings.json`` records; a rerun with other settings (the code version aside) is
-        refused. ``interventions``: the records of :meth:`Intervener.records` (the key is absent without any)."""
+        refused, and so is one from a changed manifest (``manifest_sha256``; the path as spelled is
+        recorded, not compared). ``interventions``: the records of :meth:`Intervener.records` (the key
+        is absent without any)."""
         spec = self.spec
         return {
-            "model": self.model_name(checkpoint),
+            "model": self.model_name(),
             "family": spec.family,
             "checkpoint": checkpoint,
             "revision": spec.revision,
@@ -148,6 +157,7 @@ class TranscriptionJob:
             "decoding": decoding,
             "decoder": self.options.decoder if spec.family == "zeroswot" else None,
             "manifest": str(self.manifest),
+            "manifest_sha256": file_sha256(self.manifest),
             **({"interventions": interventions} if interventions else {}),
             "provenance": provenance(),
         }
@@ -176,6 +186,6 @@ def transcribe(job: TranscriptionJob, show_progress: bool = True) -> Transcripti
     done = finished_ids(job.out)
     todo = [u for u in utterances if u.id not in done]
     written, skipped, notes = run_transcription(
-        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress, interventions
+        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(), job.batch_seconds, job.trim_seconds, show_progress, interventions
     )
     return TranscriptionReport(len(utterances), len(todo), written, skipped, notes)

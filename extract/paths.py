@@ -53,3 +53,9 @@ def id_file_name(identifier: str, suffix: str, content: bytes = b"") -> str:
     if content:
         digest.update(b"\0" + content)
     return f"{safe}-{digest.hexdigest()[:8]}{suffix}"
+
+
+def canonical_path(path: str | os.PathLike) -> str:
+    """One spelling per file or folder: absolute, symlinks resolved, no ``./`` or trailing ``/``
+    (``stores/wb``, ``./stores/wb`` and ``stores/wb/`` are one store)."""
+    return str(Path(path).expanduser().resolve())

@@ -1,9 +1,17 @@
-"""Provenance recorded with every output: package version and git commit."""
+"""What every output records about itself: the code's provenance (package version and git commit),
+its inputs' identities (path and sha256), and its subject (the model label, dataset and languages).
+
+Joins between outputs (``experiments.collect``) use these names, never how a path is spelled.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
+from collections.abc import Iterable
 from functools import lru_cache
+from pathlib import Path, PurePath
 
 from extract import __version__
 from extract.paths import source_checkout
@@ -28,3 +36,94 @@ def git_commit() -> str:
 
 def provenance() -> dict[str, str]:
     return {"package_version": __version__, "git_commit": git_commit()}
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (read in blocks): its identity whatever its path is spelled."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_identity(path: str | Path) -> dict[str, str]:
+    """An input as every output records it: the path as given and the sha256 of its content."""
+    return {"path": str(path), "sha256": file_sha256(path)}
+
+
+def model_label(family: str | None, checkpoint: str | None, random_init: bool = False) -> str:
+    """The default model label: the checkpoint's last path component without ``bundled-``, prefixed
+    with the family when it does not already name it, with ``-random`` for random weights
+    (``whisper`` + ``bundled-base`` -> ``whisper-base``; ``openai/whisper-large-v3`` ->
+    ``whisper-large-v3``; random init -> ``whisper-base-random``)."""
+    name = PurePath(str(checkpoint or "").rstrip("/\\")).name.removeprefix("bundled-")
+    if family and family.lower() not in name.lower():
+        name = f"{family}-{name}" if name else family
+    return (name or "model") + ("-random" if random_init else "")
+
+
+def joined(values: Iterable[str | None]) -> str | None:
+    """Distinct non-empty values, sorted and joined with ``+`` (``en+es``); None when there are none."""
+    distinct = sorted({str(value) for value in values if value})
+    return "+".join(distinct) if distinct else None
+
+
+def settings_path(hypotheses: str | Path) -> Path:
+    """``OUT.settings.json``: where a transcription records its settings beside its rows ``OUT``."""
+    path = Path(hypotheses)
+    return path.with_name(path.name + ".settings.json")
+
+
+SUBJECT_SETTINGS = ("family", "checkpoint", "revision", "manifest_sha256")  # copied from a transcription's settings file
+
+
+def hypotheses_subject(rows: Iterable[dict], hypotheses: str | Path | None = None) -> dict:
+    """What transcription rows are about: ``model`` (their label), ``dataset``, ``languages`` and, for
+    translations, ``tgt_langs``; with the rows' file, the family, checkpoint, revision and manifest
+    sha256 its ``OUT.settings.json`` recorded (None where unknown). Several values of one key are
+    joined with ``+``, so they never match a single model's or dataset's name."""
+    rows = list(rows)
+    subject = {
+        "model": joined(row.get("model") for row in rows),
+        "dataset": joined(row.get("dataset") for row in rows),
+        "languages": sorted({row["language"] for row in rows if row.get("language")}),
+    }
+    if any(row.get("task") == "st" for row in rows):
+        subject["tgt_langs"] = sorted({row["tgt_lang"] for row in rows if row.get("tgt_lang")})
+    settings = read_settings(hypotheses) if hypotheses is not None else {}
+    return subject | {key: settings.get(key) for key in SUBJECT_SETTINGS}
+
+
+def hypotheses_file_subject(hypotheses: str | Path) -> dict:
+    """:func:`hypotheses_subject` of a hypotheses file: ``experiments.transcribe`` rows (``.jsonl``;
+    lines that are not objects are left to the scorer reading the file) or plain text (one output
+    per line: nothing is known about its model, dataset or languages)."""
+    path, rows = Path(hypotheses), []
+    if path.suffix == ".jsonl":
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            rows += [row] if isinstance(row, dict) else []
+    return hypotheses_subject(rows, path)
+
+
+def read_settings(hypotheses: str | Path) -> dict:
+    """The settings file beside a hypotheses file, or ``{}`` when there is none (or it is not an object)."""
+    path = settings_path(hypotheses)
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def identified(document: dict, schema: int, inputs: Iterable[str | Path], subject: dict) -> dict:
+    """``document`` headed by what every output records about itself: its ``schema`` version, its
+    ``subject`` (model label, dataset, languages), the ``inputs`` it was computed from
+    (:func:`file_identity` of each) and the ``provenance`` of the code that computed it."""
+    return {"schema": schema, "subject": subject, "inputs": [file_identity(path) for path in inputs], "provenance": provenance(), **document}

@@ -34,7 +34,18 @@ from extract.families.generation import Generator
 from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
-from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full
+from extract.store import (
+    PartClaim,
+    PartWriter,
+    StoreError,
+    changed_manifest,
+    comparable_config,
+    comparable_key,
+    complete_parts,
+    differing_keys,
+    is_complete,
+    is_disk_full,
+)
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
 
@@ -248,7 +259,8 @@ def _attribute(path: Path, key: str, default=None):
 
 
 def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
-    """Every complete part already in ``out_dir`` must come from this configuration."""
+    """Every complete part already in ``out_dir`` must come from this configuration (compared as
+    :func:`comparable_config`: a manifest by its content); a changed manifest is named as such."""
     import h5py
 
     others: dict[str, list[Path]] = {}
@@ -256,14 +268,17 @@ def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) 
         with h5py.File(path, "r") as handle:
             stored = str(handle.attrs.get("config", ""))
         try:
-            same = json.loads(stored) == config
-        except ValueError:
-            same = False
+            decoded = json.loads(stored)
+            same = comparable_config(decoded) == comparable_config(config)
+        except (ValueError, AttributeError):
+            decoded, same = None, False
+        if not same and isinstance(decoded, dict) and (message := changed_manifest(decoded, config, "store", "--out folder")):
+            raise StoreError(f"{out_dir}: {message}")
         if not same:
             others.setdefault(stored, []).append(path)
     if others:
         names = [p.name for group in others.values() for p in group]
-        differences = "; ".join(differing_keys(stored, json.dumps(config)) for stored in others)
+        differences = "; ".join(differing_keys(comparable_key(stored), json.dumps(comparable_config(config))) for stored in others)
         raise StoreError(
             f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
             f"another configuration (stored vs this run: {differences}); use a new --out folder or delete them"
@@ -385,8 +400,9 @@ def run_transcription(
 
 def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | None, model: str, audio_notes: dict | None = None) -> dict:
     """One transcription row: id, reference (transcript for ASR, reference translation for ST),
-    hypothesis, gender, speaker, language, model, task, tgt_lang; for ST the source transcript; the
-    audio notes where loading noted something."""
+    hypothesis, gender, speaker, language, model (the label), task, tgt_lang, dataset (the
+    manifest's, "" when it has none); for ST the source transcript; the audio notes where loading
+    noted something."""
     row = {
         "id": utterance.id,
         "reference": utterance.text if task == "asr" else utterance.translation,
@@ -397,6 +413,7 @@ def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: s
         "model": model,
         "task": task,
         "tgt_lang": tgt_lang if task == "st" else utterance.language,
+        "dataset": utterance.dataset,
     }
     if task == "st":
         row["source"] = utterance.text
@@ -442,11 +459,15 @@ class SettingsMismatchError(ValueError):
 
 def check_settings(path: Path, settings: dict) -> None:
     """Write a transcription's settings file, or refuse to mix outputs of different settings in one
-    file (:class:`SettingsMismatchError` naming each differing setting by its dotted path; the code
-    version may differ)."""
+    file (:class:`SettingsMismatchError` naming each differing setting by its dotted path, or the
+    manifest that changed; the code version and how the manifest's path is spelled may differ)."""
     if path.exists():
-        stored = _flat({key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"})
-        current = _flat({key: value for key, value in settings.items() if key != "provenance"})
+        recorded = json.loads(path.read_text())
+        message = changed_manifest(recorded, settings, "hypotheses file", "--out file")
+        if message:
+            raise SettingsMismatchError(f"{path}: {message}")
+        stored = _flat({key: value for key, value in comparable_config(recorded).items() if key != "provenance"})
+        current = _flat({key: value for key, value in comparable_config(settings).items() if key != "provenance"})
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)

@@ -17,6 +17,7 @@ import torch
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError
 from extract.families.generation import GenerationError, GenerationOptions, Generator
+from extract.provenance import model_label
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
@@ -74,6 +75,12 @@ class ModelSpec:
             return str(family.bundled(self.checkpoint.removeprefix(BUNDLED_PREFIX)))
         self.check_checkpoint()
         return self.checkpoint or family.extractor.default_checkpoint
+
+    def label(self) -> str:
+        """The default model label of outputs (``--label``): from the family and the checkpoint as
+        given (the family's reference one when none is), ``-random`` for random weights; see
+        :func:`extract.provenance.model_label`."""
+        return model_label(self.family, self.checkpoint or FAMILIES[self.family].extractor.default_checkpoint, self.random_init)
 
 
 def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:

@@ -387,7 +387,7 @@ class ShardReader:
             with h5py.File(part, "r") as handle:
                 if not bool(handle.attrs.get("complete", False)):
                     raise StoreError(f"{part}: not complete")
-                configurations.setdefault(str(handle.attrs.get("config", "")), []).append(part)
+                configurations.setdefault(comparable_key(str(handle.attrs.get("config", ""))), []).append(part)
                 self._audio_notes.update(_json_attribute(handle, "audio_notes"))
                 part_sites = list(handle["sites"].keys()) if "sites" in handle else []
                 if not handle["ids"].shape[0]:
@@ -584,6 +584,34 @@ def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) ->
         f"{where}: parts from different configurations: {', '.join(p.name for p in first_parts[:3])}"
         f"{' ...' if len(first_parts) > 3 else ''} vs {'; '.join(described)}; keep each configuration in its own folder"
     )
+
+
+RECORDED_NOT_COMPARED = ("manifest",)  # the manifest's path as given: runs compare its content, manifest_sha256
+
+
+def comparable_config(config: dict) -> dict:
+    """A store config or transcription settings as two runs are compared: without what records only
+    how a path was spelled (``manifest``; its content is ``manifest_sha256``)."""
+    return {key: value for key, value in config.items() if key not in RECORDED_NOT_COMPARED}
+
+
+def comparable_key(raw: str) -> str:
+    """A part's JSON config attribute as :func:`comparable_config` compares it (unparsable: as is)."""
+    try:
+        config = json.loads(raw or "{}")
+    except ValueError:
+        return raw
+    return json.dumps(comparable_config(config)) if isinstance(config, dict) else raw
+
+
+def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> str | None:
+    """The refusal of a resume whose manifest changed since ``stored`` was written (None if it did
+    not, or ``stored`` predates ``manifest_sha256``): corrected labels mean a new output, never one
+    mixing rows of the old manifest with rows of the new. ``what`` was started; ``instead``: use a new one."""
+    before, now = stored.get("manifest_sha256"), current.get("manifest_sha256")
+    if before is None or now is None or before == now:
+        return None
+    return f"--manifest {current.get('manifest')} changed since this {what} was started (sha256 {before[:12]}… then, {now[:12]}… now): use a new {instead}"
 
 
 def differing_keys(first: str, second: str) -> str:

@@ -6,6 +6,15 @@ A run recomputed after its store changed is appended again: the latest row of a 
 readers use. Per-position (and applied-store) arrays go to ``OUT.arrays/<run_id>.npz``, attention
 weights to ``OUT.arrays/<run_id>.attention.npz`` (ragged weights stored flat with offsets).
 
+A row (``schema`` 1; rows without ``schema`` were written before it) holds ``run_id``,
+``store_identity``, ``subject`` (what it is about, copied from the store: ``model`` the label,
+``family``, ``checkpoint``, ``revision``, ``manifest_sha256``, ``dataset`` and ``language``: the
+probe's language filter, else the store's languages joined with ``+``), ``site_index`` (the
+site's place in the store's forward order), ``config`` (the :class:`probing.run.ProbeConfig`, paths as
+given), ``seed``, ``splits``, the scores (``f1_macro``, ``accuracy``, ``recall``; ``f1_s`` for
+positional probes; ``applied_*`` and ``applied_to`` with its store's ``subject`` for ``apply_to``;
+control and MDL keys where asked for) and the code's ``package_version`` and ``git_commit``.
+
 Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
 interleave. Grid tasks running side by side (``experiments.probe --executor``) append to their own
 file each, ``OUT.tasks/task-NNNNN.jsonl``; :func:`merge_task_results` moves those rows into ``OUT``.
@@ -21,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from extract.paths import canonical_path
 
 if TYPE_CHECKING:  # importing probing.run loads torch and Lightning: a task that only appends rows needs neither
     from probing.run import ProbeConfig, ProbeResult
@@ -128,13 +139,18 @@ def merge_task_results(out: str | Path, remove_folder: bool = False) -> int:
 def load_rows(out: str | Path) -> dict[str, dict]:
     """Result rows of a results file by run id, the latest row of each; a line that is not a
     result row raises :class:`ResultsError` naming ``file:line``."""
+    return {run_id: row for run_id, (_, row) in load_numbered_rows(out).items()}
+
+
+def load_numbered_rows(out: str | Path) -> dict[str, tuple[int, dict]]:
+    """:func:`load_rows` with the line number of each row kept (for messages naming ``file:line``)."""
     rows = {}
     with Path(out).open() as handle:
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 try:
                     row = json.loads(line)
-                    rows[row["run_id"]] = row
+                    rows[row["run_id"]] = (number, row)
                 except (json.JSONDecodeError, KeyError, TypeError) as error:
                     raise ResultsError(f"{out}:{number}: not a result row ({error!r}); move the file aside or fix that line") from error
     return rows
@@ -151,7 +167,7 @@ def finished_ids(configs: Iterable[ProbeConfig], rows: dict[str, dict]) -> set[s
         row = rows.get(config.run_id())
         if row is None:
             continue
-        key = (config.store, config.apply_to)
+        key = (canonical_path(config.store), canonical_path(config.apply_to) if config.apply_to else None)
         if key not in identities:
             identities[key] = config_store_identity(config)
         if row.get("store_identity") == identities[key]:

@@ -14,12 +14,15 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import Subset
 
+from extract.paths import canonical_path
+from extract.provenance import joined, model_label
 from probing import controls, features, metrics
 from probing.data import ProbeError, ProbeSplits, make_splits, shared_speakers_message
 from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
 PROBES = ("positional", "attention", "mean", "max", "sampled")
+ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
 
@@ -61,11 +64,14 @@ class ProbeConfig:
 
     def run_id(self) -> str:
         """A hash of everything that determines the result, the seed included (not the device or the
-        memory budget: how a run is computed, not what). DataLoader workers do change an attention
-        probe's training slightly (measured: probabilities within 0.02; Lightning's epoch loop ends
-        differently when the last batch is full), so a run with workers has its own id; without
-        workers the field is left out, which keeps the ids of rows written before it existed."""
+        memory budget: how a run is computed, not what). The stores count by their canonical path
+        (:func:`extract.paths.canonical_path`), so ``stores/wb``, ``./stores/wb`` and ``stores/wb/``
+        are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
+        attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
+        loop ends differently when the last batch is full), so a run with workers has its own id;
+        without workers the field is left out."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
+        identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -306,7 +312,7 @@ def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, d
     genders = np.array(other.metadata()["gender"], dtype=object)
     labelled = np.isin(genders, class_names)
     labels = (genders[labelled] == class_names[1]).astype(int)
-    summary = {"store": config.apply_to, "utterances": len(other.ids), "scored": 0}
+    summary = {"store": config.apply_to, "subject": store_subject(other), "utterances": len(other.ids), "scored": 0}
     if len(set(labels.tolist())) < 2:
         summary["not_scored"] = (
             f"needs utterances labelled {class_names[0]} and {class_names[1]}; "
@@ -334,19 +340,48 @@ def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> 
 def store_identity(*paths: str | Path) -> str:
     """A cheap fingerprint of stores' contents, hashed: each complete part's name, the content checksum
     its writer recorded (``content_sha256``; absent in parts written before it existed), size, inode
-    and modification time. Rewriting a part (a new file renamed into place) changes it; reading does not."""
+    and modification time, store by store (not how a store's path is spelled). Rewriting a part (a
+    new file renamed into place) changes it; reading does not."""
     import h5py
 
     from extract.store import complete_parts
 
     entries = []
-    for path in map(Path, paths):
+    for index, path in enumerate(map(Path, paths)):
         for part in [path] if path.is_file() else complete_parts(path):
             stat = os.stat(part)
             with h5py.File(part, "r") as handle:
                 checksum = str(handle.attrs.get("content_sha256", ""))
-            entries.append([str(path), part.name, checksum, stat.st_size, stat.st_ino, stat.st_mtime_ns])
+            entries.append([index, part.name, checksum, stat.st_size, stat.st_ino, stat.st_mtime_ns])
     return hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:16]
+
+
+def store_subject(reader, language: str | None = None) -> dict:
+    """What a store's probe rows are about, copied from the store: ``model`` (its label), ``family``,
+    ``checkpoint``, ``revision``, ``manifest_sha256``, and the ``dataset`` and ``language`` of the
+    utterances probed (``language``: the probe's language filter, else the store's languages; several
+    values joined with ``+``). A store written before labels existed gets the default label of its
+    family and checkpoint (:func:`extract.provenance.model_label`)."""
+    attrs = reader.attrs
+    config = _json_value(attrs.get("config")) or {}
+    family = str(attrs["family"]) if attrs.get("family") else None
+    checkpoint = config.get("checkpoint") or (str(attrs["model_id"]) if attrs.get("model_id") else None)
+    metadata = reader.metadata()
+    chosen = [i for i, value in enumerate(metadata["language"]) if language is None or value == language]
+    return {
+        "model": config.get("label") or model_label(family, checkpoint, bool(config.get("random_init"))),
+        "family": family,
+        "checkpoint": checkpoint,
+        "revision": config.get("revision") or (str(attrs["revision"]) if attrs.get("revision") else None),
+        "manifest_sha256": config.get("manifest_sha256"),
+        "dataset": joined(metadata["dataset"][i] for i in chosen),
+        "language": language or joined(metadata["language"]),
+    }
+
+
+def _json_value(value):
+    """An HDF5 attribute that holds JSON text, decoded (other values as they are)."""
+    return json.loads(value) if isinstance(value, str) and value else value
 
 
 def config_store_identity(config: ProbeConfig) -> str:
@@ -405,8 +440,11 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     else:
         splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
     row = {
+        "schema": ROW_SCHEMA,
         "run_id": config.run_id(),
         "store_identity": config_store_identity(config),
+        "subject": store_subject(reader, config.language),
+        "site_index": reader.sites.index(config.site),
         "config": asdict(config),
         "seed": config.seed,
         "splits": splits.sizes(),

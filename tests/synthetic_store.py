@@ -20,6 +20,9 @@ def write_store(
     seed=0,
     site="encoder.layer.0",
     pad_to=None,
+    language="en",
+    dataset="synthetic",
+    attributes=None,
 ):
     """Female (class 1) utterances get ``+strength`` on dimension 0 at the ``informative`` positions,
     male ones ``-strength``; those positions also carry ``+strength`` on dimension 1 for both genders
@@ -28,13 +31,16 @@ def write_store(
     otherwise the split is left empty. With ``pad_to``, every utterance is stored with ``pad_to``
     frames, as a ``--keep-padding`` Whisper store holds them: its speech frames (the same as without
     ``pad_to``), then unit Gaussian padding; its speech length is recorded as its valid frames
-    (duration = length / 50 s)."""
+    (duration = length / 50 s). Every utterance is of ``language`` and ``dataset``; ``attributes``
+    are added to the part's attributes (e.g. the ``config`` and ``family`` an extraction records)."""
     rng = np.random.default_rng(seed)
     padding_rng = np.random.default_rng(seed + 1)  # its own stream: the speech frames equal the unpadded store's
     folder.mkdir(parents=True, exist_ok=True)
+    extra = attributes or {}
     attributes = {"model_id": "synthetic", "config": "{}", "skipped": "[]"}
     if pad_to is not None:
         attributes |= {"config": {"keep_padding": True}, "frame_rates": {site: 50.0}}
+    attributes |= extra
     writer = PartWriter(folder / "part-00000.h5", {site: dim}, "float32", attributes)
     for gender in ("female", "male"):
         sign = 1.0 if gender == "female" else -1.0
@@ -52,7 +58,7 @@ def write_store(
                 writer.add(
                     f"{gender}-{s}-{u}",
                     {site: states},
-                    {"gender": gender, "speaker": f"{gender}-{s}", "language": "en", "split": split, "dataset": "synthetic", "duration": length / 50},
+                    {"gender": gender, "speaker": f"{gender}-{s}", "language": language, "split": split, "dataset": dataset, "duration": length / 50},
                     valid_frames={site: length},
                 )
     writer.close()

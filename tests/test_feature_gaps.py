@@ -189,6 +189,8 @@ def test_cli_writes_the_table_that_correlate_reads(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["settings"]["t_test"] == "Welch" and len(result["contrasts"]) == 6 and len(result["setups"]) == 3
     assert len(result["regression"]["setups"]) == 3 and "with_features" in result["regression"]["setups"][0]
+    assert result["schema"] == 1 and (result["subject"]["model"], result["subject"]["dataset"]) == ("whisper", "toy")
+    assert [entry["path"] for entry in result["inputs"]] == [str(manifest), str(feature_file), *map(str, gaps)]  # each with its sha256
     with out.with_suffix(".setups.csv").open() as handle:
         setups = list(csv.DictReader(handle))
     assert [float(r["diff_f0"]) for r in setups] == pytest.approx([np.mean(FEMALE) - np.mean(MALE) + 10 * k for k in (0, 1, 2)])  # the order of --gaps

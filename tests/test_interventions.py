@@ -244,7 +244,8 @@ def test_transcription_runs_with_interventions_and_the_settings_refuse_other_one
     out = tmp_path / "hyps.jsonl"
     written, _, _ = run_transcription(generator, _utterances(tone), out, "asr", None, "tiny", 60.0, 30.0, False, intervener)
     assert written == 4
-    job = TranscriptionJob(ModelSpec("whisper", device="cpu"), tmp_path / "m.jsonl", out, "asr", interventions=(path,), intervene_gender="female")
+    manifest = write_manifest(tmp_path / "m.jsonl", _utterances(tone))
+    job = TranscriptionJob(ModelSpec("whisper", device="cpu"), manifest, out, "asr", interventions=(path,), intervene_gender="female")
     settings = job.settings("ckpt", {}, intervener.records())
     assert settings["interventions"][0]["path"] == str(path.resolve()) and settings["interventions"][0]["gender"] == "female"
     assert "interventions" not in job.settings("ckpt", {})  # absent without any: older settings files still match

@@ -1,6 +1,7 @@
 """The typed run records of ``extract.jobs``: what a store's config and a transcription's settings
 file record is a contract a resumed run is checked against, so its keys and order are fixed here."""
 
+import hashlib
 from pathlib import Path
 
 from extract.families.generation import GenerationOptions
@@ -8,7 +9,15 @@ from extract.jobs import ExtractionJob, TranscriptionJob
 from extract.spec import ModelSpec
 
 
-def test_store_config_records_the_spec_and_the_run_settings():
+def _manifest(folder: Path) -> Path:
+    manifest = folder / "m.jsonl"
+    manifest.write_text('{"id": "a", "audio": "a.wav", "language": "en", "text": "x", "gender": "female", "speaker": "s"}\n')
+    return manifest
+
+
+def test_store_config_records_the_spec_and_the_run_settings(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sha256 = hashlib.sha256(_manifest(tmp_path).read_bytes()).hexdigest()
     job = ExtractionJob(ModelSpec("whisper", "bundled-base", dtype="bfloat16", device="cpu", random_init=True, seed=3), Path("m.jsonl"), Path("out"))
     config = job.store_config(["encoder.final"], "/weights/whisper-base")
     assert config == {
@@ -26,6 +35,8 @@ def test_store_config_records_the_spec_and_the_run_settings():
         "num_shards": 1,
         "utterances_per_part": 256,
         "manifest": "m.jsonl",
+        "label": "whisper-base-random",
+        "manifest_sha256": sha256,
     }
     assert list(config) == [
         "model",
@@ -42,12 +53,19 @@ def test_store_config_records_the_spec_and_the_run_settings():
         "num_shards",
         "utterances_per_part",
         "manifest",
+        "label",
+        "manifest_sha256",
     ]
     pretrained = ExtractionJob(ModelSpec("whisper", device="cpu", seed=3), Path("m.jsonl"), Path("out"))
     assert pretrained.store_config([], "c")["seed"] is None  # the seed matters only to random weights
+    assert pretrained.store_config([], "c")["label"] == "whisper-large-v3"  # the family's reference checkpoint
+    labelled = ExtractionJob(ModelSpec("whisper", device="cpu"), Path("m.jsonl"), Path("out"), label="wl3")
+    assert labelled.store_config([], "c")["label"] == "wl3"
 
 
-def test_transcription_settings_default_trim_and_name():
+def test_transcription_settings_default_trim_and_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sha256 = hashlib.sha256(_manifest(tmp_path).read_bytes()).hexdigest()
     spec = ModelSpec("whisper", "bundled-base", device="cpu")
     asr = TranscriptionJob(spec, Path("m.jsonl"), Path("hyps/a.jsonl"), "asr")
     st = TranscriptionJob(
@@ -68,7 +86,9 @@ def test_transcription_settings_default_trim_and_name():
         "decoding",
         "decoder",
         "manifest",
+        "manifest_sha256",
         "provenance",
     ]
     assert (settings["model"], settings["tgt_lang"], settings["max_seconds"], settings["decoder"]) == ("whisper-base", "es", 60.0, None)
-    assert asr.settings("/weights/whisper-base", {})["model"] == "bundled-base"  # no name: the checkpoint as given
+    assert settings["manifest_sha256"] == sha256
+    assert asr.settings("/weights/whisper-base", {})["model"] == "whisper-base"  # no name: the label of the family and checkpoint

@@ -98,7 +98,16 @@ def test_applied_scores_by_hand(tmp_path):
     config = ProbeConfig(store="unused", site=SITE, probe="attention", apply_to=str(store))
     # predictions 1, 0, 0, 0 on the labelled four: male F1 = 2*2/(4+1) = 0.8, female F1 = 2*1/(2+0+1) = 2/3
     row, arrays = _apply(config, FixedProbabilities([0.9, 0.2, 0.1, 0.3, 0.8, 0.6]), None, ("male", "female"))
-    assert row["applied_to"] == {"store": str(store), "utterances": 6, "scored": 4}
+    subject = {
+        "model": "synthetic",
+        "family": None,
+        "checkpoint": "synthetic",
+        "revision": None,
+        "manifest_sha256": None,
+        "dataset": "synthetic",
+        "language": "en",
+    }
+    assert row["applied_to"] == {"store": str(store), "subject": subject, "utterances": 6, "scored": 4}
     assert row["applied_f1_macro"] == pytest.approx(100 * (0.8 + 2 / 3) / 2)
     assert row["applied_accuracy"] == pytest.approx(75.0)
     assert row["applied_recall"] == {"male": pytest.approx(100.0), "female": pytest.approx(50.0)}
@@ -176,7 +185,8 @@ def test_apply_to_store_sharing_training_speakers_is_an_error(tmp_path, capsys):
     status, _ = run_cli(common + ["--allow-shared-speakers"], capsys)
     row = json.loads((tmp_path / "r.jsonl").read_text())
     assert status == 0 and row["shared_speakers"] == {"apply_to": ["female-1"]}
-    assert row["applied_to"] == {"store": str(applied), "utterances": 2, "scored": 2} and "applied_f1_macro" in row
+    assert row["applied_to"]["subject"]["dataset"] == "synthetic" and "applied_f1_macro" in row
+    assert {k: v for k, v in row["applied_to"].items() if k != "subject"} == {"store": str(applied), "utterances": 2, "scored": 2}
 
 
 # --- issue 11 item 6: a rerun after the store changed recomputes ------------------------------------

@@ -217,6 +217,7 @@ def test_transcribe_writes_rows_and_a_rerun_skips_finished_ids(tmp_path, tone):
         "model": "tiny",
         "task": "st",
         "tgt_lang": "es",
+        "dataset": "",
         "source": "text 1",
     }
     assert finished_ids(out) == {f"u{i}" for i in range(5)}

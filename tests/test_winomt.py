@@ -23,6 +23,7 @@ Female: gold {1,4,6,8}, read female {1,2,4,8}, hits {1,4,8}: P = R = 3/4, F1 = 7
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -406,6 +407,9 @@ def test_cli_writes_the_result_keys(files, capsys):
         assert key in result
     assert result["accuracy"] == pytest.approx(62.5) and result["unknown"]["female"] == 1
     assert result["settings"]["alignment"] == {"aligner": "precomputed", "file": str(files["alignments"])}
+    inputs = [files[name] for name in ("source", "pro", "anti", "translations", "alignments")]
+    assert result["schema"] == 1 and [Path(entry["path"]) for entry in result["inputs"]] == [Path(path) for path in inputs]
+    assert result["subject"]["tgt_lang"] == "fr" and result["subject"]["model"] is None  # plain-text translations name no model
     rows = [json.loads(line) for line in (files["dir"] / "result.sentences.jsonl").read_text().splitlines()]
     assert rows[0]["source_entity"] == "The mechanic" and rows[0]["target_words"] == ["La", "mécanicienne"] and rows[0]["correct"]
     assert (files["dir"] / "result.alignments.txt").read_text().splitlines() == [

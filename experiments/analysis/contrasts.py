@@ -37,10 +37,12 @@ import numpy as np
 
 from experiments.scoring.gaps import RELIABLE_SPEAKERS
 from extract.manifest import ManifestError, read_keyed_rows
+from extract.provenance import joined
 
 META = ("id", "dataset", "language", "gender", "speaker")
 UNITS = ("record", "speaker")
 MIN_UNITS = 2  # per group: a t-test, a standard deviation and Mann-Whitney's U need two values
+RESULT_SCHEMA = 1  # the ``experiments.feature_gaps`` JSON's version; files without ``schema`` predate it
 
 
 class ContrastError(ValueError):
@@ -193,6 +195,16 @@ def group_contrasts(
                 result[f"{test}_adjusted"] = adjusted
         out.extend(results)
     return out
+
+
+def feature_gaps_subject(utterances: Iterable, models: Sequence[str]) -> dict:
+    """What a feature-gaps result is about: the gap reports' model labels, the records' datasets and languages."""
+    utterances = list(utterances)
+    return {
+        "model": joined(models),
+        "dataset": joined(u.dataset for u in utterances),
+        "languages": sorted({u.language for u in utterances}),
+    }
 
 
 def read_gap_setups(gaps: Sequence[tuple[str, Path]]) -> list[dict]:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.scoring.gaps import GAP_ESTIMATES
+from extract.paths import canonical_path
 from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
@@ -282,15 +283,18 @@ def site_condition_scores(
     Rows of ``probe`` restricted to ``language`` (None: runs over all languages) give F1_S
     (positional probes) or F1 (the others) for the conditions "pretrained" (``store``, no control),
     "<control> control" (``store`` with a control) and "random init" (``random_store``, no control).
+    Stores are matched by canonical path (``stores/wb`` and ``./stores/wb/`` are one store).
     Sites follow ``site_order``; conditions start with "pretrained", then alphabetically.
     """
     key = "f1_s" if probe == "positional" else "f1_macro"
+    store, random_store = canonical_path(store), canonical_path(random_store) if random_store else None
     scores, sites = {}, []
     for row in rows:
         config = row["config"]
         if config["probe"] != probe or config.get("language") != language:
             continue
-        condition = "random init" if config["store"] == random_store else "pretrained" if config["store"] == store else None
+        read = canonical_path(config["store"])
+        condition = "random init" if read == random_store else "pretrained" if read == store else None
         if condition and config["control"] != "none":
             condition = f"{config['control']} control" if condition == "pretrained" else None
         if condition:
@@ -299,3 +303,39 @@ def site_condition_scores(
     ordered = [site for site in site_order if site in sites]
     conditions = sorted({condition for _, condition in scores}, key=lambda condition: (condition != "pretrained", condition))
     return scores, ordered, conditions, key
+
+
+def long_condition_scores(
+    rows: Iterable[dict], model: str, random_model: str | None, probe: str, language: str | None, dataset: str | None
+) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
+    """:func:`site_condition_scores` from ``experiments.collect``'s ``long.csv`` rows, by model label:
+    "pretrained" (``model``, no control), "<control> control" (``model`` with a control) and "random
+    init" (``random_model``, no control), each the mean over seeds of F1_S (positional probes) or F1
+    (the others), sites in the stores' forward order (``site_index``). Rows must be of one dataset
+    and one language (``dataset`` / ``language`` choose; without them the rows must hold just one)."""
+    key = "f1_s" if probe == "positional" else "f1_macro"
+    chosen = [
+        row
+        for row in rows
+        if row["kind"] == "probe" and row["probe"] == probe and row["metric"] == key and not row["applied_to"] and row["model"] in (model, random_model)
+    ]
+    for column, wanted in (("dataset", dataset), ("language", language)):
+        if wanted is not None:
+            chosen = [row for row in chosen if row[column] == wanted]
+        values = sorted({row[column] for row in chosen})
+        if len(values) > 1:
+            raise ValueError(f"the rows of {model} hold {column}s {', '.join(values)}; choose one with --{column}")
+    values: dict[tuple[str, str], list[float]] = {}
+    order: dict[str, float] = {}
+    for row in chosen:
+        pretrained = row["model"] == model
+        condition = (
+            ("pretrained" if row["control"] == "none" else f"{row['control']} control") if pretrained else "random init" if row["control"] == "none" else None
+        )
+        if condition:
+            values.setdefault((row["site"], condition), []).append(float(row["value"]))
+            order.setdefault(row["site"], float(row["site_index"]) if row.get("site_index") not in (None, "") else float("inf"))
+    scores = {cell: float(np.mean(found)) for cell, found in values.items()}
+    sites = sorted(order, key=lambda site: (order[site], site))
+    conditions = sorted({condition for _, condition in scores}, key=lambda condition: (condition != "pretrained", condition))
+    return scores, sites, conditions, key

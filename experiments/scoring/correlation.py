@@ -55,15 +55,21 @@ def correlate(x, y, bootstrap: int = 10_000, seed: int = 0) -> dict:
     }
 
 
-def read_columns(path: Path, x: str, y: str, label: str | None) -> tuple[list[float], list[float], list[str], int]:
-    """(x values, y values, labels, rows dropped for a missing or non-finite value)."""
+def read_columns(path: Path, x: str, y: str, label: str | None, where: dict[str, str] | None = None) -> tuple[list[float], list[float], list[str], int]:
+    """(x values, y values, labels, rows dropped for a missing or non-finite value) of the rows whose
+    columns equal every ``where`` value. ``label``: a column, or several separated by commas (joined
+    with spaces)."""
+    where = where or {}
+    labels_from = [name for name in (label or "").split(",") if name]
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in (x, y, label) if c and c not in (reader.fieldnames or [])]
+        missing = [c for c in (x, y, *labels_from, *where) if c not in (reader.fieldnames or [])]
         if missing:
             raise CorrelationError(f"{path}: no column(s) {missing}; columns are {reader.fieldnames}")
         xs, ys, labels, dropped = [], [], [], 0
         for number, row in enumerate(reader, start=2):
+            if any(row[column] != value for column, value in where.items()):
+                continue
             try:
                 a, b = float(row[x]), float(row[y])
             except ValueError:
@@ -76,5 +82,5 @@ def read_columns(path: Path, x: str, y: str, label: str | None) -> tuple[list[fl
                 continue
             xs.append(a)
             ys.append(b)
-            labels.append(row[label] if label else "")
+            labels.append(" ".join(row[name] for name in labels_from))
     return xs, ys, labels, dropped

@@ -32,7 +32,9 @@ from scipy.stats import ttest_ind
 from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import GroupMetricFrame, Members, relative_gap
 from extract.manifest import read_keyed_rows
+from extract.provenance import hypotheses_subject, identified
 
+GAP_SCHEMA = 1  # the report's version; reports without ``schema`` predate it
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
 P_VALUE_NOTE = (
     "two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
@@ -266,10 +268,19 @@ def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, s
 
 
 def gap_report(
-    rows: list[dict], groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled"
+    rows: list[dict],
+    groups: tuple[str, str],
+    iterations: int,
+    seed: int,
+    scoring: Scoring | None = None,
+    estimate: str = "resampled",
+    hypotheses: Path | None = None,
 ) -> tuple[dict, list[dict]]:
-    """Every language of ``rows`` scored (:func:`score_language`): the report (with its settings)
-    and the per-utterance counts, each tagged with its language."""
+    """Every language of ``rows`` scored (:func:`score_language`): the report and the per-utterance
+    counts, each tagged with its language. The report (``schema`` :data:`GAP_SCHEMA`) is headed by
+    its subject (the rows' model label, dataset and languages, and what the transcription's settings
+    file beside ``hypotheses`` recorded), the identity of ``hypotheses`` (the rows' file) and the
+    code's provenance (:func:`extract.provenance.identified`), then its settings."""
     scoring = scoring or Scoring()
     by_language: dict[str, list[dict]] = {}
     for row in rows:
@@ -282,7 +293,8 @@ def gap_report(
         "normalizer": scoring.normalizer,
         "cer_spaces": scoring.cer_spaces,
     }
-    report, all_counts = {"settings": settings, "languages": {}}, []
+    report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, [hypotheses] if hypotheses else [], hypotheses_subject(rows, hypotheses))
+    all_counts = []
     for language in sorted(by_language):
         report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate)
         all_counts.extend({"language": language, **c} for c in counts)

@@ -23,8 +23,10 @@ from sacremoses import MosesTokenizer
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.corpora.must_she import SPEAKER_GENDERS, Entry, MustSheError, category_number
 from extract.manifest import align_by_id, iter_text_lines, read_keyed_rows
+from extract.provenance import hypotheses_file_subject, identified
 
 COUNT_KEYS = ("terms", "found", "correct", "wrong")
+SCORES_SCHEMA = 1  # the scores JSON's version; files without ``schema`` predate it
 
 
 @dataclass
@@ -153,13 +155,17 @@ def read_hypotheses(path: Path, entries: list[Entry]) -> tuple[list[str], list[s
     return (lines[:-1] if text.endswith("\n") else lines), []
 
 
-def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokenized: bool = False) -> tuple[dict, list[dict]]:
+def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokenized: bool = False, definition: Path | None = None) -> tuple[dict, list[dict]]:
     """The scores (:func:`score_sentences`) and per-sentence rows of the hypotheses in ``path``
     (:func:`read_hypotheses`); ids the definition lacks are not scored, and listed in the scores'
-    ``unmatched_hypotheses`` (count and ids)."""
+    ``unmatched_hypotheses`` (count and ids). The scores (``schema`` :data:`SCORES_SCHEMA`) are
+    headed by their subject (``tgt_lang`` ``language``; for transcribe's rows their model label,
+    dataset and languages, and what their settings file recorded), the identities of ``definition``
+    (the TSV the entries came from) and ``path``, and the code's provenance."""
     hypotheses, unmatched = read_hypotheses(path, entries)
     rows = sentence_rows(entries, hypotheses, language, pretokenized)
-    result = score_sentences(rows)
+    subject = hypotheses_file_subject(path) | {"tgt_lang": language}
+    result = identified(score_sentences(rows), SCORES_SCHEMA, [p for p in (definition, path) if p], subject)
     if unmatched:
         result["unmatched_hypotheses"] = {"count": len(unmatched), "ids": unmatched}
     return result, rows

@@ -21,6 +21,7 @@ from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.manifest import ManifestError, read_keyed_rows
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
+SCORES_SCHEMA = 1  # the scores JSON's version (``experiments.st_quality``); files without ``schema`` predate it
 
 Scorer = Callable[[list[dict]], list[float]]  # [{"src", "mt", "ref"}] -> segment scores
 

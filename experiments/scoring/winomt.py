@@ -42,7 +42,9 @@ from experiments.scoring.group_metrics import GroupMetricFrame, Members
 from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
+from extract.provenance import hypotheses_file_subject, identified
 
+RESULT_SCHEMA = 1  # the result JSON's version; files without ``schema`` predate it
 STEREOTYPES = ("pro", "anti")
 NO_STEREOTYPE = "none"
 GENDER_CODES = {gender: code for code, gender in enumerate((*GOLD_GENDERS, UNKNOWN))}
@@ -392,6 +394,8 @@ def evaluate_translations(
     result["settings"] = settings_record(
         "st", source, translations, pro=str(pro), anti=str(anti), tgt_lang=tgt_lang, analyser=analyser.name, alignment=alignment, alignments_used=str(saved)
     )
+    inputs = [source, pro, anti, translations, *([alignments] if alignments else [])]
+    result = identified(result, RESULT_SCHEMA, inputs, hypotheses_file_subject(translations) | {"tgt_lang": tgt_lang})
     return result, save_result(result, rows, out)
 
 
@@ -407,4 +411,5 @@ def evaluate_transcripts(
     if unmatched_ids:
         result["unmatched_outputs"] = {"count": len(unmatched_ids), "ids": unmatched_ids}
     result["settings"] = settings_record("asr", source, transcripts, pro=str(pro), anti=str(anti))
+    result = identified(result, RESULT_SCHEMA, [source, pro, anti, transcripts], hypotheses_file_subject(transcripts))
     return result, save_result(result, rows, out)

@@ -1,0 +1,61 @@
+"""``python -m experiments.collect``: probe rows joined with behaviour results, as tables.
+
+    python -m experiments.collect --probes results/probes.jsonl [P2.jsonl ...] --gaps results/gap-*.json \\
+        [--mustshe results/mustshe-*.json ...] [--winomt results/winomt-*.json ...] --out results/collected
+
+Writes ``OUT/f1_vs_gap.csv`` (per model, dataset, language, site and task: the positional probe's
+F1_S without control, averaged over seeds, beside that model's gap E for the dataset and language,
+its estimate and speaker-bootstrap interval), ``OUT/f1_vs_mustshe.csv`` (per model, site and target
+language: the attention probe's F1 on the MuST-SHE store it was applied to, beside category-1
+gender accuracy), ``OUT/long.csv`` (every score, one per row) and ``OUT/collect.json`` (the inputs'
+path and sha256, every key that found no partner, probe rows left out). Outputs are joined by the
+model label, dataset and language each records (``--label`` of extract and transcribe), never by
+path. Two records claiming one key are one ``error:`` line naming both, exit status 2. The library
+is ``experiments.scoring.collect``; then::
+
+    python -m experiments.correlate --table results/collected/f1_vs_gap.csv --where site=encoder.final \\
+        --x f1_s --y gap_relative --label model,dataset,language --out results/correlation.json --plot figures/f1_vs_gap.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments.cli import run_cli
+from experiments.scoring.collect import CollectError, collect, write_collected
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--probes", required=True, nargs="+", type=Path, help="results JSONL of experiments.probe")
+    parser.add_argument("--gaps", required=True, nargs="+", type=Path, help="experiments.asr_gap JSON, one per model and hypotheses file")
+    parser.add_argument("--mustshe", nargs="+", type=Path, default=[], help="experiments.mustshe JSON")
+    parser.add_argument("--winomt", nargs="+", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
+    parser.add_argument("--out", required=True, type=Path, help="folder for the tables and collect.json")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():
+        raise CollectError(f"--out {args.out} is a file; give a folder for the tables")
+    result = collect(args.probes, args.gaps, args.mustshe, args.winomt)
+    written = write_collected(result, args.out)
+    print(
+        f"[collect] {len(result.f1_vs_gap)} f1_vs_gap rows, {len(result.f1_vs_mustshe)} f1_vs_mustshe rows, {len(result.long)} scores; "
+        f"unmatched: {result.unmatched_summary()} (listed in {written['collect']})"
+    )
+    if result.skipped:
+        print(f"[collect] {len(result.skipped)} probe rows left out: written before rows recorded their subject (listed in {written['collect']})")
+    print(f"[collect] wrote {', '.join(str(path) for path in written.values())}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return run_cli(lambda: _run(args), CollectError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The study's headline joins as tables (``python -m experiments.collect``).
+
+Probe rows (``experiments.probe``) and behaviour results (``experiments.asr_gap``,
+``experiments.mustshe``, ``experiments.winomt``) are joined by what they are about, as each output
+records it in its ``subject`` (the model label, dataset and language), never by a path:
+
+- ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a positional probe
+  without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
+  language (Attanasio et al. 2024). A gap joins the probes of the task named by its groups
+  (``--groups female,male`` -> ``female-male``: E(female, male)). ``gap_relative`` is the estimate
+  the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
+  ``ci95_low`` / ``ci95_high`` are its speaker-bootstrap interval.
+- ``f1_vs_mustshe.csv``: one row per (model, site, tgt_lang): the macro-F1 of an attention probe
+  without control on the store it was applied to (``applied_f1_macro``, averaged over seeds), and
+  category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
+  its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
+  the applied store recorded) or, where it does not know its manifest, the model's only applied store.
+- ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
+  control, seed, task, applied_to, metric), with the file (and line) it came from.
+- ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
+  found no partner, and the probe rows left out (written before rows recorded their subject).
+
+Two records claiming one key (two probe runs of one setting with different options, two gap
+reports of one model, dataset and language) are refused, naming both: :class:`CollectError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from extract.provenance import file_identity, provenance
+from probing.results import ResultsError, load_numbered_rows
+
+COLLECT_SCHEMA = 1
+F1_VS_GAP = (
+    "model",
+    "dataset",
+    "language",
+    "site",
+    "site_index",
+    "task",
+    "f1_s",
+    "seeds",
+    "gap_relative",
+    "gap_estimate",
+    "ci95_low",
+    "ci95_high",
+    "probe_runs",
+    "gap_source",
+)
+F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
+LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "applied_to", "metric")
+LONG = (*LONG_KEY, "site_index", "value", "source")
+HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
+# row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
+PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "applied_to", "seed", "site_index", "splits", "shared_speakers")
+PROBE_NOT_SCORES += ("control_seeds", "control_f1_per_seed", "control_split", "mdl_c_grid", "mdl_c_per_block", "mdl_positions", "mdl_control_seed")
+
+
+class CollectError(ValueError):
+    """Inputs that cannot be joined honestly: a file without its subject, two records claiming one key."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe run's row and where it came from."""
+
+    row: dict
+    path: Path
+    line: int
+
+    @property
+    def config(self) -> dict:
+        return self.row["config"]
+
+    @property
+    def subject(self) -> dict:
+        return self.row["subject"]
+
+    @property
+    def applied_to(self) -> str:
+        """The applied store as a name: its dataset and manifest sha256 (empty without ``apply_to``)."""
+        applied = self.row.get("applied_to")
+        if not applied:
+            return ""
+        subject = applied.get("subject") or {}
+        return f"{subject.get('dataset') or ''}@{(subject.get('manifest_sha256') or '')[:12]}"
+
+    @property
+    def key(self) -> tuple:
+        """(model, dataset, language, site, probe, control, seed, task, applied_to)."""
+        config, subject = self.config, self.subject
+        return (
+            subject["model"],
+            subject["dataset"],
+            subject["language"],
+            config["site"],
+            config["probe"],
+            config["control"],
+            config["seed"],
+            config["task"],
+            self.applied_to,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} (run {self.row['run_id']})"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One behaviour result (JSON) and its path."""
+
+    kind: str
+    doc: dict
+    path: Path
+
+    @property
+    def subject(self) -> dict:
+        return self.doc["subject"]
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+@dataclass
+class Collected:
+    """The tables and the bookkeeping of :func:`collect`."""
+
+    f1_vs_gap: list[dict] = field(default_factory=list)
+    f1_vs_mustshe: list[dict] = field(default_factory=list)
+    long: list[dict] = field(default_factory=list)
+    unmatched: dict[str, list[dict]] = field(default_factory=dict)
+    skipped: list[dict] = field(default_factory=list)
+    inputs: list[dict] = field(default_factory=list)
+
+    def unmatched_summary(self) -> str:
+        counts = [f"{len(items)} {name.replace('_', ' ')}" for name, items in self.unmatched.items() if items]
+        return ", ".join(counts) or "none"
+
+
+def _distinct(paths: Iterable[str | Path]) -> list[Path]:
+    """The paths in order, each file once however it is spelled."""
+    seen, kept = set(), []
+    for path in map(Path, paths):
+        canonical = path.resolve()
+        if canonical not in seen:
+            seen.add(canonical)
+            kept.append(path)
+    return kept
+
+
+def read_probes(paths: Sequence[Path]) -> tuple[list[Probe], list[dict]]:
+    """The latest row of every run in ``paths``, and the rows left out: those without ``subject``
+    (written before rows recorded it; a rerun of the probes writes them anew). The same run with the
+    same store contents in two files counts once."""
+    probes, skipped, seen = [], [], set()
+    for path in paths:
+        try:
+            numbered = load_numbered_rows(path)
+        except ResultsError as error:
+            raise CollectError(str(error)) from None
+        for run_id, (line, row) in numbered.items():
+            if not isinstance(row.get("subject"), dict) or not isinstance(row.get("config"), dict):
+                skipped.append(
+                    {"source": f"{path}:{line}", "run_id": run_id, "reason": "no subject: written before probe rows recorded their model, dataset and language"}
+                )
+                continue
+            if (run_id, row.get("store_identity")) in seen:
+                continue
+            seen.add((run_id, row.get("store_identity")))
+            probes.append(Probe(row, Path(path), line))
+    return probes, skipped
+
+
+def read_document(kind: str, path: Path, command: str) -> Document:
+    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CollectError(f"{path}: not a readable {command} result ({type(error).__name__}: {error})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("subject"), dict):
+        raise CollectError(f"{path}: no subject (written before {command} recorded its model, dataset and languages); rerun python -m experiments.{command}")
+    if not doc["subject"].get("model"):
+        raise CollectError(
+            f"{path}: its subject names no model label (its hypotheses carry no model: give transcribe's .jsonl rows); rerun python -m experiments.{command}"
+        )
+    return Document(kind, doc, Path(path))
+
+
+def _claim(claims: dict, key: tuple, record, what: str, names: Sequence[str], differ: str = "") -> None:
+    """Records ``record`` under ``key``; a second record of the same key is a :class:`CollectError` naming both."""
+    if key in claims:
+        described = ", ".join(f"{name} {value}" for name, value in zip(names, key))
+        raise CollectError(f"two {what} claim ({described}): {claims[key]} and {record}{differ}; keep one (or give them different labels)")
+    claims[key] = record
+
+
+def _config_difference(a: Probe, b: Probe) -> str:
+    keys = sorted(k for k in set(a.config) | set(b.config) if a.config.get(k) != b.config.get(k) and k != "store")
+    return f" (their configs differ in {', '.join(f'{k}: {a.config.get(k)!r} vs {b.config.get(k)!r}' for k in keys)})" if keys else ""
+
+
+def check_probe_keys(probes: Sequence[Probe]) -> None:
+    claims: dict[tuple, Probe] = {}
+    names = ("model", "dataset", "language", "site", "probe", "control", "seed", "task", "applied_to")
+    for probe in probes:
+        other = claims.get(probe.key)
+        _claim(claims, probe.key, probe, "probe rows", names, _config_difference(other, probe) if other else "")
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if np.isfinite(value) else None
+
+
+def numeric_leaves(value, prefix: str = "") -> Iterable[tuple[str, float]]:
+    """Every finite number in nested dicts as (dotted path, value); lists are left out."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from numeric_leaves(inner, f"{prefix}{key}.")
+    elif (number := _number(value)) is not None:
+        yield prefix.rstrip("."), number
+
+
+def probe_long_rows(probe: Probe) -> list[dict]:
+    config, subject = probe.config, probe.subject
+    scores = {k: v for k, v in probe.row.items() if k not in PROBE_NOT_SCORES}
+    base = {
+        "kind": "probe",
+        "model": subject["model"],
+        "dataset": subject["dataset"],
+        "language": subject["language"],
+        "tgt_lang": None,
+        "site": config["site"],
+        "probe": config["probe"],
+        "control": config["control"],
+        "seed": config["seed"],
+        "task": config["task"],
+        "applied_to": probe.applied_to,
+        "site_index": probe.row.get("site_index"),
+        "source": str(probe),
+    }
+    return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
+
+
+def gap_entries(documents: Sequence[Document]) -> dict[tuple, tuple[Document, str, dict]]:
+    """(model, dataset, language, task) -> (document, language, entry) of every gap report."""
+    entries: dict[tuple, tuple[Document, str, dict]] = {}
+    claims: dict[tuple, Document] = {}
+    for document in documents:
+        subject, task = document.subject, "-".join(document.doc.get("settings", {}).get("groups", ()))
+        for language, entry in document.doc.get("languages", {}).items():
+            key = (subject["model"], subject.get("dataset"), language, task)
+            _claim(claims, key, document, "gap reports", ("model", "dataset", "language", "task"))
+            entries[key] = (document, language, entry)
+    return entries
+
+
+def gap_long_rows(document: Document, language: str, entry: dict) -> list[dict]:
+    scores = {k: v for k, v in entry.items() if k not in ("error_distribution", "scoring", "bootstrap")}
+    bootstrap = entry.get("bootstrap") or {}
+    low, high = (bootstrap.get("ci95") or [None, None])[:2]
+    extra = {"ci95_low": low, "ci95_high": high, "p_value": bootstrap.get("p_value")}
+    base = _document_base(document, language=language, task="-".join(document.doc.get("settings", {}).get("groups", ())))
+    return [base | {"metric": metric, "value": value} for metric, value in [*numeric_leaves(scores), *numeric_leaves(extra)]]
+
+
+def _document_base(document: Document, **values) -> dict:
+    subject = document.subject
+    base = dict.fromkeys(LONG, None) | {"kind": document.kind, "model": subject["model"], "dataset": subject.get("dataset"), "source": str(document)}
+    return base | values
+
+
+def behaviour_long_rows(document: Document) -> list[dict]:
+    """Every score of a MuST-SHE or WinoMT result (its header and lists of ids left out)."""
+    scores = {k: v for k, v in document.doc.items() if k not in HEADER_KEYS and not k.startswith("unmatched") and k != "stereotype_lines_unmatched"}
+    subject = document.subject
+    languages = subject.get("languages") or []
+    base = _document_base(document, language="+".join(languages) or None, tgt_lang=subject.get("tgt_lang"), task=document.doc.get("settings", {}).get("task"))
+    return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
+
+
+def check_document_keys(documents: Sequence[Document], what: str) -> None:
+    claims: dict[tuple, Document] = {}
+    for document in documents:
+        subject = document.subject
+        key = (subject["model"], subject.get("dataset"), subject.get("tgt_lang"), document.doc.get("settings", {}).get("task"))
+        _claim(claims, key, document, what, ("model", "dataset", "tgt_lang", "task"))
+
+
+def _seed_groups(probes: Iterable[Probe], key) -> dict[tuple, list[Probe]]:
+    groups: dict[tuple, list[Probe]] = defaultdict(list)
+    for probe in probes:
+        groups[key(probe)].append(probe)
+    return groups
+
+
+def _mean(probes: list[Probe], score: str) -> float | None:
+    values = [_number(p.row.get(score)) for p in probes]
+    return float(np.mean(values)) if values and None not in values else None
+
+
+def _seeds(probes: list[Probe]) -> str:
+    return " ".join(str(p.config["seed"]) for p in sorted(probes, key=lambda p: p.config["seed"]))
+
+
+def _runs(probes: list[Probe]) -> str:
+    return " ".join(p.row["run_id"] for p in sorted(probes, key=lambda p: p.config["seed"]))
+
+
+def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
+    """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
+    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"]))
+    rows, used = [], set()
+    for (model, dataset, language, site, task), members in groups.items():
+        gap_key = (model, dataset, language, task)
+        if gap_key not in gaps:
+            unmatched["probes_without_gap"].append(
+                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "runs": _runs(members)}
+            )
+            continue
+        used.add(gap_key)
+        document, _, entry = gaps[gap_key]
+        low, high = ((entry.get("bootstrap") or {}).get("ci95") or [None, None])[:2]
+        rows.append(
+            {
+                "model": model,
+                "dataset": dataset,
+                "language": language,
+                "site": site,
+                "site_index": members[0].row.get("site_index"),
+                "task": task,
+                "f1_s": _mean(members, "f1_s"),
+                "seeds": _seeds(members),
+                "gap_relative": entry.get("gap_relative"),
+                "gap_estimate": entry.get("gap_estimate"),
+                "ci95_low": low,
+                "ci95_high": high,
+                "probe_runs": _runs(members),
+                "gap_source": str(document),
+            }
+        )
+    for (model, dataset, language, task), (document, _, _) in gaps.items():
+        if (model, dataset, language, task) not in used:
+            unmatched["gaps_without_probe"].append({"model": model, "dataset": dataset, "language": language, "task": task, "source": str(document)})
+    return sorted(
+        rows, key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["site_index"] if r["site_index"] is not None else -1, r["site"])
+    )
+
+
+def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:
+    """``f1_vs_mustshe.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
+    applied = [p for p in probes if p.row.get("applied_to") and p.config["control"] == "none" and "applied_f1_macro" in p.row]
+    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to))
+    rows, used = [], set()
+    for document in documents:
+        subject = document.subject
+        manifest = subject.get("manifest_sha256")
+        candidates = {
+            key: members
+            for key, members in groups.items()
+            if key[0] == subject["model"] and (manifest is None or (members[0].row["applied_to"].get("subject") or {}).get("manifest_sha256") == manifest)
+        }
+        by_site: dict[tuple, tuple] = {}
+        for key, members in candidates.items():
+            site = key[1:3]
+            if site in by_site:
+                raise CollectError(
+                    f"{document}: its model {subject['model']} has probes at {key[1]} applied to two stores ({by_site[site][0]} and {members[0]}) and "
+                    "the MuST-SHE result records no manifest to choose between them; score transcribe's .jsonl with its settings file beside it"
+                )
+            by_site[site] = (members[0], members)
+        if not candidates:
+            unmatched["mustshe_without_probe"].append({"model": subject["model"], "tgt_lang": subject.get("tgt_lang"), "source": str(document)})
+        category_1 = document.doc.get("category_1") or {}
+        for key, members in candidates.items():
+            used.add(key)
+            rows.append(
+                {
+                    "model": key[0],
+                    "site": key[1],
+                    "site_index": members[0].row.get("site_index"),
+                    "tgt_lang": subject.get("tgt_lang"),
+                    "applied_f1_macro": _mean(members, "applied_f1_macro"),
+                    "seeds": _seeds(members),
+                    "category_1_accuracy": category_1.get("accuracy"),
+                    "probe_runs": _runs(members),
+                    "mustshe_source": str(document),
+                }
+            )
+    for key, members in groups.items():
+        if key not in used:
+            unmatched["applied_probes_without_mustshe"].append({"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "runs": _runs(members)})
+    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["site_index"] if r["site_index"] is not None else -1, r["site"]))
+
+
+def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path], mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
+    """The joins of the module docstring over these inputs (each file once, however spelled)."""
+    probe_paths, gap_paths, mustshe_paths, winomt_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt))
+    for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]:
+        if not path.is_file():
+            raise CollectError(f"{path}: no such file")
+    result = Collected(inputs=[file_identity(path) for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]])
+    result.unmatched = {name: [] for name in ("probes_without_gap", "gaps_without_probe", "applied_probes_without_mustshe", "mustshe_without_probe")}
+    rows, result.skipped = read_probes(probe_paths)
+    if not rows:
+        raise CollectError(f"no probe row of {', '.join(map(str, probe_paths))} records its subject (rows written before it are left out); rerun the probes")
+    check_probe_keys(rows)
+    gap_documents = [read_document("asr_gap", path, "asr_gap") for path in gap_paths]
+    entries = gap_entries(gap_documents)
+    mustshe_documents = [read_document("mustshe", path, "mustshe") for path in mustshe_paths]
+    check_document_keys(mustshe_documents, "MuST-SHE results")
+    winomt_documents = [read_document("winomt", path, "winomt") for path in winomt_paths]
+    check_document_keys(winomt_documents, "WinoMT results")
+    result.f1_vs_gap = join_gaps(rows, entries, result.unmatched)
+    result.f1_vs_mustshe = join_mustshe(rows, mustshe_documents, result.unmatched)
+    result.long = [line for probe in rows for line in probe_long_rows(probe)]
+    result.long += [line for document, language, entry in entries.values() for line in gap_long_rows(document, language, entry)]
+    result.long += [line for document in [*mustshe_documents, *winomt_documents] for line in behaviour_long_rows(document)]
+    return result
+
+
+def write_csv(rows: Sequence[dict], columns: Sequence[str], path: Path) -> Path:
+    """``rows`` under a header of ``columns`` (None as an empty cell)."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows([{column: "" if row.get(column) is None else row[column] for column in columns} for row in rows])
+    return path
+
+
+def write_collected(result: Collected, out: Path) -> dict[str, Path]:
+    """The three tables and ``collect.json`` in the folder ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "f1_vs_gap": write_csv(result.f1_vs_gap, F1_VS_GAP, out / "f1_vs_gap.csv"),
+        "f1_vs_mustshe": write_csv(result.f1_vs_mustshe, F1_VS_MUSTSHE, out / "f1_vs_mustshe.csv"),
+        "long": write_csv(result.long, LONG, out / "long.csv"),
+    }
+    summary = {
+        "schema": COLLECT_SCHEMA,
+        "inputs": result.inputs,
+        "tables": {name: {"path": str(path), "rows": len(getattr(result, name))} for name, path in tables.items()},
+        "unmatched": result.unmatched,
+        "skipped_probe_rows": result.skipped,
+        "provenance": provenance(),
+    }
+    tables["collect"] = out / "collect.json"
+    tables["collect"].write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    return tables

@@ -1,0 +1,265 @@
+"""``experiments.collect``: probe rows joined with behaviour results by model label, dataset and
+language (never by path), end to end from synthetic stores and hand-made hypotheses; the joins'
+refusals (two records of one key, files without their subject) and the unmatched keys it lists;
+``correlate --where`` and ``figures heatmap --long`` on its tables."""
+
+import csv
+import json
+
+import pytest
+
+from experiments.collect import main as collect_main
+from experiments.correlate import main as correlate_main
+from experiments.figures import main as figures_main
+from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
+from extract.provenance import file_sha256
+from probing.grid import run_all
+from probing.results import load_rows
+from probing.run import ProbeConfig
+from tests.synthetic_store import write_store
+
+SITE = "encoder.layer.0"
+MANIFEST_SHA = "ab" * 32
+STRENGTHS = {"en": 3.0, "it": 1.0, "es": 0.4}  # gender signal in each language's store
+
+
+def _store(folder, language, label="wl", random_init=False, strength=3.0):
+    config = {"label": label, "checkpoint": "openai/whisper-large-v3", "revision": None, "random_init": random_init, "manifest_sha256": MANIFEST_SHA}
+    return write_store(
+        folder,
+        speakers_per_gender=5,
+        utterances_per_speaker=4,
+        length_range=(8, 12),
+        strength=strength,
+        language=language,
+        dataset="cv",
+        attributes={"family": "whisper", "config": config},
+    )
+
+
+def _hypotheses(path, model, languages, extra_errors):
+    """Transcription rows of ``model``: four speakers per gender, three utterances each; female
+    utterances get ``extra_errors[language]`` more word errors than male ones."""
+    rows = []
+    for language in languages:
+        for gender in ("female", "male"):
+            for speaker in range(4):
+                for utterance in range(3):
+                    words = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+                    errors = 1 + (speaker + utterance) % 2 + (extra_errors[language] if gender == "female" else 0)
+                    hypothesis = ["x"] * errors + words[errors:]
+                    rows.append(
+                        {
+                            "id": f"{language}-{gender}-{speaker}-{utterance}",
+                            "reference": " ".join(words),
+                            "hypothesis": " ".join(hypothesis),
+                            "gender": gender,
+                            "speaker": f"{language}-{gender}-{speaker}",
+                            "language": language,
+                            "model": model,
+                            "task": "asr",
+                            "tgt_lang": language,
+                            "dataset": "cv",
+                        }
+                    )
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _gap(tmp_path, model="wl", languages=("en", "it", "es"), name="gap.json"):
+    hypotheses = _hypotheses(tmp_path / f"{name}.hyps.jsonl", model, languages, {"en": 3, "it": 2, "es": 1})
+    report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), iterations=50, seed=0, hypotheses=hypotheses)
+    save_gap_report(report, counts, tmp_path / name)
+    return tmp_path / name
+
+
+def _read_csv(path):
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """Three language stores of model ``wl``, a random-init store, their positional probes (two seeds
+    on English), and one gap report over the three languages."""
+    root = tmp_path_factory.mktemp("study")
+    configs = [
+        ProbeConfig(str(_store(root / "stores" / f"wl-{language}", language, strength=STRENGTHS[language])), SITE, positions=8) for language in STRENGTHS
+    ]
+    configs.append(ProbeConfig(str(root / "stores" / "wl-en"), SITE, positions=8, seed=1))
+    random_store = _store(root / "stores" / "wl-random-en", "en", label="wl-random", random_init=True, strength=0.0)
+    configs.append(ProbeConfig(str(random_store), SITE, positions=8))
+    configs.append(ProbeConfig(str(root / "stores" / "wl-en"), SITE, positions=8, control="shuffled"))
+    run_all(configs, root / "probes.jsonl")
+    return root, configs, _gap(root)
+
+
+def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, capsys):
+    root, configs, gap = study
+    out = root / "collected"
+    assert collect_main(["--probes", str(root / "probes.jsonl"), "--gaps", str(gap), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "3 f1_vs_gap rows" in printed and "unmatched: 1 probes without gap" in printed
+    table = _read_csv(out / "f1_vs_gap.csv")
+    assert list(table[0]) == [
+        "model",
+        "dataset",
+        "language",
+        "site",
+        "site_index",
+        "task",
+        "f1_s",
+        "seeds",
+        "gap_relative",
+        "gap_estimate",
+        "ci95_low",
+        "ci95_high",
+        "probe_runs",
+        "gap_source",
+    ]
+    rows = {row["language"]: row for row in table}
+    probes, report = load_rows(root / "probes.jsonl"), json.loads(gap.read_text())
+    assert set(rows) == {"en", "it", "es"}
+    for language, row in rows.items():
+        runs = [config.run_id() for config in configs if config.store.endswith(f"wl-{language}") and config.control == "none"]
+        entry = report["languages"][language]
+        assert (row["model"], row["dataset"], row["site"], row["task"]) == ("wl", "cv", SITE, "female-male")
+        assert float(row["f1_s"]) == pytest.approx(sum(probes[run]["f1_s"] for run in runs) / len(runs))
+        assert row["seeds"] == " ".join(str(probes[run]["seed"]) for run in runs) and row["probe_runs"] == " ".join(runs)
+        assert float(row["gap_relative"]) == pytest.approx(entry["gap_relative"]) and row["gap_estimate"] == "resampled"
+        assert [float(row["ci95_low"]), float(row["ci95_high"])] == pytest.approx(entry["bootstrap"]["ci95"])
+    assert rows["en"]["seeds"] == "0 1"  # F1_S averaged over the two seeds
+    assert all(float(row["gap_relative"]) > 0 for row in rows.values())  # female utterances have more errors
+    assert report["schema"] == 1 and (report["subject"]["model"], report["subject"]["dataset"], report["subject"]["languages"]) == (
+        "wl",
+        "cv",
+        ["en", "es", "it"],
+    )
+    assert report["inputs"] == [{"path": str(gap) + ".hyps.jsonl", "sha256": file_sha256(str(gap) + ".hyps.jsonl")}]
+    summary = json.loads((out / "collect.json").read_text())
+    assert [item["model"] for item in summary["unmatched"]["probes_without_gap"]] == ["wl-random"]
+    assert summary["unmatched"]["gaps_without_probe"] == []
+    assert {entry["path"] for entry in summary["inputs"]} == {str(root / "probes.jsonl"), str(gap)}
+    long = _read_csv(out / "long.csv")
+    control = [r for r in long if r["control"] == "shuffled" and r["metric"] == "selectivity"]
+    assert len(control) == 1 and control[0]["model"] == "wl" and control[0]["language"] == "en"
+    gap_rows = {r["language"]: float(r["value"]) for r in long if r["kind"] == "asr_gap" and r["metric"] == "gap_relative"}
+    assert gap_rows == pytest.approx({language: report["languages"][language]["gap_relative"] for language in ("en", "it", "es")})
+
+
+def test_correlate_and_heatmap_read_the_collected_tables(study, tmp_path):
+    root, configs, gap = study
+    out = tmp_path / "collected"
+    assert collect_main(["--probes", str(root / "probes.jsonl"), "--gaps", str(gap), "--out", str(out)]) == 0
+    argv = ["--table", str(out / "f1_vs_gap.csv"), "--where", f"site={SITE}", "--where", "model=wl", "--x", "f1_s", "--y", "gap_relative"]
+    assert correlate_main([*argv, "--label", "model,language", "--bootstrap", "100", "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["n"] == 3 and result["where"] == {"site": SITE, "model": "wl"}
+    assert correlate_main([*argv[:2], "--where", "site=encoder.final", *argv[6:], "--out", str(tmp_path / "none.json")]) == 2  # no rows left
+    figure = tmp_path / "heatmap"
+    assert (
+        figures_main(["heatmap", "--long", str(out / "long.csv"), "--model", "wl", "--random-model", "wl-random", "--language", "en", "--out", str(figure)])
+        == 0
+    )
+    assert figure.with_suffix(".png").stat().st_size > 2000
+
+
+def _probe_row(run_id, model="m", language="en", site=SITE, seed=0, positions=8, probe="positional", applied=None, **scores):
+    config = {"store": f"stores/{run_id}", "site": site, "probe": probe, "control": "none", "seed": seed, "positions": positions, "task": "female-male"}
+    row = {
+        "schema": 1,
+        "run_id": run_id,
+        "store_identity": "s",
+        "subject": {"model": model, "dataset": "cv", "language": language},
+        "site_index": 0 if site == SITE else 1,
+        "config": config,
+        "seed": seed,
+    }
+    if applied:
+        row["applied_to"] = {"store": "stores/mustshe", "subject": {"dataset": "must_she", "manifest_sha256": applied}}
+    return row | scores
+
+
+def _write_rows(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _run_collect(argv, capsys):
+    status = collect_main([str(a) for a in argv])
+    return status, capsys.readouterr().err.strip()
+
+
+def test_two_probe_rows_of_one_key_are_one_line_naming_both(tmp_path, capsys):
+    first = _write_rows(tmp_path / "a.jsonl", [_probe_row("r1", f1_s=70.0)])
+    second = _write_rows(tmp_path / "b.jsonl", [_probe_row("r0", model="n", f1_s=60.0), _probe_row("r2", positions=6, f1_s=71.0)])
+    status, error = _run_collect(["--probes", first, second, "--gaps", _gap(tmp_path, model="m"), "--out", tmp_path / "out"], capsys)
+    assert status == 2 and len(error.splitlines()) == 1, error
+    assert error.startswith("error: two probe rows claim (model m, dataset cv, language en, site encoder.layer.0, probe positional")
+    assert f"{first}:1 (run r1) and {second}:2 (run r2)" in error and "positions: 8 vs 6" in error
+    assert not (tmp_path / "out" / "f1_vs_gap.csv").exists()
+
+
+def test_two_gap_reports_of_one_model_dataset_and_language_exit_2(tmp_path, capsys):
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("r1", f1_s=70.0)])
+    one, other = _gap(tmp_path, model="m", languages=("en",), name="g1.json"), _gap(tmp_path, model="m", languages=("en",), name="g2.json")
+    status, error = _run_collect(["--probes", probes, "--gaps", one, other, "--out", tmp_path / "out"], capsys)
+    assert (
+        status == 2
+        and error
+        == f"error: two gap reports claim (model m, dataset cv, language en, task female-male): {one} and {other}; keep one (or give them different labels)"
+    )
+
+
+def test_unmatched_keys_are_listed_and_old_rows_left_out(tmp_path, capsys):
+    old = {"run_id": "old", "config": {"store": "s", "site": SITE}, "f1_s": 1.0}  # written before rows recorded their subject
+    probes = _write_rows(tmp_path / "p.jsonl", [old, _probe_row("r1", f1_s=70.0), _probe_row("r2", model="other", f1_s=65.0)])
+    gap = _gap(tmp_path, model="m", languages=("en", "it"))
+    assert collect_main(["--probes", str(probes), "--gaps", str(gap), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "unmatched: 1 probes without gap, 1 gaps without probe" in printed and "1 probe rows left out" in printed
+    summary = json.loads((tmp_path / "out" / "collect.json").read_text())
+    assert summary["unmatched"]["probes_without_gap"] == [
+        {"model": "other", "dataset": "cv", "language": "en", "site": SITE, "task": "female-male", "runs": "r2"}
+    ]
+    assert summary["unmatched"]["gaps_without_probe"] == [{"model": "m", "dataset": "cv", "language": "it", "task": "female-male", "source": str(gap)}]
+    assert summary["skipped_probe_rows"][0]["source"] == f"{probes}:1"
+    assert [row["language"] for row in _read_csv(tmp_path / "out" / "f1_vs_gap.csv")] == ["en"]
+
+
+def test_a_gap_report_without_subject_is_refused(tmp_path, capsys):
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("r1", f1_s=70.0)])
+    old = tmp_path / "old-gap.json"
+    old.write_text(json.dumps({"settings": {"groups": ["female", "male"]}, "languages": {}}))
+    status, error = _run_collect(["--probes", probes, "--gaps", old, "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error.startswith(f"error: {old}: no subject (written before asr_gap recorded") and "rerun python -m experiments.asr_gap" in error
+
+
+def _mustshe(path, model, manifest, accuracy):
+    document = {"schema": 1, "subject": {"model": model, "tgt_lang": "es", "manifest_sha256": manifest}, "category_1": {"accuracy": accuracy, "coverage": 50.0}}
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_f1_vs_mustshe_joins_the_probe_applied_to_the_same_manifest(tmp_path, capsys):
+    rows = [
+        _probe_row("a1", probe="attention", applied="1" * 64, applied_f1_macro=80.0),
+        _probe_row("a2", probe="attention", applied="2" * 64, applied_f1_macro=60.0),  # applied to another direction's store
+        _probe_row("a3", probe="attention", site="encoder.final", applied="1" * 64, applied_f1_macro=90.0, seed=0),
+        _probe_row("a4", probe="attention", site="encoder.final", applied="1" * 64, applied_f1_macro=70.0, seed=1),
+    ]
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    mustshe = _mustshe(tmp_path / "ms.json", "m", "1" * 64, 62.5)
+    argv = ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--mustshe", mustshe, "--out", tmp_path / "out"]
+    assert collect_main([str(a) for a in argv]) == 0
+    table = _read_csv(tmp_path / "out" / "f1_vs_mustshe.csv")
+    assert list(table[0])[:5] == ["model", "site", "site_index", "tgt_lang", "applied_f1_macro"]
+    assert [(r["site"], r["tgt_lang"], float(r["applied_f1_macro"]), r["seeds"], float(r["category_1_accuracy"])) for r in table] == [
+        (SITE, "es", 80.0, "0", 62.5),
+        ("encoder.final", "es", 80.0, "0 1", 62.5),
+    ]
+    unmatched = json.loads((tmp_path / "out" / "collect.json").read_text())["unmatched"]["applied_probes_without_mustshe"]
+    assert [item["runs"] for item in unmatched] == ["a2"]
+    capsys.readouterr()
+    status, error = _run_collect([*argv[:4], "--mustshe", _mustshe(tmp_path / "ms-none.json", "m", None, 62.5), "--out", tmp_path / "out2"], capsys)
+    assert status == 2 and "applied to two stores" in error and "records no manifest" in error
