@@ -18,6 +18,7 @@ TINY_PREFIX = "tiny-random-"  # the model name of a family's tiny random-init mo
 TINY_LABELS = {"seamless": "SeamlessM4T v2", "zeroswot": "ZeroSwot stand-in", "s2t": "S2T"}
 # ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
 GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
+GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 
 
@@ -103,14 +104,25 @@ def format_number(value, digits=1) -> str:
     return "n/a" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
 
 
-def gap_estimate_name(entry: dict) -> str:
-    """The report's name for the estimate an asr_gap language entry holds in ``gap_relative``."""
+def _gap_estimate(entry: dict) -> str:
     estimate = entry.get("gap_estimate")
     if estimate not in GAP_ESTIMATES:
         raise ValueError(
             f"asr_gap entry has gap_estimate {estimate!r}; expected one of {sorted(GAP_ESTIMATES)} (rerun experiments.asr_gap with --gap-estimate)"
         )
-    return GAP_ESTIMATES[estimate]
+    return estimate
+
+
+def gap_estimate_name(entry: dict) -> str:
+    """The report's name for the estimate an asr_gap language entry holds in ``gap_relative``."""
+    return GAP_ESTIMATES[_gap_estimate(entry)]
+
+
+def e_header(entries, *units: str) -> str:
+    """The header of a table column of asr_gap entries' ``gap_relative``: ``E(F, M)`` with its units
+    and the estimate the entries hold (``resampled`` or ``full set``; entries without a gap name none)."""
+    labels = sorted({GAP_ESTIMATE_LABELS[_gap_estimate(entry)] for entry in entries if "gap_relative" in entry})
+    return f"E(F, M) ({', '.join([*units, *labels])})" if units or labels else "E(F, M)"
 
 
 def gap_estimate_names(gaps: dict[str, dict]) -> str:

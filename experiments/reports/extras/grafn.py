@@ -25,12 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.finetuning.tracking import read_history
+from experiments.finetuning.tracking import ALIASES, read_history
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
 from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
 from experiments.normalisation.filters import load_filters
 from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
+from experiments.reports.demo_report import GAP_ESTIMATE_LABELS, e_header
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
 from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
@@ -255,8 +256,16 @@ def draw(work, spectra_result: dict, reports: dict, histories: dict) -> list[Pat
     return plots.save(figure, work.out / "grafn")
 
 
+def _history_value(record: dict, name: str):
+    """A gap of a fine-tuning history record by the gap module's name; records written before the
+    tracker used those names hold it under its alias (``E``, ``gap_abs``)."""
+    alias = {value: key for key, value in ALIASES.items()}[name]
+    return record[name] if name in record else record.get(alias)
+
+
 def _gap_rows(reports: dict, notes: dict) -> list[str]:
-    lines = ["| condition | language | WER F | WER M | E(F, M) | 95 % CI (speakers) | Δrel |", "|---|---|---:|---:|---:|---|---:|"]
+    header = e_header(entry for report in reports.values() for entry in report["languages"].values())
+    lines = [f"| condition | language | WER F | WER M | {header} | 95 % CI (speakers) | Δrel |", "|---|---|---:|---:|---:|---|---:|"]
     for condition in CONDITIONS:
         for language, entry in sorted(reports[condition]["languages"].items()):
             groups = entry["groups"]
@@ -307,7 +316,8 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
         f"lr {FINETUNE['lr']:g}; {total} training utterances at each female share; validation on held-out voices reading sentences never trained on;",
         "step 0 is the untrained model):",
         "",
-        "| female share | GRAFN | WER F before → after | WER M before → after | E(F, M) after | Δrel after | gap F − M after |",
+        f"| female share | GRAFN | WER F before → after | WER M before → after | E(F, M) after ({GAP_ESTIMATE_LABELS['full']}) | Δrel after "
+        "| gap F − M after |",
         "|---:|---|---|---|---:|---:|---:|",
     ]
     for share in SHARES:
@@ -319,8 +329,8 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
             first, last = history[0], history[-1]
             lines.append(
                 f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {_number(first.get('wer_female'))} → {_number(last.get('wer_female'))} | "
-                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(last.get('E'), sign=True)} | "
-                f"{_number(last.get('delta_rel'), sign=True)} | {_number(last.get('gap_abs'), sign=True)} |"
+                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(_history_value(last, 'gap_relative_full'), sign=True)} | "
+                f"{_number(last.get('delta_rel'), sign=True)} | {_number(_history_value(last, 'gap_absolute'), sign=True)} |"
             )
     if commands:
         lines += ["", "Runs not done yet (minutes each on 2 CPU cores; this stage does not start them); run these, then rerun the stage:", "", "```bash"]
