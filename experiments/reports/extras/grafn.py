@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.finetuning.tracking import ALIASES, read_history
+from experiments.finetuning.tracking import read_history
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
 from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
 from experiments.normalisation.filters import load_filters
@@ -33,6 +33,7 @@ from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
 from experiments.reports.demo_report import GAP_ESTIMATE_LABELS, e_header
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
+from experiments.scoring.group_metrics import relative_gap
 from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
 from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
@@ -256,11 +257,14 @@ def draw(work, spectra_result: dict, reports: dict, histories: dict) -> list[Pat
     return plots.save(figure, work.out / "grafn")
 
 
-def _history_value(record: dict, name: str):
-    """A gap of a fine-tuning history record by the gap module's name; records written before the
-    tracker used those names hold it under its alias (``E``, ``gap_abs``)."""
-    alias = {value: key for key, value in ALIASES.items()}[name]
-    return record[name] if name in record else record.get(alias)
+def _history_gaps(record: dict) -> tuple:
+    """E on the full set and the absolute gap of a fine-tuning history record. Records written before
+    the tracker took the gap module's names hold them as ``E`` and ``gap_abs``, with E = 0 where
+    neither group erred: their E is recomputed from their WERs, so it is undefined there too."""
+    if "gap_relative_full" in record:
+        return record["gap_relative_full"], record.get("gap_absolute")
+    female, male = record.get("wer_female"), record.get("wer_male")
+    return (None if female is None or male is None else relative_gap(female, male)), record.get("gap_abs")
 
 
 def _gap_rows(reports: dict, notes: dict) -> list[str]:
@@ -327,10 +331,11 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
                 lines.append(f"| {share:.2f} | {'yes' if with_grafn else 'no'} | not run | | | | |")
                 continue
             first, last = history[0], history[-1]
+            gap_relative, gap_absolute = _history_gaps(last)
             lines.append(
                 f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {_number(first.get('wer_female'))} → {_number(last.get('wer_female'))} | "
-                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(_history_value(last, 'gap_relative_full'), sign=True)} | "
-                f"{_number(last.get('delta_rel'), sign=True)} | {_number(_history_value(last, 'gap_absolute'), sign=True)} |"
+                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(gap_relative, sign=True)} | "
+                f"{_number(last.get('delta_rel'), sign=True)} | {_number(gap_absolute, sign=True)} |"
             )
     if commands:
         lines += ["", "Runs not done yet (minutes each on 2 CPU cores; this stage does not start them); run these, then rerun the stage:", "", "```bash"]
