@@ -241,6 +241,7 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
         "compression": uniform / online if online > 0 else float("nan"),
         "mdl_blocks": len(code.block_ends),
         "mdl_uniform_blocks": code.uniform_blocks,
+        "mdl_uniform_block_count": code.uniform_block_count,
         **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
         "mdl_guard": guard,
         **guarded,

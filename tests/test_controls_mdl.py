@@ -8,7 +8,7 @@ import pytest
 from extract.store import PartWriter, ShardReader
 from probing import controls, features
 from probing.data import ProbeError, make_splits
-from probing.mdl import mixture_bits, online_code, online_code_logistic, prequential_choice, speaker_order
+from probing.mdl import mixture_bits, online_code, online_code_logistic, prequential_choice, speaker_order, uniform_block_count
 from probing.run import ProbeConfig, _labels, run_probe
 from tests.synthetic_store import write_store
 
@@ -283,6 +283,36 @@ def test_the_guard_codes_shuffled_labels_near_uniform():
     x, y, valid, speakers = voices_features(speakers_per_gender=12, shuffle=True)
     code = online_code_logistic(x, y, valid, speakers)
     assert 0.9 < code.compression[0] < 1.1
+
+
+def _noise_in_the_demo_design(seed=2):
+    """Features that carry no gender, in the demo's MDL design: 8 training speakers of 15 utterances
+    (blocks of 1, 1, 2 and 4 speakers), D = 512, 3 positions (science audit D3)."""
+    rng = np.random.default_rng(seed)
+    count, utterances, width = 8, 15, 512
+    speakers = np.repeat([f"s{i:02d}" for i in range(count)], utterances)
+    labels = np.repeat([0] * 4 + [1] * 4, utterances)
+    x = (np.repeat(rng.normal(size=(count, 3, width)), utterances, axis=0) + rng.normal(size=(count * utterances, 3, width))).astype(np.float32)
+    return (x - x.mean(0)) / x.std(0), labels, np.ones((count * utterances, 3), bool), speakers
+
+
+def test_the_guard_does_not_bound_the_code_by_the_uniform_one():
+    """The intercept is unpenalised: the most regularised C predicts the last block (45 male, 15
+    female) with its prefix's share (15 male, 45 female) and pays 1.6 bits an utterance; on pure noise
+    the guarded compression is 0.75, and 3 of the 4 blocks are coded uniformly (the first, always; the
+    second and third because the speakers before them were of one gender)."""
+    x, labels, valid, speakers = _noise_in_the_demo_design()
+    strongest = online_code_logistic(x, labels, valid, speakers, seed=2, c_grid=None, c=1e-4)
+    assert strongest.online_bits / strongest.uniform_bits == pytest.approx([1.306, 1.305, 1.304], abs=2e-3)
+    guarded = online_code_logistic(x, labels, valid, speakers, seed=2)
+    assert guarded.compression == pytest.approx([0.755, 0.755, 0.755], abs=3e-3)
+    assert guarded.block_ends == [15, 30, 60, 120] and guarded.uniform_blocks == [1, 2]
+    assert guarded.uniform_block_count == 3 == uniform_block_count(guarded.uniform_blocks)
+
+
+def test_mdl_rows_count_the_blocks_coded_uniformly(strong):
+    row = run_probe(ProbeConfig(store=str(strong), site=SITE, probe="mean", mdl=True)).row
+    assert row["mdl_uniform_block_count"] == 1 + len(row["mdl_uniform_blocks"])
 
 
 def test_mdl_rows_record_the_guard(strong):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from experiments.demo import main, report_folder, set_threads, work_root
-from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mustshe_pairing
+from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mdl_lines, mustshe_pairing
 
 
 def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
@@ -56,6 +56,24 @@ def test_an_unnamed_gap_estimate_is_an_error(entry):
 def test_average_test_length_is_speech_frames_with_stored_positions_beside_them():
     assert average_test_length({"mean_test_length": 13.333}) == "13.3 speech frames"
     assert average_test_length({"mean_test_length": 13.333, "stored_positions": 1500.0}) == "13.3 speech frames (1500.0 stored positions, padding included)"
+
+
+def test_the_mdl_line_counts_the_uniform_blocks_and_says_what_compression_mixes():
+    """The committed report's row: 4 blocks, blocks 1 and 2 after a one-gender prefix (science audit D3)."""
+    row = {
+        "codelength_online_bits": 35040.3,
+        "codelength_uniform_bits": 22581.0,
+        "compression": 0.6444,
+        "mdl_blocks": 4,
+        "mdl_uniform_blocks": [1, 2],
+        "mdl_guard": "Bayesian mixture over the C grid",
+    }
+    text = " ".join(mdl_lines("encoder.final", row))
+    assert "online codelength 35040.3 bits against 22581.0 uniform, compression 0.64" in text
+    assert "(4 blocks cut at speaker boundaries, 3 of them coded uniformly, the first as always and 2 after speakers of one gender only;" in text
+    assert "mixes prior shift with overconfidence" in text and "0.75" in text
+    one = " ".join(mdl_lines("encoder.final", row | {"mdl_uniform_blocks": []}))
+    assert "(4 blocks cut at speaker boundaries, 1 of them coded uniformly, the first as always; Bayesian" in one
 
 
 def test_mustshe_pairing_is_applied_f1_against_category_1_accuracy():

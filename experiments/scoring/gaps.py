@@ -213,6 +213,13 @@ def error_rate_frame(counts: list[dict], groups: tuple[str, str]) -> GroupMetric
     return GroupMetricFrame(group_error_rate, columns, [c["gender"] for c in counts], [c["speaker"] for c in counts], groups)
 
 
+def full_set_gaps(frame: GroupMetricFrame, a: str, b: str) -> dict[str, float]:
+    """The gaps of group ``a`` against ``b`` on all their records, under the names of the gap report:
+    E (``gap_relative_full``; undefined, NaN or infinite, when ``b`` makes no error), the absolute
+    difference (``gap_absolute``) and Δrel (``delta_rel``)."""
+    return {"gap_relative_full": frame.relative_gap(a, b), "gap_absolute": frame.difference(a, b), "delta_rel": frame.delta_rel(a, b)}
+
+
 def score_language(
     rows: list[dict], language: str, groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled"
 ):
@@ -232,14 +239,15 @@ def score_language(
         result["missing_groups"] = frame.missing
         return result, counts
     resampled = published_resampling(*(Group(m.columns["errors"], m.columns["lengths"], m.speakers) for m in (members[a], members[b])), iterations, seed=seed)
-    estimates = {"resampled": resampled.gap_relative, "full": frame.relative_gap(a, b)}
+    full = full_set_gaps(frame, a, b)
+    estimates = {"resampled": resampled.gap_relative, "full": full["gap_relative_full"]}
     result |= {
         "gap_estimate": estimate,
         "gap_relative": estimates[estimate],
         "gap_relative_full": estimates["full"],
         "gap_relative_resampled": estimates["resampled"],
-        "gap_absolute": frame.difference(a, b),
-        "delta_rel": frame.delta_rel(a, b),
+        "gap_absolute": full["gap_absolute"],
+        "delta_rel": full["delta_rel"],
         "bootstrap": {
             "iterations": iterations,
             "sample_size": resampled.sample_size,

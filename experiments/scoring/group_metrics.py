@@ -13,7 +13,8 @@ pairs, its bootstrap resamples rows rather than speakers, and it has no per-spea
 Between two groups A and B with values φ(A), φ(B):
 
 - ``difference``: φ(A) − φ(B);
-- ``relative_gap``: E(A, B) = 100 (φ(A) − φ(B)) / φ(B) (Attanasio et al. 2024);
+- ``relative_gap``: E(A, B) = 100 (φ(A) − φ(B)) / φ(B) (Attanasio et al. 2024), undefined when
+  φ(B) = 0 (infinite when φ(A) > 0, NaN when both are 0; null in JSON, "n/a" in tables);
 - ``delta_rel``: Δrel = 100 (φ(A) − φ(B)) / (0.5 (φ(A) + φ(B))) (Boito et al. 2022, A female).
 """
 
@@ -29,9 +30,10 @@ Metric = Callable[[Columns], Any]
 
 
 def relative_gap(rate_a: float, rate_b: float) -> float:
-    """E(A, B) in percent of B's rate."""
+    """E(A, B) in percent of B's rate; when B makes no error it is undefined: infinite if A makes
+    errors, NaN if A makes none either (0 / 0 is no measurement of a gap, not a gap of 0)."""
     if rate_b == 0:
-        return float("inf") if rate_a > 0 else 0.0
+        return float("inf") if rate_a > 0 else float("nan")
     return 100.0 * (rate_a - rate_b) / rate_b
 
 

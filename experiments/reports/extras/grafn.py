@@ -31,7 +31,9 @@ from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_
 from experiments.normalisation.filters import load_filters
 from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
+from experiments.reports.demo_report import GAP_ESTIMATE_LABELS, e_header
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
+from experiments.scoring.group_metrics import relative_gap
 from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
 from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
@@ -255,8 +257,19 @@ def draw(work, spectra_result: dict, reports: dict, histories: dict) -> list[Pat
     return plots.save(figure, work.out / "grafn")
 
 
+def _history_gaps(record: dict) -> tuple:
+    """E on the full set and the absolute gap of a fine-tuning history record. Records written before
+    the tracker took the gap module's names hold them as ``E`` and ``gap_abs``, with E = 0 where
+    neither group erred: their E is recomputed from their WERs, so it is undefined there too."""
+    if "gap_relative_full" in record:
+        return record["gap_relative_full"], record.get("gap_absolute")
+    female, male = record.get("wer_female"), record.get("wer_male")
+    return (None if female is None or male is None else relative_gap(female, male)), record.get("gap_abs")
+
+
 def _gap_rows(reports: dict, notes: dict) -> list[str]:
-    lines = ["| condition | language | WER F | WER M | E(F, M) | 95 % CI (speakers) | Δrel |", "|---|---|---:|---:|---:|---|---:|"]
+    header = e_header(entry for report in reports.values() for entry in report["languages"].values())
+    lines = [f"| condition | language | WER F | WER M | {header} | 95 % CI (speakers) | Δrel |", "|---|---|---:|---:|---:|---|---:|"]
     for condition in CONDITIONS:
         for language, entry in sorted(reports[condition]["languages"].items()):
             groups = entry["groups"]
@@ -307,7 +320,8 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
         f"lr {FINETUNE['lr']:g}; {total} training utterances at each female share; validation on held-out voices reading sentences never trained on;",
         "step 0 is the untrained model):",
         "",
-        "| female share | GRAFN | WER F before → after | WER M before → after | E(F, M) after | Δrel after | gap F − M after |",
+        f"| female share | GRAFN | WER F before → after | WER M before → after | E(F, M) after ({GAP_ESTIMATE_LABELS['full']}) | Δrel after "
+        "| gap F − M after |",
         "|---:|---|---|---|---:|---:|---:|",
     ]
     for share in SHARES:
@@ -317,10 +331,11 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
                 lines.append(f"| {share:.2f} | {'yes' if with_grafn else 'no'} | not run | | | | |")
                 continue
             first, last = history[0], history[-1]
+            gap_relative, gap_absolute = _history_gaps(last)
             lines.append(
                 f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {_number(first.get('wer_female'))} → {_number(last.get('wer_female'))} | "
-                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(last.get('E'), sign=True)} | "
-                f"{_number(last.get('delta_rel'), sign=True)} | {_number(last.get('gap_abs'), sign=True)} |"
+                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(gap_relative, sign=True)} | "
+                f"{_number(last.get('delta_rel'), sign=True)} | {_number(gap_absolute, sign=True)} |"
             )
     if commands:
         lines += ["", "Runs not done yet (minutes each on 2 CPU cores; this stage does not start them); run these, then rerun the stage:", "", "```bash"]

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots
-from experiments.reports.demo_report import shown_path
+from experiments.reports.demo_report import e_header, shown_path
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses
 from extract.corpora.must_she import read_definition
@@ -249,8 +249,9 @@ def probe_table(probes: dict) -> list[str]:
 
 
 def asr_table(reports: dict[str, dict]) -> list[str]:
+    header = e_header((entry for report in reports.values() for entry in report["languages"].values()), "%")
     lines = [
-        "| condition | language | error rate, all (%) | female (%) | male (%) | E(F, M) (%) | 95 % CI (speaker bootstrap) |",
+        f"| condition | language | error rate, all (%) | female (%) | male (%) | {header} | 95 % CI (speaker bootstrap) |",
         "|---|---|---:|---:|---:|---:|---|",
     ]
     notes = set()
@@ -268,11 +269,13 @@ def asr_table(reports: dict[str, dict]) -> list[str]:
 
 
 def mustshe_table(scores: dict[str, dict]) -> list[str]:
-    header = " | ".join(f"{g} {k} (%)" for g in ("She", "He") for k in TRANSLATION_GENDERS[:3])
-    lines = [f"| condition | category-1 accuracy (%) | {header} |", "|---|---:|" + "---:|" * 6]
+    """Category-1 accuracy and, per speaker gender, the share of translations of each gender, "none"
+    (no annotated gendered word) included, so each speaker gender's shares sum to 100."""
+    header = " | ".join(f"{g} {k} (%)" for g in ("She", "He") for k in TRANSLATION_GENDERS)
+    lines = [f"| condition | category-1 accuracy (%) | {header} |", "|---|---:|" + "---:|" * 2 * len(TRANSLATION_GENDERS)]
     for condition, score in scores.items():
         category = score["result"].get("category_1") or {}
-        shares = " | ".join(_number(score["shares"][g][k]) for g in ("She", "He") for k in TRANSLATION_GENDERS[:3])
+        shares = " | ".join(_number(score["shares"][g][k]) for g in ("She", "He") for k in TRANSLATION_GENDERS)
         lines.append(f"| {condition} | {_number(category.get('accuracy'))} | {shares} |")
     return lines
 

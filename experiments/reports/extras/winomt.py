@@ -152,7 +152,8 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         "",
         "Translation (WinoMT's protocol): the entity and its article aligned with eflomal (grow-diag-final-and, each French file "
         f"aligned with the other as extra parallel text), gender read by {SPACY_MODEL} from the aligned words and their agreeing "
-        "determiners and adjectives (a determiner's gender decides, else the majority of nouns and adjectives); unknown when nothing "
+        "determiners (contracted articles such as au and du included) and adjectives (a determiner's gender decides, else the "
+        "majority of nouns and adjectives); unknown when nothing "
         "is aligned, nothing is marked or the genders tie. The reference row's misses are the scorer's own (the small pipeline tags "
         "some nouns of anti-stereotypical forms without gender or with the other one): a ΔS of its size can come from the analyser "
         "alone. Whisper base does not translate into French: its French comes from forcing the French language token on "
