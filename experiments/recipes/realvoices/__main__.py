@@ -1,0 +1,59 @@
+"""python -m experiments.recipes.realvoices --out DIR [--languages en fr ...] [--per-speaker N] [--seed S]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments.cli import run_cli
+from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
+from experiments.recipes.realvoices.decode import DecoderMissingError
+from experiments.recipes.realvoices.fetch import FetchError
+from experiments.recipes.realvoices.sources import LANGUAGES
+
+
+def output_folder(value: str) -> Path:
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a file; give a folder for the manifest and the card")
+    return path
+
+
+def positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return number
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.recipes.realvoices",
+        description="Build a corpus of real, credited voices from Debian packages (apt-get download, no install): "
+        "16 kHz WAVs in the cache, DIR/manifest.jsonl and DIR/CARD.md.",
+    )
+    parser.add_argument("--out", required=True, type=output_folder, help="folder for manifest.jsonl, card.json and CARD.md")
+    parser.add_argument("--languages", nargs="+", choices=LANGUAGES, metavar="LANG", help=f"default: all ({' '.join(LANGUAGES)})")
+    parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
+    parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    return parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace) -> int:
+    languages = tuple(dict.fromkeys(args.languages)) if args.languages else None
+    rows = build_realvoices(args.out, languages, args.per_speaker, args.seed, show_progress=not args.quiet)
+    speakers = len({row["speaker"] for row in rows})
+    clips = sum(row["clips"] for row in rows)
+    print(f"{clips} clips of {len(rows)} voices ({speakers} speakers): {args.out / 'manifest.jsonl'}, {args.out / 'CARD.md'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return run_cli(lambda: _run(args), FetchError, RealVoicesError, DecoderMissingError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
