@@ -34,7 +34,7 @@ from extract.families.generation import Generator
 from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
-from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full
+from extract.store import PartClaim, PartWriter, StoreError, differing_keys, is_complete, is_disk_full, part_damage
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
 
@@ -209,7 +209,7 @@ def run_extraction(
         **provenance(),
     }
     report = ExtractionReport()
-    finished = {path.name: path for path in complete_parts(out_dir)}
+    finished = finished_parts(out_dir)
     refuse_other_configurations(out_dir, list(finished.values()), config)
     todo = []
     for number, part in enumerate(parts):
@@ -218,6 +218,7 @@ def run_extraction(
             _resume(finished[name], part, report)
         else:
             todo.append((number, part))
+            _note_damage(out_dir / name)
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
@@ -230,6 +231,18 @@ def run_extraction(
                 written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener)
             report.parts.append(str(written))
     return report
+
+
+def finished_parts(out_dir: Path) -> dict[str, Path]:
+    """The complete parts in ``out_dir`` by name; the writer's view: a damaged part is not finished (it is written again)."""
+    return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
+
+
+def _note_damage(path: Path) -> None:
+    """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
+    problem = part_damage(path) if path.is_file() else None
+    if problem is not None:
+        print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
 
 
 def _resume(path: Path, part: list[Utterance], report: ExtractionReport) -> None:

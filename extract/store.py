@@ -42,6 +42,18 @@ class ClaimError(StoreError):
     """Another writer (alive, or a dead one whose claim was left behind) holds the part."""
 
 
+class DamagedPartError(StoreError):
+    """A part with its final name that cannot be read, or is not marked complete.
+
+    A part gets its final name only once it is complete and verified, so this is damage done
+    afterwards (a cut copy, a full disk while copying, a failing drive, a hand edit): readers refuse
+    it rather than leave its utterances out; the extraction rerun writes it again."""
+
+    def __init__(self, part: Path, problem: str):
+        super().__init__(f"{part}: damaged part ({problem}); rerun the experiments.extract command that wrote it (same --out) to re-extract it")
+        self.part, self.problem = Path(part), problem
+
+
 def _string_dtype():
     import h5py
 
@@ -345,22 +357,49 @@ def is_disk_full(error: BaseException) -> bool:
     return isinstance(error, OSError) and (error.errno == errno.ENOSPC or "errno = 28" in str(error) or "No space left" in str(error))
 
 
-def is_complete(path: Path) -> bool:
-    """Whether ``path`` is a readable part file whose ``complete`` flag is set."""
+def part_damage(path: Path) -> str | None:
+    """What is wrong with the existing part file ``path`` (unreadable, or not marked complete), or None."""
     import h5py
 
-    if not Path(path).is_file():
-        return False
     try:
         with h5py.File(path, "r") as handle:
-            return bool(handle.attrs.get("complete", False))
-    except OSError:
-        return False  # unreadable: not complete
+            complete = bool(handle.attrs.get("complete", False))
+    except OSError as error:
+        return f"cannot be read as HDF5: {_first_line(error)}"
+    return None if complete else "not marked complete"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_part(path: Path) -> Path:
+    """``path`` when it is a complete, readable part; else :class:`DamagedPartError`."""
+    problem = part_damage(path)
+    if problem is not None:
+        raise DamagedPartError(path, problem)
+    return Path(path)
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` is a finished part: it exists, reads and is marked complete. The writer's
+    view: a damaged part is not finished, so the extraction rerun writes it again."""
+    return Path(path).is_file() and part_damage(path) is None
 
 
 def complete_parts(folder: Path) -> list[Path]:
-    """Part files whose ``complete`` flag is set, in name order."""
-    return [path for path in sorted(Path(folder).glob("*.h5")) if is_complete(path)]
+    """The parts of a store folder, in name order; the readers' view: every final-named part
+    (``*.h5``) must be complete and readable, and a damaged one is refused
+    (:class:`DamagedPartError`), never left out. A part still being written, or abandoned by a
+    killed writer, has its temporary name (``*.h5.tmp``) and is not a part."""
+    return [check_part(path) for path in sorted(Path(folder).glob("*.h5"))]
+
+
+def store_parts(path: str | Path) -> list[Path]:
+    """The parts of a store: :func:`complete_parts` of a folder, or the one part file ``path`` names, checked."""
+    path = Path(path)
+    return [check_part(path)] if path.is_file() else complete_parts(path)
 
 
 class ShardReader:
@@ -373,7 +412,7 @@ class ShardReader:
         import h5py
 
         path = Path(path)
-        self.parts = [path] if path.is_file() else complete_parts(path)
+        self.parts = store_parts(path)
         if not self.parts:
             raise StoreError(f"{path}: no complete shard files")
         self._index: dict[str, tuple[int, int]] = {}
@@ -385,8 +424,6 @@ class ShardReader:
         self._audio_notes: dict[str, dict] = {}
         for part_number, part in enumerate(self.parts):
             with h5py.File(part, "r") as handle:
-                if not bool(handle.attrs.get("complete", False)):
-                    raise StoreError(f"{part}: not complete")
                 configurations.setdefault(str(handle.attrs.get("config", "")), []).append(part)
                 self._audio_notes.update(_json_attribute(handle, "audio_notes"))
                 part_sites = list(handle["sites"].keys()) if "sites" in handle else []
@@ -424,7 +461,11 @@ class ShardReader:
         if self._pid != os.getpid():
             self._handles, self._pid = {}, os.getpid()
         if part_number not in self._handles:
-            self._handles[part_number] = h5py.File(self.parts[part_number], "r")
+            part = self.parts[part_number]
+            try:
+                self._handles[part_number] = h5py.File(part, "r")
+            except OSError as error:  # damaged since this reader listed the store
+                raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
         return self._handles[part_number]
 
     @property

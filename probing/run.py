@@ -337,11 +337,11 @@ def store_identity(*paths: str | Path) -> str:
     and modification time. Rewriting a part (a new file renamed into place) changes it; reading does not."""
     import h5py
 
-    from extract.store import complete_parts
+    from extract.store import store_parts
 
     entries = []
     for path in map(Path, paths):
-        for part in [path] if path.is_file() else complete_parts(path):
+        for part in store_parts(path):
             stat = os.stat(part)
             with h5py.File(part, "r") as handle:
                 checksum = str(handle.attrs.get("content_sha256", ""))
