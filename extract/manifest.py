@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from extract.diskfull import naming_full_disk
+
 GENDERS = ("female", "male", "other", "unknown")
 
 # The whole mapping, lower-cased: a value not listed here is not guessed at (no prefix rules:
@@ -280,13 +282,16 @@ def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     seen = set()
-    with temporary.open("w", encoding="utf-8") as handle:
-        for utterance in utterances:
-            if utterance.id in seen:
-                temporary.unlink()
-                raise ValueError(f"duplicate id {utterance.id!r} while writing {path}")
-            seen.add(utterance.id)
-            handle.write(json.dumps(utterance.to_json(), ensure_ascii=False) + "\n")
+    try:
+        with naming_full_disk(path, "it was not written and an earlier version is unchanged"), temporary.open("w", encoding="utf-8") as handle:
+            for utterance in utterances:
+                if utterance.id in seen:
+                    raise ValueError(f"duplicate id {utterance.id!r} while writing {path}")
+                seen.add(utterance.id)
+                handle.write(json.dumps(utterance.to_json(), ensure_ascii=False) + "\n")
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     temporary.replace(path)
     return path
 

@@ -29,12 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.diskfull import naming_full_disk
 from extract.families.base import Extractor
 from extract.families.generation import Generator
 from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
-from extract.store import PartClaim, PartWriter, StoreError, differing_keys, is_complete, is_disk_full, part_damage
+from extract.store import PartClaim, PartWriter, StoreError, differing_keys, is_complete, part_damage
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
 
@@ -315,14 +316,9 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
         if writer is None:  # every utterance of the part was skipped
             writer = open_writer({})
         written = writer.close()
-    except BaseException as error:
+    except BaseException:
         if writer is not None:
-            writer.abort()
-        if is_disk_full(error):
-            raise StoreError(
-                f"disk full while writing {path.name} in {path.parent}: the part was discarded and no part was "
-                "marked complete by it; free space and rerun (complete parts are kept and skipped)"
-            ) from error
+            writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
         raise
     report.written += written_here
     report.skipped.extend(log.skipped)
@@ -383,7 +379,8 @@ def run_transcription(
     family = generator.extractor.family
     installed = intervened(intervener, generator.extractor)
     bar = tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress)
-    with installed, out.open("a", encoding="utf-8") as handle, bar:
+    kept = "the rows written so far are kept and the rerun continues after them"
+    with naming_full_disk(out, kept), installed, out.open("a", encoding="utf-8") as handle, bar:
         batches = transcription_batches(
             generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar, intervener=intervener
         )
