@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
 if TYPE_CHECKING:
@@ -71,8 +72,9 @@ def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, .
 
 
 def fail(message: str) -> int:
-    """One line on stderr, exit status 2."""
-    print(f"error: {message}", file=sys.stderr)
+    """One line on stderr (a message with line breaks, as HDF5 writes some, is joined), exit status 2."""
+    line = " ".join(message.splitlines())
+    print(f"error: {line}", file=sys.stderr)
     return 2
 
 
@@ -89,11 +91,29 @@ def two_groups(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
 
 def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:
     """``command()``'s exit status; a user error (:data:`USER_ERRORS` and ``errors``) becomes
-    :func:`fail`'s one line and status 2."""
+    :func:`fail`'s one line and status 2, as does an audio file libsndfile cannot read or write
+    (its errors are no OSError). A full disk that no writer named says so."""
     try:
         return command()
-    except (*USER_ERRORS, *errors) as error:
-        return fail(str(error))
+    except (*USER_ERRORS, *errors, *_sound_file_errors()) as error:
+        return fail(_user_message(error))
+
+
+def _sound_file_errors() -> tuple[type[BaseException], ...]:
+    """soundfile's error classes; imported only when an error is being handled (see :func:`run_cli`)."""
+    import soundfile
+
+    return (soundfile.SoundFileError,)
+
+
+def _user_message(error: BaseException) -> str:
+    """A user error's line; a full disk that no writer named (:class:`DiskFullError` names its file) says so."""
+    if isinstance(error, OSError) and not isinstance(error, DiskFullError) and is_disk_full(error):
+        where = f" while writing {error.filename}" if error.filename else ""
+        return f"disk full{where}: free space and rerun"
+    if isinstance(error, _sound_file_errors()):
+        return f"libsndfile: {error}"
+    return str(error)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.cli import add_model_arguments, load_or_exit, model_spec, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
@@ -131,7 +131,7 @@ def _stop_on_sigterm(signum, frame) -> NoReturn:
     raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the part being written is discarded and its claim released
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_arguments(args)
     spec = model_spec(args, random_init=args.random_init, seed=args.seed)
@@ -196,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[extract] store: {args.out} ({len(report.parts)} part files)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command; an error of the file system (a full disk while writing, a missing or unreadable
+    file) ends with one line and exit status 2 (:func:`experiments.cli.run_cli`)."""
+    return run_cli(lambda: _main(argv))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.cli import add_model_arguments, load_or_exit, model_spec, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
@@ -109,7 +109,7 @@ def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
         return 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.task == "st" and not args.tgt_lang:
         print("error: --task st needs --tgt-lang", file=sys.stderr)
@@ -176,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[transcribe] hypotheses: {out}; settings: {out.name}.settings.json")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command; an error of the file system (a full disk while writing, a missing or unreadable
+    file) ends with one line and exit status 2 (:func:`experiments.cli.run_cli`)."""
+    return run_cli(lambda: _main(argv))
 
 
 if __name__ == "__main__":

@@ -61,11 +61,11 @@ def store_content_hash(path: str | Path) -> str:
     writer recorded (``content_sha256``; recomputed from the data for a part written before it existed)."""
     import h5py
 
-    from extract.store import complete_parts, content_checksum
+    from extract.store import content_checksum, store_parts
 
     path = Path(path)
     digest = hashlib.sha256()
-    for part in [path] if path.is_file() else complete_parts(path):
+    for part in store_parts(path):
         with h5py.File(part, "r") as handle:
             checksum = str(handle.attrs.get("content_sha256", "")) or content_checksum(handle)
         digest.update(f"{part.name}\0{checksum}\n".encode())

@@ -8,9 +8,12 @@ The JSONL keys are a contract shared by every stage: ``id``, ``audio`` (path), `
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from extract.diskfull import naming_full_disk
 
 GENDERS = ("female", "male", "other", "unknown")
 
@@ -50,6 +53,9 @@ SPLITS = ("train", "dev", "test")
 _SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "test": "test", "": ""}
 _OPTIONAL_KEYS = {"offset", "duration", "translation", "extra", "split", "dataset"}
 _REQUIRED_KEYS = ("id", "audio", "language", "text", "gender", "speaker")
+# the fields stored as strings beside the hidden states and named in one-line messages: HDF5
+# strings cannot hold a NUL, and a newline or tab would split a message or a table row
+_PRINTABLE_FIELDS = ("id", "speaker", "language", "dataset")
 
 
 class ManifestError(ValueError):
@@ -102,6 +108,8 @@ class Utterance:
     def __post_init__(self):
         if not self.id:
             raise ValueError("empty id")
+        for name in _PRINTABLE_FIELDS:
+            _refuse_control_characters(name, getattr(self, name))
         if not self.audio:
             raise ValueError("empty audio path")
         if not self.language:
@@ -130,6 +138,15 @@ class Utterance:
             if record[key] is None:
                 del record[key]
         return record
+
+
+def _refuse_control_characters(name: str, value: object) -> None:
+    """ValueError naming the first control character (Unicode category Cc: NUL, tab, newline, DEL ...) in ``value``."""
+    if not isinstance(value, str):
+        return
+    for position, character in enumerate(value, start=1):
+        if unicodedata.category(character) == "Cc":
+            raise ValueError(f"{name} {value!r} holds a control character (U+{ord(character):04X} at position {position}); use printable text")
 
 
 def checked_file(path: str | Path) -> Path:
@@ -265,13 +282,16 @@ def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     seen = set()
-    with temporary.open("w", encoding="utf-8") as handle:
-        for utterance in utterances:
-            if utterance.id in seen:
-                temporary.unlink()
-                raise ValueError(f"duplicate id {utterance.id!r} while writing {path}")
-            seen.add(utterance.id)
-            handle.write(json.dumps(utterance.to_json(), ensure_ascii=False) + "\n")
+    try:
+        with naming_full_disk(path, "it was not written and an earlier version is unchanged"), temporary.open("w", encoding="utf-8") as handle:
+            for utterance in utterances:
+                if utterance.id in seen:
+                    raise ValueError(f"duplicate id {utterance.id!r} while writing {path}")
+                seen.add(utterance.id)
+                handle.write(json.dumps(utterance.to_json(), ensure_ascii=False) + "\n")
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     temporary.replace(path)
     return path
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.diskfull import naming_full_disk
 from extract.families.base import Extractor
 from extract.families.generation import Generator
 from extract.interventions import Intervener
@@ -41,10 +42,9 @@ from extract.store import (
     changed_manifest,
     comparable_config,
     comparable_key,
-    complete_parts,
     differing_keys,
     is_complete,
-    is_disk_full,
+    part_damage,
 )
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
@@ -220,7 +220,7 @@ def run_extraction(
         **provenance(),
     }
     report = ExtractionReport()
-    finished = {path.name: path for path in complete_parts(out_dir)}
+    finished = finished_parts(out_dir)
     refuse_other_configurations(out_dir, list(finished.values()), config)
     todo = []
     for number, part in enumerate(parts):
@@ -229,6 +229,7 @@ def run_extraction(
             _resume(finished[name], part, report)
         else:
             todo.append((number, part))
+            _note_damage(out_dir / name)
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
@@ -241,6 +242,18 @@ def run_extraction(
                 written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener)
             report.parts.append(str(written))
     return report
+
+
+def finished_parts(out_dir: Path) -> dict[str, Path]:
+    """The complete parts in ``out_dir`` by name; the writer's view: a damaged part is not finished (it is written again)."""
+    return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
+
+
+def _note_damage(path: Path) -> None:
+    """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
+    problem = part_damage(path) if path.is_file() else None
+    if problem is not None:
+        print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
 
 
 def _resume(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
@@ -317,14 +330,9 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
         if writer is None:  # every utterance of the part was skipped
             writer = open_writer({})
         written = writer.close()
-    except BaseException as error:
+    except BaseException:
         if writer is not None:
-            writer.abort()
-        if is_disk_full(error):
-            raise StoreError(
-                f"disk full while writing {path.name} in {path.parent}: the part was discarded and no part was "
-                "marked complete by it; free space and rerun (complete parts are kept and skipped)"
-            ) from error
+            writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
         raise
     report.written += written_here
     report.skipped.extend(log.skipped)
@@ -385,7 +393,8 @@ def run_transcription(
     family = generator.extractor.family
     installed = intervened(intervener, generator.extractor)
     bar = tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress)
-    with installed, out.open("a", encoding="utf-8") as handle, bar:
+    kept = "the rows written so far are kept and the rerun continues after them"
+    with naming_full_disk(out, kept), installed, out.open("a", encoding="utf-8") as handle, bar:
         batches = transcription_batches(
             generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar, intervener=intervener
         )

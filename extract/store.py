@@ -22,10 +22,13 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
+
+from extract.diskfull import is_disk_full
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
@@ -40,6 +43,18 @@ class StoreError(RuntimeError):
 
 class ClaimError(StoreError):
     """Another writer (alive, or a dead one whose claim was left behind) holds the part."""
+
+
+class DamagedPartError(StoreError):
+    """A part with its final name that cannot be read, or is not marked complete.
+
+    A part gets its final name only once it is complete and verified, so this is damage done
+    afterwards (a cut copy, a full disk while copying, a failing drive, a hand edit): readers refuse
+    it rather than leave its utterances out; the extraction rerun writes it again."""
+
+    def __init__(self, part: Path, problem: str):
+        super().__init__(f"{part}: damaged part ({problem}); rerun the experiments.extract command that wrote it (same --out) to re-extract it")
+        self.part, self.problem = Path(part), problem
 
 
 def _string_dtype():
@@ -81,8 +96,16 @@ class PartClaim:
             if on_reclaim is not None:
                 on_reclaim(f"{self.part}: reclaimed the stale claim of pid {stale.get('pid')} on {stale.get('host')} since {stale.get('since')}")
             descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        with os.fdopen(descriptor, "w") as handle:
-            json.dump(self.holder, handle)
+        try:
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(self.holder, handle)
+        except BaseException as error:
+            self.lock.unlink(missing_ok=True)  # left empty, it would read as another writer's claim
+            if is_disk_full(error):
+                raise StoreError(
+                    f"disk full while writing the claim {self.lock}: nothing was written; free space and rerun (complete parts are kept and skipped)"
+                ) from error
+            raise
         self.held = True
 
     def release(self) -> None:
@@ -147,6 +170,10 @@ class PartWriter:
     """Writes one part file; use as a context manager. ``abort()`` deletes the temporary file.
 
     Takes its own :class:`PartClaim` unless given one the caller holds (the caller then releases it).
+    A write that fails (a full disk, a file size limit) discards the part, releases the claim and
+    raises :class:`StoreError` naming the part. Chunks are written through to the file (no chunk
+    cache): HDF5 then reports a failed write from the call that made it, not later while it frees
+    a dataset, where it could only print tracebacks and leave a broken file that crashes the process.
     """
 
     def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: dict, claim: PartClaim | None = None):
@@ -155,26 +182,28 @@ class PartWriter:
         self.path = Path(path)
         self.temporary = temporary_path(self.path)
         self.file = None
+        self.datasets: dict[str, object] = {}
         self.own_claim = claim is None
         self.claim = PartClaim(self.path) if claim is None else claim
         try:
-            self.file = h5py.File(self.temporary, "x")
+            self.file = h5py.File(self.temporary, "x", rdcc_nbytes=0)
         except OSError as error:
             self._release_claim()
-            if self.temporary.exists():
+            if _file_exists(error):
                 raise StoreError(
                     f"{self.temporary} already exists: left by a killed writer (delete it and rerun) or being written by a process that took no claim"
                 ) from error
-            raise
+            self.temporary.unlink(missing_ok=True)  # created by this call (exclusive mode) before it failed
+            raise StoreError(self._failure(error)) from error
         self.site_dims = dict(site_dims)
         self.dtype = np.dtype(storage_dtype)
-        for key, value in attributes.items():
-            self.file.attrs[key] = value if isinstance(value, (str, int, float, bool)) else json.dumps(value)
-        self.file.attrs["complete"] = False
-        for site, dim in self.site_dims.items():
-            group = self.file.create_group(f"sites/{site}")
-            rows = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
-            group.create_dataset("data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(rows, dim))
+        with self._discarded_on_failure():
+            for key, value in attributes.items():
+                self.file.attrs[key] = value if isinstance(value, (str, int, float, bool)) else json.dumps(value)
+            self.file.attrs["complete"] = False
+            for site, dim in self.site_dims.items():
+                rows = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
+                self.datasets[site] = self.file.create_dataset(f"sites/{site}/data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(rows, dim))
         self.ids: list[str] = []
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
@@ -200,15 +229,17 @@ class PartWriter:
                 raise StoreError(f"utterance {utterance_id}: valid frames given for site {site}, which the store does not have")
             if not 0 <= int(count) <= stored[site].shape[0]:
                 raise StoreError(f"utterance {utterance_id}: valid frames {count} at site {site} outside 0..{stored[site].shape[0]} (its stored frames)")
-        for site, array in stored.items():
-            self._append(site, array)
+        with self._discarded_on_failure():
+            for site, array in stored.items():
+                self._append(site, array)
+        for site in stored:
             self.valid[site].append(int(valid[site]))
         self.ids.append(utterance_id)
         for name in self.meta:
             self.meta[name].append(meta.get(name, "" if name != "duration" else float("nan")))
 
     def _append(self, site: str, array: np.ndarray) -> None:
-        dataset = self.file[f"sites/{site}/data"]
+        dataset = self.datasets[site]
         start = dataset.shape[0]
         dataset.resize(start + array.shape[0], axis=0)
         dataset[start:] = array
@@ -219,17 +250,38 @@ class PartWriter:
         """Write the index, verify the content read back from disk, mark complete, rename.
 
         Any failure on the way (a full disk, a checksum mismatch) discards the part and its claim."""
-        try:
+        with self._discarded_on_failure():
             expected = self._write_index()
-            self.file.close()
+            self.datasets = {}
+            self.file.close()  # on failure abort() cuts the file and closes it again (a no-op when this got through)
             self.file = None
             self._verify_and_mark_complete(expected)
-        except BaseException:
-            self.abort()
-            raise
         os.replace(self.temporary, self.path)
         self._release_claim()
         return self.path
+
+    @contextmanager
+    def _discarded_on_failure(self) -> Iterator[None]:
+        """Any failure in the block discards the part (:meth:`abort`); a failed write becomes
+        :class:`StoreError` naming the part (HDF5 reports one as ``OSError`` or ``RuntimeError``)."""
+        try:
+            yield
+        except BaseException as error:
+            self.abort()
+            if isinstance(error, (OSError, RuntimeError)) and not isinstance(error, StoreError):
+                raise StoreError(self._failure(error)) from error
+            raise
+
+    def _failure(self, error: BaseException) -> str:
+        """The one-line message for a failed write of this part."""
+        where = f"{self.path.name} in {self.path.parent}"
+        if is_disk_full(error):
+            return (
+                f"disk full while writing {where}: the part was discarded and no part was marked complete by it; "
+                "free space and rerun (complete parts are kept and skipped)"
+            )
+        reason = os.strerror(error.errno) if isinstance(error, OSError) and error.errno else _first_line(error)
+        return f"cannot write {where} ({reason}): the part was discarded; fix that and rerun (complete parts are kept and skipped)"
 
     def _write_index(self) -> str:
         """Offsets, valid counts, ids, metadata and the content checksum; returns the checksum."""
@@ -260,14 +312,20 @@ class PartWriter:
             handle.attrs["complete"] = True  # last: a file without it is never read as complete
 
     def abort(self) -> None:
-        """Discard the temporary file and release the claim, even when closing the file fails (a full disk)."""
+        """Discard the temporary file and release the claim, even when closing the file fails.
+
+        The file is first cut to nothing: on a full disk that gives its space back, so HDF5 can
+        write out the little it still holds while it closes, instead of failing inside the library."""
+        file, datasets = self.file, self.datasets
+        self.file, self.datasets = None, {}
         try:
-            if self.file is not None:
-                self.file.close()
-        except Exception:  # noqa: BLE001 - the file is discarded anyway; the original error is what matters
-            pass
+            if file is not None:
+                with suppress(OSError):
+                    os.truncate(self.temporary, 0)
+                datasets.clear()
+                with suppress(Exception):  # the file is discarded anyway; the original error is what matters
+                    file.close()
         finally:
-            self.file = None
             self.temporary.unlink(missing_ok=True)
             self._release_claim()
 
@@ -340,27 +398,54 @@ def content_checksum(handle) -> str:
     return _content_digest(site_digests, offsets, valid, ids)
 
 
-def is_disk_full(error: BaseException) -> bool:
-    """An OSError from a full disk, as Python or HDF5 reports it."""
-    return isinstance(error, OSError) and (error.errno == errno.ENOSPC or "errno = 28" in str(error) or "No space left" in str(error))
+def _file_exists(error: OSError) -> bool:
+    """Whether HDF5 refused to create a file because it exists (exclusive mode)."""
+    return error.errno == errno.EEXIST or "errno = 17" in str(error)
+
+
+def part_damage(path: Path) -> str | None:
+    """What is wrong with the existing part file ``path`` (unreadable, or not marked complete), or None."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            complete = bool(handle.attrs.get("complete", False))
+    except OSError as error:
+        return f"cannot be read as HDF5: {_first_line(error)}"
+    return None if complete else "not marked complete"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_part(path: Path) -> Path:
+    """``path`` when it is a complete, readable part; else :class:`DamagedPartError`."""
+    problem = part_damage(path)
+    if problem is not None:
+        raise DamagedPartError(path, problem)
+    return Path(path)
 
 
 def is_complete(path: Path) -> bool:
-    """Whether ``path`` is a readable part file whose ``complete`` flag is set."""
-    import h5py
-
-    if not Path(path).is_file():
-        return False
-    try:
-        with h5py.File(path, "r") as handle:
-            return bool(handle.attrs.get("complete", False))
-    except OSError:
-        return False  # unreadable: not complete
+    """Whether ``path`` is a finished part: it exists, reads and is marked complete. The writer's
+    view: a damaged part is not finished, so the extraction rerun writes it again."""
+    return Path(path).is_file() and part_damage(path) is None
 
 
 def complete_parts(folder: Path) -> list[Path]:
-    """Part files whose ``complete`` flag is set, in name order."""
-    return [path for path in sorted(Path(folder).glob("*.h5")) if is_complete(path)]
+    """The parts of a store folder, in name order; the readers' view: every final-named part
+    (``*.h5``) must be complete and readable, and a damaged one is refused
+    (:class:`DamagedPartError`), never left out. A part still being written, or abandoned by a
+    killed writer, has its temporary name (``*.h5.tmp``) and is not a part."""
+    return [check_part(path) for path in sorted(Path(folder).glob("*.h5"))]
+
+
+def store_parts(path: str | Path) -> list[Path]:
+    """The parts of a store: :func:`complete_parts` of a folder, or the one part file ``path`` names, checked."""
+    path = Path(path)
+    return [check_part(path)] if path.is_file() else complete_parts(path)
 
 
 class ShardReader:
@@ -373,7 +458,7 @@ class ShardReader:
         import h5py
 
         path = Path(path)
-        self.parts = [path] if path.is_file() else complete_parts(path)
+        self.parts = store_parts(path)
         if not self.parts:
             raise StoreError(f"{path}: no complete shard files")
         self._index: dict[str, tuple[int, int]] = {}
@@ -385,8 +470,6 @@ class ShardReader:
         self._audio_notes: dict[str, dict] = {}
         for part_number, part in enumerate(self.parts):
             with h5py.File(part, "r") as handle:
-                if not bool(handle.attrs.get("complete", False)):
-                    raise StoreError(f"{part}: not complete")
                 configurations.setdefault(comparable_key(str(handle.attrs.get("config", ""))), []).append(part)
                 self._audio_notes.update(_json_attribute(handle, "audio_notes"))
                 part_sites = list(handle["sites"].keys()) if "sites" in handle else []
@@ -424,7 +507,11 @@ class ShardReader:
         if self._pid != os.getpid():
             self._handles, self._pid = {}, os.getpid()
         if part_number not in self._handles:
-            self._handles[part_number] = h5py.File(self.parts[part_number], "r")
+            part = self.parts[part_number]
+            try:
+                self._handles[part_number] = h5py.File(part, "r")
+            except OSError as error:  # damaged since this reader listed the store
+                raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
         return self._handles[part_number]
 
     @property

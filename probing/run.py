@@ -345,11 +345,11 @@ def store_identity(*paths: str | Path) -> str:
     new file renamed into place) changes it; reading does not."""
     import h5py
 
-    from extract.store import complete_parts
+    from extract.store import store_parts
 
     entries = []
     for index, path in enumerate(map(Path, paths)):
-        for part in [path] if path.is_file() else complete_parts(path):
+        for part in [path] if path.is_file() else store_parts(path):
             stat = os.stat(part)
             with h5py.File(part, "r") as handle:
                 checksum = str(handle.attrs.get("content_sha256", ""))

@@ -97,6 +97,32 @@ def test_bad_line_names_file_and_line(tmp_path, line, message):
     assert f"{path}:3" in str(error.value) and message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "field, value, shown",
+    [
+        ("id", "x\u0000one", "id 'x\\x00one' holds a control character (U+0000 at position 2)"),
+        ("id", "a\tb", "id 'a\\tb' holds a control character (U+0009 at position 2)"),
+        ("id", "end\n", "id 'end\\n' holds a control character (U+000A at position 4)"),
+        ("speaker", "s\u0000", "speaker 's\\x00' holds a control character (U+0000 at position 2)"),
+        ("dataset", "\u007fd", "dataset '\\x7fd' holds a control character (U+007F at position 1)"),
+    ],
+)
+def test_a_control_character_in_an_id_or_stored_label_names_file_and_line(tmp_path, field, value, shown):
+    """Ids and the labels stored beside the hidden states (HDF5 strings hold no NUL) are printable text."""
+    path = tmp_path / "ctrl.jsonl"
+    path.write_text(json.dumps(_record(id="ok")) + "\n" + json.dumps(_record(**{field: value})) + "\n")
+    with pytest.raises(ManifestError) as error:
+        read_manifest(path)
+    assert str(error.value).startswith(f"{path}:2: {shown}")
+    assert len(str(error.value).splitlines()) == 1
+
+
+def test_printable_unicode_ids_are_accepted(tmp_path):
+    path = tmp_path / "unicode.jsonl"
+    path.write_text(json.dumps(_record(id="é/ü 中文 x")) + "\n")
+    assert [u.id for u in read_manifest(path)] == ["é/ü 中文 x"]
+
+
 def test_duplicate_ids_are_rejected(tmp_path):
     path = tmp_path / "dup.jsonl"
     path.write_text(json.dumps(_record()) + "\n" + json.dumps(_record()) + "\n")

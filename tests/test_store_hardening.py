@@ -465,7 +465,7 @@ def test_a_writer_used_as_a_context_manager_cleans_up_when_its_close_fails(tmp_p
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(PartWriter, "_write_index", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StoreError, match="disk full while writing part-00000.h5"):
         with PartWriter(tmp_path / "part-00000.h5", {SITE: 2}, "float32", {}) as writer:
             writer.add("a", {SITE: np.ones((3, 2), np.float32)}, {})
     assert not list(tmp_path.iterdir())
@@ -491,7 +491,7 @@ def test_a_part_finished_by_another_writer_after_the_scan_is_not_written_again(t
     options = dict(config={}, utterances_per_part=2, show_progress=False)
     run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     stamps = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}
-    monkeypatch.setattr(runner, "complete_parts", lambda folder: [])  # the scan ran before the other writer finished
+    monkeypatch.setattr(runner, "finished_parts", lambda folder: {})  # the scan ran before the other writer finished
     report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     assert (report.written, report.resumed) == (0, 3)
     assert stamps == {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}

@@ -16,6 +16,7 @@ records its settings in ``AUDIO_DIR/grafn-apply.json`` and each finished id in
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections import Counter
@@ -30,12 +31,14 @@ from experiments.normalisation.filters import GROUPS, GrafnFilters, file_digest,
 from experiments.normalisation.transform import GrafnError, GrafnParameters, grafn
 from experiments.recipes.democorpus.pitch import median_f0
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.diskfull import naming_full_disk
 from extract.manifest import Utterance, read_manifest, write_manifest
 from extract.paths import id_file_name
 
 MODES = ("gender", "predicted", "utterance")
 SETTINGS_FILE = "grafn-apply.json"
 DONE_FILE = "grafn-done.jsonl"
+KEPT_ON_FAILURE = "the utterances normalised so far are kept and the rerun continues after them"
 
 
 @dataclass(frozen=True)
@@ -103,10 +106,20 @@ def output_name(identifier: str) -> str:
 
 
 def _write_wav(path: Path, samples: np.ndarray) -> None:
+    """``samples`` as a float WAV at ``path``, through a temporary file. Encoded in memory first, so
+    a full disk is Python's error naming the file (libsndfile reports it as "System error."), and
+    the partial temporary file is removed."""
     import soundfile
 
+    encoded = io.BytesIO()
+    soundfile.write(encoded, samples, SAMPLE_RATE, subtype="FLOAT", format="WAV")
     temporary = path.with_name(path.name + ".tmp")
-    soundfile.write(temporary, samples, SAMPLE_RATE, subtype="FLOAT", format="WAV")
+    try:
+        with naming_full_disk(path, KEPT_ON_FAILURE):
+            temporary.write_bytes(encoded.getvalue())
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     temporary.replace(path)
 
 
@@ -213,7 +226,11 @@ def apply_to_manifest(filters_path: Path, manifest: Path, audio_dir: Path, out: 
     _check_settings(audio_dir, {"filters_sha256": file_digest(filters_path), "mode": mode, "manifest": str(Path(manifest).resolve())})
     done = _read_done(audio_dir)
     report = ApplyReport(total=len(utterances), resumed=sum(u.id in done for u in utterances), by_filter=Counter())
-    with (audio_dir / DONE_FILE).open("a", encoding="utf-8") as log, tqdm(utterances, desc=f"GRAFN ({mode})", unit="utt", disable=not show_progress) as bar:
+    with (
+        naming_full_disk(audio_dir / DONE_FILE, KEPT_ON_FAILURE),
+        (audio_dir / DONE_FILE).open("a", encoding="utf-8") as log,
+        tqdm(utterances, desc=f"GRAFN ({mode})", unit="utt", disable=not show_progress) as bar,
+    ):
         for utterance in bar:
             if utterance.id in done:
                 continue
