@@ -141,3 +141,10 @@ def test_cli_errors_on_a_missing_store_and_a_file_that_is_not_an_intervention(tm
     assert cli.main(["show", str(other)]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "not an intervention file" in error
+
+
+def test_cli_fit_into_a_folder_is_one_line(tmp_path, store, capsys):
+    """#71: ``--out`` an existing folder, refused before fitting (was a SafetensorError traceback)."""
+    assert cli.main(["fit", "--store", str(store), "--site", SITE, "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"error: --out {tmp_path} is a folder; give the path of the intervention file to write (.safetensors)"
