@@ -17,8 +17,9 @@ Subcommands::
 - ``--method mean-diff``: a steering vector (kind ``steer``), the mean of the ``--target`` gender's
   frames minus the other's, applied as h + alpha * d (alpha 1 moves the other gender's mean onto the target's).
 
-The file (safetensors with a JSON record; no pickle) names the site, the model and the store it
-was fitted on, with a digest binding the record to the tensors; ``python -m experiments.extract`` and ``experiments.transcribe`` apply it with
+The file (safetensors with a JSON record; no pickle) names the site, the model (a local checkpoint
+by the fingerprint of its files) and the store it was fitted on, with a digest binding the record to
+the tensors; ``python -m experiments.extract`` and ``experiments.transcribe`` apply it with
 ``--intervene FILE`` (``--intervene-gender`` to edit only one gender's utterances) and refuse it on
 another model, or when the record or the tensors were edited. ``show`` prints a file's record.
 """

@@ -7,10 +7,10 @@ A file (safetensors: tensors plus one JSON record in the header metadata, no pic
   the control) or ``steer`` (h + alpha * direction, toward ``target``);
 - the tensors: ``proj_left`` [D, r], ``proj_right`` [r, D] and ``bias`` [D] of an eraser
   (h - ((h - bias) proj_right^T) proj_left^T, LEACE's closed form), or ``direction`` [D];
-- ``site`` and the model it was fitted on (:func:`store_model_identity`: family, checkpoint,
-  revision, random init and seed, site module, hidden size, as the store recorded them), the store
-  itself (path and :func:`store_content_hash`) and how it was fitted (``fit``, whose ``method``
-  names the kind: :data:`METHODS`);
+- ``site`` and the model it was fitted on (:func:`store_model_identity`: family, checkpoint, the
+  model's fingerprint, revision, random init and seed, site module, hidden size, as the store
+  recorded them), the store itself (path and :func:`store_content_hash`) and how it was fitted
+  (``fit``, whose ``method`` names the kind: :data:`METHODS`);
 - ``digest``: a sha256 over the rest of the record and the tensors' bytes (:func:`record_digest`),
   checked on load, so that a record relabelled by hand (another site, another model) or a tensor
   changed by a byte is refused rather than applied.
@@ -23,10 +23,12 @@ Whisper's 1500-frame window is mostly padding it attends to, where an eraser fit
 be an uncontrolled edit. Families that pad a batch to its longest input (SeamlessM4T, S2T, ZeroSwot)
 report all frames as speech; their batch padding is masked downstream.
 
-A file whose family, checkpoint, revision, random init or site module differ from the loaded model
-is refused before anything runs; one whose hidden size differs from the site's states is refused at
-the first forward pass, before any state is changed. An edit that makes the states non-finite stops
-the run, naming the file.
+A file whose family, model, revision, random init or site module differ from the loaded model is
+refused before anything runs (the model by its fingerprint, see ``extract.fingerprint``, so that
+the same checkpoint folder through another path is accepted and its weights changed in place are
+not; by the checkpoint's name for a model built in code); one whose hidden size differs from the
+site's states is refused at the first forward pass, before any state is changed. An edit that makes
+the states non-finite stops the run, naming the file.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from extract.fingerprint import FINGERPRINT  # compared instead of the checkpoint's spelling when the file or the model has one
 
 FORMAT = "speech-gender-probing/intervention"
 VERSION = 2  # 2: the record carries its digest
@@ -87,14 +91,15 @@ def _json(value, default):
 
 def store_model_identity(reader, site: str) -> dict:
     """What a store records about the model behind ``site``: family, checkpoint (the model id the
-    extractor reported), revision, random init and its seed, the site's module, hidden size, frame
-    rate and compute dtype."""
+    extractor reported), the model's fingerprint (None for a store written without one), revision,
+    random init and its seed, the site's module, hidden size, frame rate and compute dtype."""
     attrs = reader.attrs
     config = _json(attrs.get("config"), {}) or {}
     random_init = bool(config.get("random_init", False))
     return {
         "family": str(attrs.get("family", config.get("model", ""))),
         "checkpoint": str(attrs.get("model_id", config.get("checkpoint", ""))),
+        FINGERPRINT: config.get(FINGERPRINT),
         "revision": str(attrs.get("revision", "") or ""),
         "random_init": random_init,
         "seed": config.get("seed") if random_init else None,
@@ -106,12 +111,13 @@ def store_model_identity(reader, site: str) -> dict:
 
 
 def runtime_model_identity(extractor, site: str, random_init: bool = False, seed: int | None = None) -> dict:
-    """The same fields for a loaded extractor (:data:`MODEL_KEYS`; the hidden size is checked on the states)."""
+    """The same fields for a loaded extractor (:data:`MODEL_KEYS` and its fingerprint; the hidden size is checked on the states)."""
     table = extractor.site_table()
     module = f"{table[site].module or '<model>'}:{table[site].take}" if site in table else ""
     return {
         "family": extractor.family,
         "checkpoint": extractor.checkpoint,
+        FINGERPRINT: extractor.fingerprint,
         "revision": extractor.revision or "",
         "random_init": bool(random_init),
         "seed": seed if random_init else None,
@@ -284,7 +290,7 @@ def check_record(header) -> None:
     for key in ("model", "store", "fit"):
         if not isinstance(header[key], dict):
             raise InterventionError(f"the record's {key} must be a mapping, got {header[key]!r}")
-    absent = [key for key in MODEL_KEYS if key not in header["model"]]
+    absent = [key for key in (*MODEL_KEYS, FINGERPRINT) if key not in header["model"]]
     if absent:
         raise InterventionError(f"the record's model lacks {', '.join(absent)}")
     method = header["fit"].get("method")
@@ -323,9 +329,18 @@ def check_model(intervention: Intervention, extractor, where: str, random_init: 
     if site.select is not None or site.transform is not None:
         raise InterventionError(f"{where}: site {intervention.site} is a derived view of its module's output and cannot be edited; fit at another site")
     loaded = runtime_model_identity(extractor, intervention.site, random_init, seed)
-    differing = [f"{key}: file {intervention.model.get(key)!r} vs loaded {loaded[key]!r}" for key in MODEL_KEYS if intervention.model.get(key) != loaded[key]]
+    keys = compared_keys(intervention.model, loaded)
+    differing = [f"{key}: file {intervention.model.get(key)!r} vs loaded {loaded[key]!r}" for key in keys if intervention.model.get(key) != loaded[key]]
     if differing:
         raise InterventionError(f"{where} was fitted on another model or site ({'; '.join(differing)}); fit it on a store of this model")
+
+
+def compared_keys(fitted: dict, loaded: dict) -> tuple[str, ...]:
+    """:data:`MODEL_KEYS`, with the model's fingerprint in place of the checkpoint's spelling when
+    either side has one (a model built in code has none, and is known by its name)."""
+    if fitted.get(FINGERPRINT) is None and loaded.get(FINGERPRINT) is None:
+        return MODEL_KEYS
+    return tuple(FINGERPRINT if key == "checkpoint" else key for key in MODEL_KEYS)
 
 
 @dataclass

@@ -31,10 +31,11 @@ import numpy as np
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.families.base import Extractor
 from extract.families.generation import Generator
+from extract.fingerprint import compared
 from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
-from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full
+from extract.store import PartClaim, PartWriter, StoreError, complete_parts, differing_keys, is_complete, is_disk_full, same_configuration
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
 
@@ -248,18 +249,15 @@ def _attribute(path: Path, key: str, default=None):
 
 
 def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
-    """Every complete part already in ``out_dir`` must come from this configuration."""
+    """Every complete part already in ``out_dir`` must come from this configuration (``same_configuration``:
+    the same model files under another path are the same model)."""
     import h5py
 
     others: dict[str, list[Path]] = {}
     for path in parts:
         with h5py.File(path, "r") as handle:
             stored = str(handle.attrs.get("config", ""))
-        try:
-            same = json.loads(stored) == config
-        except ValueError:
-            same = False
-        if not same:
+        if not same_configuration(stored, json.dumps(config)):
             others.setdefault(stored, []).append(path)
     if others:
         names = [p.name for group in others.values() for p in group]
@@ -440,16 +438,29 @@ class SettingsMismatchError(ValueError):
     """A transcription file was started with other settings than this run's."""
 
 
-def check_settings(path: Path, settings: dict) -> None:
-    """Write a transcription's settings file, or refuse to mix outputs of different settings in one
-    file (:class:`SettingsMismatchError` naming each differing setting by its dotted path; the code
-    version may differ)."""
-    if path.exists():
-        stored = _flat({key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"})
-        current = _flat({key: value for key, value in settings.items() if key != "provenance"})
+def check_settings(path: Path, settings: dict, output: Path) -> None:
+    """Write a transcription's settings file ``path``, or refuse to mix outputs of different settings
+    in the file ``output`` (:class:`SettingsMismatchError` naming each differing setting by its dotted
+    path; the code version and the checkpoint's spelling may differ, see
+    :func:`extract.fingerprint.compared`). Settings bind the rows they produced: while
+    ``output`` holds no row (a run refused at its first batch), the file is replaced."""
+    if path.exists() and holds_rows(output):
+        stored, current = compared(
+            {key: value for key, value in json.loads(path.read_text()).items() if key != "provenance"},
+            {key: value for key, value in settings.items() if key != "provenance"},
+        )
+        stored, current = _flat(stored), _flat(current)
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
             raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+
+
+def holds_rows(path: Path) -> bool:
+    """Whether ``path`` holds at least one complete (newline-ended) non-blank line."""
+    if not path.is_file():
+        return False
+    data = path.read_bytes()
+    return bool(data[: data.rfind(b"\n") + 1].strip())

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.fingerprint import compared
+
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
 TEMPORARY_SUFFIX = ".h5.tmp"
@@ -572,10 +574,14 @@ class ShardReader:
 
 def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) -> None:
     """One store, one configuration: parts written with different ones (a random-init shard beside
-    a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys."""
+    a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys;
+    parts written through two spellings of one checkpoint folder are one (:func:`same_configuration`)."""
     if len(configurations) <= 1:
         return
     (first, first_parts), *others = configurations.items()
+    others = [(config, parts) for config, parts in others if not same_configuration(first, config)]
+    if not others:
+        return
     described = []
     for config, parts in others:
         keys = differing_keys(first, config)
@@ -584,6 +590,19 @@ def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) ->
         f"{where}: parts from different configurations: {', '.join(p.name for p in first_parts[:3])}"
         f"{' ...' if len(first_parts) > 3 else ''} vs {'; '.join(described)}; keep each configuration in its own folder"
     )
+
+
+def same_configuration(first: str, second: str) -> bool:
+    """Whether two parts' JSON configs describe one configuration (compared by
+    :func:`extract.fingerprint.compared`: two spellings of one checkpoint folder are one model)."""
+    try:
+        a, b = json.loads(first or "{}"), json.loads(second or "{}")
+    except ValueError:
+        return first == second
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return first == second
+    a, b = compared(a, b)
+    return a == b
 
 
 def differing_keys(first: str, second: str) -> str:

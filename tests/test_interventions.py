@@ -255,12 +255,12 @@ def test_transcription_runs_with_interventions_and_the_settings_refuse_other_one
     written, _, _ = run_transcription(generator, _utterances(tone), out, "asr", None, "tiny", 60.0, 30.0, False, intervener)
     assert written == 4
     job = TranscriptionJob(ModelSpec("whisper", device="cpu"), tmp_path / "m.jsonl", out, "asr", interventions=(path,), intervene_gender="female")
-    settings = job.settings("ckpt", {}, intervener.records())
+    settings = job.settings("ckpt", {}, intervener.records(), fingerprint=None)
     assert settings["interventions"][0]["path"] == str(path.resolve()) and settings["interventions"][0]["gender"] == "female"
-    assert "interventions" not in job.settings("ckpt", {})  # absent without any: older settings files still match
-    check_settings(job.settings_path, settings)
+    assert "interventions" not in job.settings("ckpt", {}, fingerprint=None)  # absent without any: older settings files still match
+    check_settings(job.settings_path, settings, out)
     with pytest.raises(SettingsMismatchError, match="interventions"):
-        check_settings(job.settings_path, job.settings("ckpt", {}))
+        check_settings(job.settings_path, job.settings("ckpt", {}, fingerprint=None), out)
 
 
 def test_the_store_content_hash_follows_the_parts(tmp_path, tone):

@@ -10,11 +10,12 @@ from extract.spec import ModelSpec
 
 def test_store_config_records_the_spec_and_the_run_settings():
     job = ExtractionJob(ModelSpec("whisper", "bundled-base", dtype="bfloat16", device="cpu", random_init=True, seed=3), Path("m.jsonl"), Path("out"))
-    config = job.store_config(["encoder.final"], "/weights/whisper-base")
+    config = job.store_config(["encoder.final"], "/weights/whisper-base", "0123456789abcdef")
     assert config == {
         "model": "whisper",
         "checkpoint": "/weights/whisper-base",
         "revision": None,
+        "model_fingerprint": "0123456789abcdef",
         "sites": ["encoder.final"],
         "dtype": "bfloat16",
         "storage_dtype": "float16",
@@ -31,6 +32,7 @@ def test_store_config_records_the_spec_and_the_run_settings():
         "model",
         "checkpoint",
         "revision",
+        "model_fingerprint",
         "sites",
         "dtype",
         "storage_dtype",
@@ -44,7 +46,7 @@ def test_store_config_records_the_spec_and_the_run_settings():
         "manifest",
     ]
     pretrained = ExtractionJob(ModelSpec("whisper", device="cpu", seed=3), Path("m.jsonl"), Path("out"))
-    assert pretrained.store_config([], "c")["seed"] is None  # the seed matters only to random weights
+    assert pretrained.store_config([], "c", None)["seed"] is None  # the seed matters only to random weights
 
 
 def test_transcription_settings_default_trim_and_name():
@@ -55,12 +57,13 @@ def test_transcription_settings_default_trim_and_name():
     )
     assert (asr.trim_seconds, st.trim_seconds) == (30.0, 60.0)
     assert asr.settings_path == Path("hyps/a.jsonl.settings.json")
-    settings = st.settings("/weights/whisper-base", {"num_beams": 1})
+    settings = st.settings("/weights/whisper-base", {"num_beams": 1}, fingerprint="0123456789abcdef")
     assert list(settings) == [
         "model",
         "family",
         "checkpoint",
         "revision",
+        "model_fingerprint",
         "task",
         "tgt_lang",
         "dtype",
@@ -71,4 +74,5 @@ def test_transcription_settings_default_trim_and_name():
         "provenance",
     ]
     assert (settings["model"], settings["tgt_lang"], settings["max_seconds"], settings["decoder"]) == ("whisper-base", "es", 60.0, None)
-    assert asr.settings("/weights/whisper-base", {})["model"] == "bundled-base"  # no name: the checkpoint as given
+    assert settings["model_fingerprint"] == "0123456789abcdef"
+    assert asr.settings("/weights/whisper-base", {}, fingerprint=None)["model"] == "bundled-base"  # no name: the checkpoint as given
