@@ -17,10 +17,11 @@ Subcommands::
 - ``--method mean-diff``: a steering vector (kind ``steer``), the mean of the ``--target`` gender's
   frames minus the other's, applied as h + alpha * d (alpha 1 moves the other gender's mean onto the target's).
 
-The file (safetensors with a JSON record; no pickle) names the site, the model and the store it was
-fitted on; ``python -m experiments.extract`` and ``experiments.transcribe`` apply it with
+The file (safetensors with a JSON record; no pickle) names the site, the model (a local checkpoint
+by the fingerprint of its files) and the store it was fitted on, with a digest binding the record to
+the tensors; ``python -m experiments.extract`` and ``experiments.transcribe`` apply it with
 ``--intervene FILE`` (``--intervene-gender`` to edit only one gender's utterances) and refuse it on
-another model. ``show`` prints a file's record.
+another model, or when the record or the tensors were edited. ``show`` prints a file's record.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from experiments.cli import fail, run_cli
 
@@ -55,6 +57,8 @@ def fit_command(args) -> int:
         return fail("--method mean-diff needs --target female|male")
     if args.method != "mean-diff" and (args.target is not None or args.alpha != 1.0):
         return fail(f"--target and --alpha are for --method mean-diff, not {args.method}")
+    if Path(args.out).is_dir():
+        return fail(f"--out {args.out} is a folder; give the path of the intervention file to write (.safetensors)")
     print(f"[erase] fitting {args.method} at {args.site} on the training split of {args.store} (seed {args.seed})")
     intervention = fit(args.store, args.site, args.method, args.seed, args.alpha, args.target)
     path = intervention.save(args.out)

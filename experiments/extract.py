@@ -169,7 +169,7 @@ def _main(argv: list[str] | None) -> int:
             utterances,
             sites,
             args.out,
-            config=job.store_config(sites, extractor.checkpoint),
+            config=job.store_config(sites, extractor.checkpoint, extractor.fingerprint),
             storage_dtype=args.storage_dtype,
             batch_seconds=args.batch_seconds,
             max_seconds=args.max_seconds,

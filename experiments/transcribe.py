@@ -13,8 +13,9 @@ ST), hypothesis, gender, speaker, language, model, task, tgt_lang, and for ST th
 than its header, float samples outside [-1, 1]; see ``extract.audio``), counted in the summary.
 Audio is trimmed to 30 s (ASR) or 60 s (ST), as in both studies. Rows are
 appended batch by batch; a rerun skips ids already in the output, so a killed run resumes. The
-decoding settings, the model and the code version go to ``OUT.settings.json``; a rerun with other
-settings is refused. ``--intervene FILE`` edits the encoder with a fitted eraser or steering vector
+decoding settings, the model (a local checkpoint by the fingerprint of its files, whatever the path's
+spelling) and the code version go to ``OUT.settings.json``; a rerun with other settings is refused
+once ``OUT`` holds a row (a run refused before its first batch blocks nothing). ``--intervene FILE`` edits the encoder with a fitted eraser or steering vector
 (``python -m experiments.erase``) while it runs; the files are recorded in the settings too.
 """
 
@@ -147,9 +148,9 @@ def _main(argv: list[str] | None) -> int:
     except (GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = job.settings(checkpoint, generator.settings(), intervener.records() if intervener else None)
+    settings = job.settings(checkpoint, generator.settings(), intervener.records() if intervener else None, fingerprint=generator.extractor.fingerprint)
     try:
-        check_settings(job.settings_path, settings)
+        check_settings(job.settings_path, settings, out)
         done = finished_ids(out)
     except (ManifestError, SettingsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)

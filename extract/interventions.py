@@ -7,9 +7,13 @@ A file (safetensors: tensors plus one JSON record in the header metadata, no pic
   the control) or ``steer`` (h + alpha * direction, toward ``target``);
 - the tensors: ``proj_left`` [D, r], ``proj_right`` [r, D] and ``bias`` [D] of an eraser
   (h - ((h - bias) proj_right^T) proj_left^T, LEACE's closed form), or ``direction`` [D];
-- ``site`` and the model it was fitted on (:func:`store_model_identity`: family, checkpoint, revision,
-  random init and seed, site module, hidden size, as the store recorded them), and the store itself
-  (path and :func:`store_content_hash`).
+- ``site`` and the model it was fitted on (:func:`store_model_identity`: family, checkpoint, the
+  model's fingerprint, revision, random init and seed, site module, hidden size, as the store
+  recorded them), the store itself (path and :func:`store_content_hash`) and how it was fitted
+  (``fit``, whose ``method`` names the kind: :data:`METHODS`);
+- ``digest``: a sha256 over the rest of the record and the tensors' bytes (:func:`record_digest`),
+  checked on load, so that a record relabelled by hand (another site, another model) or a tensor
+  changed by a byte is refused rather than applied.
 
 :class:`Intervener` installs a list of them on a loaded extractor; the runner announces each batch
 (:meth:`Intervener.batch`: every row's gender and input samples), so that the hook edits only the
@@ -19,9 +23,12 @@ Whisper's 1500-frame window is mostly padding it attends to, where an eraser fit
 be an uncontrolled edit. Families that pad a batch to its longest input (SeamlessM4T, S2T, ZeroSwot)
 report all frames as speech; their batch padding is masked downstream.
 
-A file whose family, checkpoint, revision, random init or site module differ from the loaded model
-is refused before anything runs; one whose hidden size differs from the site's states is refused at
-the first forward pass, before any state is changed.
+A file whose family, model, revision, random init or site module differ from the loaded model is
+refused before anything runs (the model by its fingerprint, see ``extract.fingerprint``, so that
+the same checkpoint folder through another path is accepted and its weights changed in place are
+not; by the checkpoint's name for a model built in code); one whose hidden size differs from the
+site's states is refused at the first forward pass, before any state is changed. An edit that makes
+the states non-finite stops the run, naming the file.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from extract.fingerprint import FINGERPRINT  # compared instead of the checkpoint's spelling when the file or the model has one
+
 FORMAT = "speech-gender-probing/intervention"
-VERSION = 1
-KINDS = ("erase", "random-erase", "steer")
+VERSION = 2  # 2: the record carries its digest
+METHODS = {"leace": "erase", "random": "random-erase", "mean-diff": "steer"}  # fitting method -> intervention kind
+KINDS = tuple(METHODS.values())
 GENDERS = ("female", "male")
 TENSORS = {"erase": ("proj_left", "proj_right", "bias"), "random-erase": ("proj_left", "proj_right", "bias"), "steer": ("direction",)}
 MODEL_KEYS = ("family", "checkpoint", "revision", "random_init", "seed", "site_module")  # compared with the loaded model
+RECORD_KEYS = ("kind", "site", "model", "store", "fit", "digest")
 
 
 class InterventionError(ValueError):
@@ -80,14 +91,15 @@ def _json(value, default):
 
 def store_model_identity(reader, site: str) -> dict:
     """What a store records about the model behind ``site``: family, checkpoint (the model id the
-    extractor reported), revision, random init and its seed, the site's module, hidden size, frame
-    rate and compute dtype."""
+    extractor reported), the model's fingerprint (None for a store written without one), revision,
+    random init and its seed, the site's module, hidden size, frame rate and compute dtype."""
     attrs = reader.attrs
     config = _json(attrs.get("config"), {}) or {}
     random_init = bool(config.get("random_init", False))
     return {
         "family": str(attrs.get("family", config.get("model", ""))),
         "checkpoint": str(attrs.get("model_id", config.get("checkpoint", ""))),
+        FINGERPRINT: config.get(FINGERPRINT),
         "revision": str(attrs.get("revision", "") or ""),
         "random_init": random_init,
         "seed": config.get("seed") if random_init else None,
@@ -99,12 +111,13 @@ def store_model_identity(reader, site: str) -> dict:
 
 
 def runtime_model_identity(extractor, site: str, random_init: bool = False, seed: int | None = None) -> dict:
-    """The same fields for a loaded extractor (:data:`MODEL_KEYS`; the hidden size is checked on the states)."""
+    """The same fields for a loaded extractor (:data:`MODEL_KEYS` and its fingerprint; the hidden size is checked on the states)."""
     table = extractor.site_table()
     module = f"{table[site].module or '<model>'}:{table[site].take}" if site in table else ""
     return {
         "family": extractor.family,
         "checkpoint": extractor.checkpoint,
+        FINGERPRINT: extractor.fingerprint,
         "revision": extractor.revision or "",
         "random_init": bool(random_init),
         "seed": seed if random_init else None,
@@ -123,7 +136,7 @@ class Intervention:
     tensors: dict[str, np.ndarray]
     alpha: float | None = None  # steer only
     target: str | None = None  # steer only: the gender the states move toward
-    fit: dict = field(default_factory=dict)  # how it was fitted (method, split, frames, variance removed, rank, ...)
+    fit: dict = field(default_factory=dict)  # how it was fitted (method, split, frames, variance removed, rank, ...); saved with its method
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -145,8 +158,15 @@ class Intervention:
         if self.kind == "steer":
             if self.target not in GENDERS:
                 raise InterventionError(f"a steering vector needs a target gender ({' or '.join(GENDERS)}), got {self.target!r}")
-            if self.alpha is None or not np.isfinite(self.alpha):
-                raise InterventionError(f"a steering vector needs a finite alpha, got {self.alpha!r}")
+            if not _is_real(self.alpha) or not np.isfinite(self.alpha):
+                raise InterventionError(f"a steering vector needs a finite alpha (a number), got {self.alpha!r}")
+            step = float(np.abs(self.alpha * self.tensors["direction"].astype(np.float64)).max(initial=0.0))
+            if step > np.finfo(np.float32).max:
+                raise InterventionError(
+                    f"alpha {self.alpha:g} times the direction reaches {step:.3g}, beyond float32 (the edit's arithmetic); use a smaller alpha"
+                )
+        elif self.alpha is not None or self.target is not None:
+            raise InterventionError(f"alpha and target are for steering vectors, not {self.kind} (got alpha {self.alpha!r}, target {self.target!r})")
 
     @property
     def dim(self) -> int:
@@ -178,12 +198,23 @@ class Intervention:
         }
 
     def save(self, path: str | Path) -> Path:
+        """The tensors (float32) and the record with its :func:`record_digest`, written to a temporary
+        name and renamed. The fit record must name the method of this kind."""
         from safetensors.numpy import save_file
 
+        if not isinstance(self.fit, dict) or METHODS.get(self.fit.get("method")) != self.kind:
+            raise InterventionError(f"a {self.kind} intervention is saved with its fitting method ({_method_of(self.kind)}) in its fit record")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in self.tensors.items()}
-        save_file(tensors, str(path), metadata={"intervention": json.dumps(self.header())})
+        header = json.loads(json.dumps(self.header()))
+        temporary = path.with_name(f"{path.name}.tmp")
+        try:
+            save_file(tensors, str(temporary), metadata={"intervention": json.dumps(header | {"digest": record_digest(header, tensors)})})
+            temporary.replace(path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return path
 
     def record(self, path: str | Path, gender: str | None) -> dict:
@@ -201,16 +232,17 @@ class Intervention:
 
 
 def load_intervention(path: str | Path) -> Intervention:
-    """A saved intervention, checked (:class:`InterventionError` naming the file for anything malformed)."""
-    from safetensors import SafetensorError
+    """A saved intervention, checked (:class:`InterventionError`, one line naming the file, for
+    anything malformed: see :func:`check_record`)."""
+    from safetensors import SafetensorError, safe_open
     from safetensors.numpy import load_file
 
     path = Path(path)
+    if path.is_dir():
+        raise InterventionError(f"{path} is a folder; give an intervention file (python -m experiments.erase fit --out FILE)")
     if not path.is_file():
         raise InterventionError(f"{path}: no such intervention file")
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="numpy") as handle:
             metadata = handle.metadata() or {}
         tensors = load_file(str(path))
@@ -220,13 +252,9 @@ def load_intervention(path: str | Path) -> Intervention:
         header = json.loads(metadata["intervention"])
     except (KeyError, ValueError):
         raise InterventionError(f"{path}: a safetensors file without an intervention record; fit one with python -m experiments.erase fit") from None
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise InterventionError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}, expected {FORMAT!r} version {VERSION}")
-    missing = [key for key in ("kind", "site", "model", "store") if key not in header]
-    if missing:
-        raise InterventionError(f"{path}: the intervention record lacks {', '.join(missing)}")
     try:
-        return Intervention(
+        check_record(header)
+        intervention = Intervention(
             header["kind"],
             header["site"],
             header["model"],
@@ -234,10 +262,61 @@ def load_intervention(path: str | Path) -> Intervention:
             {name: np.asarray(value) for name, value in tensors.items()},
             header.get("alpha"),
             header.get("target"),
-            header.get("fit", {}),
+            header["fit"],
         )
+        if header["digest"] != record_digest(header, tensors):
+            raise InterventionError("the record or the tensors changed since the file was fitted (its digest does not match); fit it again")
     except InterventionError as error:
         raise InterventionError(f"{path}: {error}") from None
+    return intervention
+
+
+def check_record(header) -> None:
+    """The schema of a file's record (format and version, kind, site, model, store, fit and its
+    method; the tensors, alpha and target are checked by :class:`Intervention`), in one line."""
+    if not isinstance(header, dict):
+        raise InterventionError(f"the intervention record is {type(header).__name__}, not a mapping")
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        found = f"format {header.get('format')!r} version {header.get('version')!r}"
+        raise InterventionError(f"{found}, expected {FORMAT!r} version {VERSION}; fit it again with python -m experiments.erase fit")
+    missing = [key for key in RECORD_KEYS if key not in header]
+    if missing:
+        raise InterventionError(f"the intervention record lacks {', '.join(missing)}")
+    kind, site = header["kind"], header["site"]
+    if kind not in KINDS:
+        raise InterventionError(f"unknown intervention kind {kind!r}; known: {', '.join(KINDS)}")
+    if not isinstance(site, str) or not site:
+        raise InterventionError(f"the record's site must be a site name, got {site!r}")
+    for key in ("model", "store", "fit"):
+        if not isinstance(header[key], dict):
+            raise InterventionError(f"the record's {key} must be a mapping, got {header[key]!r}")
+    absent = [key for key in (*MODEL_KEYS, FINGERPRINT) if key not in header["model"]]
+    if absent:
+        raise InterventionError(f"the record's model lacks {', '.join(absent)}")
+    method = header["fit"].get("method")
+    if METHODS.get(method) != kind:
+        raise InterventionError(f"the record's fitting method {method!r} does not make a {kind} intervention ({_method_of(kind)} does)")
+
+
+def record_digest(header: dict, tensors: dict[str, np.ndarray]) -> str:
+    """sha256 binding a record to its tensors: the record (every key but ``digest``) as canonical
+    JSON, then each tensor's name, dtype, shape and bytes, by name."""
+    record = {key: value for key, value in header.items() if key != "digest"}
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        digest.update(f"\0{name}\0{array.dtype.str}\0{list(array.shape)}\0".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _method_of(kind: str) -> str:
+    return next(method for method, made in METHODS.items() if made == kind)
+
+
+def _is_real(value) -> bool:
+    """A real number of a record: an int or float, not a bool or a string."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check_model(intervention: Intervention, extractor, where: str, random_init: bool = False, seed: int | None = None) -> None:
@@ -250,9 +329,18 @@ def check_model(intervention: Intervention, extractor, where: str, random_init: 
     if site.select is not None or site.transform is not None:
         raise InterventionError(f"{where}: site {intervention.site} is a derived view of its module's output and cannot be edited; fit at another site")
     loaded = runtime_model_identity(extractor, intervention.site, random_init, seed)
-    differing = [f"{key}: file {intervention.model.get(key)!r} vs loaded {loaded[key]!r}" for key in MODEL_KEYS if intervention.model.get(key) != loaded[key]]
+    keys = compared_keys(intervention.model, loaded)
+    differing = [f"{key}: file {intervention.model.get(key)!r} vs loaded {loaded[key]!r}" for key in keys if intervention.model.get(key) != loaded[key]]
     if differing:
         raise InterventionError(f"{where} was fitted on another model or site ({'; '.join(differing)}); fit it on a store of this model")
+
+
+def compared_keys(fitted: dict, loaded: dict) -> tuple[str, ...]:
+    """:data:`MODEL_KEYS`, with the model's fingerprint in place of the checkpoint's spelling when
+    either side has one (a model built in code has none, and is known by its name)."""
+    if fitted.get(FINGERPRINT) is None and loaded.get(FINGERPRINT) is None:
+        return MODEL_KEYS
+    return tuple(FINGERPRINT if key == "checkpoint" else key for key in MODEL_KEYS)
 
 
 @dataclass
@@ -308,7 +396,10 @@ class Intervener:
     def batch(self, genders: Sequence[str], samples: Sequence[int]) -> Iterator[None]:
         """The rows of the next forward pass (their genders and input samples, in batch order); on
         leaving, every site must have been edited (a forward stopped before a site, e.g. an extraction
-        of earlier sites only, would otherwise record an intervention that never happened)."""
+        of earlier sites only, would otherwise record an intervention that never happened). Non-finite
+        states after an edited site name the files too."""
+        from extract.families.base import NonFiniteError
+
         self._rows = _Rows(list(genders), [int(n) for n in samples])
         self._fired = {site: 0 for site in self.sites}
         try:
@@ -318,12 +409,15 @@ class Intervener:
                 raise InterventionError(
                     f"the intervention at {', '.join(silent)} never ran: the forward pass stopped before that site (extract at least one site at or after it)"
                 )
+        except NonFiniteError as error:
+            files = ", ".join(str(path) for path in self.paths)
+            raise NonFiniteError(f"{error}, with the states edited by {files} (a steering alpha too large?)") from None
         finally:
             self._rows = None
 
     def _editor(self, extractor, site: str, chosen: list[tuple[Path, Intervention]]):
         device = extractor.device
-        tensors = [{name: torch.as_tensor(value, dtype=torch.float32, device=device) for name, value in i.tensors.items()} for _, i in chosen]
+        tensors = [{name: torch.as_tensor(value, dtype=torch.float32, device=device) for name, value in _operands(i).items()} for _, i in chosen]
 
         def edit_states(states: torch.Tensor) -> torch.Tensor:
             rows = self._rows
@@ -342,12 +436,25 @@ class Intervener:
             for (_, intervention), values in zip(chosen, tensors):
                 edited = _apply(intervention, values, edited)
             self._fired[site] += 1
-            return torch.where(mask[..., None], edited.to(states.dtype), states)
+            result = torch.where(mask[..., None], edited.to(states.dtype), states)
+            if not bool(torch.isfinite(result).all()) and bool(torch.isfinite(states).all()):
+                files = ", ".join(str(path) for path, _ in chosen)
+                dtype = str(states.dtype).removeprefix("torch.")
+                raise InterventionError(f"{files}: the edit at {site} made the states non-finite in {dtype} (a steering alpha too large?)")
+            return result
 
         return edit_states
 
 
+def _operands(intervention: Intervention) -> dict[str, np.ndarray]:
+    """What the hook computes with: a steering vector's step alpha * direction (in float64, finite in
+    float32 by :class:`Intervention`'s check; alpha alone may not be), an eraser's tensors."""
+    if intervention.kind == "steer":
+        return {"step": intervention.alpha * intervention.tensors["direction"].astype(np.float64)}
+    return intervention.tensors
+
+
 def _apply(intervention: Intervention, values: dict[str, torch.Tensor], states: torch.Tensor) -> torch.Tensor:
     if intervention.kind == "steer":
-        return states + intervention.alpha * values["direction"]
+        return states + values["step"]
     return states - ((states - values["bias"]) @ values["proj_right"].T) @ values["proj_left"].T

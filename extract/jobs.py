@@ -47,15 +47,17 @@ class ExtractionJob:
         """The interventions loaded (and checked as files), or None without any."""
         return load_intervener(self.interventions, self.intervene_gender)
 
-    def store_config(self, sites: list[str], checkpoint: str) -> dict:
-        """What determines the stored values; a resumed run must match it exactly. ``model`` is the
-        family, ``label`` the model's name in outputs; the manifest is compared by its content
-        (``manifest_sha256``), not by how its path is spelled (``manifest``, recorded as given)."""
+    def store_config(self, sites: list[str], checkpoint: str, fingerprint: str | None) -> dict:
+        """What determines the stored values; a resumed run must match it (``extract.store.same_configuration``).
+        ``model`` is the family, ``label`` the model's name in outputs; the manifest is compared by its
+        content (``manifest_sha256``), not by how its path is spelled (``manifest``, recorded as given);
+        with the loaded model's ``fingerprint``, the checkpoint's spelling is recorded but not compared."""
         spec = self.spec
         return {
             "model": spec.family,
             "checkpoint": checkpoint,
             "revision": spec.revision,
+            "model_fingerprint": fingerprint,
             "sites": sites,
             "dtype": spec.dtype,
             "storage_dtype": self.storage_dtype,
@@ -92,7 +94,7 @@ def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool 
         utterances,
         sites,
         job.out,
-        config=job.store_config(sites, extractor.checkpoint),
+        config=job.store_config(sites, extractor.checkpoint, extractor.fingerprint),
         storage_dtype=job.storage_dtype,
         batch_seconds=job.batch_seconds,
         max_seconds=job.max_seconds,
@@ -139,17 +141,18 @@ class TranscriptionJob:
     def model_name(self) -> str:
         return self.name or self.spec.label()
 
-    def settings(self, checkpoint: str, decoding: dict, interventions: list[dict] | None = None) -> dict:
-        """What ``OUT.settings.json`` records; a rerun with other settings (the code version aside) is
-        refused, and so is one from a changed manifest (``manifest_sha256``; the path as spelled is
-        recorded, not compared). ``interventions``: the records of :meth:`Intervener.records` (the key
-        is absent without any)."""
+    def settings(self, checkpoint: str, decoding: dict, interventions: list[dict] | None = None, *, fingerprint: str | None) -> dict:
+        """What ``OUT.settings.json`` records; a rerun with other settings (the code version, the
+        checkpoint's spelling and the manifest path's spelling aside) is refused, and so is one from a
+        changed manifest (``manifest_sha256``). ``interventions``: the records of
+        :meth:`Intervener.records` (the key is absent without any); ``fingerprint``: the loaded model's."""
         spec = self.spec
         return {
             "model": self.model_name(),
             "family": spec.family,
             "checkpoint": checkpoint,
             "revision": spec.revision,
+            "model_fingerprint": fingerprint,
             "task": self.task,
             "tgt_lang": self.tgt_lang,
             "dtype": spec.dtype,
@@ -182,7 +185,8 @@ def transcribe(job: TranscriptionJob, show_progress: bool = True) -> Transcripti
     generator.check(job.task, job.tgt_lang)
     if interventions is not None:
         interventions.check(generator.extractor)
-    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), interventions.records() if interventions else None))
+    records = interventions.records() if interventions else None
+    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), job.out)
     done = finished_ids(job.out)
     todo = [u for u in utterances if u.id not in done]
     written, skipped, notes = run_transcription(

@@ -32,6 +32,7 @@ from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
 from extract.families.base import Extractor
 from extract.families.generation import Generator
+from extract.fingerprint import compared
 from extract.interventions import Intervener
 from extract.manifest import ManifestError, Utterance
 from extract.provenance import provenance
@@ -45,6 +46,7 @@ from extract.store import (
     differing_keys,
     is_complete,
     part_damage,
+    same_configuration,
 )
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
@@ -272,23 +274,24 @@ def _attribute(path: Path, key: str, default=None):
 
 
 def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
-    """Every complete part already in ``out_dir`` must come from this configuration (compared as
-    :func:`comparable_config`: a manifest by its content); a changed manifest is named as such."""
+    """Every complete part already in ``out_dir`` must come from this configuration
+    (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
+    another path as the same model); a changed manifest is named as such."""
     import h5py
 
     others: dict[str, list[Path]] = {}
     for path in parts:
         with h5py.File(path, "r") as handle:
             stored = str(handle.attrs.get("config", ""))
+        if same_configuration(stored, json.dumps(config)):
+            continue
         try:
             decoded = json.loads(stored)
-            same = comparable_config(decoded) == comparable_config(config)
-        except (ValueError, AttributeError):
-            decoded, same = None, False
-        if not same and isinstance(decoded, dict) and (message := changed_manifest(decoded, config, "store", "--out folder")):
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and (message := changed_manifest(decoded, config, "store", "--out folder")):
             raise StoreError(f"{out_dir}: {message}")
-        if not same:
-            others.setdefault(stored, []).append(path)
+        others.setdefault(stored, []).append(path)
     if others:
         names = [p.name for group in others.values() for p in group]
         differences = "; ".join(differing_keys(comparable_key(stored), json.dumps(comparable_config(config))) for stored in others)
@@ -466,20 +469,34 @@ class SettingsMismatchError(ValueError):
     """A transcription file was started with other settings than this run's."""
 
 
-def check_settings(path: Path, settings: dict) -> None:
-    """Write a transcription's settings file, or refuse to mix outputs of different settings in one
-    file (:class:`SettingsMismatchError` naming each differing setting by its dotted path, or the
-    manifest that changed; the code version and how the manifest's path is spelled may differ)."""
-    if path.exists():
+def check_settings(path: Path, settings: dict, output: Path) -> None:
+    """Write a transcription's settings file ``path``, or refuse to mix outputs of different settings
+    in the file ``output`` (:class:`SettingsMismatchError` naming each differing setting by its dotted
+    path, or the manifest that changed; the code version, how the manifest's path is spelled and the
+    checkpoint's spelling may differ, see :func:`extract.store.comparable_config` and
+    :func:`extract.fingerprint.compared`). Settings bind the rows they produced: while ``output``
+    holds no row (a run refused at its first batch), the file is replaced."""
+    if path.exists() and holds_rows(output):
         recorded = json.loads(path.read_text())
         message = changed_manifest(recorded, settings, "hypotheses file", "--out file")
         if message:
             raise SettingsMismatchError(f"{path}: {message}")
-        stored = _flat({key: value for key, value in comparable_config(recorded).items() if key != "provenance"})
-        current = _flat({key: value for key, value in comparable_config(settings).items() if key != "provenance"})
+        stored, current = compared(
+            {key: value for key, value in comparable_config(recorded).items() if key != "provenance"},
+            {key: value for key, value in comparable_config(settings).items() if key != "provenance"},
+        )
+        stored, current = _flat(stored), _flat(current)
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
             raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+
+
+def holds_rows(path: Path) -> bool:
+    """Whether ``path`` holds at least one complete (newline-ended) non-blank line."""
+    if not path.is_file():
+        return False
+    data = path.read_bytes()
+    return bool(data[: data.rfind(b"\n") + 1].strip())

@@ -17,6 +17,7 @@ import torch
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError
 from extract.families.generation import GenerationError, GenerationOptions, Generator
+from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -82,6 +83,16 @@ class ModelSpec:
         :func:`extract.provenance.model_label`."""
         return model_label(self.family, self.checkpoint or FAMILIES[self.family].extractor.default_checkpoint, self.random_init)
 
+    def fingerprint(self) -> str:
+        """What identifies the weights, whatever the path's spelling: a local folder (a bundled one
+        included) by the content of its model files (:func:`extract.fingerprint.folder_fingerprint`,
+        16 hex digits), a hub model by ``id@revision`` (``main`` when none is pinned)."""
+        checkpoint = self.resolved_checkpoint()
+        folder = Path(checkpoint).expanduser()
+        if folder.is_dir():
+            return folder_fingerprint(folder)
+        return f"{checkpoint}@{self.revision or 'main'}"
+
 
 def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
     """The extractor of ``spec``. ``keep_padding`` (Whisper): store the whole padded 30 s window. An
@@ -94,7 +105,9 @@ def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
     options = {name: value for name, value in requested.items() if name in cls.load_options}
     checkpoint = spec.resolved_checkpoint()
     torch.manual_seed(spec.seed)
-    return cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
+    extractor = cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
+    extractor.fingerprint = spec.fingerprint()
+    return extractor
 
 
 def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) -> Generator:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.diskfull import is_disk_full
+from extract.fingerprint import compared
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
@@ -659,10 +660,14 @@ class ShardReader:
 
 def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) -> None:
     """One store, one configuration: parts written with different ones (a random-init shard beside
-    a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys."""
+    a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys;
+    parts written through two spellings of one checkpoint folder are one (:func:`same_configuration`)."""
     if len(configurations) <= 1:
         return
     (first, first_parts), *others = configurations.items()
+    others = [(config, parts) for config, parts in others if not same_configuration(first, config)]
+    if not others:
+        return
     described = []
     for config, parts in others:
         keys = differing_keys(first, config)
@@ -699,6 +704,20 @@ def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> st
     if before is None or now is None or before == now:
         return None
     return f"--manifest {current.get('manifest')} changed since this {what} was started (sha256 {before[:12]}… then, {now[:12]}… now): use a new {instead}"
+
+
+def same_configuration(first: str, second: str) -> bool:
+    """Whether two parts' JSON configs describe one configuration: compared without what records only
+    how a path was spelled (:func:`comparable_config`: one manifest content is one manifest) and by
+    :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
+    try:
+        a, b = json.loads(first or "{}"), json.loads(second or "{}")
+    except ValueError:
+        return first == second
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return first == second
+    a, b = compared(comparable_config(a), comparable_config(b))
+    return a == b
 
 
 def differing_keys(first: str, second: str) -> str:

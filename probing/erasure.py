@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from extract.interventions import METHODS  # method -> intervention kind
 from probing.controls import speaker_labels
 from probing.data import TASKS, ProbeError, make_splits
 
-METHODS = {"leace": "erase", "random": "random-erase", "mean-diff": "steer"}  # method -> intervention kind
 LEACE_OPTIONS = {"affine": True, "constrain_cov_trace": True, "shrinkage": True}
 RANK_TOLERANCE = 1e-6  # singular values of the edit below this share of the largest are numerical zeros
 EQUAL_MEANS_TOLERANCE = 1e-9  # gender means closer than this share of their largest entry are equal (float64 sums round at ~1e-16 per frame)

@@ -180,3 +180,10 @@ def test_steering_refuses_equal_gender_means(tmp_path):
     store = _mirrored_store(tmp_path / "mirrored", lambda s, u: frames[s, u])
     with pytest.raises(ErasureError, match=r"the female and male training frames have the same mean \(direction norm 0, total variance [1-9]"):
         fit(store, SITE, "mean-diff", target="male")
+
+
+def test_cli_fit_into_a_folder_is_one_line(tmp_path, store, capsys):
+    """#71: ``--out`` an existing folder, refused before fitting (was a SafetensorError traceback)."""
+    assert cli.main(["fit", "--store", str(store), "--site", SITE, "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"error: --out {tmp_path} is a folder; give the path of the intervention file to write (.safetensors)"

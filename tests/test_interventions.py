@@ -41,7 +41,16 @@ def _identity(extractor, site):
 
 def _steer(extractor, site="encoder.layer.0", alpha=1.0, target="female", direction=None):
     direction = np.linspace(-1, 1, DIM) if direction is None else direction
-    return Intervention("steer", site, _identity(extractor, site), {"path": "s", "content_sha256": "x"}, {"direction": direction}, alpha=alpha, target=target)
+    return Intervention(
+        "steer",
+        site,
+        _identity(extractor, site),
+        {"path": "s", "content_sha256": "x"},
+        {"direction": direction},
+        alpha=alpha,
+        target=target,
+        fit={"method": "mean-diff"},
+    )
 
 
 def _eraser(extractor, site="encoder.layer.0", kind="erase", dim=DIM, seed=0):
@@ -49,7 +58,8 @@ def _eraser(extractor, site="encoder.layer.0", kind="erase", dim=DIM, seed=0):
     direction = rng.standard_normal(dim)
     unit = direction / np.linalg.norm(direction)
     tensors = {"proj_left": unit[:, None], "proj_right": unit[None, :], "bias": rng.standard_normal(dim)}
-    return Intervention(kind, site, _identity(extractor, site), {"path": "s", "content_sha256": "x"}, tensors)
+    method = {"erase": "leace", "random-erase": "random"}[kind]
+    return Intervention(kind, site, _identity(extractor, site), {"path": "s", "content_sha256": "x"}, tensors, fit={"method": method})
 
 
 def _saved(tmp_path, intervention, name="i.safetensors"):
@@ -246,12 +256,12 @@ def test_transcription_runs_with_interventions_and_the_settings_refuse_other_one
     assert written == 4
     manifest = write_manifest(tmp_path / "m.jsonl", _utterances(tone))
     job = TranscriptionJob(ModelSpec("whisper", device="cpu"), manifest, out, "asr", interventions=(path,), intervene_gender="female")
-    settings = job.settings("ckpt", {}, intervener.records())
+    settings = job.settings("ckpt", {}, intervener.records(), fingerprint=None)
     assert settings["interventions"][0]["path"] == str(path.resolve()) and settings["interventions"][0]["gender"] == "female"
-    assert "interventions" not in job.settings("ckpt", {})  # absent without any: older settings files still match
-    check_settings(job.settings_path, settings)
+    assert "interventions" not in job.settings("ckpt", {}, fingerprint=None)  # absent without any: older settings files still match
+    check_settings(job.settings_path, settings, out)
     with pytest.raises(SettingsMismatchError, match="interventions"):
-        check_settings(job.settings_path, job.settings("ckpt", {}))
+        check_settings(job.settings_path, job.settings("ckpt", {}, fingerprint=None), out)
 
 
 def test_the_store_content_hash_follows_the_parts(tmp_path, tone):
@@ -332,3 +342,111 @@ def test_the_asr_table_names_its_estimate_and_an_undefined_e_is_not_zero():
     lines = asr_table({"before": {"languages": {"en": entry(0.0, 0.0), "es": entry(10.0, 8.0)}}})
     assert "| E(F, M) (%, resampled) |" in lines[0]
     assert lines[2].startswith("| before | en (WER) | 0.00 | 0.00 | 0.00 | – |") and "| +25.0 |" in lines[3]
+
+
+def _rewritten(tmp_path, source, name, change=None, tensors=None):
+    """``source`` saved again as ``name`` with its record changed by ``change`` (a function of the
+    record) or other ``tensors``, its digest left as it was: a file edited by hand."""
+    from safetensors.numpy import load_file
+
+    header = json.loads(safe_open(str(source), framework="numpy").metadata()["intervention"])
+    if change is not None:
+        change(header)
+    target = tmp_path / name
+    save_file(tensors or load_file(str(source)), str(target), metadata={"intervention": json.dumps(header)})
+    return target
+
+
+def test_the_digest_binds_the_record_to_its_tensors(tmp_path):
+    """#75: an eraser relabelled to another site (its site module too) and #84: a tensor byte flipped
+    to another finite value are refused; the file as fitted loads."""
+    extractor = tiny_extractor("whisper")
+    path = _saved(tmp_path, _eraser(extractor, site="encoder.layer.1"))
+    assert load_intervention(path).site == "encoder.layer.1"
+
+    def relabel(header):
+        header["site"] = "encoder.layer.0"
+        header["model"]["site_module"] = runtime_model_identity(extractor, "encoder.layer.0")["site_module"]
+
+    relabelled = _rewritten(tmp_path, path, "relabelled.safetensors", relabel)
+    data = bytearray(path.read_bytes())
+    data[8 + int.from_bytes(data[:8], "little") + 3] ^= 1  # the first tensor's first value
+    flipped = tmp_path / "flipped.safetensors"
+    flipped.write_bytes(bytes(data))
+    from safetensors.numpy import load_file
+
+    assert all(np.isfinite(value).all() for value in load_file(str(flipped)).values())
+    for edited in (relabelled, flipped):
+        with pytest.raises(InterventionError, match="its digest does not match") as refused:
+            Intervener([edited])
+        assert str(refused.value).startswith(f"{edited}: ") and len(str(refused.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda h: h.update(alpha="1"), r"needs a finite alpha \(a number\), got '1'"),  # #77
+        (lambda h: h.update(alpha=True), r"needs a finite alpha \(a number\), got True"),
+        (lambda h: h.update(model=None), "the record's model must be a mapping, got None"),  # #80
+        (lambda h: h["model"].pop("site_module"), "the record's model lacks site_module"),
+        (lambda h: h.update(site=3), "the record's site must be a site name, got 3"),
+        (lambda h: h.update(store=[]), r"the record's store must be a mapping, got \[\]"),
+        (lambda h: h.update(fit={"method": "leace"}), "fitting method 'leace' does not make a steer intervention"),
+        (lambda h: h.update(version=1), "version 1, expected .* version 2; fit it again"),
+        (lambda h: h.pop("digest"), "the intervention record lacks digest"),
+    ],
+)
+def test_a_malformed_record_is_one_line_naming_the_file(tmp_path, change, expected):
+    path = _rewritten(tmp_path, _saved(tmp_path, _steer(tiny_extractor("whisper"))), "edited.safetensors", change)
+    with pytest.raises(InterventionError, match=expected) as refused:
+        load_intervention(path)
+    assert str(refused.value).startswith(f"{path}: ") and len(str(refused.value).splitlines()) == 1
+
+
+def test_an_eraser_takes_no_alpha(tmp_path):
+    path = _rewritten(tmp_path, _saved(tmp_path, _eraser(tiny_extractor("whisper"))), "e.safetensors", lambda h: h.update(alpha=1.0))
+    with pytest.raises(InterventionError, match="alpha and target are for steering vectors, not erase"):
+        load_intervention(path)
+
+
+def test_cli_malformed_records_and_folders_are_one_line(tmp_path, capsys, tone):
+    """#77 (erase show and extract --intervene), #80 and #86 through the command lines."""
+    from experiments import erase as erase_cli
+
+    steer = _saved(tmp_path, _steer(tiny_extractor("whisper")))
+    text_alpha = _rewritten(tmp_path, steer, "alpha.safetensors", lambda h: h.update(alpha="1"))
+    no_model = _rewritten(tmp_path, steer, "model.safetensors", lambda h: h.update(model=None))
+    error = _cli_error(erase_cli.main, ["show", str(text_alpha)], capsys)
+    assert error == f"error: {text_alpha}: a steering vector needs a finite alpha (a number), got '1'"
+    error = _cli_error(erase_cli.main, ["show", str(tmp_path)], capsys)
+    assert error == f"error: {tmp_path} is a folder; give an intervention file (python -m experiments.erase fit --out FILE)"
+    manifest = tmp_path / "m.jsonl"
+    write_manifest(manifest, _utterances(tone, 2))
+    base = ["--model", "whisper", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s")]
+    for path, message in ((text_alpha, "needs a finite alpha"), (no_model, "the record's model must be a mapping, got None")):
+        error = _cli_error(extract_cli.main, [*base, "--intervene", str(path)], capsys)
+        assert error.startswith(f"error: {path}: ") and message in error, error
+
+
+def test_a_steering_step_beyond_float32_is_refused_when_fitted():
+    """#68: alpha 1e39 is finite in float64, but the edit computes in float32."""
+    extractor = tiny_extractor("whisper")
+    with pytest.raises(InterventionError, match=r"alpha 1e\+39 times the direction reaches 1e\+39, beyond float32"):
+        _steer(extractor, alpha=1e39, direction=np.ones(DIM))
+    _steer(extractor, alpha=1e30, direction=np.ones(DIM))
+
+
+def test_an_edit_that_overflows_at_run_time_names_its_files(tmp_path):
+    """#68 at run time: two steps that each fit float32 overflow together at their site; one step
+    that fits makes the next layer non-finite. Both errors name the files."""
+    from extract.families import NonFiniteError
+
+    extractor = tiny_extractor("whisper")
+    huge = np.full(DIM, 3e38)
+    first, second = (_saved(tmp_path, _steer(extractor, alpha=1.0, direction=huge), name) for name in ("a.safetensors", "b.safetensors"))
+    with pytest.raises(InterventionError, match=f"{first}, {second}: the edit at encoder.layer.0 made the states non-finite in float32"):
+        _states(extractor, ["encoder.layer.0"], Intervener([first, second]))
+    with pytest.raises(NonFiniteError, match=f"non-finite values at site encoder.layer.1 .*, with the states edited by {first}"):
+        intervener = Intervener([first])
+        with intervener.installed(extractor), intervener.batch(["female", "male"], [len(a) for a in _audios()]):
+            extractor.extract(_audios(), ["encoder.layer.0", "encoder.layer.1"], ids=["a", "b"])

@@ -19,11 +19,12 @@ def test_store_config_records_the_spec_and_the_run_settings(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     sha256 = hashlib.sha256(_manifest(tmp_path).read_bytes()).hexdigest()
     job = ExtractionJob(ModelSpec("whisper", "bundled-base", dtype="bfloat16", device="cpu", random_init=True, seed=3), Path("m.jsonl"), Path("out"))
-    config = job.store_config(["encoder.final"], "/weights/whisper-base")
+    config = job.store_config(["encoder.final"], "/weights/whisper-base", "0123456789abcdef")
     assert config == {
         "model": "whisper",
         "checkpoint": "/weights/whisper-base",
         "revision": None,
+        "model_fingerprint": "0123456789abcdef",
         "sites": ["encoder.final"],
         "dtype": "bfloat16",
         "storage_dtype": "float16",
@@ -42,6 +43,7 @@ def test_store_config_records_the_spec_and_the_run_settings(tmp_path, monkeypatc
         "model",
         "checkpoint",
         "revision",
+        "model_fingerprint",
         "sites",
         "dtype",
         "storage_dtype",
@@ -57,10 +59,10 @@ def test_store_config_records_the_spec_and_the_run_settings(tmp_path, monkeypatc
         "manifest_sha256",
     ]
     pretrained = ExtractionJob(ModelSpec("whisper", device="cpu", seed=3), Path("m.jsonl"), Path("out"))
-    assert pretrained.store_config([], "c")["seed"] is None  # the seed matters only to random weights
-    assert pretrained.store_config([], "c")["label"] == "whisper-large-v3"  # the family's reference checkpoint
+    assert pretrained.store_config([], "c", None)["seed"] is None  # the seed matters only to random weights
+    assert pretrained.store_config([], "c", None)["label"] == "whisper-large-v3"  # the family's reference checkpoint
     labelled = ExtractionJob(ModelSpec("whisper", device="cpu"), Path("m.jsonl"), Path("out"), label="wl3")
-    assert labelled.store_config([], "c")["label"] == "wl3"
+    assert labelled.store_config([], "c", None)["label"] == "wl3"
 
 
 def test_transcription_settings_default_trim_and_name(tmp_path, monkeypatch):
@@ -73,12 +75,13 @@ def test_transcription_settings_default_trim_and_name(tmp_path, monkeypatch):
     )
     assert (asr.trim_seconds, st.trim_seconds) == (30.0, 60.0)
     assert asr.settings_path == Path("hyps/a.jsonl.settings.json")
-    settings = st.settings("/weights/whisper-base", {"num_beams": 1})
+    settings = st.settings("/weights/whisper-base", {"num_beams": 1}, fingerprint="0123456789abcdef")
     assert list(settings) == [
         "model",
         "family",
         "checkpoint",
         "revision",
+        "model_fingerprint",
         "task",
         "tgt_lang",
         "dtype",
@@ -91,4 +94,5 @@ def test_transcription_settings_default_trim_and_name(tmp_path, monkeypatch):
     ]
     assert (settings["model"], settings["tgt_lang"], settings["max_seconds"], settings["decoder"]) == ("whisper-base", "es", 60.0, None)
     assert settings["manifest_sha256"] == sha256
-    assert asr.settings("/weights/whisper-base", {})["model"] == "whisper-base"  # no name: the label of the family and checkpoint
+    assert asr.settings("/weights/whisper-base", {}, fingerprint=None)["model"] == "whisper-base"  # no name: the label of the family and checkpoint
+    assert settings["model_fingerprint"] == "0123456789abcdef"

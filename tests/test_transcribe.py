@@ -231,11 +231,13 @@ def test_an_interrupted_last_line_is_removed_and_redone(tmp_path):
 
 
 def test_settings_must_match_to_resume(tmp_path):
+    out = tmp_path / "h.jsonl"
     path = tmp_path / "h.jsonl.settings.json"
-    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "a"}})
-    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}})  # code version may differ
+    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "a"}}, out)
+    out.write_text('{"id": "a", "hypothesis": "x"}\n')
+    check_settings(path, {"model": "m", "decoding": {"num_beams": 5}, "provenance": {"commit": "b"}}, out)  # code version may differ
     with pytest.raises(SettingsMismatchError, match=r"other settings than this run \(decoding.num_beams: 5 vs 1\)"):
-        check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}})
+        check_settings(path, {"model": "m", "decoding": {"num_beams": 1}, "provenance": {"commit": "a"}}, out)
 
 
 def test_english_only_whisper_takes_no_language_token_and_refuses_other_languages():

@@ -25,6 +25,7 @@ from experiments.finetuning.subsets import SubsetError, draw_subset
 from experiments.finetuning.tracking import GenderGapTracker, read_history
 from experiments.normalisation.filters import file_digest
 from extract.families.generation import GenerationOptions
+from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
 from extract.provenance import provenance
 from extract.spec import ModelSpec, load_generator
@@ -123,8 +124,11 @@ def balanced_sample(utterances, size: int, seed: int):
 
 
 def _settings(config: FinetuneConfig, training_ids: list[str]) -> dict:
+    """What ``run.json`` records and a resume must match; ``model_fingerprint``: the base model's
+    (``ModelSpec.fingerprint``), so that weights changed in place refuse the resume."""
     return {
         "config": config.to_json(),
+        FINGERPRINT: ModelSpec("whisper", config.checkpoint, config.revision).fingerprint(),
         "grafn_sha256": file_digest(config.grafn) if config.grafn else None,
         "seeds": {"subset": config.seed, "lightning": config.seed},
         "training_ids": training_ids,
@@ -137,12 +141,24 @@ def _check_run_file(out: Path, settings: dict, resume: bool) -> None:
         if not resume:
             raise FinetuneError(f"{out} already holds a run; pass --resume to continue it, or give a new --out")
         stored = json.loads(path.read_text(encoding="utf-8"))
-        differing = sorted(key for key in settings if stored.get(key) != settings[key])
+        previous, current = _compared(stored, settings)
+        differing = sorted(key for key in settings if previous.get(key) != current[key])
         if differing:
-            raise FinetuneError(f"{path} records other settings ({', '.join(differing)} differ); --resume continues the same run only, give a new --out")
+            described = ", ".join(key if isinstance(settings[key], (dict, list)) else f"{key}: {stored.get(key)!r} vs {settings[key]!r}" for key in differing)
+            raise FinetuneError(f"{path} records other settings ({described} differ); --resume continues the same run only, give a new --out")
         return
     if resume:
         raise FinetuneError(f"nothing to resume in {out} (no run.json); drop --resume to start")
+
+
+def _compared(stored: dict, settings: dict) -> tuple[dict, dict]:
+    """Two runs' settings as a resume compares them: with model fingerprints on both, the
+    checkpoint's spelling in ``config`` is left out (``extract.fingerprint.compared``)."""
+    if not isinstance(stored.get("config"), dict):
+        return stored, settings
+    fingerprints = (stored.get(FINGERPRINT), settings[FINGERPRINT])
+    previous, current = compared(stored["config"], settings["config"], fingerprints)
+    return stored | {"config": previous}, settings | {"config": current}
 
 
 def _write_run_file(out: Path, settings: dict) -> None:

@@ -65,6 +65,7 @@ class Extractor(ABC):
         disable_layerdrop(self.model)
         self.processor = processor
         self.checkpoint, self.revision = checkpoint, revision
+        self.fingerprint: str | None = None  # what identifies the weights (ModelSpec.fingerprint); None for a model built in code
         self.device, self.dtype = torch.device(device), dtype
 
     @classmethod
