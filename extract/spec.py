@@ -78,10 +78,15 @@ class ModelSpec:
         return self.checkpoint or family.extractor.default_checkpoint
 
     def label(self) -> str:
-        """The default model label of outputs (``--label``): from the family and the checkpoint as
-        given (the family's reference one when none is), ``-random`` for random weights; see
+        """The default model label of outputs (``--label``): from the family and the checkpoint (the
+        family's reference one when none is given; a local folder by its resolved name, so a symlink
+        or another spelling of one folder gives one label), ``-random`` for random weights; see
         :func:`extract.provenance.model_label`."""
-        return model_label(self.family, self.checkpoint or FAMILIES[self.family].extractor.default_checkpoint, self.random_init)
+        checkpoint = self.checkpoint or FAMILIES[self.family].extractor.default_checkpoint
+        folder = Path(checkpoint).expanduser()
+        if folder.is_dir():
+            checkpoint = str(folder.resolve())
+        return model_label(self.family, checkpoint, self.random_init)
 
     def fingerprint(self) -> str:
         """What identifies the weights, whatever the path's spelling: a local folder (a bundled one

@@ -141,12 +141,13 @@ def test_transcribe_takes_label_and_its_older_spelling_name():
 
 
 def test_a_transcription_resumed_from_a_changed_manifest_is_refused(tmp_path):
-    path = tmp_path / "h.jsonl.settings.json"
+    path, out = tmp_path / "h.jsonl.settings.json", tmp_path / "h.jsonl"
     settings = {"model": "wb", "manifest": "m.jsonl", "manifest_sha256": "a" * 64, "provenance": provenance()}
-    check_settings(path, settings)
-    check_settings(path, {**settings, "manifest": "./m.jsonl"})  # another spelling of the same content
+    check_settings(path, settings, out)
+    out.write_text('{"id": "u1", "hypothesis": "x"}\n')  # settings bind once the output holds a row
+    check_settings(path, {**settings, "manifest": "./m.jsonl"}, out)  # another spelling of the same content
     with pytest.raises(SettingsMismatchError) as refused:
-        check_settings(path, {**settings, "manifest_sha256": "b" * 64})
+        check_settings(path, {**settings, "manifest_sha256": "b" * 64}, out)
     assert (
         str(refused.value)
         == f"{path}: --manifest m.jsonl changed since this hypotheses file was started (sha256 {'a' * 12}… then, {'b' * 12}… now): use a new --out file"
