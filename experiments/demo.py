@@ -111,9 +111,16 @@ def set_threads(threads: int) -> int:
     return torch.get_num_threads()
 
 
+# the work folder's own version: raised when stores, transcripts or probe rows written by older code can
+# no longer be resumed (3: store configs and transcription settings record the model label, the
+# manifest's sha256 and the model's fingerprint), so an old cache is set aside instead of refused
+WORK_VERSION = 3
+
+
 def work_root(seed: int, trim: bool) -> Path:
-    """The default work folder: versioned with the corpus, so that no store of an older corpus is reused."""
-    return cache_dir() / ("demo-trim" if trim else "demo") / f"v{CORPUS_VERSION}-seed{seed}"
+    """The default work folder: versioned with the corpus (no store of an older corpus is reused) and
+    with :data:`WORK_VERSION` (no output of older code is resumed); the corpus itself is shared."""
+    return cache_dir() / ("demo-trim" if trim else "demo") / f"v{CORPUS_VERSION}.{WORK_VERSION}-seed{seed}"
 
 
 def report_folder(out: Path | None, root: Path) -> Path:

@@ -93,12 +93,13 @@ def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
     assert report_folder(tmp_path / "figures" / "demo", root) == tmp_path / "figures" / "demo"
 
 
-def test_work_folder_is_versioned_with_the_corpus(monkeypatch, tmp_path):
+def test_work_folder_is_versioned_with_the_corpus_and_the_work_format(monkeypatch, tmp_path):
+    from experiments.demo import WORK_VERSION
     from experiments.recipes.democorpus.build import CORPUS_VERSION
 
     monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path))
-    assert work_root(3, trim=False) == tmp_path / "demo" / f"v{CORPUS_VERSION}-seed3"
-    assert work_root(0, trim=True) == tmp_path / "demo-trim" / f"v{CORPUS_VERSION}-seed0"
+    assert work_root(3, trim=False) == tmp_path / "demo" / f"v{CORPUS_VERSION}.{WORK_VERSION}-seed3"
+    assert work_root(0, trim=True) == tmp_path / "demo-trim" / f"v{CORPUS_VERSION}.{WORK_VERSION}-seed0"
 
 
 def test_threads_are_fixed_and_validated(capsys):
