@@ -350,41 +350,51 @@ def uninterrupted_run(tiny_whisper, noise_corpus, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("killed_after", [2, 4])
-def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_weights(
-    tiny_whisper, noise_corpus, uninterrupted_run, tmp_path, monkeypatch, killed_after
+@pytest.mark.parametrize(
+    "killed_at, checkpoint_step",
+    [
+        (("on_train_batch_start", 2), 2),  # after the step-2 checkpoint, mid-pass (3 batches per pass)
+        (("on_train_batch_start", 4), 4),  # after the step-4 checkpoint, in the second pass
+        (("on_validation_start", 4), 2),  # during the step-4 validation: its row and checkpoint are not written yet
+    ],
+)
+def test_a_killed_run_resumes_to_the_uninterrupted_weights_and_history(
+    tiny_whisper, noise_corpus, uninterrupted_run, tmp_path, monkeypatch, killed_at, checkpoint_step
 ):
     """The data order and the dropout RNG continue where the checkpoint left them: the merged model is
-    bit-identical to the uninterrupted run's (LoRA dropout 0.05 is on, so the RNG matters)."""
+    bit-identical to the uninterrupted run's (LoRA dropout 0.05 is on, so the RNG matters), and the
+    history has the same rows, none missing and none twice."""
     out = tmp_path / "run"
     argv = _resume_argv(noise_corpus, tiny_whisper, out)
     with monkeypatch.context() as patch:
-        _kill_at(patch, killed_after)
+        _kill_at(patch, *killed_at)
         with pytest.raises(_Killed), capture_stdout():
             cli.main(argv)
-    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == killed_after
+    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == checkpoint_step
     with capture_stdout():
         assert cli.main([*argv, "--resume"]) == 0
     reference, resumed = _tensors(uninterrupted_run / "model"), _tensors(out / "model")
     assert [name for name in reference if not torch.equal(reference[name], resumed[name])] == []
     assert _history(out) == _history(uninterrupted_run)
     with (out / "logs" / "version_1" / "metrics.csv").open() as handle:  # the resumed part trained the remaining steps only
-        assert sum(bool(row["train/loss"]) for row in csv.DictReader(handle)) == 5 - killed_after
+        assert sum(bool(row["train/loss"]) for row in csv.DictReader(handle)) == 5 - checkpoint_step
 
 
 def _history(out):
     return [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
 
 
-def _kill_at(monkeypatch, step):
-    """Make the next run stop (as if killed) when it is about to train step ``step + 1``."""
+def _kill_at(monkeypatch, hook, step):
+    """Make the next run stop (as if killed) in the module's ``hook`` once ``step`` steps are trained
+    (``on_train_batch_start``: about to train the next step; ``on_validation_start``: starting that
+    step's validation)."""
     from experiments.finetuning.module import WhisperLora
 
-    def kill(self, batch, batch_index):
-        if self.global_step == step:
+    def kill(self, *args):
+        if self.global_step == step and self.trainer.state.fn == "fit":
             raise _Killed
 
-    monkeypatch.setattr(WhisperLora, "on_train_batch_start", kill, raising=False)
+    monkeypatch.setattr(WhisperLora, hook, kill, raising=False)
 
 
 def test_a_run_stopped_before_its_first_checkpoint_starts_over_even_with_other_settings(
@@ -393,7 +403,7 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_over_even_with_other_s
     out = tmp_path / "run"
     argv = _resume_argv(noise_corpus, tiny_whisper, out)
     with monkeypatch.context() as patch:
-        _kill_at(patch, 1)
+        _kill_at(patch, "on_train_batch_start", 1)
         with pytest.raises(_Killed):
             cli.main([*argv, "--seed", "1"])  # a failed start with other settings: run.json, no checkpoint
         with pytest.raises(_Killed):

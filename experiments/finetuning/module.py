@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -145,3 +146,24 @@ class WhisperLora(L.LightningModule):
 
     def adapter_state(self) -> dict[str, torch.Tensor]:
         return {name: value.detach().clone() for name, value in self.model.named_parameters() if LORA_MARKER in name}
+
+
+def save_checkpoint(trainer: L.Trainer, path: Path) -> None:
+    """The trainer's checkpoint at ``path``, written to a temporary name and renamed: a kill while
+    writing leaves the previous checkpoint whole."""
+    temporary = path.with_name(path.name + ".tmp")
+    trainer.save_checkpoint(temporary)
+    temporary.replace(path)
+
+
+class LastCheckpoint(L.Callback):
+    """``path`` rewritten at the end of each validation while fitting (every ``val_every`` steps), so
+    after that validation's history row: a run resumed from it never lacks a row, and a run killed
+    during a validation redoes the steps since the last one (bit for bit) and that validation."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            save_checkpoint(trainer, self.path)

@@ -5,7 +5,8 @@ Layout of ``out``::
     run.json             the settings (what a resumed run must match), the seed, the training ids
     val_history.jsonl    one row per validation: step, WER overall and per gender, E, Δrel, gap
     logs/version_N/      Lightning's CSVLogger (metrics.csv: train/loss, val/* per step)
-    checkpoints/last.ckpt  adapters, optimiser and random generators' state, for --resume
+    checkpoints/last.ckpt  adapters, optimiser and random generators' state, for --resume (rewritten
+                         after each validation, through a temporary name)
     model/               the merged model as a transformers folder (``--checkpoint out/model``
                          everywhere), with ``finetune.json`` and, with GRAFN, ``grafn-filters.json``
 
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.finetuning.data import GrafnFrontEnd, SeededBatches, UtteranceDataset, WhisperCollator
-from experiments.finetuning.module import RANDOM_STATE_KEY, LoraOptions, TrainingDiverged, WhisperLora, add_lora
+from experiments.finetuning.module import RANDOM_STATE_KEY, LastCheckpoint, LoraOptions, TrainingDiverged, WhisperLora, add_lora, save_checkpoint
 from experiments.finetuning.subsets import SubsetError, draw_subset
 from experiments.finetuning.tracking import GenderGapTracker, read_history
 from experiments.normalisation.filters import file_digest
@@ -233,10 +234,8 @@ def _write_run_file(out: Path, settings: dict) -> None:
 
 def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, device: str, show_progress: bool):
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
-    checkpoints = ModelCheckpoint(dirpath=out / "checkpoints", save_last=True, save_top_k=0, every_n_train_steps=config.val_every)
     return L.Trainer(
         accelerator="gpu" if device.startswith("cuda") else "cpu",
         devices=1,
@@ -247,7 +246,8 @@ def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, devic
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=CSVLogger(out, name="logs"),
-        callbacks=[tracker, checkpoints],
+        callbacks=[tracker, LastCheckpoint(out / "checkpoints" / "last.ckpt")],
+        enable_checkpointing=False,  # LastCheckpoint is the only one
         enable_progress_bar=show_progress,
         enable_model_summary=False,
         log_every_n_steps=1,
@@ -303,7 +303,7 @@ def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resum
                 # SeededBatches starts mid-pass at the checkpoint's step, which Lightning cannot see
                 warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
                 trainer.fit(module, train, val, ckpt_path=checkpoint)
-            trainer.save_checkpoint(last)  # the final adapters: a run killed while saving the model resumes from here
+            save_checkpoint(trainer, last)  # the final adapters: a run killed while saving the model resumes from here
         except TrainingDiverged as error:
             where = f" into a new --out ({out} holds its checkpoints)" if last.exists() else ""
             raise FinetuneError(
