@@ -473,6 +473,18 @@ def test_a_diverging_run_names_the_step_and_saves_nothing_non_finite(noise_corpu
     assert all(torch.isfinite(tensor).all() for tensor in _tensors(out / "model").values())
 
 
+def test_the_random_state_survives_a_weights_only_checkpoint(tmp_path):
+    import random
+
+    from experiments.finetuning.module import random_state, set_random_state
+
+    torch.save({"random_state": random_state()}, tmp_path / "state.ckpt")
+    expected = (torch.rand(3), np.random.random(3), [random.random() for _ in range(3)])
+    set_random_state(torch.load(tmp_path / "state.ckpt", weights_only=True)["random_state"])
+    again = (torch.rand(3), np.random.random(3), [random.random() for _ in range(3)])
+    assert torch.equal(expected[0], again[0]) and np.array_equal(expected[1], again[1]) and expected[2] == again[2]
+
+
 def test_non_finite_adapters_are_never_saved(tiny_whisper, tmp_path):
     from experiments.finetuning.module import TrainingDiverged, WhisperLora
     from experiments.finetuning.run import FinetuneConfig, FinetuneError, save_merged

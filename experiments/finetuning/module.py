@@ -66,7 +66,7 @@ def random_state() -> dict:
         "python": random.getstate(),
     }
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()  # the current device's: a run trains on one
     return state
 
 
@@ -76,8 +76,8 @@ def set_random_state(state: dict) -> None:
     name, key, position, has_gauss, gauss = state["numpy"]
     np.random.set_state((name, key.numpy().astype(np.uint32), position, has_gauss, gauss))
     random.setstate(state["python"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 class WhisperLora(L.LightningModule):
