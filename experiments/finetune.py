@@ -13,7 +13,8 @@ female utterances and the rest male, seeded, speaker-disjoint from the validatio
 ``--val-split`` rows or ``--val-manifest``); by default utterances whose sentence occurs in the
 validation set are left out. Only the adapters train. Metrics go to Lightning's CSV logger
 (``OUT/logs``) and ``OUT/val_history.jsonl``; ``OUT/checkpoints/last.ckpt`` lets ``--resume``
-continue a killed run; the merged model is written to ``OUT/model``, a transformers folder that
+continue a killed run to the same merged model as an uninterrupted run (a run stopped before its
+first checkpoint simply starts over); the merged model is written to ``OUT/model``, a transformers folder that
 ``--checkpoint`` accepts everywhere (with ``--grafn``, normalise its input the same way:
 ``python -m experiments.grafn apply --filters OUT/model/grafn-filters.json ...``).
 """

@@ -125,6 +125,20 @@ def test_compute_acoustics_values_nulls_and_resume(tmp_path):
         compute_acoustics(utterances[:3], out, _words, "words", speech="duration", show_progress=False)
 
 
+def test_a_constant_waveform_has_no_intensity_and_says_why(tmp_path):
+    """Praat reports -300 dB (its floor) for a DC waveform: that is no level, so the feature is null with its reason."""
+    soundfile.write(tmp_path / "dc.wav", np.full(SAMPLE_RATE, 0.5, np.float32), SAMPLE_RATE, subtype="FLOAT")
+    soundfile.write(tmp_path / "tone.wav", harmonic(110.0), SAMPLE_RATE, subtype="FLOAT")
+    utterances = [Utterance(name, str(tmp_path / f"{name}.wav"), "en", "one two", "male", name, dataset="toy") for name in ("dc", "tone")]
+    out = tmp_path / "features.jsonl"
+    summary = compute_acoustics(utterances, out, _words, "words", speech="duration", workers=1, show_progress=False)
+    rows = _rows(out)
+    assert rows["dc"]["features"]["intensity_mean_db"] is None
+    assert rows["dc"]["null_reasons"]["intensity_mean_db"].startswith("no energy once the mean is subtracted (a constant waveform)")
+    assert summary["nulls"]["intensity_mean_db"] == {rows["dc"]["null_reasons"]["intensity_mean_db"]: 1}
+    assert rows["tone"]["features"]["intensity_mean_db"] == pytest.approx(mean_intensity_db(harmonic(110.0)))
+
+
 def test_parallel_workers_give_the_same_rows(tmp_path):
     utterances = _corpus(tmp_path)[:4]
     compute_acoustics(utterances, tmp_path / "one.jsonl", _words, "words", speech="duration", workers=1, show_progress=False)

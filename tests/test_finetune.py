@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 from contextlib import contextmanager, redirect_stdout
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,6 +81,21 @@ def test_impossible_subsets_are_refused(share, total, message):
 
 def test_female_count_is_exact():
     assert female_count(2000, 0.25) == 500 and female_count(2000, 0.75) == 1500
+
+
+def test_the_batch_order_is_a_function_of_the_seed_and_the_step():
+    from experiments.finetuning.data import SeededBatches
+
+    step = [0]
+    batches = SeededBatches(7, 3, seed=0, position=lambda: step[0])
+    first = list(batches)
+    assert len(batches) == 3 and [len(batch) for batch in first] == [3, 3, 1] and sorted(sum(first, [])) == list(range(7))
+    assert list(batches) == first  # no global random state read
+    second = list(SeededBatches(7, 3, seed=0, position=lambda: 3))
+    assert sorted(sum(second, [])) == list(range(7)) and second != first  # the next pass, reshuffled
+    step[0] = 4  # resumed after step 4: the second pass without its first batch
+    assert list(batches) == second[1:]
+    assert list(SeededBatches(7, 3, seed=1, position=lambda: 0)) != first
 
 
 # --- per-gender metrics --------------------------------------------------------------------------
@@ -316,12 +332,20 @@ def test_a_run_resumes_from_its_checkpoint_and_refuses_other_settings(finished_r
         (["--lora-rank", "0"], "LoRA rank"),
         (["--checkpoint", "/no/such/folder"], "no such folder"),
         (["--grafn", "/no/such/filters.json"], "no such filters file"),
+        (["--lr", "nan"], "--lr must be a finite number > 0 (at most 3.4e+37: AdamW's first step, lr / (1 - β1), is a float32), got nan"),
+        (["--lr", "inf"], "--lr must be a finite number > 0"),
+        (["--lr", "0"], "--lr must be a finite number > 0"),
+        (["--lr", "1e38"], "got 1e+38"),
+        (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0 (0: no decay"),
+        (["--weight-decay", "-0.1"], "--weight-decay must be a finite number >= 0"),
+        (["--weight-decay", "1e300"], "lr x weight decay at most 3.4e+38"),
     ],
 )
 def test_cli_errors_are_one_line_with_status_2(tiny_whisper, noise_corpus, tmp_path, capsys, change, message):
     assert cli.main([*_argv(noise_corpus, tiny_whisper, tmp_path / "run"), *change]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()  # refused before anything is written: the corrected rerun starts as if nothing happened
 
 
 def test_a_validation_sample_is_balanced_and_seeded():
@@ -335,3 +359,174 @@ def test_a_validation_sample_is_balanced_and_seeded():
         balanced_sample(pool, 5, seed=0)
     with pytest.raises(FinetuneError, match="needs 20 female"):
         balanced_sample(pool, 40, seed=0)
+
+
+# --- resume equals an uninterrupted run; refusals leave nothing behind ---------------------------
+
+
+class _Killed(Exception):
+    """Stands for a kill -9 right after a checkpoint (and its validation)."""
+
+
+def _resume_argv(manifest, checkpoint, out):
+    argv = _argv(manifest, checkpoint, out, "--no-validate-before", "--val-size", "2")
+    for flag, value in (("--total", "6"), ("--max-steps", "5")):
+        argv[argv.index(flag) + 1] = value
+    return argv  # 3 batches per epoch; checkpoints at steps 2 and 4, the last one mid-epoch
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tiny_whisper, noise_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    with capture_stdout():
+        assert cli.main(_resume_argv(noise_corpus, tiny_whisper, out)) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "killed_at, checkpoint_step",
+    [
+        (("on_train_batch_start", 2), 2),  # after the step-2 checkpoint, mid-pass (3 batches per pass)
+        (("on_train_batch_start", 4), 4),  # after the step-4 checkpoint, in the second pass
+        (("on_validation_start", 4), 2),  # during the step-4 validation: its row and checkpoint are not written yet
+    ],
+)
+def test_a_killed_run_resumes_to_the_uninterrupted_weights_and_history(
+    tiny_whisper, noise_corpus, uninterrupted_run, tmp_path, monkeypatch, killed_at, checkpoint_step
+):
+    """The data order and the dropout RNG continue where the checkpoint left them: the merged model is
+    bit-identical to the uninterrupted run's (LoRA dropout 0.05 is on, so the RNG matters), and the
+    history has the same rows, none missing and none twice."""
+    out = tmp_path / "run"
+    argv = _resume_argv(noise_corpus, tiny_whisper, out)
+    with monkeypatch.context() as patch:
+        _kill_at(patch, *killed_at)
+        with pytest.raises(_Killed), capture_stdout():
+            cli.main(argv)
+    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == checkpoint_step
+    with capture_stdout():
+        assert cli.main([*argv, "--resume"]) == 0
+    reference, resumed = _tensors(uninterrupted_run / "model"), _tensors(out / "model")
+    assert [name for name in reference if not torch.equal(reference[name], resumed[name])] == []
+    assert _history(out) == _history(uninterrupted_run)
+    with (out / "logs" / "version_1" / "metrics.csv").open() as handle:  # the resumed part trained the remaining steps only
+        assert sum(bool(row["train/loss"]) for row in csv.DictReader(handle)) == 5 - checkpoint_step
+
+
+def _history(out):
+    return [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
+
+
+def _kill_at(monkeypatch, hook, step):
+    """Make the next run stop (as if killed) in the module's ``hook`` once ``step`` steps are trained
+    (``on_train_batch_start``: about to train the next step; ``on_validation_start``: starting that
+    step's validation)."""
+    from experiments.finetuning.module import WhisperLora
+
+    def kill(self, *args):
+        if self.global_step == step and self.trainer.state.fn == "fit":
+            raise _Killed
+
+    monkeypatch.setattr(WhisperLora, hook, kill, raising=False)
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_over_even_with_other_settings(
+    tiny_whisper, noise_corpus, uninterrupted_run, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "run"
+    argv = _resume_argv(noise_corpus, tiny_whisper, out)
+    with monkeypatch.context() as patch:
+        _kill_at(patch, "on_train_batch_start", 1)
+        with pytest.raises(_Killed):
+            cli.main([*argv, "--seed", "1"])  # a failed start with other settings: run.json, no checkpoint
+        with pytest.raises(_Killed):
+            cli.main([*argv, "--resume"])  # the corrected rerun is not blocked: it replaces the untrained run
+    assert "holds a run with other settings (config, seeds, training_ids) that stopped before its first checkpoint; replacing it" in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text())["seeds"]["subset"] == 0 and not (out / "checkpoints" / "last.ckpt").exists()
+    assert cli.main(argv) == 0  # killed again before its first checkpoint: the same run starts over, without --resume too
+    reference, rerun = _tensors(uninterrupted_run / "model"), _tensors(out / "model")
+    assert all(torch.equal(reference[name], rerun[name]) for name in reference)
+    assert _history(out) == _history(uninterrupted_run)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda path: path.write_bytes(path.read_bytes()[:10_000]), "not a readable checkpoint (OSError: [Errno 22] Invalid argument), damaged or cut short"),
+        (lambda path: path.write_bytes(b""), "not a readable checkpoint (EOFError: empty or cut short)"),
+        (lambda path: _add_payload(path), "refused unread, it holds other objects than tensors and plain data (Trying to load unsupported GLOBAL"),
+        (lambda path: torch.save({"state_dict": {}}, path), "not a Lightning checkpoint of a fine-tuning run"),
+    ],
+)
+def test_a_damaged_or_hostile_checkpoint_is_one_line(noise_corpus, tiny_whisper, uninterrupted_run, tmp_path, capsys, damage, message):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted_run, out)
+    shutil.rmtree(out / "model")
+    damage(out / "checkpoints" / "last.ckpt")
+    assert cli.main([*_resume_argv(noise_corpus, tiny_whisper, out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out / 'checkpoints' / 'last.ckpt'}: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "PWNED").exists()
+
+
+def _add_payload(path):
+    """#59: a pickled call to os.system added to a real checkpoint."""
+    import os
+
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["evil"] = type("Evil", (), {"__reduce__": lambda self: (os.system, (f"touch {path.parent.parent.parent / 'PWNED'}",))})()
+    torch.save(checkpoint, path)
+
+
+def test_unusable_audio_in_the_subset_is_refused_before_anything_is_written(noise_corpus, tiny_whisper, tmp_path, capsys):
+    from extract.manifest import read_manifest
+
+    (tmp_path / "corrupt.wav").write_bytes(b"RIFF\0\0\0\0WAVEfmt garbage" * 10)
+    rows = [replace(u, audio=str(tmp_path / "corrupt.wav")) if u.split == "train" else u for u in read_manifest(noise_corpus)]
+    manifest = write_manifest(tmp_path / "corrupt.jsonl", rows)
+    out = tmp_path / "run"
+    assert cli.main(_argv(manifest, tiny_whisper, out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 4 training utterance(s) have unusable audio, e.g. u") and "corrupt.wav" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_diverging_run_names_the_step_and_saves_nothing_non_finite(noise_corpus, tiny_whisper, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = _argv(noise_corpus, tiny_whisper, out, "--no-validate-before")
+    argv[argv.index("--lr") + 1] = "3e37"  # AdamW's first step puts the adapters near 3e38; the forward pass of step 2 overflows
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == "error: the training loss is nan at step 2: training diverged and nothing from this step on is saved; rerun with a lower --lr than 3e+37\n"
+    assert not (out / "checkpoints" / "last.ckpt").exists() and not (out / "model").exists()
+    argv[argv.index("--lr") + 1] = "0.01"
+    argv[argv.index("--max-steps") + 1] = "1"
+    with capture_stdout():
+        assert cli.main(argv) == 0  # the corrected rerun, into the same folder
+    assert all(torch.isfinite(tensor).all() for tensor in _tensors(out / "model").values())
+
+
+def test_the_random_state_survives_a_weights_only_checkpoint(tmp_path):
+    import random
+
+    from experiments.finetuning.module import random_state, set_random_state
+
+    torch.save({"random_state": random_state()}, tmp_path / "state.ckpt")
+    expected = (torch.rand(3), np.random.random(3), [random.random() for _ in range(3)])
+    set_random_state(torch.load(tmp_path / "state.ckpt", weights_only=True)["random_state"])
+    again = (torch.rand(3), np.random.random(3), [random.random() for _ in range(3)])
+    assert torch.equal(expected[0], again[0]) and np.array_equal(expected[1], again[1]) and expected[2] == again[2]
+
+
+def test_non_finite_adapters_are_never_saved(tiny_whisper, tmp_path):
+    from experiments.finetuning.module import TrainingDiverged, WhisperLora
+    from experiments.finetuning.run import FinetuneConfig, FinetuneError, save_merged
+
+    with pytest.raises(TrainingDiverged, match="1 adapter tensor\\(s\\) hold non-finite values at step 0, e.g. a.lora_B.weight"):
+        WhisperLora(None, None).on_save_checkpoint({"state_dict": {"a.lora_A.weight": torch.ones(2), "a.lora_B.weight": torch.tensor([1.0, float("inf")])}})
+    generator = load_generator(ModelSpec("whisper", str(tiny_whisper), device="cpu"))
+    model = add_lora(generator.extractor.model, LoraOptions(rank=4, alpha=8))
+    next(parameter for name, parameter in model.named_parameters() if "lora_B" in name).data.fill_(float("nan"))
+    with pytest.raises(FinetuneError, match="the merged model holds non-finite values in 1 tensor"):
+        save_merged(WhisperLora(model, generator), generator, tmp_path / "model", FinetuneConfig(manifest="m", female_share=0.5, total=2), [])
+    assert not (tmp_path / "model").exists()

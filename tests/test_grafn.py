@@ -11,7 +11,7 @@ from scipy.signal import lfilter
 
 from experiments import grafn as cli
 from experiments.normalisation.calibration import fit_filters, group_spectra, spectrum_distance, utterance_gain
-from experiments.normalisation.corpus import choose_filter, output_name, predicted_gender
+from experiments.normalisation.corpus import apply_to_manifest, choose_filter, output_name, predicted_gender
 from experiments.normalisation.filters import GrafnFilters, load_filters
 from experiments.normalisation.transform import GrafnError, GrafnParameters, gain_toward, grafn, local_normalise, rebalance
 from extract.audio import load_audio
@@ -214,6 +214,10 @@ def test_filters_round_trip_through_their_file(fitted, tmp_path):
         (lambda r: r["parameters"].update(colour="blue"), "unknown GRAFN parameter"),
         (lambda r: r.pop("target_db"), "missing key"),
         (lambda r: r.update(pitch_threshold_hz=-3), "pitch_threshold_hz"),
+        (lambda r: r["parameters"].update(n_fft="512"), "parameter n_fft must be an integer, got '512'"),
+        (lambda r: r["parameters"].update(hop=True), "parameter hop must be an integer, got True"),
+        (lambda r: r["parameters"].update(active_db="40"), "parameter active_db must be a number or null"),
+        (lambda r: r["parameters"].update(output_rms=1e39), "output_rms 1e\\+39 with max_gain_db 12 can take the output to 1e44, beyond the float32"),
     ],
 )
 def test_a_damaged_filters_file_is_refused_naming_the_file(fitted, tmp_path, edit, message):
@@ -399,3 +403,80 @@ def test_the_demo_section_and_figure_from_saved_results(tmp_path):
     assert "| E(F, M) after (full set) |" in text
     assert "| 0.75 | no | 0.0 → 0.0 | 0.0 → 0.0 | n/a | +0.0 | +0.0 |" in text
     assert "| 0.25 | no | 0.0 → 0.0 | 0.0 → 0.0 | n/a | +0.0 | +0.0 |" in text
+
+
+# --- outputs are finite or refused; degenerate audio is skipped or passed through, named -----------
+
+
+@pytest.mark.parametrize("options", [{"output_rms": 1e39}, {"output_rms": 1e36}, {"max_gain_db": 800.0}])
+def test_parameters_that_can_overflow_the_float32_output_are_refused(options):
+    with pytest.raises(GrafnError, match="beyond the float32 samples of the output WAV"):
+        GrafnParameters(**options)
+    assert GrafnParameters(output_rms=1e30).peak_bound_log10() < 38.5  # a scale no audio needs, but it fits
+
+
+@pytest.mark.parametrize("window", ["hann", "boxcar", "blackman"])
+def test_the_peak_bound_bounds_the_worst_inputs(window):
+    """An impulse (the largest |x_norm|, sqrt(W - 1)) and a square wave, every bin at the largest gain or alternating."""
+    params = GrafnParameters(window=window, output_rms=1.0, floor_ratio=0.0)
+    impulse = np.zeros(4000)
+    impulse[2000] = 1.0
+    impulse += 1e-3 * np.random.default_rng(0).standard_normal(4000)  # no constant stretch
+    square = np.sign(np.sin(2 * np.pi * 50 * np.arange(4000) / RATE)) + 1e-3 * np.random.default_rng(1).standard_normal(4000)
+    bins = len(params.frequencies)
+    for samples in (impulse, square):
+        for gain in (np.full(bins, params.max_gain_db), np.where(np.arange(bins) % 2, params.max_gain_db, -params.max_gain_db)):
+            assert np.log10(np.abs(grafn(samples, gain, params)).max()) < params.peak_bound_log10()
+
+
+def test_a_non_finite_output_is_refused_naming_the_utterance_and_nothing_is_written(tmp_path, monkeypatch):
+    import experiments.normalisation.transform as transform
+
+    manifest = _write_corpus(tmp_path)
+    filters = tmp_path / "filters.json"
+    assert cli.main(["fit", "--manifest", str(manifest), "--out", str(filters), "--quiet"]) == 0
+    monkeypatch.setattr(transform, "rebalance", lambda normalised, gain_db, params: np.full(len(normalised), np.inf))
+    argv = ["apply", "--filters", str(filters), "--manifest", str(manifest), "--audio-dir", str(tmp_path / "a"), "--out", str(tmp_path / "o.jsonl"), "--quiet"]
+    with pytest.raises(GrafnError, match="utterance utt/0: the normalised waveform is not finite in float32"):
+        apply_to_manifest(filters, manifest, tmp_path / "a", tmp_path / "o.jsonl")
+    assert not list((tmp_path / "a").glob("*.wav")) and not (tmp_path / "o.jsonl").exists()
+    assert cli.main(argv) == 2
+
+
+def _with_degenerate_audio(folder):
+    """The test corpus plus a constant (DC) file and a one-sample file, as training rows."""
+    soundfile.write(folder / "dc.wav", np.full(RATE, 0.5, np.float32), RATE, subtype="FLOAT")
+    soundfile.write(folder / "one.wav", np.array([0.5], np.float32), RATE, subtype="FLOAT")
+    rows = read_manifest(_write_corpus(folder))
+    rows += [Utterance(name, str(folder / f"{name.split('-')[1]}.wav"), "en", "words", "female", "fx", split="train") for name in ("bad-dc", "bad-one")]
+    return write_manifest(folder / "degenerate.jsonl", rows)
+
+
+def test_fit_skips_and_lists_constant_and_one_sample_audio(tmp_path, capsys):
+    manifest = _with_degenerate_audio(tmp_path)
+    filters = tmp_path / "filters.json"
+    assert cli.main(["fit", "--manifest", str(manifest), "--out", str(filters), "--quiet"]) == 0
+    assert "skipped for bad audio: 2 (e.g. bad-dc: " in capsys.readouterr().out
+    skipped = load_filters(filters).calibration["skipped_bad_audio"]
+    assert [entry["id"] for entry in skipped] == ["bad-dc", "bad-one"]
+    assert all("a constant waveform" in entry["problem"] for entry in skipped) and str(tmp_path / "dc.wav") in skipped[0]["problem"]
+    assert load_filters(filters).groups["female"]["utterances"] == 4  # the corpus's four, not the two bad ones
+
+
+@pytest.mark.parametrize("mode", ["gender", "utterance", "predicted"])
+def test_apply_passes_constant_audio_through_and_counts_it(tmp_path, capsys, mode):
+    manifest = _with_degenerate_audio(tmp_path)
+    filters = tmp_path / "filters.json"
+    assert cli.main(["fit", "--manifest", str(_write_corpus(tmp_path)), "--out", str(filters), "--quiet"]) == 0
+    out = tmp_path / "out.jsonl"
+    argv = ["apply", "--filters", str(filters), "--manifest", str(manifest), "--audio-dir", str(tmp_path / mode), "--out", str(out), "--by", mode, "--quiet"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "8 of 10 utterances normalised" in printed
+    assert "passed through unchanged, a constant waveform (σ_x(t) is 0 everywhere): nothing to divide by: 2 (e.g. bad-dc, bad-one)" in printed
+    rows = {row.id: row for row in read_manifest(out)}
+    for name in ("dc", "one"):
+        assert Path(rows[f"bad-{name}"].audio).resolve() == (tmp_path / f"{name}.wav").resolve()
+        assert rows[f"bad-{name}"].extra["grafn"]["filter"] is None and "constant waveform" in rows[f"bad-{name}"].extra["grafn"]["reason"]
+    assert cli.main(argv) == 0  # the rerun resumes past them
+    assert "10 done by an earlier run" in capsys.readouterr().out

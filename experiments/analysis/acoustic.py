@@ -15,7 +15,9 @@ Features (``features`` of each row; a null has its reason in ``null_reasons``):
   record, so that every voice is smoothed alike; mean subtracted), averaged in the energy domain
   (Praat's default), in dB re 2e-5 with the samples read as pascals: the samples are the file's
   floating-point values in [-1, 1], so the level is relative to full scale (a sine of RMS 1 is
-  93.98 dB), comparable within a corpus whose recording levels are comparable, not an SPL.
+  93.98 dB), comparable within a corpus whose recording levels are comparable, not an SPL. A record
+  with no energy once the mean is subtracted (a constant, DC waveform) gets null, not Praat's
+  -300 dB floor.
 - ``rate_tokens_per_second``: Whisper-tokenizer tokens of the reference text per second of speech
   (the paper's approximation: "no reliable multilingual tools for syllable segmentation"); tokens as
   ``experiments.dataset_stats`` counts them. Seconds of speech from silero-vad
@@ -50,6 +52,7 @@ FLOOR_FACTOR, CEILING_FACTOR = 0.75, 1.5  # floor = 0.75 q25, ceiling = 1.5 q75 
 MIN_RANGE_FRAMES = 20  # voiced first-pass frames a speaker's range needs (0.2 s of voicing)
 PITCH_TIME_STEP = 0.01
 INTENSITY_MIN_PITCH_HZ = 100.0
+PRAAT_INTENSITY_FLOOR_DB = -300.0  # what Praat's intensity reports for zero energy: a floor, not a level
 MIN_SECONDS = 0.1  # shorter records get null features: too short for Praat's pitch window at the first-pass floor
 NUCLEI_MIN_PITCH_HZ = 50.0
 NUCLEI_SILENCE_DB = -25.0
@@ -222,7 +225,13 @@ def _second_pass(job: Job) -> dict:
     if len(samples) < MIN_SECONDS * SAMPLE_RATE:
         return {"features": features, "null_reasons": dict.fromkeys(FEATURES, f"too short ({details['seconds']} s < {MIN_SECONDS} s)"), "details": details}
     reasons = {}
-    features["intensity_mean_db"] = mean_intensity_db(samples)
+    intensity = mean_intensity_db(samples)
+    if math.isnan(intensity):
+        reasons["intensity_mean_db"] = "Praat's mean intensity is undefined"
+    elif intensity <= PRAAT_INTENSITY_FLOOR_DB:
+        reasons["intensity_mean_db"] = f"no energy once the mean is subtracted (a constant waveform): Praat's {PRAAT_INTENSITY_FLOOR_DB:g} dB floor, no level"
+    else:
+        features["intensity_mean_db"] = intensity
     speech_seconds = _speech_seconds(samples)
     details["speech_seconds"] = round(speech_seconds, 4)
     if speech_seconds <= 0:

@@ -1,17 +1,18 @@
 """Utterances as Whisper training examples: audio (through an optional GRAFN front end), log-mel
-features and label ids, and the collator that pads them."""
+features and label ids, the collator that pads them, and the order of the training batches."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Sampler
 
 from experiments.normalisation.corpus import check_mode, normalise_samples
 from experiments.normalisation.filters import load_filters
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, load_audio
+from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
 
 IGNORED_LABEL = -100  # positions the loss skips
@@ -40,10 +41,48 @@ class UtteranceDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Utterance, np.ndarray]:
         utterance = self.utterances[index]
-        samples = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=MAX_SECONDS["asr"]).samples
+        samples = _samples(utterance)
         if self.front_end is not None:
             samples = self.front_end(samples, utterance.gender)
         return utterance, samples
+
+    def audio_problems(self) -> list[dict]:
+        """``{"id", "problem"}`` of each utterance whose audio does not load. Checked before training:
+        the DataLoader would otherwise stop the run mid-fit with a traceback."""
+        problems = []
+        for utterance in self.utterances:
+            try:
+                _samples(utterance)
+            except AudioError as error:
+                problems.append({"id": utterance.id, "problem": str(error)})
+        return problems
+
+
+def _samples(utterance: Utterance) -> np.ndarray:
+    return load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=MAX_SECONDS["asr"]).samples
+
+
+class SeededBatches(Sampler[list[int]]):
+    """The training batches as a function of the seed and the optimiser step alone.
+
+    Pass ``p`` over the subset is a permutation drawn from ``(seed, p)``, cut into batches of
+    ``batch_size`` (the last one short). Each iteration starts at the batch of step ``position()``
+    (the trainer's global step: one batch per step), so a run resumed from a checkpoint at step k,
+    mid-pass or not, trains on exactly the batches an uninterrupted run trains on after step k.
+    No global random state is read, so dropout's random stream is the only one a resume restores.
+    """
+
+    def __init__(self, size: int, batch_size: int, seed: int, position: Callable[[], int]):
+        self.size, self.batch_size, self.seed, self.position = size, batch_size, seed, position
+
+    def __len__(self) -> int:
+        return -(-self.size // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        passes, done = divmod(self.position(), len(self))
+        order = np.random.default_rng([self.seed, passes]).permutation(self.size).tolist()
+        batches = [order[start : start + self.batch_size] for start in range(0, self.size, self.batch_size)]
+        return iter(batches[done:])
 
 
 def prefix_ids(tokenizer, language: str, multilingual: bool) -> list[int]:

@@ -4,13 +4,21 @@ Whisper generator so that hypotheses come out exactly as ``experiments.transcrib
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from probing.lightning_import import L
 
 LORA_MARKER = "lora_"  # peft's parameter names for the adapters
+RANDOM_STATE_KEY = "random_state"  # the checkpoint's entry for the random generators' state
+
+
+class TrainingDiverged(ArithmeticError):
+    """A non-finite training loss or adapter weight: the run stops before anything non-finite is saved."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +56,37 @@ def add_lora(model, options: LoraOptions):
     return get_peft_model(model, config)
 
 
+def random_state() -> dict:
+    """The state of every random generator training draws from (dropout and LoRA dropout use torch's,
+    on the CPU or the GPU; numpy's and Python's for completeness), as tensors and plain data so that a
+    checkpoint holding it still loads with ``weights_only``."""
+    name, key, position, has_gauss, gauss = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [name, torch.from_numpy(key.astype(np.int64)), position, has_gauss, gauss],
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()  # the current device's: a run trains on one
+    return state
+
+
+def set_random_state(state: dict) -> None:
+    """Restore what :func:`random_state` recorded."""
+    torch.set_rng_state(state["torch"])
+    name, key, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), position, has_gauss, gauss))
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
 class WhisperLora(L.LightningModule):
     """Cross-entropy on the label ids; AdamW on the adapters with a linear warm-up then linear decay
-    to 0 at ``max_steps``. Checkpoints hold the adapters and the optimiser only (the frozen base model
-    is the ``--checkpoint`` it came from), so a resume loads them non-strictly."""
+    to 0 at ``max_steps``. Checkpoints hold the adapters, the optimiser and the random generators'
+    state (the frozen base model is the ``--checkpoint`` it came from), so a resume loads them
+    non-strictly and continues the same random stream. A non-finite loss or adapter stops the run
+    (:class:`TrainingDiverged`) before it is checkpointed."""
 
     def __init__(self, model, generator, lr: float = 1e-3, warmup_steps: int = 50, max_steps: int = 1000, weight_decay: float = 0.0):
         super().__init__()
@@ -59,9 +94,12 @@ class WhisperLora(L.LightningModule):
         self.generator = generator  # decodes through the same (adapted) weights
         self.lr, self.warmup_steps, self.max_steps, self.weight_decay = lr, warmup_steps, max_steps, weight_decay
         self.strict_loading = False
+        self.resumed_random_state: dict | None = None  # from the checkpoint, restored when training starts
 
     def training_step(self, batch, batch_index):
         loss = self.model(input_features=batch["input_features"], labels=batch["labels"]).loss
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"the training loss is {loss.item()} at step {self.global_step + 1}")
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
         return loss
 
@@ -92,6 +130,41 @@ class WhisperLora(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["state_dict"] = {name: value for name, value in checkpoint["state_dict"].items() if LORA_MARKER in name}
+        broken = [name for name, value in checkpoint["state_dict"].items() if not torch.isfinite(value).all()]
+        if broken:
+            raise TrainingDiverged(f"{len(broken)} adapter tensor(s) hold non-finite values at step {self.global_step}, e.g. {broken[0]}")
+        checkpoint[RANDOM_STATE_KEY] = random_state()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.resumed_random_state = checkpoint.get(RANDOM_STATE_KEY)
+
+    def on_train_start(self) -> None:
+        """The random generators as they were at the checkpoint, just before the first resumed step:
+        between loading and here nothing draws from them (the data loaders have their own generator)."""
+        if self.resumed_random_state is not None:
+            set_random_state(self.resumed_random_state)
+            self.resumed_random_state = None
 
     def adapter_state(self) -> dict[str, torch.Tensor]:
         return {name: value.detach().clone() for name, value in self.model.named_parameters() if LORA_MARKER in name}
+
+
+def save_checkpoint(trainer: L.Trainer, path: Path) -> None:
+    """The trainer's checkpoint at ``path``, written to a temporary name and renamed: a kill while
+    writing leaves the previous checkpoint whole."""
+    temporary = path.with_name(path.name + ".tmp")
+    trainer.save_checkpoint(temporary)
+    temporary.replace(path)
+
+
+class LastCheckpoint(L.Callback):
+    """``path`` rewritten at the end of each validation while fitting (every ``val_every`` steps), so
+    after that validation's history row: a run resumed from it never lacks a row, and a run killed
+    during a validation redoes the steps since the last one (bit for bit) and that validation."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            save_checkpoint(trainer, self.path)

@@ -5,22 +5,31 @@ Layout of ``out``::
     run.json             the settings (what a resumed run must match), the seed, the training ids
     val_history.jsonl    one row per validation: step, WER overall and per gender, E, Δrel, gap
     logs/version_N/      Lightning's CSVLogger (metrics.csv: train/loss, val/* per step)
-    checkpoints/last.ckpt  adapters and optimiser state, for --resume
+    checkpoints/last.ckpt  adapters, optimiser and random generators' state, for --resume (rewritten
+                         after each validation, through a temporary name)
     model/               the merged model as a transformers folder (``--checkpoint out/model``
                          everywhere), with ``finetune.json`` and, with GRAFN, ``grafn-filters.json``
+
+A resumed run equals an uninterrupted one, bit for bit on the CPU: the batch order is a function of
+the seed and the step (:class:`~experiments.finetuning.data.SeededBatches`) and the checkpoint holds
+the random generators' state (dropout). A run that stopped before its first checkpoint has trained
+nothing that is kept, so running it again starts it over, with other settings too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
+import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from experiments.finetuning.data import GrafnFrontEnd, UtteranceDataset, WhisperCollator
-from experiments.finetuning.module import LoraOptions, WhisperLora, add_lora
+from experiments.finetuning.data import GrafnFrontEnd, SeededBatches, UtteranceDataset, WhisperCollator
+from experiments.finetuning.module import RANDOM_STATE_KEY, LastCheckpoint, LoraOptions, TrainingDiverged, WhisperLora, add_lora, save_checkpoint
 from experiments.finetuning.subsets import SubsetError, draw_subset
 from experiments.finetuning.tracking import GenderGapTracker, read_history
 from experiments.normalisation.filters import file_digest
@@ -32,6 +41,8 @@ from extract.spec import ModelSpec, load_generator
 from probing.train import quiet_lightning
 
 FILTERS_NAME = "grafn-filters.json"
+FLOAT32_MAX = 3.4028234663852886e38  # the adapters and AdamW's step scalars are float32
+LARGEST_LR = FLOAT32_MAX * (1 - 0.9)  # AdamW's first step size is lr / (1 - β1), β1 = 0.9 (torch's default)
 
 
 class FinetuneError(ValueError):
@@ -72,8 +83,14 @@ class FinetuneConfig:
         for name in ("batch_size", "max_steps", "val_every"):
             if getattr(self, name) < 1:
                 raise FinetuneError(f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.warmup_steps < 0 or self.lr <= 0:
-            raise FinetuneError(f"need lr > 0 and warmup-steps >= 0, got lr {self.lr}, warmup {self.warmup_steps}")
+        if self.warmup_steps < 0:
+            raise FinetuneError(f"warmup-steps must be >= 0, got {self.warmup_steps}")
+        if not (math.isfinite(self.lr) and 0 < self.lr <= LARGEST_LR):
+            raise FinetuneError(f"--lr must be a finite number > 0 (at most {LARGEST_LR:.3g}: AdamW's first step, lr / (1 - β1), is a float32), got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay * self.lr <= FLOAT32_MAX):
+            raise FinetuneError(
+                f"--weight-decay must be a finite number >= 0 (0: no decay; lr x weight decay at most {FLOAT32_MAX:.3g}, a float32), got {self.weight_decay}"
+            )
 
     def to_json(self) -> dict:
         return asdict(self) | {"lora": self.lora.to_json()}
@@ -135,20 +152,82 @@ def _settings(config: FinetuneConfig, training_ids: list[str]) -> dict:
     }
 
 
-def _check_run_file(out: Path, settings: dict, resume: bool) -> None:
-    path = out / "run.json"
-    if path.exists():
-        if not resume:
-            raise FinetuneError(f"{out} already holds a run; pass --resume to continue it, or give a new --out")
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        previous, current = _compared(stored, settings)
-        differing = sorted(key for key in settings if previous.get(key) != current[key])
+def _check_run_file(out: Path, settings: dict, resume: bool) -> Path | None:
+    """How this call starts in ``out``: the checkpoint to resume from, or None to train from step 0.
+
+    A run that kept a trained step (a checkpoint, or validations past step 0) continues with
+    ``--resume`` and the same settings only. A run that stopped before its first checkpoint (killed
+    early, or failed at its first forward pass) kept nothing trained: it starts over, and with other
+    settings its files (run.json, the step-0 validation, Lightning's logs) are replaced."""
+    path, last = out / "run.json", out / "checkpoints" / "last.ckpt"
+    if not path.exists():
+        if resume:
+            raise FinetuneError(f"nothing to resume in {out} (no run.json); drop --resume to start")
+        return None
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    previous, current = _compared(stored, settings)
+    differing = sorted(key for key in settings if previous.get(key) != current[key])
+    if not last.exists() and all(record["step"] == 0 for record in read_history(out / "val_history.jsonl")):
         if differing:
-            described = ", ".join(key if isinstance(settings[key], (dict, list)) else f"{key}: {stored.get(key)!r} vs {settings[key]!r}" for key in differing)
-            raise FinetuneError(f"{path} records other settings ({described} differ); --resume continues the same run only, give a new --out")
-        return
-    if resume:
-        raise FinetuneError(f"nothing to resume in {out} (no run.json); drop --resume to start")
+            _discard_untrained_run(out, differing)
+        return None
+    if not resume:
+        raise FinetuneError(f"{out} already holds a run; pass --resume to continue it, or give a new --out")
+    if differing:
+        described = ", ".join(key if isinstance(settings[key], (dict, list)) else f"{key}: {stored.get(key)!r} vs {settings[key]!r}" for key in differing)
+        raise FinetuneError(f"{path} records other settings ({described} differ); --resume continues the same run only, give a new --out")
+    if not last.exists():
+        raise FinetuneError(f"{last} is missing: the run cannot resume; give a new --out")
+    _check_checkpoint(last)
+    return last
+
+
+def _discard_untrained_run(out: Path, differing: list[str]) -> None:
+    """Remove what a run that never reached a checkpoint left (nothing trained), so that a corrected
+    rerun with other settings starts clean."""
+    print(f"[finetune] {out} holds a run with other settings ({', '.join(differing)}) that stopped before its first checkpoint; replacing it", file=sys.stderr)
+    for name in ("run.json", "val_history.jsonl"):
+        (out / name).unlink(missing_ok=True)
+    for name in ("logs", "checkpoints"):
+        shutil.rmtree(out / name, ignore_errors=True)
+
+
+def _check_checkpoint(path: Path) -> None:
+    """Refuse, in one line, a ``last.ckpt`` this run cannot resume from, before Lightning reads it. It
+    is read with ``weights_only``: a file holding other objects than tensors and plain data is refused
+    unread, nothing in it runs."""
+    import pickle
+
+    import torch
+
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        reason = next((line for line in str(error).splitlines() if "GLOBAL" in line), "not tensors and plain data")
+        raise FinetuneError(f"{path}: refused unread, it holds other objects than tensors and plain data ({reason.strip()}); give a new --out") from None
+    except Exception as error:  # torch.load fails on a damaged file in many ways: RuntimeError, OSError, EOFError, KeyError...
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "empty or cut short"
+        raise FinetuneError(
+            f"{path}: not a readable checkpoint ({type(error).__name__}: {reason}), damaged or cut short; the run cannot resume from it, give a new --out"
+        ) from None
+    if not isinstance(checkpoint, dict) or not {"state_dict", "loops", "global_step"} <= set(checkpoint):
+        raise FinetuneError(f"{path}: not a Lightning checkpoint of a fine-tuning run; the run cannot resume from it, give a new --out")
+    if RANDOM_STATE_KEY not in checkpoint:
+        print(
+            f"[finetune] {path} holds no random generators' state (an older version wrote it): the resumed run is not bit-identical to an uninterrupted one",
+            file=sys.stderr,
+        )
+
+
+def _check_audio(config: FinetuneConfig, subset, validation) -> None:
+    """Every training and validation utterance's audio loads, or one line naming the first that does not."""
+    for name, utterances, manifest in (("training", subset, config.manifest), ("validation", validation, config.val_manifest or config.manifest)):
+        problems = UtteranceDataset(utterances).audio_problems()
+        if problems:
+            raise FinetuneError(
+                f"{len(problems)} {name} utterance(s) have unusable audio, e.g. {problems[0]['id']} ({problems[0]['problem']}); "
+                f"fix the files or leave those rows out of {manifest}"
+            )
 
 
 def _compared(stored: dict, settings: dict) -> tuple[dict, dict]:
@@ -171,10 +250,8 @@ def _write_run_file(out: Path, settings: dict) -> None:
 
 def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, device: str, show_progress: bool):
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
-    checkpoints = ModelCheckpoint(dirpath=out / "checkpoints", save_last=True, save_top_k=0, every_n_train_steps=config.val_every)
     return L.Trainer(
         accelerator="gpu" if device.startswith("cuda") else "cpu",
         devices=1,
@@ -185,7 +262,8 @@ def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, devic
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=CSVLogger(out, name="logs"),
-        callbacks=[tracker, checkpoints],
+        callbacks=[tracker, LastCheckpoint(out / "checkpoints" / "last.ckpt")],
+        enable_checkpointing=False,  # LastCheckpoint is the only one
         enable_progress_bar=show_progress,
         enable_model_summary=False,
         log_every_n_steps=1,
@@ -195,6 +273,7 @@ def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, devic
 def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resume: bool = False, show_progress: bool = True) -> FinetuneResult:
     """Train (or resume) ``config`` into ``out``; returns where the merged model is and the history."""
     import lightning as L
+    import torch
     from torch.utils.data import DataLoader
 
     out = Path(out)
@@ -206,10 +285,11 @@ def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resum
     except SubsetError as error:
         raise FinetuneError(str(error)) from None
     settings = _settings(config, [u.id for u in subset])
-    _check_run_file(out, settings, resume)
+    checkpoint = _check_run_file(out, settings, resume)
     history_path = out / "val_history.jsonl"
     if (model_dir / "finetune.json").exists():
         return FinetuneResult(model_dir, read_history(history_path), [u.id for u in subset], resume, already_done=True)
+    _check_audio(config, subset, validation)
     L.seed_everything(config.seed, verbose=False)
     spec = ModelSpec("whisper", config.checkpoint, config.revision, device=device)
     generator = load_generator(spec, GenerationOptions(num_beams=config.num_beams, max_new_tokens=config.max_new_tokens))
@@ -218,18 +298,33 @@ def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resum
     _write_run_file(out, settings)
     module = WhisperLora(model, generator, config.lr, config.warmup_steps, config.max_steps, config.weight_decay)
     collate = WhisperCollator(generator.extractor.processor, generator.tokenizer, multilingual)
-    train = DataLoader(UtteranceDataset(subset, front_end), batch_size=config.batch_size, shuffle=True, collate_fn=collate, drop_last=False)
-    val = DataLoader(UtteranceDataset(validation, front_end), batch_size=config.batch_size, shuffle=False, collate_fn=collate)
+    batches = SeededBatches(len(subset), config.batch_size, config.seed, lambda: module.global_step)
+    # each loader draws its workers' base seed from its own generator, not from the global one dropout uses
+    train = DataLoader(UtteranceDataset(subset, front_end), batch_sampler=batches, collate_fn=collate, generator=torch.Generator().manual_seed(config.seed))
+    val = DataLoader(
+        UtteranceDataset(validation, front_end),
+        batch_size=config.batch_size,
+        shuffle=False,
+        collate_fn=collate,
+        generator=torch.Generator().manual_seed(config.seed),
+    )
     last = out / "checkpoints" / "last.ckpt"
-    if resume and not last.exists() and read_history(history_path):
-        raise FinetuneError(f"{last} is missing: the run cannot resume; give a new --out")
     with quiet_lightning():
         trainer = _trainer(config, out, GenderGapTracker(history_path), device, show_progress)
         if config.validate_before and not any(record["step"] == 0 for record in read_history(history_path)):
             trainer.validate(module, val, verbose=False)
         module.train()  # the loaded model is in eval mode, and Lightning keeps a module's mode
-        trainer.fit(module, train, val, ckpt_path=str(last) if resume and last.exists() else None)
-        trainer.save_checkpoint(last)  # the final adapters: a run killed while saving the model resumes from here
+        try:
+            with warnings.catch_warnings():
+                # SeededBatches starts mid-pass at the checkpoint's step, which Lightning cannot see
+                warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
+                trainer.fit(module, train, val, ckpt_path=checkpoint)
+            save_checkpoint(trainer, last)  # the final adapters: a run killed while saving the model resumes from here
+        except TrainingDiverged as error:
+            where = f" into a new --out ({out} holds its checkpoints)" if last.exists() else ""
+            raise FinetuneError(
+                f"{error}: training diverged and nothing from this step on is saved; rerun with a lower --lr than {config.lr:g}{where}"
+            ) from None
         if not any(record["step"] == trainer.global_step for record in read_history(history_path)):
             trainer.validate(module, val, verbose=False)
     history = read_history(history_path)
@@ -240,9 +335,14 @@ def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resum
 def save_merged(module: WhisperLora, generator, model_dir: Path, config: FinetuneConfig, history: list[dict]) -> Path:
     """The adapters merged into the base weights, saved with the feature extractor, tokenizer and
     generation config as a standard transformers folder (written to a temporary name, then renamed)."""
+    import torch
+
     staging = model_dir.with_name(model_dir.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     merged = module.model.merge_and_unload().to("cpu")
+    broken = [name for name, value in merged.state_dict().items() if value.is_floating_point() and not torch.isfinite(value).all()]
+    if broken:
+        raise FinetuneError(f"the merged model holds non-finite values in {len(broken)} tensor(s), e.g. {broken[0]}; nothing saved; rerun with a lower --lr")
     merged.save_pretrained(staging, safe_serialization=True)
     generator.extractor.processor.save_pretrained(staging)
     generator.tokenizer.save_pretrained(staging)

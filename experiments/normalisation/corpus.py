@@ -9,6 +9,9 @@ Which filter an utterance gets (``mode``):
   calibrated threshold: female), no label read; an utterance with no voiced frame is passed through;
 - ``utterance``: a filter from the utterance's own spectrum toward the neutral target, no label read.
 
+In every mode a waveform that step 1 cannot normalise (a constant or one-sample file) is passed
+through unchanged and counted, as calibration skips and lists it.
+
 The output audio is float WAV (the transform's output is not confined to 16-bit range). A run
 records its settings in ``AUDIO_DIR/grafn-apply.json`` and each finished id in
 ``AUDIO_DIR/grafn-done.jsonl``: a rerun skips finished ids and refuses other filters, mode or manifest.
@@ -28,7 +31,7 @@ import numpy as np
 
 from experiments.normalisation.calibration import fit_filters, utterance_gain
 from experiments.normalisation.filters import GROUPS, GrafnFilters, file_digest, load_filters
-from experiments.normalisation.transform import GrafnError, GrafnParameters, grafn
+from experiments.normalisation.transform import GrafnError, GrafnParameters, grafn, normalisation_problem
 from experiments.recipes.democorpus.pitch import median_f0
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
@@ -77,6 +80,9 @@ def predicted_gender(samples: np.ndarray, filters: GrafnFilters) -> tuple[str | 
 
 
 def choose_filter(filters: GrafnFilters, mode: str, gender: str, samples: np.ndarray) -> Choice:
+    problem = normalisation_problem(samples, filters.params)
+    if problem:
+        return Choice(None, None, problem)
     if mode == "gender":
         if gender not in GROUPS:
             return Choice(None, None, f"gender label {gender!r} is not binary")
@@ -127,8 +133,9 @@ def _load(utterance: Utterance) -> np.ndarray:
     return load_audio(utterance.audio, utterance.offset, utterance.duration).samples
 
 
-def calibration_items(utterances: list[Utterance], skipped: list[dict], progress=None) -> Iterator[tuple[str, str, np.ndarray]]:
-    """``(gender, speaker, samples)`` of each utterance whose audio loads; the others go to ``skipped``."""
+def calibration_items(utterances: list[Utterance], params: GrafnParameters, skipped: list[dict], progress=None) -> Iterator[tuple[str, str, np.ndarray]]:
+    """``(gender, speaker, samples)`` of each utterance whose audio loads and can be normalised (not a
+    constant waveform); the others go to ``skipped``."""
     for utterance in utterances:
         try:
             samples = _load(utterance)
@@ -138,6 +145,10 @@ def calibration_items(utterances: list[Utterance], skipped: list[dict], progress
         finally:
             if progress is not None:
                 progress.update(1)
+        problem = normalisation_problem(samples, params)
+        if problem:
+            skipped.append({"id": utterance.id, "problem": f"{utterance.audio}: {problem}"})
+            continue
         yield utterance.gender, utterance.speaker, samples
 
 
@@ -162,7 +173,7 @@ def fit_from_manifest(
         utterances = [utterances[i] for i in sorted(kept["female"] + kept["male"])]
     skipped: list[dict] = []
     with tqdm(total=len(utterances), desc="GRAFN calibration", unit="utt", disable=not show_progress) as bar:
-        filters = fit_filters(calibration_items(utterances, skipped, bar), params, source=str(manifest))
+        filters = fit_filters(calibration_items(utterances, params, skipped, bar), params, source=str(manifest))
     filters.calibration |= {"split": split, "per_gender": per_gender, "skipped_bad_audio": skipped}
     return filters, skipped
 
@@ -239,7 +250,10 @@ def apply_to_manifest(filters_path: Path, manifest: Path, audio_dir: Path, out: 
             except AudioError as error:
                 report.bad_audio.append({"id": utterance.id, "problem": str(error)})
                 continue
-            normalised, choice = normalise_samples(filters, mode, utterance.gender, samples)
+            try:
+                normalised, choice = normalise_samples(filters, mode, utterance.gender, samples)
+            except GrafnError as error:
+                raise GrafnError(f"{manifest}: utterance {utterance.id}: {error}") from None
             record = {"id": utterance.id, "file": None, "grafn": choice.record(mode)}
             if choice.gain_db is not None:
                 record["file"] = output_name(utterance.id)

@@ -16,6 +16,14 @@ from extract.audio import SAMPLE_RATE
 
 TARGETS = ("geometric", "arithmetic", "pooled", "female", "male")
 AVERAGES = ("speaker", "utterance")
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the output WAV holds float32 samples
+# what a filters file may hold for each annotation of GrafnParameters: accepted JSON types, and their name
+FIELD_TYPES = {
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "a string"),
+    "float | None": ((int, float, type(None)), "a number or null"),
+}
 
 
 class GrafnError(ValueError):
@@ -85,6 +93,23 @@ class GrafnParameters:
             get_window(self.window, self.n_fft)
         except ValueError as error:
             raise GrafnError(f"window {self.window!r}: {error}") from None
+        if self.peak_bound_log10() > np.log10(FLOAT32_MAX):
+            raise GrafnError(
+                f"output_rms {self.output_rms:g} with max_gain_db {self.max_gain_db:g} can take the output to 1e{self.peak_bound_log10():.0f}, "
+                f"beyond the float32 samples of the output WAV (at most {FLOAT32_MAX:.3g}); lower output_rms (default 0.1) or max_gain_db (default 12)"
+            )
+
+    def peak_bound_log10(self) -> float:
+        """log10 of a bound on the output's largest magnitude, whatever the input: |x_norm| <= sqrt(W - 1)
+        (Samuelson's inequality: no sample of a window lies more than sqrt(n - 1) standard deviations
+        from the window's mean, and the floor only lowers it); a gain of at most 10^(max_gain_db / 20) per
+        bin; the STFT round trip multiplies a peak by at most n_fft max|window| (one frame's spectrum)
+        times ceil(n_fft / hop) max|dual window| (the overlapping frames); then ``output_rms``. Loose
+        (about 1e4 with the defaults), so it refuses only scales no audio needs. In logs, so that no
+        factor overflows."""
+        stft = short_time_fft(self)
+        round_trip = self.n_fft * np.abs(stft.win).max() * -(-self.n_fft // self.hop) * np.abs(stft.dual_win).max()
+        return float(np.log10(self.output_rms) + self.max_gain_db / 20.0 + np.log10(round_trip) + 0.5 * np.log10(max(self.window_samples - 1, 1)))
 
     @property
     def window_samples(self) -> int:
@@ -100,10 +125,14 @@ class GrafnParameters:
 
     @classmethod
     def from_json(cls, record: dict) -> GrafnParameters:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(record) - known)
+        types = {f.name: FIELD_TYPES[f.type] for f in fields(cls)}
+        unknown = sorted(set(record) - set(types))
         if unknown:
             raise GrafnError(f"unknown GRAFN parameter(s) {', '.join(unknown)}")
+        for name, value in record.items():
+            accepted, expected = types[name]
+            if isinstance(value, bool) or not isinstance(value, accepted):
+                raise GrafnError(f"parameter {name} must be {expected}, got {value!r}")
         return cls(**record)
 
 
@@ -125,19 +154,30 @@ def local_statistics(samples: np.ndarray, params: GrafnParameters) -> tuple[np.n
     return mean, np.sqrt(variance)
 
 
+def normalisation_problem(samples: np.ndarray, params: GrafnParameters) -> str | None:
+    """Why step 1 cannot normalise ``samples``, or None when it can. A property of one utterance (a
+    constant or one-sample file), so callers skip or pass through that utterance and name it."""
+    x = np.asarray(samples, dtype=np.float64)
+    if x.ndim != 1 or len(x) == 0:
+        return f"expected a non-empty mono waveform, got shape {x.shape}"
+    if not np.all(np.isfinite(x)):
+        return "the waveform has non-finite samples"
+    if params.floor_ratio * float(np.std(x)) == 0 and np.any(local_statistics(x, params)[1] == 0):
+        if np.std(x) == 0:
+            return "a constant waveform (σ_x(t) is 0 everywhere): nothing to divide by"
+        return "σ_x(t) is 0 in a constant stretch and floor_ratio is 0: nothing to divide by"
+    return None
+
+
 def local_normalise(samples: np.ndarray, params: GrafnParameters) -> np.ndarray:
     """Step 1, eq. 12: x_norm(t) = (x(t) − μ_x(t)) / σ_x(t), σ floored at ``floor_ratio`` times the
     utterance's global standard deviation (see :class:`GrafnParameters`)."""
+    problem = normalisation_problem(samples, params)
+    if problem:
+        raise GrafnError(problem)
     x = np.asarray(samples, dtype=np.float64)
-    if x.ndim != 1 or len(x) == 0:
-        raise GrafnError(f"expected a non-empty mono waveform, got shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise GrafnError("the waveform has non-finite samples")
     mean, deviation = local_statistics(x, params)
-    floor = params.floor_ratio * float(np.std(x))
-    if floor == 0 and np.any(deviation == 0):
-        raise GrafnError("σ_x(t) is 0 somewhere and its floor is 0 (a constant waveform, or floor_ratio 0 with a constant stretch): nothing to divide by")
-    return (x - mean) / np.maximum(deviation, floor)
+    return (x - mean) / np.maximum(deviation, params.floor_ratio * float(np.std(x)))
 
 
 def short_time_fft(params: GrafnParameters) -> ShortTimeFFT:
@@ -170,8 +210,10 @@ def rebalance(normalised: np.ndarray, gain_db: np.ndarray | None, params: GrafnP
 
 def grafn(samples: np.ndarray, gain_db: np.ndarray | None, params: GrafnParameters) -> np.ndarray:
     """The whole transform: local normalisation, gain, inverse STFT, times ``output_rms``; float32,
-    the input's length."""
+    the input's length. An output that float32 cannot hold is refused, never written as ±inf."""
     output = rebalance(local_normalise(samples, params), gain_db, params) * params.output_rms
+    if not (np.all(np.isfinite(output)) and np.abs(output).max() <= FLOAT32_MAX):
+        raise GrafnError(f"the normalised waveform is not finite in float32 (output_rms {params.output_rms:g}); nothing written for it")
     return output.astype(np.float32)
 
 
