@@ -202,6 +202,9 @@ def test_a_fine_tuning_run_records_the_base_model_and_refuses_changed_weights(tm
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text(json.dumps(settings))
+    (out / "val_history.jsonl").write_text('{"step": 0}\n{"step": 8}\n')  # a run that trained, so it resumes rather than restarts
+    (out / "checkpoints").mkdir()
+    torch.save({"state_dict": {}, "loops": {}, "global_step": 8, "random_state": {}}, out / "checkpoints" / "last.ckpt")
     (tmp_path / "link").symlink_to(folder)
     _check_run_file(out, _settings(FinetuneConfig(manifest="m.jsonl", female_share=0.5, total=4, checkpoint=str(tmp_path / "link")), ["a", "b"]), True)
     _flip_a_weight_byte_keeping_size_and_mtime(folder)
