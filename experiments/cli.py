@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -87,6 +87,35 @@ def two_groups(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
     if len(groups) != 2 or groups[0] == groups[1]:
         parser.error("--groups takes two different groups, e.g. female,male or other,male")
     return groups
+
+
+class _RespelledAlias(_DeprecatedAlias):
+    """A deprecated flag whose values the new flag spells differently: ``respell`` gives the new spelling."""
+
+    def __init__(self, option_strings, dest, respell: Callable[[str], str], **kwargs):
+        self.respell = respell
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, self.respell(values), option_string)
+
+
+def add_groups_argument(parser: argparse.ArgumentParser, help: str, old_spellings: Mapping[str, Mapping[str, str]], default: str = "female,male") -> None:
+    """``--groups A,B`` (``args.groups``, read with :func:`two_groups`). ``old_spellings``: deprecated
+    flags, each with its values and their ``--groups`` spelling (``{"--task": {"female-male": "female,male"}}``)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--groups", default=default, metavar="A,B", help=help)
+    for flag, spellings in old_spellings.items():
+        group.add_argument(
+            flag,
+            dest="groups",
+            choices=sorted(spellings),
+            default=argparse.SUPPRESS,
+            action=_RespelledAlias,
+            replacement="--groups",
+            respell=spellings.__getitem__,
+            help=argparse.SUPPRESS,
+        )
 
 
 def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:

@@ -287,7 +287,7 @@ def _timed(name: str, stage):
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="seed of the demo corpus (voice splits, speaking rates)")
     parser.add_argument("--trim", action="store_true", help="a few sentences and voices: the whole pipeline in a few minutes (CI)")
@@ -304,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=[*EXTRA_STAGES, "all"],
         help="an opt-in stage after the report (repeatable; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if "all" in args.extra:
         args.extra = list(EXTRA_STAGES)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec, run_cli
+from experiments.cli import add_model_arguments, fail, load_or_exit, model_spec, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
@@ -26,12 +26,6 @@ from extract.manifest import ManifestError, read_manifest
 from extract.runner import audio_notes_summary, run_extraction
 from extract.spec import ModelSpec, load_extractor
 from extract.store import StoreError
-
-
-def fail(message: str) -> NoReturn:
-    """One line on stderr, exit status 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,26 +79,26 @@ def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
         tasks, finished = extraction_tasks(dataclasses.replace(job, sites=sites), utterances, args.reclaim_stale)
         return run_tasks(args, "extract", tasks, finished, rerun_hint)
     except SchedulingError as error:
-        fail(str(error))
+        return fail(str(error))
 
 
 def check_arguments(args) -> None:
     """Everything that can be checked before the model loads."""
     manifest, out = Path(args.manifest), Path(args.out)
     if manifest.is_dir():
-        fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)")
+        raise SystemExit(fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)"))
     if out.exists() and not out.is_dir():
-        fail(f"--out {out} is a file; give a folder for the store (it is created if missing)")
+        raise SystemExit(fail(f"--out {out} is a file; give a folder for the store (it is created if missing)"))
     if args.num_shards < 1:
-        fail(f"--num-shards {args.num_shards}: must be at least 1")
+        raise SystemExit(fail(f"--num-shards {args.num_shards}: must be at least 1"))
     if not 0 <= args.shard_index < args.num_shards:
-        fail(f"--shard-index {args.shard_index} is outside 0..{args.num_shards - 1} for --num-shards {args.num_shards}")
+        raise SystemExit(fail(f"--shard-index {args.shard_index} is outside 0..{args.num_shards - 1} for --num-shards {args.num_shards}"))
     if args.utterances_per_part < 1:
-        fail(f"--utterances-per-part {args.utterances_per_part}: must be at least 1")
+        raise SystemExit(fail(f"--utterances-per-part {args.utterances_per_part}: must be at least 1"))
     if args.batch_seconds <= 0 or args.max_seconds <= 0:
-        fail("--batch-seconds and --max-seconds must be positive")
+        raise SystemExit(fail("--batch-seconds and --max-seconds must be positive"))
     if args.intervene_gender and not args.intervene:
-        fail("--intervene-gender needs at least one --intervene FILE")
+        raise SystemExit(fail("--intervene-gender needs at least one --intervene FILE"))
 
 
 def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
@@ -138,23 +132,21 @@ def _main(argv: list[str] | None) -> int:
     try:
         utterances = read_manifest(args.manifest)
     except (ManifestError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
     if args.limit is not None:
         utterances = utterances[: args.limit]
     job = extraction_job(args, spec)
     try:
         intervener = job.intervener()
     except InterventionError as error:
-        fail(str(error))
+        return fail(str(error))
     if args.executor:
         return submit_shards(args, job, len(utterances))
     extractor = load_or_exit(lambda: load_extractor(spec, keep_padding=args.keep_padding), spec)
     try:
         sites = extractor.resolve_sites(args.sites.split(",") if args.sites != "all" else "all")
     except UnknownSiteError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
     print(
         f"[extract] {job.label or spec.label()}: {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
         f"{len(sites)} sites; shard {args.shard_index + 1}/{args.num_shards} of {len(utterances)} utterances -> {args.out}"
@@ -181,8 +173,7 @@ def _main(argv: list[str] | None) -> int:
             intervener=intervener,
         )
     except (StoreError, NonFiniteError, InterventionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
     finally:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)

@@ -40,7 +40,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from experiments.cli import run_cli
+from experiments.cli import add_groups_argument, run_cli, two_groups
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, probe_tasks, run_tasks
 from extract.spec import default_device
 from extract.store import StoreError
@@ -65,7 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--positions", type=int, default=1000, help="positional probes: the first P positions")
     parser.add_argument("--control", choices=CONTROLS, default="none")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--task", choices=sorted(TASKS), default="female-male")
+    add_groups_argument(
+        parser,
+        "the two groups the probe tells apart: female,male (default) or other,male; the first is the positive class",
+        old_spellings={"--task": {task: task.replace("-", ",") for task in TASKS}},
+    )
     parser.add_argument("--language", help="only utterances in this language")
     parser.add_argument("--no-standardize", dest="standardize", action="store_false")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
@@ -135,8 +139,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
+    config = probe_config(parser, args)
+    return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
+
+
+def probe_task(parser: argparse.ArgumentParser, text: str) -> str:
+    """The probe task (:data:`probing.data.TASKS`) that ``--groups A,B`` names: ``female,male`` -> ``female-male``."""
+    task = "-".join(two_groups(parser, text))
+    if task not in TASKS:
+        parser.error(f"--groups {text}: a probe tells apart {' or '.join(name.replace('-', ',') for name in sorted(TASKS))}")
+    return task
+
+
+def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ProbeConfig:
+    """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
     try:
-        config = ProbeConfig(
+        return ProbeConfig(
             store=args.store,
             site=args.site,
             probe=args.probe,
@@ -144,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             mdl=args.mdl,
             positions=args.positions,
-            task=args.task,
+            task=probe_task(parser, args.groups),
             language=args.language,
             standardize=args.standardize,
             max_epochs=args.max_epochs,
@@ -157,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ProbeError as error:
         parser.error(str(error))
-    return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
 
 
 if __name__ == "__main__":

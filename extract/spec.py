@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from extract.families import FAMILIES, Extractor
-from extract.families.base import RemoteCodeError
-from extract.families.generation import GenerationError, GenerationOptions, Generator
+from extract.families.base import RemoteCodeError, seeded
+from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label
 
@@ -109,16 +110,14 @@ def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
             print(f"note: --{name.replace('_', '-')} has no effect for this family", file=sys.stderr)
     options = {name: value for name, value in requested.items() if name in cls.load_options}
     checkpoint = spec.resolved_checkpoint()
-    torch.manual_seed(spec.seed)
-    extractor = cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
+    with seeded(spec.seed) if spec.random_init else nullcontext():  # only new weights draw; the caller's generator is left alone
+        extractor = cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
     extractor.fingerprint = spec.fingerprint()
     return extractor
 
 
 def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) -> Generator:
     """The generator of ``spec``: its extractor plus the tokenizer (and for ZeroSwot the NLLB decoder)."""
-    from transformers.utils import logging as transformers_logging
-
     extractor = load_extractor(spec)
-    transformers_logging.set_verbosity_error()  # generate() warns about each model's own default processors
-    return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())
+    with quiet_transformers():
+        return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())

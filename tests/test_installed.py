@@ -81,3 +81,17 @@ def test_a_checkout_caches_beside_its_code(monkeypatch):
     monkeypatch.delenv(paths.CACHE_ENV, raising=False)
     assert paths.source_checkout() == CHECKOUT
     assert paths.cache_dir() == CHECKOUT / ".cache"
+
+
+@pytest.mark.slow
+def test_the_installed_console_script_lists_the_installed_stages(installed):
+    root, wheel = installed
+    entry_points = next(name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".dist-info/entry_points.txt"))
+    assert "[console_scripts]\nspeech-gender = experiments.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    env = {k: v for k, v in os.environ.items() if k not in ("SPEECH_GENDER_CACHE", "PYTHONPATH")}
+    env |= {"PYTHONPATH": str(root / "site"), "PYTHONNOUSERSITE": "1"}  # the script's python has the dependencies
+    listed = subprocess.run([str(root / "site" / "bin" / "speech-gender"), "--help"], cwd=root, env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and listed.stdout.startswith("usage: speech-gender STAGE [ARGS ...]\n"), listed.stderr
+    assert "\n  probe  " in listed.stdout and "\n  realvoices  " in listed.stdout
+    located = _run_installed(root, "import json, experiments.stages as s; print(json.dumps(str(s.find('probe').path)))")
+    assert Path(located).is_relative_to(root / "site")

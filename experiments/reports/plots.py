@@ -24,7 +24,8 @@ for a one- or two-column paper figure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -34,28 +35,42 @@ from extract.paths import canonical_path
 from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
+PAPER_STYLE = {
+    "font.size": FONT_SIZE,
+    "axes.titlesize": FONT_SIZE + 1,
+    "axes.labelsize": FONT_SIZE,
+    "legend.fontsize": FONT_SIZE - 1,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "savefig.bbox": "tight",
+    "savefig.dpi": 150,
+}
+
+
+def paper_style(draw: Callable[..., list[Path]]) -> Callable[..., list[Path]]:
+    """Decorator of a function that draws and saves a figure: it runs with :data:`PAPER_STYLE` in a
+    ``matplotlib.rc_context``, so a notebook's or script's own rcParams are left as they were."""
+
+    @functools.wraps(draw)
+    def styled(*args, **kwargs) -> list[Path]:
+        import matplotlib
+
+        with matplotlib.rc_context(PAPER_STYLE):
+            return draw(*args, **kwargs)
+
+    return styled
 
 
 def pyplot():
-    """pyplot on the Agg backend with the paper's sizes (imported here, on first drawing: the backend
-    must be chosen before pyplot is imported)."""
+    """pyplot, imported on first drawing. A backend the caller chose (a notebook's, ``MPLBACKEND``,
+    ``matplotlib.use``) is kept; when none was chosen (a command line, a script), Agg: no window and
+    no display needed. It must be chosen before pyplot picks one itself."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    if matplotlib.get_backend(auto_select=False) is None:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update(
-        {
-            "font.size": FONT_SIZE,
-            "axes.titlesize": FONT_SIZE + 1,
-            "axes.labelsize": FONT_SIZE,
-            "legend.fontsize": FONT_SIZE - 1,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "savefig.bbox": "tight",
-            "savefig.dpi": 150,
-        }
-    )
     return plt
 
 
@@ -70,6 +85,7 @@ def save(figure, out: str | Path) -> list[Path]:
     return paths
 
 
+@paper_style
 def per_position(
     f1: np.ndarray,
     mean_test_length: float,
@@ -145,6 +161,7 @@ def gap_axis_label(results: dict[str, dict]) -> str:
     return "E(F, M) (%)  >0: worse for women\n" + " / ".join(sorted(names))
 
 
+@paper_style
 def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
     """``results``: dataset name -> ``experiments.asr_gap`` JSON. Bars of E(A, B) per language (the
     estimate each file's ``gap_estimate`` names, written in the y label), the speaker-bootstrap 95 %
@@ -177,6 +194,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
     return save(figure, out)
 
 
+@paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit, its line and the correlation."""
     plt = pyplot()
@@ -198,6 +216,7 @@ def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str,
     return save(figure, out)
 
 
+@paper_style
 def error_distribution(distribution: dict[str, list[float]], out, metric: str = "WER", title: str = "") -> list[Path]:
     """``distribution``: group -> share of records (percent) with error rate >= x, for x = 0..100."""
     plt = pyplot()
@@ -213,6 +232,7 @@ def error_distribution(distribution: dict[str, list[float]], out, metric: str = 
     return save(figure, out)
 
 
+@paper_style
 def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int = 100, title: str = "") -> list[Path]:
     """``profiles``: label (model and site) -> one weight vector per utterance; each is resampled to
     ``points`` positions, then mean ± std across utterances."""
@@ -235,6 +255,7 @@ def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int =
 TRANSLATION_GENDERS = ("feminine", "masculine", "mixed", "none")
 
 
+@paper_style
 def confusion(predictions: list[str], translation_genders: list[str], out, classes: tuple[str, str] = ("female", "male"), title: str = "") -> list[Path]:
     """Counts of (probe prediction, gender of the translation's speaker-referred words)."""
     plt = pyplot()
@@ -255,6 +276,7 @@ def confusion(predictions: list[str], translation_genders: list[str], out, class
     return save(figure, out)
 
 
+@paper_style
 def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditions: list[str], out, label: str = "F1_S (%)", title: str = "") -> list[Path]:
     """``scores``: (site, condition) -> score; missing cells stay blank."""
     plt = pyplot()

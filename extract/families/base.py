@@ -4,7 +4,8 @@ family module exports (``FAMILY``)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -147,6 +148,15 @@ class Extractor(ABC):
                     raise NonFiniteError(f"non-finite values at site {name} for utterance {who}")
                 results[index][name] = array
         return results
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Random draws inside (new weights are drawn on the CPU) come from ``seed``; the caller's
+    generator is left as it was, so building a model never reseeds the code around it."""
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        yield
 
 
 def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:

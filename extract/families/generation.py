@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -87,13 +89,27 @@ class Generator(ABC):
             raise GenerationError("speech translation needs a target language (--tgt-lang)")
         self.check(task, tgt_lang)
         inputs = self.extractor.on_device(self.extractor.prepare(audios).inputs)
-        with torch.inference_mode():
+        with torch.inference_mode(), quiet_transformers():
             tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
         return [text.strip() for text in self.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
 
     @abstractmethod
     def _generate(self, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> torch.Tensor:
         """Token ids [batch, length]; ``target`` is the output language (the source language for ASR)."""
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings off inside (``generate()`` warns about each model's own default
+    processors, on every batch); the caller's verbosity is restored afterwards."""
+    from transformers.utils import logging as transformers_logging
+
+    previous = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(previous)
 
 
 def language_code(language: str, codes: dict[str, str], own_format: str, model: str, example: str) -> str:

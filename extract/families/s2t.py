@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Family, Prepared, padded_batch
+from extract.families.base import Extractor, Family, Prepared, padded_batch, seeded
 from extract.families.generation import GenerationError, Generator
 from extract.hooks import Site
 
@@ -55,11 +55,11 @@ class S2TGenerator(Generator):
         return self.model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], **self.forced_bos(target), **self.overrides)
 
 
+@seeded(0)
 def tiny_model():
     """A tiny random Speech2Text (transformers test-suite sizes) and its feature extractor."""
     from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
 
-    torch.manual_seed(0)
     config = Speech2TextConfig(
         vocab_size=100,
         d_model=16,

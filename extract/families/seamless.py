@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Family, Prepared, lengths_from_mask, padded_batch
+from extract.families.base import Extractor, Family, Prepared, lengths_from_mask, padded_batch, seeded
 from extract.families.generation import Generator, language_code
 from extract.hooks import Site
 
@@ -98,11 +98,11 @@ class SeamlessGenerator(Generator):
         )
 
 
+@seeded(0)
 def tiny_model():
     """A tiny random SeamlessM4T v2 speech-to-text model (transformers test-suite sizes) and its feature extractor."""
     from transformers import SeamlessM4TFeatureExtractor, SeamlessM4Tv2Config, SeamlessM4Tv2ForSpeechToText
 
-    torch.manual_seed(0)
     config = SeamlessM4Tv2Config(
         vocab_size=100,
         t2u_vocab_size=20,

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import Extractor, Family, Prepared
+from extract.families.base import Extractor, Family, Prepared, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.hooks import Site
 from extract.weights import bundled_whisper
@@ -103,11 +103,11 @@ class WhisperGenerator(Generator):
         return self.model.generate(inputs["input_features"], language=language, task=whisper_task, **self.overrides)
 
 
+@seeded(0)
 def tiny_model():
     """A tiny random Whisper (transformers test-suite sizes) and its feature extractor."""
     from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-    torch.manual_seed(0)
     config = WhisperConfig(
         vocab_size=100,
         d_model=16,

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch
+from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
 
@@ -331,9 +331,9 @@ def tiny_wav2vec2_ctc():
 
 
 class ZeroSwotStandIn(nn.Module):
+    @seeded(0)
     def __init__(self, embed_dim: int = 24):
         super().__init__()
-        torch.manual_seed(0)
         self.wav2vec2 = tiny_wav2vec2_ctc()
         self.compression_adapter = CompressionAdapter()
         self.speech_embedder = SpeechEmbedder(self.wav2vec2.config.hidden_size, embed_dim)

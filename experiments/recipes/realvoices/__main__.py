@@ -27,7 +27,7 @@ def positive(value: str) -> int:
     return number
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.recipes.realvoices",
         description="Build a corpus of real, credited voices from Debian packages (apt-get download, no install): "
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
     parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    return parser.parse_args(argv)
+    return parser
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args), FetchError, RealVoicesError, DecoderMissingError)
 
 

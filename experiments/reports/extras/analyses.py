@@ -25,7 +25,7 @@ import numpy as np
 from experiments.analysis.acoustic import FEATURES, compute_acoustics
 from experiments.analysis.contrasts import error_regression, feature_table, group_contrasts, read_gap_setups, setup_correlations, setup_table
 from experiments.analysis.speakers import HdbscanSettings, agreement, assign_speakers, audio_embeddings, mfcc_statistics, store_embeddings
-from experiments.reports.plots import pyplot, save
+from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import read_manifest
 
@@ -130,6 +130,7 @@ def _p(value) -> str:
     return "–" if value is None else f"{value:.2g}"
 
 
+@paper_style
 def f0_figure(rows: list[dict], voices: list[dict], out: Path) -> list[Path]:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(6.4, 2.8))

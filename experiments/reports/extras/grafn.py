@@ -215,6 +215,7 @@ def _number(value, digits: int = 1, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
+@plots.paper_style
 def draw(work, spectra_result: dict, reports: dict, histories: dict) -> list[Path]:
     plt = plots.pyplot()
     figure, axes = plt.subplots(1, 3, figsize=(10, 3.0))

@@ -21,7 +21,7 @@ from pathlib import Path
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
 from experiments.reports.demo_report import format_number as fmt
-from experiments.reports.plots import pyplot, save
+from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
 from extract.families.generation import GenerationOptions
@@ -117,6 +117,7 @@ def _interval(result: dict, key: str) -> str:
     return f"{fmt(low)} .. {fmt(high)}"
 
 
+@paper_style
 def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
     """Accuracy and ΔS per system, with 95 % sentence-bootstrap intervals (ASR: pronoun accuracy)."""
     plt = pyplot()

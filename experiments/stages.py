@@ -1,0 +1,212 @@
+"""The stages of the study: every ``python -m experiments.X`` command, found in the source tree.
+
+A stage is a module of this package that defines ``main(argv)`` and runs it under
+``if __name__ == "__main__":`` (``experiments/probe.py`` -> ``probe``), or a package with such a
+``__main__.py`` anywhere below it, named by its folder (``experiments/recipes/realvoices/`` ->
+``realvoices``). Nothing registers a stage: a new command module is listed by ``speech-gender``
+and documented in ``docs/cli.md`` as it is. Listing reads the files (no stage is imported, so it is
+instant); the reference imports each stage and formats its parser (``build_parser()``, or
+``_parser()`` where a module still has that name) at a fixed width, so it does not depend on the
+terminal it is made in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import importlib
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE_FOLDER = Path(__file__).resolve().parent
+PROGRAM = "speech-gender"  # the console script ([project.scripts] in pyproject.toml)
+SUMMARY_WIDTH = 80  # characters of a stage's summary in the listing (with the names: under 100 columns)
+REFERENCE_WIDTH = 100  # columns of the help texts in docs/cli.md
+PARSER_FUNCTIONS = ("build_parser", "_parser")  # the parser of a stage; `_parser` is the older name
+# "``python -m experiments.X ARGS``", optionally "(what ``make x`` runs)", then ":" opens a stage's docstring
+COMMAND_PREFIX = re.compile(r"^``python -m [\w.]+[^`]*``\s*(\([^)]*\))?\s*:\s*")
+
+
+class StageError(Exception):
+    """Stages that cannot be told apart, or a stage without a parser to document."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """``speech-gender NAME`` runs ``python -m MODULE``; ``path`` holds its ``main``."""
+
+    name: str
+    module: str
+    path: Path
+    summary: str
+
+    def load(self) -> ModuleType:
+        """The module that defines ``main`` (for a package, its ``__main__``)."""
+        return importlib.import_module(f"{self.module}.__main__" if self.path.name == "__main__.py" else self.module)
+
+
+def stages() -> list[Stage]:
+    """Every stage of ``experiments``, by name."""
+    return find_stages(PACKAGE_FOLDER, __package__)
+
+
+def find_stages(folder: Path, package: str) -> list[Stage]:
+    """The stages of the package ``package`` in ``folder``, by name; two of one name are refused."""
+    found: dict[str, Stage] = {}
+    for stage in _stage_candidates(folder, package):
+        if stage.name in found:
+            raise StageError(f"two stages named {stage.name!r}: {found[stage.name].path} and {stage.path}; rename one")
+        found[stage.name] = stage
+    return [found[name] for name in sorted(found)]
+
+
+def _stage_candidates(folder: Path, package: str) -> Iterator[Stage]:
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if not path.stem.startswith("_") and _is_command(tree):
+            yield Stage(path.stem, f"{package}.{path.stem}", path, summary(ast.get_docstring(tree) or ""))
+    for path in sorted(folder.rglob("__main__.py")):
+        if path.parent == folder or not _is_command(ast.parse(path.read_text(encoding="utf-8"))):
+            continue
+        module = ".".join([package, *path.parent.relative_to(folder).parts])
+        init = path.parent / "__init__.py"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) if init.exists() else None
+        yield Stage(path.parent.name, module, path, summary(docstring or ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""))
+
+
+def _is_command(tree: ast.Module) -> bool:
+    """A top-level ``def main`` and an ``if __name__ == "__main__":`` block."""
+    defines_main = any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
+    runs_as_main = any(isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__") for node in tree.body)
+    return defines_main and runs_as_main
+
+
+def summary(docstring: str) -> str:
+    """A stage's line in the listing: its docstring's first paragraph without the leading command
+    (``python -m experiments.X ...``:), on one line, shortened to :data:`SUMMARY_WIDTH`."""
+    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    text = COMMAND_PREFIX.sub("", paragraph)
+    return textwrap.shorten(text[:1].upper() + text[1:], SUMMARY_WIDTH, placeholder=" …")
+
+
+def listing(program: str) -> str:
+    """What ``speech-gender`` and ``speech-gender --help`` print."""
+    found = stages()
+    width = max(len(stage.name) for stage in found)
+    lines = [
+        f"usage: {program} STAGE [ARGS ...]",
+        "",
+        f"Runs `python -m experiments.STAGE ARGS`. `{program} STAGE --help` shows a stage's flags,",
+        f"`{program} --reference` every stage's (docs/cli.md), `{program} --version` the package version.",
+        "",
+        "stages:",
+        *(f"  {stage.name:<{width}}  {stage.summary}" for stage in found),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def suggestion(name: str) -> str | None:
+    """The stage a mistyped ``name`` most likely meant."""
+    import difflib
+
+    names = [stage.name for stage in stages()]
+    close = difflib.get_close_matches(name.replace("-", "_"), names, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def find(name: str) -> Stage | None:
+    return next((stage for stage in stages() if stage.name == name), None)
+
+
+@contextmanager
+def program_name(program: str) -> Iterator[None]:
+    """``sys.argv[0]`` set to ``program`` while a stage runs, so that its parser's usage lines read
+    ``usage: speech-gender probe ...`` (argparse names the program from ``sys.argv[0]``)."""
+    saved = sys.argv[0] if sys.argv else None
+    if sys.argv:
+        sys.argv[0] = program
+    else:
+        sys.argv.append(program)
+    try:
+        yield
+    finally:
+        if saved is None:
+            sys.argv.pop(0)
+        else:
+            sys.argv[0] = saved
+
+
+def run(stage: Stage, argv: list[str], program: str) -> int:
+    """``python -m STAGE.module ARGV``: the stage's ``main(argv)`` (its ``__main__`` block does
+    nothing else, a test checks it), named ``PROGRAM STAGE`` in its messages."""
+    module = stage.load()
+    with program_name(f"{program} {stage.name}"):
+        return module.main(argv)
+
+
+# --- the CLI reference (docs/cli.md) -------------------------------------------------------------
+
+
+def parser_of(stage: Stage, program: str = PROGRAM) -> argparse.ArgumentParser:
+    """The stage's argument parser, built as ``PROGRAM STAGE`` would build it."""
+    module = stage.load()
+    build = next((getattr(module, name) for name in PARSER_FUNCTIONS if hasattr(module, name)), None)
+    if build is None:
+        raise StageError(f"{stage.path}: no {' or '.join(f'{name}()' for name in PARSER_FUNCTIONS)} to document the stage with; add build_parser()")
+    with program_name(f"{program} {stage.name}"):
+        parser = build()
+    parser.prog = f"{program} {stage.name}"  # a parser may name itself (realvoices: python -m ...); the reference uses one name
+    return parser
+
+
+def subcommands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser of every subcommand below ``parser`` (``figures per-position``, ``grafn fit``), depth first."""
+    for action in parser._actions:  # argparse has no public accessor for its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                yield subparser
+                yield from subcommands(subparser)
+
+
+def fixed_width_help(parser: argparse.ArgumentParser, width: int = REFERENCE_WIDTH) -> str:
+    """``parser --help`` at ``width`` columns, whatever the terminal (``COLUMNS``) says."""
+    formatter = parser.formatter_class
+    parser.formatter_class = functools.partial(formatter, width=width)
+    try:
+        return parser.format_help()
+    finally:
+        parser.formatter_class = formatter
+
+
+def cli_reference(program: str = PROGRAM) -> str:
+    """``docs/cli.md``: every stage's ``--help``, and every subcommand's, as Markdown."""
+    found = stages()
+    lines = [
+        "# Command-line reference",
+        "",
+        "<!-- generated from the parsers by `python -m experiments --reference > docs/cli.md`; do not edit by hand "
+        "(tests/test_entry_point.py fails when it is stale) -->",
+        "",
+        f"Every stage runs as `{program} STAGE ARGS` or as `python -m MODULE ARGS`; `{program}` alone lists them.",
+        "",
+        "| stage | module | what it does |",
+        "|---|---|---|",
+        *(f"| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} |" for stage in found),
+    ]
+    for stage in found:
+        parser = parser_of(stage, program)
+        lines += ["", f"## {stage.name}", "", f"`{program} {stage.name}` or `python -m {stage.module}`", "", *_fenced(fixed_width_help(parser))]
+        for subparser in subcommands(parser):
+            lines += ["", f"### {subparser.prog.removeprefix(program + ' ')}", "", *_fenced(fixed_width_help(subparser))]
+    return "\n".join(lines) + "\n"
+
+
+def _fenced(text: str) -> list[str]:
+    return ["```text", text.rstrip("\n"), "```"]

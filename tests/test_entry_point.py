@@ -1,0 +1,163 @@
+"""One entry point: ``python -m experiments`` / ``speech-gender`` lists every stage (found in the source
+tree, not in a hand-written table) and runs ``speech-gender STAGE ARGS`` as ``python -m experiments.STAGE ARGS``;
+``docs/cli.md`` is generated from the stages' parsers and kept current."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from experiments import __main__ as entry
+from experiments import stages as stage_list
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = CHECKOUT / "experiments"
+
+
+def _defines_main(path: Path) -> bool:
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in ast.parse(path.read_text()).body)
+
+
+def test_every_command_module_is_a_stage_and_nothing_else_is():
+    modules = {path.stem for path in EXPERIMENTS.glob("*.py") if not path.stem.startswith("_") and _defines_main(path)}
+    packages = {path.parent.name for path in EXPERIMENTS.rglob("__main__.py") if path.parent != EXPERIMENTS and _defines_main(path)}
+    found = {stage.name: stage for stage in stage_list.stages()}
+    assert set(found) == modules | packages
+    assert {"manifest", "extract", "transcribe", "probe", "asr_gap", "collect", "correlate", "figures", "demo", "realvoices"} <= set(found)
+    assert not {"cli", "scheduling", "stages", "__main__", "democorpus", "espeak"} & set(found)
+    assert found["probe"].module == "experiments.probe" and found["realvoices"].module == "experiments.recipes.realvoices"
+    assert [stage.name for stage in stage_list.stages()] == sorted(found)
+
+
+COMMAND = "def main(argv=None):\n    return 0\n\n\nif __name__ == '__main__':\n    raise SystemExit(main())\n"
+
+
+def test_a_new_stage_module_is_found_without_registering_it(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "recipes" / "corpus").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "library.py").write_text('"""Not a command: no main."""\n')
+    (package / "helper.py").write_text('"""A main without a __main__ block is not a command."""\ndef main(argv=None):\n    return 0\n')
+    (package / "newstage.py").write_text(
+        '"""``python -m pkg.newstage X ... --out F`` (what ``make x`` runs): counts the things\nof a corpus, per language.\n\nMore."""\n' + COMMAND
+    )
+    (package / "recipes" / "corpus" / "__init__.py").write_text('"""The corpus recipe: downloads it."""\n')
+    (package / "recipes" / "corpus" / "__main__.py").write_text(COMMAND)
+    found = stage_list.find_stages(package, "pkg")
+    assert [(s.name, s.module, s.summary) for s in found] == [
+        ("corpus", "pkg.recipes.corpus", "The corpus recipe: downloads it."),
+        ("newstage", "pkg.newstage", "Counts the things of a corpus, per language."),
+    ]
+
+
+def test_two_stages_of_one_name_are_refused(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "recipes" / "twice").mkdir(parents=True)
+    (package / "twice.py").write_text(COMMAND)
+    (package / "recipes" / "twice" / "__main__.py").write_text(COMMAND)
+    with pytest.raises(stage_list.StageError, match="two stages named 'twice'"):
+        stage_list.find_stages(package, "pkg")
+
+
+def test_every_stage_has_a_one_line_summary_and_runs_main_as_its_module_does():
+    for stage in stage_list.stages():
+        assert stage.summary and "\n" not in stage.summary and not stage.summary.startswith("`"), stage
+        assert len(stage.summary) <= stage_list.SUMMARY_WIDTH, stage
+        guard = [node for node in ast.parse(stage.path.read_text()).body if isinstance(node, ast.If)][-1]
+        # `python -m experiments.X` does exactly `exit(main())`, so `speech-gender X` may call main(argv)
+        assert ast.unparse(guard) in ("if __name__ == '__main__':\n    sys.exit(main())", "if __name__ == '__main__':\n    raise SystemExit(main())"), stage
+
+
+def test_no_arguments_or_help_lists_every_stage(capsys):
+    assert entry.main([], prog="speech-gender") == 2
+    listing = capsys.readouterr().out
+    assert listing.startswith("usage: speech-gender STAGE [ARGS ...]\n")
+    lines = listing.splitlines()
+    for stage in stage_list.stages():
+        assert re.search(rf"^  {stage.name} +{re.escape(stage.summary)}$", listing, re.MULTILINE), stage.name
+    assert len({line.index(stage.summary) for stage in stage_list.stages() for line in lines if line.endswith(stage.summary)}) == 1  # one column
+    assert entry.main(["--help"], prog="speech-gender") == 0
+    assert capsys.readouterr().out == listing
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["prob"], "error: unknown stage 'prob'; did you mean 'probe'? (speech-gender --help lists the stages)"),
+        (["asr-gap"], "error: unknown stage 'asr-gap'; did you mean 'asr_gap'? (speech-gender --help lists the stages)"),
+        (["zzz"], "error: unknown stage 'zzz' (speech-gender --help lists the stages)"),
+        (["--verbose"], "error: unknown option --verbose; the first argument is a stage (speech-gender --help lists the stages)"),
+    ],
+)
+def test_an_unknown_stage_is_one_line_and_status_2(capsys, argv, error):
+    assert entry.main(argv, prog="speech-gender") == 2
+    captured = capsys.readouterr()
+    assert captured.err == error + "\n" and captured.out == ""
+
+
+def test_a_stage_runs_with_its_arguments_and_its_exit_status(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text("x,y\n" + "".join(f"{i},{2 * i + (i % 3)}\n" for i in range(8)))
+    argv = ["correlate", "--table", str(table), "--x", "x", "--y", "y", "--bootstrap", "50", "--out", str(tmp_path / "r.json")]
+    assert entry.main(argv, prog="speech-gender") == 0
+    assert json.loads((tmp_path / "r.json").read_text())["n"] == 8
+    capsys.readouterr()
+    assert entry.main([*argv[:2], str(tmp_path / "missing.csv"), *argv[3:]], prog="speech-gender") == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    with pytest.raises(SystemExit) as stopped:
+        entry.main(["correlate", "--help"], prog="speech-gender")
+    assert stopped.value.code == 0 and capsys.readouterr().out.startswith("usage: speech-gender correlate [-h] --table TABLE")
+    with pytest.raises(SystemExit) as stopped:
+        entry.main(["correlate", "--table"], prog="python -m experiments")
+    assert stopped.value.code == 2 and "usage: python -m experiments correlate" in capsys.readouterr().err
+    assert os.path.basename(sys.argv[0]) != "speech-gender correlate"  # the program name is set only while the stage runs
+
+
+def test_python_dash_m_experiments_is_the_entry_point():
+    env = os.environ | {"PYTHONPATH": str(CHECKOUT)}
+    listed = subprocess.run([sys.executable, "-m", "experiments", "--help"], cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and listed.stdout.startswith("usage: python -m experiments STAGE [ARGS ...]\n") and "\n  probe " in listed.stdout
+    unknown = subprocess.run([sys.executable, "-m", "experiments", "probes"], cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2
+    assert unknown.stderr == "error: unknown stage 'probes'; did you mean 'probe'? (python -m experiments --help lists the stages)\n"
+
+
+def test_the_console_script_is_the_entry_point():
+    scripts = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"speech-gender": "experiments.__main__:main"}
+
+
+# --- docs/cli.md ---------------------------------------------------------------------------------
+
+REFRESH = "python -m experiments --reference > docs/cli.md"
+
+
+def test_docs_cli_md_is_generated_from_the_parsers():
+    expected = stage_list.cli_reference()
+    written = (CHECKOUT / "docs" / "cli.md").read_text()
+    assert written == expected, f"docs/cli.md is stale: regenerate it with `{REFRESH}` and commit it"
+
+
+def test_the_reference_has_every_stage_and_subcommand_at_a_fixed_width(monkeypatch):
+    reference = stage_list.cli_reference()
+    for stage in stage_list.stages():
+        assert f"\n## {stage.name}\n\n`speech-gender {stage.name}` or `python -m {stage.module}`\n" in reference
+        assert f"\n| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} |\n" in reference
+        assert f"\n```text\nusage: speech-gender {stage.name} " in reference
+    for subcommand in ("figures per-position", "figures heatmap", "grafn fit", "grafn apply", "erase fit", "erase show", "manifest fleurs"):
+        assert f"\n### {subcommand}\n\n```text\nusage: speech-gender {subcommand} " in reference
+    monkeypatch.setenv("COLUMNS", "60")
+    assert stage_list.cli_reference() == reference  # not the terminal's width
+
+
+def test_the_reference_is_what_the_entry_point_prints(capsys):
+    assert entry.main(["--reference"], prog="speech-gender") == 0
+    assert capsys.readouterr().out == stage_list.cli_reference()
