@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 EXECUTORS = ("local", "slurm")
+TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --mem-gb
 
 
 class SchedulingError(ValueError):
@@ -250,3 +251,25 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list
         )
         tasks.append(Task(number, label, run_all, (group, out), {"task": number}))
     return tasks, finished
+
+
+def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1) -> int:
+    """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
+    cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
+    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--mem-gb``), waited for (unless ``--no-wait``)
+    and merged; 1 if a task failed."""
+    from probing.grid import check_store
+    from probing.results import check_results_path, merge_task_results
+    from probing.run import ProbeConfig
+
+    check_results_path(out)
+    for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
+        check_store(store)
+    merge_task_results(out)
+    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
+    configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
+    tasks, finished = probe_tasks(configs, out, cells_per_task)
+    status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
+    if not args.no_wait:
+        print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")
+    return status
