@@ -52,8 +52,10 @@ class Outcome:
     error: str | None = None  # None: finished
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help)."""
+def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_tasks: bool = True) -> None:
+    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help). Without
+    ``pick_tasks`` there is no ``--tasks`` (``args.tasks`` is None): a command of several stages
+    (``experiments.study``) resubmits every unfinished task of each."""
     group = parser.add_argument_group("running as submitit jobs", f"one task = {what}; finished work is skipped before submitting")
     group.add_argument(
         "--executor",
@@ -68,7 +70,10 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
     group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
     group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
-    group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
+    if pick_tasks:
+        group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
+    else:
+        parser.set_defaults(tasks=None)
     group.add_argument("--no-wait", action="store_true", help="submit and return; rerun the same command later to see what is left (and, for grids, to merge)")
 
 
