@@ -248,6 +248,76 @@ def test_stages_subset_with_executor_one_job_array_per_stage(tmp_path, tiny_whis
     capsys.readouterr()
 
 
+def write_st_corpus(root: Path) -> None:
+    """Fucci et al.'s shape in miniature: a MuST-C-like manifest the probe learns from (en-es,
+    3 speakers per gender) and a MuST-SHE definition read by 2 other speakers per gender (category
+    1F or 1M, one gendered term each), with its manifest through the MuST-SHE recipe."""
+    from extract.corpora.must_she import must_she, write_definition
+
+    rng = np.random.default_rng(1)
+
+    def clip(path: Path, pitch: float) -> Path:
+        t = np.arange(RATE // 2) / RATE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(path, (0.3 * np.sin(2 * np.pi * pitch * t) + 0.1 * rng.standard_normal(len(t))).astype(np.float32), RATE)
+        return path
+
+    rows = []
+    for gender, pitch in (("female", 230.0), ("male", 110.0)):
+        for speaker in range(3):
+            for number in range(3):
+                path = clip(root / "mustc" / f"{gender}-{speaker}-{number}.wav", pitch + 12 * speaker)
+                speaker_id = f"ted-{gender[0]}{speaker}"
+                rows.append(Utterance(path.stem, str(path), "en", "i am tired", gender, speaker_id, dataset="must_c", translation="estoy cansada"))
+    write_manifest(root / "manifests" / "mustc-en-es.jsonl", rows)
+    definition = []
+    for gender, pitch, term in (("She", 240.0, "cansada cansado"), ("He", 105.0, "cansado cansada")):
+        for speaker in range(2):
+            for number in range(2):
+                identifier = f"{gender.lower()}-{speaker}-{number}"
+                clip(root / "mustshe" / "wav" / f"{identifier}.wav", pitch + 12 * speaker)
+                reference = "estoy " + term.split()[0]
+                definition.append(
+                    {"ID": identifier, "LANG": "en-es", "TALK": f"t{speaker}", "SRC": "i am tired", "REF": reference, "WRONG-REF": "estoy " + term.split()[1]}
+                    | {"SPEAKER": f"she-{gender}{speaker}", "GENDER": gender, "CATEGORY": f"1{gender[0]}", "TEXT-CATEGORY": "-", "GENDERTERMS": term}
+                )
+    tsv = write_definition(root / "mustshe" / "MONOLINGUAL.es.tsv", definition)
+    write_manifest(root / "manifests" / "mustshe-en-es.jsonl", must_she(tsv).utterances)
+
+
+ST_STUDY = """\
+name: st
+out: runs/st
+device: cpu
+models:
+  - {{name: wt, family: whisper, checkpoint: {checkpoint}, sites: [encoder.final]}}
+corpora:
+  - {{name: must_c, task: st, manifests: {{en-es: manifests/mustc-en-es.jsonl}}}}
+  - {{name: must_she, task: st, manifests: {{en-es: manifests/mustshe-en-es.jsonl}}, mustshe: {{en-es: mustshe/MONOLINGUAL.es.tsv}}}}
+transcribe: {{max_new_tokens: 4, translate_by_forcing: true}}
+probes: {{probes: [attention], controls: [none], seeds: [0], corpora: [must_c], apply_to: must_she, max_epochs: 2, lr: 0.001}}
+"""
+
+
+def test_a_tiny_translation_study_joins_the_applied_probe_with_mustshe_accuracy(tmp_path, tiny_whisper, capsys):
+    write_st_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, ST_STUDY)
+    assert main(["run", str(study), "--quiet"]) == 0
+    out = tmp_path / "runs" / "st"
+    (probe,) = load_rows(out / "probes" / "probes.jsonl").values()
+    scores = json.loads((out / "behaviour" / "wt" / "mustshe-must_she-en-es.json").read_text())
+    (row,) = _rows(out / "results" / "f1_vs_mustshe.csv")
+    assert (row["model"], row["site"], row["tgt_lang"]) == ("wt", "encoder.final", "es")
+    assert float(row["applied_f1_macro"]) == pytest.approx(probe["applied_f1_macro"])
+    assert float(row["category_1_accuracy"]) == pytest.approx(scores["category_1"]["accuracy"])
+    assert probe["applied_to"]["subject"]["dataset"] == "must_she" and probe["subject"]["dataset"] == "must_c"
+    results = (out / "RESULTS.md").read_text()
+    assert f"| wt | encoder.final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
+    assert "No correlation: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    assert not (out / "hyps" / "wt" / "must_c-en-es.jsonl").exists()  # the probe's training corpus is not translated
+    capsys.readouterr()
+
+
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err

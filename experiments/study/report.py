@@ -47,7 +47,7 @@ def stage_files(stage: str, layout, study: Study) -> tuple[list[Path], list[Path
     if stage == "correlate":
         return [files["f1_vs_gap"], files["f1_vs_mustshe"]], [files["correlations"]]
     if stage == "figures":
-        return [files["long"], files["correlations"], *_gap_documents(layout)], [files["figures"]]
+        return [files["long"], files["correlations"], *_gap_documents(layout), study.path], [files["figures"]]  # the study: report.site
     return [files["collect"], files["correlations"], files["figures"], study.path], [layout.results_md]
 
 

@@ -128,16 +128,16 @@ class Context:
         """The part's manifest, read once; its rows must be of the corpus (``dataset``) and of the key's language."""
         if part.manifest not in self.manifests:
             utterances = read_manifest(part.manifest)
+            where = f"{self.study.path}: corpora[{self.study.corpora.index(corpus)}].manifests.{part.key}: {part.manifest}"
             for utterance in utterances:
                 if utterance.dataset != corpus.name:
                     raise StudyError(
-                        f"{self.study.path}: corpora {corpus.name}: {part.manifest}: utterance {utterance.id!r} records dataset {utterance.dataset!r}, "
-                        f"not {corpus.name!r}; the tables join on it: name the corpus after it, or rewrite the manifest with --dataset {corpus.name}"
+                        f"{where}: utterance {utterance.id!r} records dataset {utterance.dataset!r}, not {corpus.name!r}; the tables join on it: "
+                        f"name the corpus after it, or rewrite the manifest with --dataset {corpus.name}"
                     )
                 if utterance.language != part.language:
                     raise StudyError(
-                        f"{self.study.path}: corpora {corpus.name}, manifest {part.key}: {part.manifest}: utterance {utterance.id!r} is in "
-                        f"{utterance.language!r}, not {part.language!r}; give each language its own manifest"
+                        f"{where}: utterance {utterance.id!r} is in {utterance.language!r}, not {part.language!r}; give each language its own manifest"
                     )
             self.manifests[part.manifest] = utterances
         return self.manifests[part.manifest]
@@ -381,9 +381,9 @@ def plan_probe(context: Context) -> list[Unit]:
     from probing.grid import pending
 
     configs, unknown = probe_configs(context)
-    out = context.layout.probes
-    todo, stale = pending(configs, out) if configs and all(Path(config.store).exists() for config in configs) else (configs, 0)
-    waiting = {config.run_id() for config in todo}
+    extracted = [config for config in configs if all(Path(store).exists() for store in (config.store, config.apply_to) if store)]
+    todo, stale = pending(extracted, context.layout.probes) if extracted else ([], 0)
+    waiting = {config.run_id() for config in todo} | {config.run_id() for config in configs} - {config.run_id() for config in extracted}
     units = [Unit("probe", _describe(config), config.run_id() not in waiting, "", None, config) for config in configs]
     if stale:
         units.append(Unit("probe", f"{stale} runs finished on stores that changed since", False, "recomputed"))
