@@ -200,10 +200,17 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
     assert _mtimes(out) == before  # nothing recomputed, nothing rewritten
     for stage, count in (("extract", 3), ("transcribe", 3), ("probe", 12), ("asr_gap", 3), ("collect", 1), ("report", 1)):
         assert f"  {stage:<11} {count} of {count} done\n" in rerun
-    assert elapsed < 20, f"the rerun took {elapsed:.1f} s"
+    assert elapsed < 10, f"the rerun took {elapsed:.1f} s"  # measured: 0.4 s on an idle 2-core machine
 
 
-def test_dry_run_plans_and_writes_nothing(tmp_path, tiny_whisper, capsys):
+def test_dry_run_plans_and_writes_nothing(tmp_path, tiny_whisper, capsys, monkeypatch):
+    import extract.spec
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dry run loaded a model")
+
+    monkeypatch.setattr(extract.spec, "load_extractor", refuse)
+    monkeypatch.setattr(extract.spec, "load_generator", refuse)
     write_corpus(tmp_path)
     study = write_study(tmp_path, tiny_whisper)
     assert main(["run", str(study), "--dry-run"]) == 0

@@ -440,7 +440,7 @@ def gap_behaviour(context: Context, hypotheses: Path, out: Path) -> Behaviour:
     def compute() -> str:
         report, counts = gap_report(read_hypotheses(hypotheses), groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], hypotheses)
         save_gap_report(report, counts, out)
-        gaps = ", ".join(f"{language} E {_number(entry.get('gap_relative'))}" for language, entry in report["languages"].items())
+        gaps = ", ".join(f"{language} E {_number(entry.get('gap_relative'), '+')}" for language, entry in report["languages"].items())
         return f"{gaps} -> {out}"
 
     return Behaviour([hypotheses], out, lambda document: document.get("settings") == settings, compute)
@@ -501,8 +501,8 @@ def behaviour_outputs(context: Context, stage: str) -> list[Path]:
     return [unit.job.out for unit in plan_behaviour(context, stage) if unit.job.out.exists()]
 
 
-def _number(value) -> str:
-    return "n/a" if value is None else f"{value:+.2f}"
+def _number(value, sign: str = "") -> str:
+    return "n/a" if value is None else f"{value:{sign}.2f}"
 
 
 # --- collect, correlate, figures, report -----------------------------------------------------------
