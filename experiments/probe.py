@@ -36,23 +36,21 @@ exceed it. On a cluster (``experiments.scheduling``)::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 from experiments.cli import add_groups_argument, run_cli, two_groups
-from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, probe_tasks, run_tasks
+from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
 from extract.spec import default_device
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import TASKS, ProbeError
-from probing.grid import GridError, check_store, expand_grid, read_grid, run_all
-from probing.results import ResultsError, check_results_path, merge_task_results
+from probing.grid import GridError, expand_grid, read_grid, run_all
+from probing.results import ResultsError, merge_task_results
 from probing.run import PROBES, ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
-TASK_MEMORY_SHARE = 0.8  # with --executor, runs that set no memory_gb budget this share of --mem-gb
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,17 +108,7 @@ def _run(args, configs: list[ProbeConfig], out: Path) -> int:
         run_all(configs, out)
         return 0
     check_executor_arguments(args)
-    check_results_path(out)
-    for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
-        check_store(store)
-    merge_task_results(out)
-    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
-    configs = [c if c.memory_gb != ProbeConfig.memory_gb else dataclasses.replace(c, **budget) for c in configs]
-    tasks, finished = probe_tasks(configs, out, args.cells_per_task)
-    status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
-    if not args.no_wait:
-        print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")
-    return status
+    return submit_grid(args, configs, out, args.cells_per_task)
 
 
 def _run_grid(args) -> int:

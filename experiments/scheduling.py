@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 EXECUTORS = ("local", "slurm")
+TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --mem-gb
 
 
 class SchedulingError(ValueError):
@@ -51,8 +52,10 @@ class Outcome:
     error: str | None = None  # None: finished
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help)."""
+def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_tasks: bool = True) -> None:
+    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help). Without
+    ``pick_tasks`` there is no ``--tasks`` (``args.tasks`` is None): a command of several stages
+    (``experiments.study``) resubmits every unfinished task of each."""
     group = parser.add_argument_group("running as submitit jobs", f"one task = {what}; finished work is skipped before submitting")
     group.add_argument(
         "--executor",
@@ -67,7 +70,10 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
     group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
     group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
-    group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
+    if pick_tasks:
+        group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
+    else:
+        parser.set_defaults(tasks=None)
     group.add_argument("--no-wait", action="store_true", help="submit and return; rerun the same command later to see what is left (and, for grids, to merge)")
 
 
@@ -250,3 +256,25 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list
         )
         tasks.append(Task(number, label, run_all, (group, out), {"task": number}))
     return tasks, finished
+
+
+def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1) -> int:
+    """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
+    cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
+    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--mem-gb``), waited for (unless ``--no-wait``)
+    and merged; 1 if a task failed."""
+    from probing.grid import check_store
+    from probing.results import check_results_path, merge_task_results
+    from probing.run import ProbeConfig
+
+    check_results_path(out)
+    for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
+        check_store(store)
+    merge_task_results(out)
+    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
+    configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
+    tasks, finished = probe_tasks(configs, out, cells_per_task)
+    status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
+    if not args.no_wait:
+        print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")
+    return status

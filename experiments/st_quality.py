@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 from experiments.cli import add_out_argument, run_cli
-from experiments.scoring.translation_quality import DEFAULT_COMET, SCORES_SCHEMA, comet_scorer, evaluate, read_rows, target_language
-from extract.provenance import hypotheses_subject, identified
+from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,11 +35,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     rows = read_rows(args.hypotheses)
-    language = target_language(rows, args.hypotheses)
+    target_language(rows, args.hypotheses)  # bad rows and several target languages are refused before COMET loads
     scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, args.gpus)
-    groups = evaluate(rows, scorer, language)
-    result = {"groups": groups, "target_language": language, "comet_model": None if args.no_comet else args.comet_model}
-    result = identified(result, SCORES_SCHEMA, [args.hypotheses], hypotheses_subject(rows, args.hypotheses))
+    result = quality_report(rows, args.hypotheses, scorer, args.comet_model)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     for name, entry in result["groups"].items():

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.audio import MAX_SECONDS
-from extract.families.generation import GenerationOptions
+from extract.families import Extractor
+from extract.families.generation import GenerationOptions, Generator
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256, provenance
@@ -83,11 +84,15 @@ def load_intervener(paths: tuple[Path, ...], gender: str | None) -> Intervener |
     return Intervener(paths, gender)
 
 
-def extract(job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool = False) -> tuple[list[str], ExtractionReport]:
-    """Runs ``job`` (resuming a store left unfinished); returns the sites extracted and the report."""
+def extract(
+    job: ExtractionJob, show_progress: bool = True, reclaim_stale: bool = False, extractor: Extractor | None = None
+) -> tuple[list[str], ExtractionReport]:
+    """Runs ``job`` (resuming a store left unfinished); returns the sites extracted and the report.
+    ``extractor``: ``job.spec`` already loaded (with ``job.keep_padding``), so that a caller running
+    several jobs of one model loads it once; by default it is loaded here."""
     utterances = read_manifest(job.manifest)[: job.limit]
     interventions = job.intervener()
-    extractor = load_extractor(job.spec, keep_padding=job.keep_padding)
+    extractor = extractor or load_extractor(job.spec, keep_padding=job.keep_padding)
     sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
     report = run_extraction(
         extractor,
@@ -175,13 +180,14 @@ class TranscriptionReport:
     audio_notes: dict[str, dict]
 
 
-def transcribe(job: TranscriptionJob, show_progress: bool = True) -> TranscriptionReport:
-    """Runs ``job``: checks (or writes) its settings file, skips the ids already in ``out`` and appends the rest."""
+def transcribe(job: TranscriptionJob, show_progress: bool = True, generator: Generator | None = None) -> TranscriptionReport:
+    """Runs ``job``: checks (or writes) its settings file, skips the ids already in ``out`` and appends the rest.
+    ``generator``: ``job.spec`` already loaded with ``job.options`` (see :func:`extract`); by default it is loaded here."""
     utterances = read_manifest(job.manifest)[: job.limit]
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
     interventions = job.intervener()
-    generator = load_generator(job.spec, job.options)
+    generator = generator or load_generator(job.spec, job.options)
     generator.check(job.task, job.tgt_lang)
     if interventions is not None:
         interventions.check(generator.extractor)

@@ -31,8 +31,9 @@ class GridError(ValueError):
     """A grid, or a list of runs, that cannot run as given: an unknown key, a malformed value, a missing store."""
 
 
-def _check_keys(found, known: tuple[str, ...], where: str, belongs_under_options: tuple[str, ...] = ()) -> None:
-    """Every key must be a known one; a typo gets the nearest known name."""
+def check_keys(found, known: tuple[str, ...], where: str, belongs_under_options: tuple[str, ...] = ()) -> None:
+    """Every key must be a known one; a typo gets the nearest known name (grid files here, study
+    files in ``experiments.study``)."""
     for key in found:
         if key in known:
             continue
@@ -56,7 +57,8 @@ _ACCEPTED = {  # YAML scalars each annotation accepts: a quoted "false" is a str
 }
 
 
-def _check_option_types(options: dict, where: str) -> None:
+def check_option_types(options: dict, where: str) -> None:
+    """Each probe option's YAML value must be of its :class:`ProbeConfig` field's type."""
     for key, value in options.items():
         accepted = _ACCEPTED[OPTION_TYPES[key]]
         if isinstance(value, bool) and bool not in accepted or not isinstance(value, accepted):
@@ -68,31 +70,36 @@ def _example(key: str):
     return "true" if default is False else "false" if default is True else default
 
 
-def read_grid(path: Path) -> dict:
-    """A grid file's mapping, every key checked; YAML errors name the file and line."""
+def load_yaml(path: Path, what: str, example: str) -> object:
+    """A YAML file's content; a missing file, bytes that are not UTF-8 and malformed YAML are a
+    :class:`GridError` naming the file (and line). ``what`` names the file's kind, ``example`` where
+    to find one."""
     if not path.is_file():
-        raise GridError(f"grid file {path} " + ("is a folder" if path.is_dir() else "does not exist"))
+        raise GridError(f"{what} {path} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
-        grid = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
         raise GridError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise GridError(
-            f"{where}: malformed YAML: {getattr(error, 'problem', None) or error}; fix the file (see `python -m experiments.probe --help` for an example)"
-        ) from error
+        raise GridError(f"{where}: malformed YAML: {getattr(error, 'problem', None) or error}; fix the file (see {example} for an example)") from error
+
+
+def read_grid(path: Path) -> dict:
+    """A grid file's mapping, every key checked; YAML errors name the file and line."""
+    grid = load_yaml(path, "grid file", "`python -m experiments.probe --help`")
     if not isinstance(grid, dict):
         raise GridError(f"{path}: a grid is a mapping of keys ({', '.join(GRID_KEYS)}), got {type(grid).__name__}")
-    _check_keys(grid, GRID_KEYS, f"{path}: top level", belongs_under_options=OPTION_KEYS)
+    check_keys(grid, GRID_KEYS, f"{path}: top level", belongs_under_options=OPTION_KEYS)
     missing = [key for key in ("stores", "out") if key not in grid]
     if missing:
         raise GridError(f"{path}: a grid needs {' and '.join(repr(k) for k in missing)}")
     options = grid.get("options") or {}
     if not isinstance(options, dict):
         raise GridError(f"{path}: 'options' is a mapping, e.g. options: {{mdl: true}}; got {options!r}")
-    _check_keys(options, OPTION_KEYS, f"{path}: options")
-    _check_option_types(options, f"{path}: options")
+    check_keys(options, OPTION_KEYS, f"{path}: options")
+    check_option_types(options, f"{path}: options")
     for key in ("stores", "probes", "controls", "seeds") + (() if grid.get("sites", "all") == "all" else ("sites",)):
         if key in grid and not (isinstance(grid[key], list) and grid[key]):
             raise GridError(f"{path}: '{key}' is a non-empty list, e.g. {key}: [...]; got {grid[key]!r}")

@@ -275,6 +275,19 @@ def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, s
     return interval
 
 
+def gap_settings(groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled") -> dict:
+    """What a gap report records as its ``settings``: a rerun with other settings is another report."""
+    scoring = scoring or Scoring()
+    return {
+        "groups": list(groups),
+        "iterations": iterations,
+        "seed": seed,
+        "gap_estimate": estimate,
+        "normalizer": scoring.normalizer,
+        "cer_spaces": scoring.cer_spaces,
+    }
+
+
 def gap_report(
     rows: list[dict],
     groups: tuple[str, str],
@@ -293,14 +306,7 @@ def gap_report(
     by_language: dict[str, list[dict]] = {}
     for row in rows:
         by_language.setdefault(row["language"], []).append(row)
-    settings = {
-        "groups": list(groups),
-        "iterations": iterations,
-        "seed": seed,
-        "gap_estimate": estimate,
-        "normalizer": scoring.normalizer,
-        "cer_spaces": scoring.cer_spaces,
-    }
+    settings = gap_settings(groups, iterations, seed, scoring, estimate)
     report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, [hypotheses] if hypotheses else [], hypotheses_subject(rows, hypotheses))
     all_counts = []
     for language in sorted(by_language):

@@ -19,6 +19,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.manifest import ManifestError, read_keyed_rows
+from extract.provenance import hypotheses_subject, identified
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
 SCORES_SCHEMA = 1  # the scores JSON's version (``experiments.st_quality``); files without ``schema`` predate it
@@ -127,3 +128,13 @@ def evaluate(rows: list[dict], scorer: Scorer | None = None, target_language: st
         columns["comet"] = segment_comet(rows, scorer)
     frame = GroupMetricFrame(quality_metric(target_language, scorer is not None), columns, [r["gender"] for r in rows])
     return {"all": frame.overall, **frame.by_group}
+
+
+def quality_report(rows: list[dict], hypotheses: Path, scorer: Scorer | None = None, comet_model: str | None = None) -> dict:
+    """The ``experiments.st_quality`` document of the rows of a hypotheses file (:func:`read_rows`):
+    :func:`evaluate`'s groups, the target language and the COMET model (None without COMET), headed
+    by its ``schema``, ``subject`` (the rows' model label, dataset, languages and target languages),
+    ``inputs`` and ``provenance``."""
+    language = target_language(rows, hypotheses)
+    result = {"groups": evaluate(rows, scorer, language), "target_language": language, "comet_model": comet_model if scorer is not None else None}
+    return identified(result, SCORES_SCHEMA, [hypotheses], hypotheses_subject(rows, hypotheses))

