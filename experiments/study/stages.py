@@ -171,6 +171,7 @@ def extraction_job(context: Context, model: Model, part: Part):
 def store_status(job, utterances: int) -> tuple[bool, str]:
     """Whether the store of ``job`` is finished (see the module docstring), and a note saying what is there."""
     from experiments.scheduling import shard_parts
+    from extract.fingerprint import compared
     from extract.store import ShardReader, comparable_config, is_complete
 
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
@@ -179,8 +180,8 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
         return False, f"{complete} of {len(parts)} parts complete" if complete else ""
     stored = json.loads(str(ShardReader(job.out).attrs.get("config", "{}")))
     requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
-    expected = comparable_config(job.store_config(requested, job.spec.resolved_checkpoint()))
-    stored = comparable_config(stored)
+    expected = job.store_config(requested, job.spec.resolved_checkpoint(), job.spec.fingerprint())
+    stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them
     differing = sorted(key for key in set(stored) | set(expected) if stored.get(key) != expected.get(key))
     if differing:
         return False, f"written with other settings ({', '.join(differing)}): the extraction will say how"
