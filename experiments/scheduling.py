@@ -12,7 +12,9 @@ results file afterwards). Without ``--executor`` everything runs in the calling 
 - Each task's output and errors are in submitit's log files under ``--log-folder``; a failed task is
   reported with them and the command exits with status 1.
 - Concurrent tasks never write one file: extraction parts are claimed one writer each
-  (``extract.store.PartClaim``), grid tasks append to ``OUT.tasks/task-NNNNN.jsonl`` under a lock.
+  (``extract.store.PartClaim``), a hypotheses file by its transcription (``extract.appendlog``), and
+  grid tasks claim their own ``OUT.tasks/task-NNNNN.jsonl`` and append to it under a lock. A task
+  killed with SIGKILL leaves its claim: rerun with ``--reclaim-stale`` to take it over.
 """
 
 from __future__ import annotations
@@ -211,19 +213,21 @@ def extraction_tasks(job, utterances: int, reclaim_stale: bool = False) -> tuple
     return tasks, finished
 
 
-def transcription_tasks(job, ids: list[str]) -> tuple[list[Task], int]:
-    """One task for a hypotheses file, unless it already holds every id of ``ids``."""
+def transcription_tasks(job, ids: list[str], reclaim_stale: bool = False) -> tuple[list[Task], int]:
+    """One task for a hypotheses file, unless it already holds every id of ``ids`` (``reclaim_stale``:
+    the task may take over the claim a killed transcription left on it)."""
     from extract.jobs import transcribe
     from extract.runner import finished_ids
 
     if Path(job.out).exists() and set(ids) <= finished_ids(Path(job.out)):
         return [], 1
-    return [Task(0, Path(job.out).name, transcribe, (job,), {"show_progress": False})], 0
+    return [Task(0, Path(job.out).name, transcribe, (job,), {"show_progress": False, "reclaim_stale": reclaim_stale})], 0
 
 
-def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list[Task], int]:
+def probe_tasks(configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> tuple[list[Task], int]:
     """One task per group of grid cells that still has cells without a current row; and how many
-    groups were finished. Task numbers follow the grid's order, so they stay the same on a rerun."""
+    groups were finished. Task numbers follow the grid's order, so they stay the same on a rerun.
+    ``reclaim_stale``: a task may take over the claim a killed task left on its task file."""
     from probing.grid import grid_tasks, pending, run_all
 
     todo = {config.run_id() for config in pending(configs, out)[0]}
@@ -237,5 +241,5 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list
             if len(group) > 1
             else f"{group[0].probe} {group[0].site} seed {group[0].seed}"
         )
-        tasks.append(Task(number, label, run_all, (group, out), {"task": number}))
+        tasks.append(Task(number, label, run_all, (group, out), {"task": number, "reclaim_stale": reclaim_stale}))
     return tasks, finished

@@ -15,7 +15,7 @@ from extract.families.generation import GenerationOptions
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
 from extract.provenance import provenance
-from extract.runner import ExtractionReport, check_settings, finished_ids, run_extraction, run_transcription
+from extract.runner import ExtractionReport, check_settings, hypotheses_log, run_extraction, run_transcription, settings_path
 from extract.spec import ModelSpec, load_extractor, load_generator
 
 
@@ -127,7 +127,7 @@ class TranscriptionJob:
 
     @property
     def settings_path(self) -> Path:
-        return self.out.with_name(self.out.name + ".settings.json")
+        return settings_path(self.out)
 
     def model_name(self, checkpoint: str) -> str:
         return self.name or self.spec.checkpoint or checkpoint
@@ -162,8 +162,9 @@ class TranscriptionReport:
     audio_notes: dict[str, dict]
 
 
-def transcribe(job: TranscriptionJob, show_progress: bool = True) -> TranscriptionReport:
-    """Runs ``job``: checks (or writes) its settings file, skips the ids already in ``out`` and appends the rest."""
+def transcribe(job: TranscriptionJob, show_progress: bool = True, reclaim_stale: bool = False) -> TranscriptionReport:
+    """Runs ``job``: claims ``out`` (``reclaim_stale``: take over the claim of a killed run), checks
+    (or writes) its settings file, skips the ids already in ``out`` and appends the rest."""
     utterances = read_manifest(job.manifest)[: job.limit]
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
@@ -172,10 +173,10 @@ def transcribe(job: TranscriptionJob, show_progress: bool = True) -> Transcripti
     generator.check(job.task, job.tgt_lang)
     if interventions is not None:
         interventions.check(generator.extractor)
-    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), interventions.records() if interventions else None))
-    done = finished_ids(job.out)
-    todo = [u for u in utterances if u.id not in done]
-    written, skipped, notes = run_transcription(
-        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress, interventions
-    )
+    with hypotheses_log(job.out, reclaim_stale) as hypotheses:
+        check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), interventions.records() if interventions else None))
+        todo = [u for u in utterances if u.id not in hypotheses.ids]
+        written, skipped, notes = run_transcription(
+            generator, todo, hypotheses, job.task, job.tgt_lang, job.model_name(checkpoint), job.batch_seconds, job.trim_seconds, show_progress, interventions
+        )
     return TranscriptionReport(len(utterances), len(todo), written, skipped, notes)
