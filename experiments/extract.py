@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.cli import CommandParser, add_model_arguments, input_argument, load_or_exit, model_spec, output_argument
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
@@ -35,11 +35,11 @@ def fail(message: str) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
-    parser.add_argument("--manifest", required=True)
+    input_argument(parser, "--manifest", required=True)
     parser.add_argument("--sites", default="all", help="comma-separated site names, or 'all'")
-    parser.add_argument("--out", required=True, help="store folder")
+    output_argument(parser, "--out", required=True, help="store folder")
     parser.add_argument("--storage-dtype", default="float16", choices=["float16", "float32"])
     parser.add_argument("--batch-seconds", type=float, default=120.0, help="total audio seconds per batch")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="trim audio to this length (30 for ASR, 60 for ST)")
@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
+    input_argument(
+        parser,
         "--intervene",
         action="append",
         default=[],

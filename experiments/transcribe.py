@@ -25,30 +25,31 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec
+from experiments.cli import CommandParser, add_model_arguments, add_reclaim_stale_argument, input_argument, load_or_exit, model_spec, output_argument
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.audio import MAX_SECONDS
+from extract.claims import ClaimError
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import provenance
-from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
+from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, hypotheses_log, run_transcription, settings_path
 from extract.spec import load_generator
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
-    parser.add_argument("--manifest", required=True)
+    input_argument(parser, "--manifest", required=True)
     parser.add_argument("--task", required=True, choices=["asr", "st"])
     parser.add_argument("--tgt-lang", help="target language for --task st (ISO 639-1, or the model's own code)")
-    parser.add_argument("--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)")
+    output_argument(parser, "--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
     parser.add_argument("--batch-seconds", type=float, default=240.0, help="total input seconds per batch")
     parser.add_argument("--max-seconds", type=float, help="trim audio to this length (default 30 for asr, 60 for st)")
     parser.add_argument("--num-beams", type=int, help="override the model's generation config")
     parser.add_argument("--max-new-tokens", type=int, help="override the model's generation config")
-    parser.add_argument("--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
+    input_argument(parser, "--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
     parser.add_argument(
         "--whisper-translate-by-forcing",
         action="store_true",
@@ -57,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="the model label written in each row (default: the checkpoint)")
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
+    input_argument(
+        parser,
         "--intervene",
         action="append",
         default=[],
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--intervene-gender", choices=["female", "male"], help="apply the --intervene files only to utterances of this gender (default: every utterance)"
     )
+    add_reclaim_stale_argument(parser)
     add_executor_arguments(parser, "this whole hypotheses file")
     return parser
 
@@ -95,7 +98,11 @@ def submit_transcription(args, spec, options: GenerationOptions, ids: list[str])
         interventions=tuple(Path(path) for path in args.intervene),
         intervene_gender=args.intervene_gender,
     )
-    tasks, finished = transcription_tasks(job, ids)
+    try:
+        tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
+    except (ManifestError, ClaimError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
 
 
@@ -153,22 +160,18 @@ def main(argv: list[str] | None = None) -> int:
         "provenance": provenance(),
     }
     try:
-        check_settings(out.with_name(out.name + ".settings.json"), settings)
-        done = finished_ids(out)
-    except (ManifestError, SettingsMismatchError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    todo = [u for u in utterances if u.id not in done]
-    print(
-        f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
-        f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
-    )
-    started = time.time()
-    try:
-        written, skipped, notes = run_transcription(
-            generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
-        )
-    except (GenerationError, InterventionError) as error:
+        with hypotheses_log(out, args.reclaim_stale) as hypotheses:  # one writer; a cut last line is redone, a file of another kind refused
+            check_settings(settings_path(out), settings)
+            todo = [u for u in utterances if u.id not in hypotheses.ids]
+            print(
+                f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
+                f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
+            )
+            started = time.time()
+            written, skipped, notes = run_transcription(
+                generator, todo, hypotheses, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
+            )
+    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     elapsed = time.time() - started
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for item in skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
-    print(f"[transcribe] hypotheses: {out}; settings: {out.name}.settings.json")
+    print(f"[transcribe] hypotheses: {out}; settings: {settings_path(out).name}")
     return 0
 
 
