@@ -136,14 +136,21 @@ def main(argv: list[str] | None = None) -> int:
     options = GenerationOptions(args.num_beams, args.max_new_tokens, args.decoder, args.whisper_translate_by_forcing)
     if args.executor:
         return submit_transcription(args, spec, options, [u.id for u in utterances])
-    generator = load_or_exit(lambda: load_generator(spec, options), spec)
     try:
-        generator.check(args.task, args.tgt_lang)
-        if intervener is not None:
-            intervener.check(generator.extractor)
-    except (GenerationError, InterventionError) as error:
+        with hypotheses_log(out, args.reclaim_stale) as hypotheses:  # claimed before the model loads; a cut last line is redone, another kind of file refused
+            return _transcribe(args, spec, options, intervener, utterances, hypotheses, checkpoint, model_name, max_seconds)
+    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _transcribe(args, spec, options, intervener, utterances, hypotheses, checkpoint: str, model_name: str, max_seconds: float) -> int:
+    """Loads the model, checks (or writes) the settings and appends the rows ``hypotheses`` (claimed by the caller) lacks."""
+    out = hypotheses.path
+    generator = load_or_exit(lambda: load_generator(spec, options), spec)
+    generator.check(args.task, args.tgt_lang)
+    if intervener is not None:
+        intervener.check(generator.extractor)
     settings = {
         "model": model_name,
         "family": args.model,
@@ -159,21 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         **({"interventions": intervener.records()} if intervener else {}),
         "provenance": provenance(),
     }
-    try:
-        with hypotheses_log(out, args.reclaim_stale) as hypotheses:  # one writer; a cut last line is redone, a file of another kind refused
-            check_settings(settings_path(out), settings)
-            todo = [u for u in utterances if u.id not in hypotheses.ids]
-            print(
-                f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
-                f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
-            )
-            started = time.time()
-            written, skipped, notes = run_transcription(
-                generator, todo, hypotheses, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
-            )
-    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    check_settings(settings_path(out), settings)
+    todo = [u for u in utterances if u.id not in hypotheses.ids]
+    print(
+        f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
+        f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
+    )
+    started = time.time()
+    written, skipped, notes = run_transcription(
+        generator, todo, hypotheses, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
+    )
     elapsed = time.time() - started
     print(
         f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "

@@ -169,11 +169,11 @@ def transcribe(job: TranscriptionJob, show_progress: bool = True, reclaim_stale:
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
     interventions = job.intervener()
-    generator = load_generator(job.spec, job.options)
-    generator.check(job.task, job.tgt_lang)
-    if interventions is not None:
-        interventions.check(generator.extractor)
-    with hypotheses_log(job.out, reclaim_stale) as hypotheses:
+    with hypotheses_log(job.out, reclaim_stale) as hypotheses:  # claimed before the model loads
+        generator = load_generator(job.spec, job.options)
+        generator.check(job.task, job.tgt_lang)
+        if interventions is not None:
+            interventions.check(generator.extractor)
         check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), interventions.records() if interventions else None))
         todo = [u for u in utterances if u.id not in hypotheses.ids]
         written, skipped, notes = run_transcription(
