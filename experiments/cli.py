@@ -109,7 +109,7 @@ def same_file(first: Path, second: Path) -> bool:
     try:
         return os.path.samefile(first, second)
     except OSError:
-        return Path(first).resolve() == Path(second).resolve()
+        return os.path.realpath(first) == os.path.realpath(second)
 
 
 def overwritten_input(inputs: list[tuple[str, Path]], outputs: list[tuple[str, Path, list[Path]]]) -> str | None:
