@@ -18,15 +18,15 @@ import argparse
 import os
 import sys
 
-from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES, AcousticError, compute_acoustics
-from experiments.cli import add_out_argument, run_cli
+from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES, AcousticError, compute_acoustics, side_files
+from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, run_cli
 from extract.manifest import read_manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, help="utterance manifest (JSONL)")
-    add_out_argument(parser, "feature rows (JSONL, resumable by id); OUT.ranges.json and OUT.summary.json beside it")
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL)")
+    add_out_argument(parser, "feature rows (JSONL, resumable by id); OUT.ranges.json and OUT.summary.json beside it", sidecars=side_files)
     parser.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="processes over records (default: min(4, CPUs)); 1 runs in this process"
     )
@@ -42,10 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         default="speaker",
         help="pitch floor and ceiling per speaker (default, the two-pass rule over the speaker's records) or per record (no speaker ids)",
     )
-    parser.add_argument(
-        "--tokenizer", default="bundled-base", help="Whisper tokenizer for the token rate: hub id, folder, or bundled-base (default, offline, multilingual)"
+    input_argument(
+        parser,
+        "--tokenizer",
+        default="bundled-base",
+        help="Whisper tokenizer for the token rate: hub id, folder, or bundled-base (default, offline, multilingual)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_reclaim_stale_argument(parser)
     return parser
 
 
@@ -58,18 +62,27 @@ def _run(args: argparse.Namespace) -> int:
         f"rates over {args.speech} seconds ({args.workers} worker(s))"
     )
     summary = compute_acoustics(
-        utterances, args.out, whisper_token_counter(args.tokenizer), args.tokenizer, args.speech, args.range_by, args.workers, not args.quiet
+        utterances,
+        args.out,
+        whisper_token_counter(args.tokenizer),
+        args.tokenizer,
+        args.speech,
+        args.range_by,
+        args.workers,
+        not args.quiet,
+        args.reclaim_stale,
     )
     print(f"[acoustics] {summary['computed_now']} computed, {summary['resumed']} already in {args.out}")
     for feature, reasons in summary["nulls"].items():
         for reason, count in reasons.items():
             print(f"  {feature} null for {count} record(s): {reason}")
-    print(f"[acoustics] wrote {args.out}, {args.out.with_suffix('.ranges.json')} and {args.out.with_suffix('.summary.json')}")
+    ranges, summary_path = side_files(args.out)
+    print(f"[acoustics] wrote {args.out}, {ranges} and {summary_path}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")

@@ -28,15 +28,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli, two_groups
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
-from experiments.scoring.gaps import GAP_ESTIMATES, gap_report, gap_summary, read_hypotheses, save_gap_report
+from experiments.scoring.gaps import GAP_ESTIMATES, counts_path, gap_report, gap_summary, read_hypotheses, save_gap_report
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hypotheses", required=True, type=Path)
-    add_out_argument(parser, "report JSON (per-utterance counts go to OUT.counts.jsonl)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--hypotheses", required=True, type=Path)
+    add_out_argument(parser, "report JSON (per-utterance counts go to OUT.counts.jsonl)", sidecars=lambda out: [counts_path(out)])
     parser.add_argument("--groups", default="female,male", help="A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B)")
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     groups = two_groups(parser, args.groups)
     if args.iterations < 1:

@@ -4,24 +4,148 @@ Every output is ``--out``; the target language is ``--tgt-lang``. Old spellings 
 ``--lang``, ``--target-language``) stay for one release as deprecated aliases: they still work and
 print a one-line note. A user error (a bad input file, a missing path) is one line on stderr,
 ``error: ...``, and exit status 2, never a traceback.
+
+Every command's parser is a :class:`CommandParser` and marks the flags that name files: what it
+reads (:func:`input_argument`) and what it writes (:func:`output_argument`, :func:`add_out_argument`,
+with the files written beside an output, e.g. ``OUT.counts.jsonl``). An output that names a file an
+input names (another spelling, a symlink or a hard link included) is refused while parsing, before
+anything is read or written.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from extract.claims import ClaimError
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
 if TYPE_CHECKING:
     from extract.spec import ModelSpec
 
-# errors a user can fix (a malformed or missing input, an unwritable output), shown as one line
-USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError)
+# errors a user can fix (a malformed or missing input, an unwritable output, an output another
+# process writes), shown as one line
+USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError)
+
+
+@dataclass(frozen=True)
+class FileRole:
+    """What a flag's value is to its command: a file or folder it reads (``input``) or writes
+    (``output``). ``labelled``: values are ``LABEL=PATH`` (or parsed ``(label, path)`` pairs);
+    ``sidecars``: the files an output writes beside its own path (``OUT.counts.jsonl``)."""
+
+    kind: str
+    labelled: bool = False
+    sidecars: Callable[[Path], list[Path]] | None = None
+
+    def paths(self, value) -> Iterator[Path]:
+        """The paths a parsed value names (a list for ``nargs`` and ``append`` flags)."""
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            if self.labelled:
+                item = item[-1] if isinstance(item, tuple) else str(item).partition("=")[2]
+            yield Path(item)
+
+
+def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:
+    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command reads."""
+    action = parser.add_argument(*flags, **kwargs)
+    action.file_role = FileRole("input", labelled=labelled)
+    return action
+
+
+def output_argument(parser, *flags: str, sidecars: Callable[[Path], list[Path]] | None = None, **kwargs) -> argparse.Action:
+    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command writes, and the
+    files it writes beside it (``sidecars``: path -> paths)."""
+    return mark_output(parser.add_argument(*flags, **kwargs), sidecars)
+
+
+def mark_output(action: argparse.Action, sidecars: Callable[[Path], list[Path]] | None = None) -> argparse.Action:
+    action.file_role = FileRole("output", sidecars=sidecars)
+    return action
+
+
+def file_role(action: argparse.Action) -> FileRole | None:
+    return getattr(action, "file_role", None)
+
+
+def flag_name(action: argparse.Action) -> str:
+    return action.option_strings[0] if action.option_strings else (action.metavar or action.dest)
+
+
+def chosen_parsers(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and the subcommand parsers ``namespace`` went through (``grafn apply``: two)."""
+    yield parser
+    for action in parser._actions:  # argparse has no public accessor for its actions
+        if isinstance(action, argparse._SubParsersAction) and getattr(namespace, action.dest, None) in action.choices:
+            yield from chosen_parsers(action.choices[getattr(namespace, action.dest)], namespace)
+
+
+def file_flags(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> tuple[list[tuple[str, Path]], list[tuple[str, Path, list[Path]]]]:
+    """The inputs ``(flag, path)`` and outputs ``(flag, path, paths it writes)`` of a parsed command line."""
+    inputs, outputs = [], []
+    for current in chosen_parsers(parser, namespace):
+        for action in current._actions:
+            role = file_role(action)
+            if role is None:
+                continue
+            for path in role.paths(getattr(namespace, action.dest, None)):
+                if role.kind == "input":
+                    inputs.append((flag_name(action), path))
+                else:
+                    outputs.append((flag_name(action), path, [path, *(role.sidecars(path) if role.sidecars else [])]))
+    return inputs, outputs
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file or folder: the same device and inode where both exist (so a
+    hard link, a symlink and another spelling are the same), the same resolved path otherwise."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return os.path.realpath(first) == os.path.realpath(second)
+
+
+def overwritten_input(inputs: list[tuple[str, Path]], outputs: list[tuple[str, Path, list[Path]]]) -> str | None:
+    """Why writing ``outputs`` would overwrite one of ``inputs`` (an existing input that an output
+    or a file written beside it names), or None."""
+    for out_flag, out, written in outputs:
+        for in_flag, source in inputs:
+            if not source.exists():
+                continue  # nothing there to lose; reading it fails with its own message
+            for path in written:
+                if same_file(path, source):
+                    what = f"{out_flag} {out}" if path == out else f"{out_flag} {out} writes {path}, which"
+                    return f"{what} is the same file as {in_flag} {source}: the command would overwrite what it reads; give another {out_flag}"
+    return None
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every ``python -m experiments.X``: once parsed, an output flag that names a file
+    an input flag names (:func:`overwritten_input`) is one ``error:`` line and exit status 2."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        problem = overwritten_input(*file_flags(self, parsed))
+        if problem is not None:
+            raise SystemExit(fail(problem))
+        return parsed
+
+
+def add_reclaim_stale_argument(parser: argparse.ArgumentParser, what: str = "--out") -> None:
+    """``--reclaim-stale``: take over the claim on ``what`` left by a killed run (:mod:`extract.claims`)."""
+    parser.add_argument(
+        "--reclaim-stale",
+        action="store_true",
+        help=f"take over the claim on {what} left on this host by a process that is gone (a job killed with SIGKILL), with a note",
+    )
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -36,8 +160,8 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple[str, ...], required: bool, **kwargs) -> None:
-    """``flag`` and its deprecated ``aliases``, one of which may be given (exactly one if ``required``)."""
+def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple[str, ...], required: bool, **kwargs) -> argparse.Action:
+    """``flag`` and its deprecated ``aliases``, one of which may be given (exactly one if ``required``); returns ``flag``'s action."""
     group = parser.add_mutually_exclusive_group(required=required)
     action = group.add_argument(flag, **kwargs)
     for alias in aliases:
@@ -51,6 +175,7 @@ def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple
             replacement=flag,
             help=argparse.SUPPRESS,
         )
+    return action
 
 
 def output_file(value: str) -> Path:
@@ -61,9 +186,10 @@ def output_file(value: str) -> Path:
     return path
 
 
-def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool = True) -> None:
-    """``--out`` (``args.out``, a :class:`Path` that is not a folder), with ``--json`` as its deprecated alias."""
-    _add_with_aliases(parser, "--out", ("--json",), required, type=output_file, help=help)
+def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool = True, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
+    """``--out`` (``args.out``, a :class:`Path` that is not a folder), with ``--json`` as its
+    deprecated alias; an output (:func:`output_argument`) that writes ``sidecars`` beside it."""
+    mark_output(_add_with_aliases(parser, "--out", ("--json",), required, type=output_file, help=help), sidecars)
 
 
 def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, ...], help: str, required: bool = False, default: str | None = None) -> None:
@@ -151,8 +277,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from extract.spec import DTYPES, default_device
 
     parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
-    parser.add_argument(
-        "--checkpoint", help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper"
+    input_argument(
+        parser,
+        "--checkpoint",
+        help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper",
     )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, output_argument, run_cli
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 
 
@@ -32,15 +32,21 @@ def _condition(value: str) -> tuple[str, str]:
     return column, wanted
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", required=True, type=Path, help="CSV with a header row")
+def _plot_files(plot: Path) -> list[Path]:
+    from experiments.reports.plots import figure_paths  # here, not at the top: it loads torch, only for --plot
+
+    return figure_paths(plot)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--table", required=True, type=Path, help="CSV with a header row")
     parser.add_argument("--x", required=True)
     parser.add_argument("--y", required=True)
     parser.add_argument("--label", help="column naming each point in the plot (several: comma-separated)")
     parser.add_argument("--where", action="append", default=[], type=_condition, metavar="COLUMN=VALUE", help="only rows whose COLUMN holds VALUE (repeatable)")
     add_out_argument(parser, "statistics JSON")
-    parser.add_argument("--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)")
+    output_argument(parser, "--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)", sidecars=_plot_files)
     parser.add_argument("--bootstrap", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     return parser
@@ -68,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args), CorrelationError)
 
 

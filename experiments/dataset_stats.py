@@ -13,17 +13,25 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
 from experiments.scoring.dataset_stats import markdown, statistics, whisper_token_counter
 from extract.manifest import iter_manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, nargs="+")
-    add_out_argument(parser, "CSV path (a .md table is written beside it)")
-    parser.add_argument("--tokenizer", default="bundled-base", help="Whisper tokenizer: hub id, folder, or bundled-base (the multilingual Whisper tokenizer)")
+def markdown_path(out: Path) -> Path:
+    """The Markdown version of the CSV ``out``, beside it (``.md`` for its suffix)."""
+    return out.with_suffix(".md")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True, nargs="+")
+    add_out_argument(parser, "CSV path (a .md table is written beside it)", sidecars=lambda out: [markdown_path(out)])
+    input_argument(
+        parser, "--tokenizer", default="bundled-base", help="Whisper tokenizer: hub id, folder, or bundled-base (the multilingual Whisper tokenizer)"
+    )
     return parser
 
 
@@ -36,13 +44,13 @@ def _run(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    args.out.with_suffix(".md").write_text(markdown(rows))
-    print(f"[dataset_stats] {len(rows)} dataset/language rows: {args.out} and {args.out.with_suffix('.md')}")
+    markdown_path(args.out).write_text(markdown(rows))
+    print(f"[dataset_stats] {len(rows)} dataset/language rows: {args.out} and {markdown_path(args.out)}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args))
 
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.cli import run_cli
+from experiments.cli import CommandParser, output_argument, run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import TINY_PREFIX, DemoProbes, ProbeRun, write_report
@@ -288,12 +288,15 @@ def _timed(name: str, stage):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="seed of the demo corpus (voice splits, speaking rates)")
     parser.add_argument("--trim", action="store_true", help="a few sentences and voices: the whole pipeline in a few minutes (CI)")
-    parser.add_argument("--work", type=Path, help="folder for stores, hypotheses and results (default: in the cache)")
-    parser.add_argument(
-        "--out", type=Path, help="folder for the figures and report.md (default: WORK/report; `--out figures/demo` refreshes the committed README figures)"
+    output_argument(parser, "--work", type=Path, help="folder for stores, hypotheses and results (default: in the cache)")
+    output_argument(
+        parser,
+        "--out",
+        type=Path,
+        help="folder for the figures and report.md (default: WORK/report; `--out figures/demo` refreshes the committed README figures)",
     )
     parser.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
     parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")

@@ -31,22 +31,22 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import fail, run_cli
+from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     fit = commands.add_parser("fit", help="fit an eraser, its random-concept control or a steering vector on a store")
-    fit.add_argument("--store", required=True, help="store folder (python -m experiments.extract) with gender and speaker metadata")
+    input_argument(fit, "--store", required=True, help="store folder (python -m experiments.extract) with gender and speaker metadata")
     fit.add_argument("--site", required=True, help="the site to fit at (one of the store's sites)")
-    fit.add_argument("--out", required=True, help="the intervention file to write (.safetensors)")
+    output_argument(fit, "--out", required=True, help="the intervention file to write (.safetensors)")
     fit.add_argument("--method", default="leace", choices=["leace", "random", "mean-diff"], help="default leace (see above)")
     fit.add_argument("--target", choices=["female", "male"], help="mean-diff: the gender the states are moved toward (required)")
     fit.add_argument("--alpha", type=float, default=1.0, help="mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
     show = commands.add_parser("show", help="print an intervention file's record")
-    show.add_argument("file")
+    input_argument(show, "file")
     return parser
 
 

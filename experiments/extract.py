@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from experiments.cli import add_model_arguments, fail, load_or_exit, model_spec, run_cli
+from experiments.cli import CommandParser, add_model_arguments, fail, input_argument, load_or_exit, model_spec, output_argument, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
@@ -29,11 +29,11 @@ from extract.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
-    parser.add_argument("--manifest", required=True)
+    input_argument(parser, "--manifest", required=True)
     parser.add_argument("--sites", default="all", help="comma-separated site names, or 'all'")
-    parser.add_argument("--out", required=True, help="store folder")
+    output_argument(parser, "--out", required=True, help="store folder")
     parser.add_argument(
         "--label",
         help="the model's name in every output built from this store (probe rows, collected tables); "
@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
+    input_argument(
+        parser,
         "--intervene",
         action="append",
         default=[],

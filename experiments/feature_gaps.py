@@ -41,7 +41,7 @@ from experiments.analysis.contrasts import (
     setup_correlations,
     setup_table,
 )
-from experiments.cli import add_out_argument, fail, run_cli, two_groups
+from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli, two_groups
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import iter_manifest
 from extract.provenance import identified
@@ -61,12 +61,19 @@ def _names(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, nargs="+", help="manifest(s) of the records: gender, speaker, dataset and language come from here")
-    parser.add_argument("--features", required=True, nargs="+", help="feature JSONL files (experiments.acoustics, experiments.lexical), merged by id")
-    add_out_argument(parser, "results JSON; OUT.contrasts.csv and (with --gaps) OUT.setups.csv beside it")
-    parser.add_argument("--gaps", nargs="+", type=_gap_argument, default=[], metavar="MODEL=GAP.json", help="experiments.asr_gap reports, one per model")
+def tables(out: Path) -> list[Path]:
+    """``OUT.contrasts.csv`` and ``OUT.setups.csv`` (``OUT``'s suffix replaced), written beside the JSON ``out``."""
+    return [out.with_suffix(".contrasts.csv"), out.with_suffix(".setups.csv")]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True, nargs="+", help="manifest(s) of the records: gender, speaker, dataset and language come from here")
+    input_argument(parser, "--features", required=True, nargs="+", help="feature JSONL files (experiments.acoustics, experiments.lexical), merged by id")
+    add_out_argument(parser, "results JSON; OUT.contrasts.csv and (with --gaps) OUT.setups.csv beside it", sidecars=tables)
+    input_argument(
+        parser, "--gaps", nargs="+", type=_gap_argument, default=[], labelled=True, metavar="MODEL=GAP.json", help="experiments.asr_gap reports, one per model"
+    )
     parser.add_argument("--groups", default="female,male", help="A,B (default female,male): differences are A − B, as in E(A, B)")
     parser.add_argument("--unit", choices=UNITS, default="record", help="test records (default, the paper's) or per-speaker means")
     parser.add_argument("--student", action="store_true", help="Student's t-test (equal variances) instead of Welch's")
@@ -114,8 +121,9 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
         "contrasts": contrasts,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    _write_csv(contrasts, args.out.with_suffix(".contrasts.csv"))
-    written = [args.out.with_suffix(".contrasts.csv")]
+    contrasts_csv, setups_csv = tables(args.out)
+    _write_csv(contrasts, contrasts_csv)
+    written = [contrasts_csv]
     significant = sum(1 for row in contrasts if row["p_t_adjusted"] is not None and row["p_t_adjusted"] < 0.05)
     print(f"[feature_gaps] {len(contrasts)} contrasts; {significant} with {test} p < 0.05 after {args.correction}")
     if args.gaps:
@@ -130,8 +138,8 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
             "features": regression_features,
             "setups": [error_regression(setup, every_record, regression_features) for setup in setups],
         }
-        _write_csv(rows, args.out.with_suffix(".setups.csv"))
-        written.append(args.out.with_suffix(".setups.csv"))
+        _write_csv(rows, setups_csv)
+        written.append(setups_csv)
         print(f"[feature_gaps] {len(rows)} (dataset, language, model) setups; regression on {', '.join(regression_features) or 'gender only'}")
         if len(rows) < 3:
             print("[feature_gaps] note: a correlation needs at least 3 setups; the correlations are left out")
@@ -143,7 +151,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     groups = two_groups(parser, args.groups)
     return run_cli(lambda: _run(args, groups), ContrastError)

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import run_cli
+from experiments.cli import CommandParser, input_argument, output_argument, run_cli
 from experiments.reports import plots
 from experiments.scoring.collect import LONG
 from extract.store import ShardReader, StoreError
@@ -41,30 +41,30 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
     return pairs
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="Draw one figure (PNG + PDF) from saved results; the correlation scatter is `experiments.correlate --plot`.")
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description="Draw one figure (PNG + PDF) from saved results; the correlation scatter is `experiments.correlate --plot`.")
     kinds = parser.add_subparsers(dest="kind", required=True)
     position = kinds.add_parser("per-position", help="F1 per position, EMA, control, avg. test length, MDL")
-    position.add_argument("--probes", required=True, type=Path, help="results JSONL of experiments.probe")
+    input_argument(position, "--probes", required=True, type=Path, help="results JSONL of experiments.probe")
     position.add_argument("--run", required=True, help="run id of a positional probe")
     position.add_argument("--control", help="run id of its shuffled-label control")
     gaps = kinds.add_parser("gaps", help="E per language, a panel per dataset")
-    gaps.add_argument("--gap", required=True, nargs="+", help="DATASET=experiments.asr_gap JSON")
+    input_argument(gaps, "--gap", required=True, nargs="+", labelled=True, help="DATASET=experiments.asr_gap JSON")
     distribution = kinds.add_parser("error-distribution", help="share of records at or above each error rate, per gender")
-    distribution.add_argument("--gap", required=True, type=Path)
+    input_argument(distribution, "--gap", required=True, type=Path)
     distribution.add_argument("--language", required=True)
     attention = kinds.add_parser("attention", help="mean ± std attention over 100 interpolated positions")
-    attention.add_argument("--probes", required=True, type=Path)
+    input_argument(attention, "--probes", required=True, type=Path)
     attention.add_argument("--run", required=True, nargs="+", help="LABEL=run id of an attention probe")
     matrix = kinds.add_parser("confusion", help="probe prediction against the gender of the translation")
-    matrix.add_argument("--probes", required=True, type=Path)
+    input_argument(matrix, "--probes", required=True, type=Path)
     matrix.add_argument("--run", required=True, help="run id of an attention probe tested (or applied, --apply-to) on the MuST-SHE store")
-    matrix.add_argument("--sentences", required=True, type=Path, help="OUT.sentences.jsonl of experiments.mustshe")
+    input_argument(matrix, "--sentences", required=True, type=Path, help="OUT.sentences.jsonl of experiments.mustshe")
     heatmap = kinds.add_parser("heatmap", help="score per site and condition, from probe rows (--probes, --store) or collect's long.csv (--long, --model)")
-    heatmap.add_argument("--probes", type=Path)
-    heatmap.add_argument("--store", help="the pretrained model's store")
-    heatmap.add_argument("--random-store", help="the random-init twin's store")
-    heatmap.add_argument("--long", type=Path, help="long.csv of experiments.collect (instead of --probes and --store)")
+    input_argument(heatmap, "--probes", type=Path)
+    input_argument(heatmap, "--store", help="the pretrained model's store")
+    input_argument(heatmap, "--random-store", help="the random-init twin's store")
+    input_argument(heatmap, "--long", type=Path, help="long.csv of experiments.collect (instead of --probes and --store)")
     heatmap.add_argument("--model", help="with --long: the pretrained model's label")
     heatmap.add_argument("--random-model", help="with --long: the random-init twin's label")
     heatmap.add_argument("--dataset", help="with --long: the dataset, where the model's rows hold several")
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         "--language", help="only runs restricted to this language (default: runs over all languages; with --long, the language of the rows, e.g. en+es)"
     )
     for sub in (position, gaps, distribution, attention, matrix, heatmap):
-        sub.add_argument("--out", required=True, type=Path, help="output path without suffix (PNG and PDF are written)")
+        output_argument(sub, "--out", required=True, type=Path, help="output path without suffix (PNG and PDF are written)", sidecars=plots.figure_paths)
         sub.add_argument("--title", default="")
     return parser
 
@@ -174,7 +174,7 @@ def _draw(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _draw(args), FigureInputError, ResultsError, StoreError)
 
 

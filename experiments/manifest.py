@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.cli import add_out_argument, add_tgt_lang_argument, fail, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_cli
 from extract import corpora
 from extract.corpora.base import AdapterResult
 from extract.manifest import write_manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     formats = parser.add_subparsers(dest="format", required=True)
 
     def add(name, help_text):
@@ -29,26 +29,26 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     sub = add("common_voice", "Common Voice TSV (client_id, path, sentence, gender)")
-    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--clips-dir")
+    input_argument(sub, "tsv"), sub.add_argument("--language", required=True), input_argument(sub, "--clips-dir")
     sub = add("fleurs", "Fleurs TSV")
-    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--audio-dir")
+    input_argument(sub, "tsv"), sub.add_argument("--language", required=True), input_argument(sub, "--audio-dir")
     sub = add("voxpopuli", "VoxPopuli asr_{split}.tsv")
-    sub.add_argument("tsv"), sub.add_argument("--language", required=True), sub.add_argument("--audio-dir", required=True)
+    input_argument(sub, "tsv"), sub.add_argument("--language", required=True), input_argument(sub, "--audio-dir", required=True)
     sub = add("must_c", "MuST-C split folder (txt/{split}.yaml, wav/)")
-    sub.add_argument("split_dir"), sub.add_argument("--split-name", required=True)
+    input_argument(sub, "split_dir"), sub.add_argument("--split-name", required=True)
     add_tgt_lang_argument(sub, ("--target-language",), "target language of the translations (txt/{split}.{tgt})", required=True)
-    sub.add_argument("--speakers", required=True, help="MuST-Speaker-style TSV")
+    input_argument(sub, "--speakers", required=True, help="MuST-Speaker-style TSV")
     sub = add("must_she", "MuST-SHE TSV with wav/")
-    sub.add_argument("tsv"), sub.add_argument("--wav-dir")
+    input_argument(sub, "tsv"), input_argument(sub, "--wav-dir")
     sub = add("winost", "WinoST: WinoMT's aggregate file (en.txt) with one WAV per line")
-    sub.add_argument("tsv", metavar="AGGREGATE", help="en.txt: gender, index, sentence, profession per line")
-    sub.add_argument("--wav-dir", required=True, help="the folder of WAV files")
+    input_argument(sub, "tsv", metavar="AGGREGATE", help="en.txt: gender, index, sentence, profession per line")
+    input_argument(sub, "--wav-dir", required=True, help="the folder of WAV files")
     sub.add_argument("--wav-template", help="each line's WAV name, e.g. '{line}.wav' (1-based line) or '{id}.wav'; default: the folder's WAVs in natural order")
     sub.add_argument("--speaker", default="winost-reader"), sub.add_argument("--speaker-gender", default="female", help="the reader's gender (WinoST: female)")
     sub = add("tsv", "generic TSV whose header uses the manifest keys")
-    sub.add_argument("tsv"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
+    input_argument(sub, "tsv"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
     sub = add("jsonl", "generic JSONL whose keys are the manifest keys")
-    sub.add_argument("jsonl"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
+    input_argument(sub, "jsonl"), sub.add_argument("--language"), sub.add_argument("--dataset", default="")
     return parser
 
 
@@ -90,7 +90,7 @@ def _run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args))
 
 

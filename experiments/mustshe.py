@@ -21,18 +21,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, add_tgt_lang_argument, run_cli
-from experiments.scoring.mustshe import save_scores, score_hypotheses
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_cli
+from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import MustSheError, read_definition
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--definition", required=True, type=Path, help="MuST-SHE TSV")
-    parser.add_argument("--hypotheses", required=True, type=Path, help="one translation per line, aligned with the TSV, or transcribe's .jsonl (matched by ID)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--definition", required=True, type=Path, help="MuST-SHE TSV")
+    input_argument(
+        parser, "--hypotheses", required=True, type=Path, help="one translation per line, aligned with the TSV, or transcribe's .jsonl (matched by ID)"
+    )
     parser.add_argument("--pretokenized", action="store_true")
     add_tgt_lang_argument(parser, ("--lang",), "target language for the Moses tokenizer", default="it")
-    add_out_argument(parser, "scores JSON (per-sentence counts go to OUT.sentences.jsonl)")
+    add_out_argument(parser, "scores JSON (per-sentence counts go to OUT.sentences.jsonl)", sidecars=lambda out: [sentences_path(out)])
     return parser
 
 
@@ -57,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args), MustSheError)
 
 

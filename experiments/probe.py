@@ -39,14 +39,23 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import add_groups_argument, run_cli, two_groups
+from experiments.cli import (
+    CommandParser,
+    add_groups_argument,
+    add_reclaim_stale_argument,
+    input_argument,
+    output_argument,
+    overwritten_input,
+    run_cli,
+    two_groups,
+)
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
 from extract.spec import default_device
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
-from probing.results import ResultsError, merge_task_results
+from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
 from probing.run import PROBES, ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
@@ -54,9 +63,9 @@ PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--grid", help="YAML grid file (then the other options come from it)")
-    parser.add_argument("--store")
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--grid", help="YAML grid file (then the other options come from it)")
+    input_argument(parser, "--store")
     parser.add_argument("--site")
     parser.add_argument("--probe", choices=PROBES, default="positional")
     parser.add_argument("--mdl", action="store_true", help="also compute the online codelength")
@@ -72,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-standardize", dest="standardize", action="store_false")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
     parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
-    parser.add_argument(
+    input_argument(
+        parser,
         "--apply-to",
         help="attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
         "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)",
@@ -93,11 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--loader-workers", type=int, default=0, help="attention probe reading from the store: DataLoader workers (default 0: the main process)"
     )
-    parser.add_argument("--out", help="results JSONL (appended)")
+    output_argument(parser, "--out", help="results JSONL (appended)", sidecars=results_files)
     parser.add_argument("--cells-per-task", type=int, default=1, help="with --executor: grid cells per task (default 1)")
     parser.add_argument("--merge", action="store_true", help="only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
+    add_reclaim_stale_argument(parser, "the results file (or a grid task's file)")
     add_executor_arguments(parser, "a group of --cells-per-task grid cells (a single run: one task)")
     return parser
+
+
+def results_files(out: Path) -> list[Path]:
+    """What a results file ``out`` keeps beside it: the arrays and the unmerged task files."""
+    return [arrays_folder(out), task_results_folder(out)]
 
 
 def _run(args, configs: list[ProbeConfig], out: Path) -> int:
@@ -105,16 +121,22 @@ def _run(args, configs: list[ProbeConfig], out: Path) -> int:
         print(f"[probe] merged {merge_task_results(out)} rows of finished tasks into {out}")
         return 0
     if not args.executor:
-        run_all(configs, out)
+        run_all(configs, out, reclaim_stale=args.reclaim_stale)
         return 0
     check_executor_arguments(args)
-    return submit_grid(args, configs, out, args.cells_per_task)
+    return submit_grid(args, configs, out, args.cells_per_task, args.reclaim_stale)
 
 
 def _run_grid(args) -> int:
     path = Path(args.grid)
     grid = read_grid(path)
-    return _run(args, expand_grid(grid, str(path)), Path(str(grid["out"])))
+    configs, out = expand_grid(grid, str(path)), Path(str(grid["out"]))
+    stores = sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to})
+    inputs = [("--grid", path), *(("a store of --grid", Path(store)) for store in stores)]
+    problem = overwritten_input(inputs, [("out of --grid", out, [out, *results_files(out)])])
+    if problem is not None:
+        raise GridError(problem)
+    return _run(args, configs, out)
 
 
 def main(argv: list[str] | None = None) -> int:

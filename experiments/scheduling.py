@@ -12,7 +12,9 @@ results file afterwards). Without ``--executor`` everything runs in the calling 
 - Each task's output and errors are in submitit's log files under ``--log-folder``; a failed task is
   reported with them and the command exits with status 1.
 - Concurrent tasks never write one file: extraction parts are claimed one writer each
-  (``extract.store.PartClaim``), grid tasks append to ``OUT.tasks/task-NNNNN.jsonl`` under a lock.
+  (``extract.store.PartClaim``), a hypotheses file by its transcription (``extract.appendlog``), and
+  grid tasks claim their own ``OUT.tasks/task-NNNNN.jsonl`` and append to it under a lock. A task
+  killed with SIGKILL leaves its claim: rerun with ``--reclaim-stale`` to take it over.
 """
 
 from __future__ import annotations
@@ -228,19 +230,21 @@ def extraction_tasks(job, utterances: int, reclaim_stale: bool = False) -> tuple
     return tasks, finished
 
 
-def transcription_tasks(job, ids: list[str]) -> tuple[list[Task], int]:
-    """One task for a hypotheses file, unless it already holds every id of ``ids``."""
+def transcription_tasks(job, ids: list[str], reclaim_stale: bool = False) -> tuple[list[Task], int]:
+    """One task for a hypotheses file, unless it already holds every id of ``ids`` (``reclaim_stale``:
+    the task may take over the claim a killed transcription left on it)."""
     from extract.jobs import transcribe
     from extract.runner import finished_ids
 
     if Path(job.out).exists() and set(ids) <= finished_ids(Path(job.out)):
         return [], 1
-    return [Task(0, Path(job.out).name, transcribe, (job,), {"show_progress": False})], 0
+    return [Task(0, Path(job.out).name, transcribe, (job,), {"show_progress": False, "reclaim_stale": reclaim_stale})], 0
 
 
-def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list[Task], int]:
+def probe_tasks(configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> tuple[list[Task], int]:
     """One task per group of grid cells that still has cells without a current row; and how many
-    groups were finished. Task numbers follow the grid's order, so they stay the same on a rerun."""
+    groups were finished. Task numbers follow the grid's order, so they stay the same on a rerun.
+    ``reclaim_stale``: a task may take over the claim a killed task left on its task file."""
     from probing.grid import grid_tasks, pending, run_all
 
     todo = {config.run_id() for config in pending(configs, out)[0]}
@@ -254,15 +258,15 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1) -> tuple[list
             if len(group) > 1
             else f"{group[0].probe} {group[0].site} seed {group[0].seed}"
         )
-        tasks.append(Task(number, label, run_all, (group, out), {"task": number}))
+        tasks.append(Task(number, label, run_all, (group, out), {"task": number, "reclaim_stale": reclaim_stale}))
     return tasks, finished
 
 
-def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1) -> int:
+def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> int:
     """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
     cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
     ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--mem-gb``), waited for (unless ``--no-wait``)
-    and merged; 1 if a task failed."""
+    and merged; 1 if a task failed. ``reclaim_stale``: a task may take over a killed task's claim."""
     from probing.grid import check_store
     from probing.results import check_results_path, merge_task_results
     from probing.run import ProbeConfig
@@ -273,7 +277,7 @@ def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_ta
     merge_task_results(out)
     budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
     configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
-    tasks, finished = probe_tasks(configs, out, cells_per_task)
+    tasks, finished = probe_tasks(configs, out, cells_per_task, reclaim_stale)
     status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
     if not args.no_wait:
         print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")

@@ -22,6 +22,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 from experiments.analysis.speakers import (
     HdbscanSettings,
@@ -36,15 +37,22 @@ from experiments.analysis.speakers import (
     speechbrain_encoder,
     store_embeddings,
 )
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
 from extract.manifest import read_manifest, write_manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, help="utterance manifest (JSONL)")
+def clustering_path(out: Path) -> Path:
+    """``OUT.clustering.json`` (with ``OUT``'s suffix replaced): the clustering report beside the manifest ``out``."""
+    return out.with_suffix(".clustering.json")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL)")
     parser.add_argument("--embeddings", required=True, help="speechbrain:HUB_ID, store:PATH[@SITE] or mfcc")
-    add_out_argument(parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it")
+    add_out_argument(
+        parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it", sidecars=lambda out: [clustering_path(out)]
+    )
     parser.add_argument("--min-cluster-size", type=int, default=2, help="HDBSCAN min_cluster_size (default 2, the paper's)")
     parser.add_argument("--min-samples", type=int, help="HDBSCAN min_samples (default: min_cluster_size)")
     parser.add_argument("--metric", default="cosine", help="HDBSCAN metric (default cosine, the paper's)")
@@ -93,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         "records_without_known_speaker": len(utterances) - len(known),
     }
     write_manifest(args.out, rewritten)
-    report_path = args.out.with_suffix(".clustering.json")
+    report_path = clustering_path(args.out)
     report_path.write_text(json.dumps(report, indent=1))
     clusters = sum(scope["clusters"] for scope in report["scopes"].values())
     noise = sum(scope["noise"] for scope in report["scopes"].values())
@@ -109,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.min_cluster_size < 2:
         parser.error(f"--min-cluster-size must be at least 2, got {args.min_cluster_size}")

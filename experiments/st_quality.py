@@ -18,15 +18,15 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
 from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hypotheses", required=True, type=Path)
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--hypotheses", required=True, type=Path)
     add_out_argument(parser, "scores JSON")
-    parser.add_argument("--comet-model", default=DEFAULT_COMET, help="hub name or local checkpoint")
+    input_argument(parser, "--comet-model", default=DEFAULT_COMET, help="hub name or local checkpoint")
     parser.add_argument("--no-comet", action="store_true")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--gpus", type=int, default=0)
@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     # ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
     return run_cli(lambda: _run(args), ValueError, RuntimeError)
 

@@ -26,29 +26,31 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import add_model_arguments, load_or_exit, model_spec, run_cli
+from experiments.cli import CommandParser, add_model_arguments, add_reclaim_stale_argument, input_argument, load_or_exit, model_spec, output_argument, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
+from extract.claims import ClaimError
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.zeroswot import DEFAULT_DECODER
 from extract.interventions import Intervener, InterventionError
 from extract.jobs import TranscriptionJob
 from extract.manifest import ManifestError, read_manifest
-from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, finished_ids, run_transcription
+from extract.provenance import settings_path
+from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, hypotheses_log, run_transcription
 from extract.spec import load_generator
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
-    parser.add_argument("--manifest", required=True)
+    input_argument(parser, "--manifest", required=True)
     parser.add_argument("--task", required=True, choices=["asr", "st"])
     parser.add_argument("--tgt-lang", help="target language for --task st (ISO 639-1, or the model's own code)")
-    parser.add_argument("--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)")
+    output_argument(parser, "--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
     parser.add_argument("--batch-seconds", type=float, default=240.0, help="total input seconds per batch")
     parser.add_argument("--max-seconds", type=float, help="trim audio to this length (default 30 for asr, 60 for st)")
     parser.add_argument("--num-beams", type=int, help="override the model's generation config")
     parser.add_argument("--max-new-tokens", type=int, help="override the model's generation config")
-    parser.add_argument("--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
+    input_argument(parser, "--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
     parser.add_argument(
         "--whisper-translate-by-forcing",
         action="store_true",
@@ -62,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
+    input_argument(
+        parser,
         "--intervene",
         action="append",
         default=[],
@@ -73,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--intervene-gender", choices=["female", "male"], help="apply the --intervene files only to utterances of this gender (default: every utterance)"
     )
+    add_reclaim_stale_argument(parser)
     add_executor_arguments(parser, "this whole hypotheses file")
     return parser
 
@@ -99,13 +103,9 @@ def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
     """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
     try:
         check_executor_arguments(args)
-    except SchedulingError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    tasks, finished = transcription_tasks(job, ids)
-    try:
+        tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
         return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
-    except SchedulingError as error:
+    except (SchedulingError, ManifestError, ClaimError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
@@ -137,37 +137,34 @@ def _main(argv: list[str] | None) -> int:
     checkpoint = load_or_exit(spec.resolved_checkpoint, spec)
     options = GenerationOptions(args.num_beams, args.max_new_tokens, args.decoder, args.whisper_translate_by_forcing)
     job = transcription_job(args, spec, options)
-    max_seconds, model_name = job.trim_seconds, job.model_name()
     if args.executor:
         return submit_transcription(args, job, [u.id for u in utterances])
-    generator = load_or_exit(lambda: load_generator(spec, options), spec)
     try:
-        generator.check(args.task, args.tgt_lang)
-        if intervener is not None:
-            intervener.check(generator.extractor)
-    except (GenerationError, InterventionError) as error:
+        with hypotheses_log(out, args.reclaim_stale) as hypotheses:  # claimed before the model loads; a cut last line is redone, another kind of file refused
+            return _transcribe(args, job, intervener, utterances, hypotheses, checkpoint)
+    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = job.settings(checkpoint, generator.settings(), intervener.records() if intervener else None, fingerprint=generator.extractor.fingerprint)
-    try:
-        check_settings(job.settings_path, settings, out)
-        done = finished_ids(out)
-    except (ManifestError, SettingsMismatchError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    todo = [u for u in utterances if u.id not in done]
+
+
+def _transcribe(args, job: TranscriptionJob, intervener, utterances, hypotheses, checkpoint: str) -> int:
+    """Loads the model, checks (or writes) the settings and appends the rows ``hypotheses`` (claimed by the caller) lacks."""
+    spec, out, max_seconds, model_name = job.spec, hypotheses.path, job.trim_seconds, job.model_name()
+    generator = load_or_exit(lambda: load_generator(spec, job.options), spec)
+    generator.check(args.task, args.tgt_lang)
+    if intervener is not None:
+        intervener.check(generator.extractor)
+    records = intervener.records() if intervener else None
+    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), out)
+    todo = [u for u in utterances if u.id not in hypotheses.ids]
     print(
         f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
         f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
     )
     started = time.time()
-    try:
-        written, skipped, notes = run_transcription(
-            generator, todo, out, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
-        )
-    except (GenerationError, InterventionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    written, skipped, notes = run_transcription(
+        generator, todo, hypotheses, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
+    )
     elapsed = time.time() - started
     print(
         f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "
@@ -175,7 +172,7 @@ def _main(argv: list[str] | None) -> int:
     )
     for item in skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
-    print(f"[transcribe] hypotheses: {out}; settings: {out.name}.settings.json")
+    print(f"[transcribe] hypotheses: {out}; settings: {settings_path(out).name}")
     return 0
 
 

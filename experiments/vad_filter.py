@@ -16,15 +16,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import add_out_argument, fail, run_cli
+from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli
 from experiments.scoring.vad import filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True)
-    add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl")
+def dropped_path(out: Path) -> Path:
+    """``OUT.dropped.jsonl``: the dropped and unreadable records with their reasons."""
+    return out.with_name(out.name + ".dropped.jsonl")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--manifest", required=True)
+    add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl", sidecars=lambda out: [dropped_path(out)])
     parser.add_argument("--min-speech-seconds", type=float, default=0.3)
     parser.add_argument("--threshold", type=float, default=0.5, help="silero-vad speech probability threshold")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="only look at the first seconds a model would see")
@@ -36,21 +41,21 @@ def _run(args: argparse.Namespace) -> int:
     utterances = read_manifest(args.manifest)
     print(f"[vad_filter] {len(utterances)} records; keeping those with >= {args.min_speech_seconds:g} s of speech (silero-vad, threshold {args.threshold:g})")
     kept, dropped = filter_speech(utterances, silero_detector(args.threshold), args.min_speech_seconds, args.max_seconds, not args.quiet)
-    dropped_path = Path(args.out).with_name(Path(args.out).name + ".dropped.jsonl")
-    dropped_path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dropped))
+    reasons = dropped_path(args.out)
+    reasons.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dropped))
     if not kept:  # an empty manifest would only fail later, in whichever stage reads it
-        return fail(f"no record of {args.manifest} has {args.min_speech_seconds:g} s of speech; no manifest written; reasons in {dropped_path}")
+        return fail(f"no record of {args.manifest} has {args.min_speech_seconds:g} s of speech; no manifest written; reasons in {reasons}")
     out = write_manifest(args.out, kept)
     by_group = Counter((item["language"], item["gender"], item["reason"]) for item in dropped)
     print(f"[vad_filter] kept {len(kept)}, dropped {len(dropped)}")
     for (language, gender, reason), count in sorted(by_group.items()):
         print(f"  dropped {count} ({language}, {gender}): {reason}")
-    print(f"[vad_filter] kept: {out}; dropped: {dropped_path}")
+    print(f"[vad_filter] kept: {out}; dropped: {reasons}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args))
 
 

@@ -32,19 +32,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import add_out_argument, add_tgt_lang_argument, fail, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_cli
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, AnalyserError, load_analyser
-from experiments.scoring.winomt import WinoMTError, evaluate_transcripts, evaluate_translations
+from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
 from experiments.scoring.word_alignment import SYMMETRISATIONS, AlignmentError, read_parallel
 from extract.corpora.must_she import MustSheError
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", required=True, type=Path, help="WinoMT aggregate file (en.txt): gender, index, sentence, profession per line")
-    parser.add_argument("--pro", required=True, type=Path, help="the pro-stereotypical sentences in the same format (en_pro.txt)")
-    parser.add_argument("--anti", required=True, type=Path, help="the anti-stereotypical sentences in the same format (en_anti.txt)")
-    parser.add_argument(
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--source", required=True, type=Path, help="WinoMT aggregate file (en.txt): gender, index, sentence, profession per line")
+    input_argument(parser, "--pro", required=True, type=Path, help="the pro-stereotypical sentences in the same format (en_pro.txt)")
+    input_argument(parser, "--anti", required=True, type=Path, help="the anti-stereotypical sentences in the same format (en_anti.txt)")
+    input_argument(
+        parser,
         "--translations",
         required=True,
         type=Path,
@@ -54,8 +55,11 @@ def _parser() -> argparse.ArgumentParser:
         "--task", choices=("st", "asr"), default="st", help="st: gender of the translated entity (default); asr: pronoun and profession in transcripts"
     )
     add_tgt_lang_argument(parser, (), "target language of the translations (required with --task st; picks the default spaCy pipeline)")
-    parser.add_argument(
-        "--alignments", type=Path, help="precomputed Pharaoh alignments (i-j, 0-based whitespace tokens), one line per sentence; default: align with eflomal"
+    input_argument(
+        parser,
+        "--alignments",
+        type=Path,
+        help="precomputed Pharaoh alignments (i-j, 0-based whitespace tokens), one line per sentence; default: align with eflomal",
     )
     parser.add_argument(
         "--symmetrisation",
@@ -63,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
         default="grow-diag-final-and",
         help="how eflomal's two directions are combined (default grow-diag-final-and)",
     )
-    parser.add_argument(
-        "--extra-parallel", type=Path, help="more parallel text for eflomal, 'source ||| target' per line (aligned with the test pairs, then dropped)"
+    input_argument(
+        parser, "--extra-parallel", type=Path, help="more parallel text for eflomal, 'source ||| target' per line (aligned with the test pairs, then dropped)"
     )
     parser.add_argument(
         "--spacy-model",
@@ -72,7 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--iterations", type=int, default=1000, help="sentence-bootstrap resamples for the 95 %% intervals (default 1000; 0: none)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    add_out_argument(parser, "result JSON (per-sentence rows go to OUT.sentences.jsonl, alignments to OUT.alignments.txt)")
+    add_out_argument(
+        parser,
+        "result JSON (per-sentence rows go to OUT.sentences.jsonl, alignments to OUT.alignments.txt)",
+        sidecars=lambda out: [sentences_path(out), alignments_path(out)],
+    )
     return parser
 
 
@@ -150,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args), WinoMTError, AlignmentError, AnalyserError, MustSheError)
 
 

@@ -15,9 +15,8 @@ from extract.families import Extractor
 from extract.families.generation import GenerationOptions, Generator
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
-from extract.provenance import file_sha256, provenance
-from extract.provenance import settings_path as settings_file
-from extract.runner import ExtractionReport, check_settings, finished_ids, run_extraction, run_transcription
+from extract.provenance import file_sha256, provenance, settings_path
+from extract.runner import ExtractionReport, check_settings, hypotheses_log, run_extraction, run_transcription
 from extract.spec import ModelSpec, load_extractor, load_generator
 
 
@@ -141,7 +140,7 @@ class TranscriptionJob:
 
     @property
     def settings_path(self) -> Path:
-        return settings_file(self.out)
+        return settings_path(self.out)
 
     def model_name(self) -> str:
         return self.name or self.spec.label()
@@ -180,22 +179,23 @@ class TranscriptionReport:
     audio_notes: dict[str, dict]
 
 
-def transcribe(job: TranscriptionJob, show_progress: bool = True, generator: Generator | None = None) -> TranscriptionReport:
-    """Runs ``job``: checks (or writes) its settings file, skips the ids already in ``out`` and appends the rest.
+def transcribe(job: TranscriptionJob, show_progress: bool = True, generator: Generator | None = None, reclaim_stale: bool = False) -> TranscriptionReport:
+    """Runs ``job``: claims ``out`` (``reclaim_stale``: take over the claim of a killed run), checks
+    (or writes) its settings file, skips the ids already in ``out`` and appends the rest.
     ``generator``: ``job.spec`` already loaded with ``job.options`` (see :func:`extract`); by default it is loaded here."""
     utterances = read_manifest(job.manifest)[: job.limit]
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
     interventions = job.intervener()
-    generator = generator or load_generator(job.spec, job.options)
-    generator.check(job.task, job.tgt_lang)
-    if interventions is not None:
-        interventions.check(generator.extractor)
-    records = interventions.records() if interventions else None
-    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), job.out)
-    done = finished_ids(job.out)
-    todo = [u for u in utterances if u.id not in done]
-    written, skipped, notes = run_transcription(
-        generator, todo, job.out, job.task, job.tgt_lang, job.model_name(), job.batch_seconds, job.trim_seconds, show_progress, interventions
-    )
+    with hypotheses_log(job.out, reclaim_stale) as hypotheses:  # claimed before the model loads
+        generator = generator or load_generator(job.spec, job.options)
+        generator.check(job.task, job.tgt_lang)
+        if interventions is not None:
+            interventions.check(generator.extractor)
+        records = interventions.records() if interventions else None
+        check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), job.out)
+        todo = [u for u in utterances if u.id not in hypotheses.ids]
+        written, skipped, notes = run_transcription(
+            generator, todo, hypotheses, job.task, job.tgt_lang, job.model_name(), job.batch_seconds, job.trim_seconds, show_progress, interventions
+        )
     return TranscriptionReport(len(utterances), len(todo), written, skipped, notes)

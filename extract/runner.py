@@ -14,6 +14,10 @@ than skipping the part, so a run that exits 0 has written or found every part of
 claim left by a killed process is reported with what to delete, and taken over only when the
 caller asks (``reclaim_stale``: a requeued job after SIGKILL), with a note. Complete parts
 of another configuration in the folder are refused before anything is written.
+
+Transcription appends one row per utterance to a hypotheses file opened with
+:func:`hypotheses_log` (``extract.appendlog``): one writer at a time, a last line cut by a kill
+removed and redone, and a file that holds something other than hypothesis rows refused.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
 from extract.families.base import Extractor
 from extract.families.generation import Generator
 from extract.fingerprint import compared
 from extract.interventions import Intervener
-from extract.manifest import ManifestError, Utterance
+from extract.manifest import Utterance
 from extract.provenance import provenance
 from extract.store import (
     PartClaim,
@@ -50,6 +55,7 @@ from extract.store import (
 )
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
+HYPOTHESIS_ROWS = RowKind("hypothesis row", ("id", "hypothesis"), unique="id")
 
 
 @dataclass
@@ -377,7 +383,7 @@ def transcription_batches(
 def run_transcription(
     generator: Generator,
     utterances: list[Utterance],
-    out: Path,
+    out: Path | AppendLog,
     task: str,
     tgt_lang: str | None,
     model: str,
@@ -387,24 +393,26 @@ def run_transcription(
     intervener: Intervener | None = None,
 ) -> tuple[int, list[dict], dict[str, dict]]:
     """Append a hypothesis row per utterance to ``out``, batch by batch (a killed run resumes from
-    :func:`finished_ids`); returns (rows written, skipped records, audio notes by id). With
-    ``intervener``, its interventions edit the encoder's states (it runs once per batch in
-    generation); the caller records them in the settings file."""
+    :func:`finished_ids`); returns (rows written, skipped records, audio notes by id). ``out`` is the
+    hypotheses file, claimed for this call, or its :func:`hypotheses_log` already open (the caller
+    then chose ``utterances`` from its ids under the same claim). With ``intervener``, its
+    interventions edit the encoder's states (it runs once per batch in generation); the caller
+    records them in the settings file."""
     from tqdm.auto import tqdm
 
     written, log = 0, AudioLog()
     family = generator.extractor.family
     installed = intervened(intervener, generator.extractor)
+    hypotheses = nullcontext(out) if isinstance(out, AppendLog) else hypotheses_log(out)
     bar = tqdm(total=len(utterances), desc=f"{task} with {family}", unit="utt", disable=not show_progress)
     kept = "the rows written so far are kept and the rerun continues after them"
-    with naming_full_disk(out, kept), installed, out.open("a", encoding="utf-8") as handle, bar:
+    path = out.path if isinstance(out, AppendLog) else out
+    with naming_full_disk(path, kept), installed, hypotheses as output, bar:
         batches = transcription_batches(
             generator, utterances, task, tgt_lang, batch_seconds=batch_seconds, max_seconds=max_seconds, log=log, bar=bar, intervener=intervener
         )
         for pairs in batches:
-            for utterance, hypothesis in pairs:
-                handle.write(json.dumps(hypothesis_row(utterance, hypothesis, task, tgt_lang, model, log.notes.get(utterance.id)), ensure_ascii=False) + "\n")
-            handle.flush()
+            output.append(hypothesis_row(utterance, hypothesis, task, tgt_lang, model, log.notes.get(utterance.id)) for utterance, hypothesis in pairs)
             written += len(pairs)
             bar.update(len(pairs))
     return written, log.skipped, log.notes
@@ -434,24 +442,19 @@ def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: s
     return row
 
 
+def hypotheses_log(path: Path, reclaim_stale: bool = False) -> AppendLog:
+    """A hypotheses file opened for one writer (:class:`extract.appendlog.AppendLog`): claimed, a
+    last line cut by a kill removed, a file of another kind (a manifest, a report) refused."""
+    return AppendLog(path, HYPOTHESIS_ROWS, reclaim_stale)
+
+
 def finished_ids(path: Path) -> set[str]:
-    """Ids already in a hypotheses file. A last line cut short by a kill is removed (it is redone)."""
+    """Ids already in a hypotheses file (read under its claim; a last line cut short by a kill is
+    removed, so it is redone)."""
     if not path.exists():
         return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        print(f"[transcribe] {path}: removing an incomplete last line left by an interrupted run", file=sys.stderr)
-        path.write_bytes(data[:cut])
-        data = data[:cut]
-    done = set()
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                done.add(json.loads(line)["id"])
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise ManifestError(path, number, f"not a hypothesis row ({error}); use a new --out file") from error
-    return done
+    with hypotheses_log(path) as hypotheses:
+        return hypotheses.ids
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:

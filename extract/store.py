@@ -5,7 +5,7 @@ A store is a folder of part files ``{prefix}-part{k:05d}.h5``. Each part holds, 
 ``sites/{site}/valid`` (N, the speech frames of each utterance: fewer than its stored frames when
 padding was kept on purpose), the utterance ids, and per-utterance metadata.
 
-Writing is guarded three ways. A writer first claims the part: ``{part}.lock`` is created
+Writing is guarded three ways. A writer first claims the part (``extract.claims``): ``{part}.lock`` is created
 atomically (``O_CREAT | O_EXCL``) and names the holder's host and pid, so a second writer of the
 same part stops with a message naming the first; a claim whose process is gone is reported,
 never broken. The part is then written under a temporary name opened in exclusive-create mode.
@@ -20,21 +20,19 @@ import errno
 import hashlib
 import json
 import os
-import socket
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
 
+from extract import claims
 from extract.diskfull import is_disk_full
 from extract.fingerprint import compared
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
 TEMPORARY_SUFFIX = ".h5.tmp"
-CLAIM_SUFFIX = ".lock"
 FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
 
 
@@ -42,7 +40,7 @@ class StoreError(RuntimeError):
     pass
 
 
-class ClaimError(StoreError):
+class ClaimError(StoreError, claims.ClaimError):
     """Another writer (alive, or a dead one whose claim was left behind) holds the part."""
 
 
@@ -68,94 +66,39 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(path.name.removesuffix(".h5") + TEMPORARY_SUFFIX)
 
 
-def claim_path(path: Path) -> Path:
-    return path.with_name(path.name + CLAIM_SUFFIX)
-
-
-class PartClaim:
-    """An exclusive claim on one part file: ``{part}.lock``, created atomically, naming host and pid.
+class PartClaim(claims.Claim):
+    """An exclusive claim on one part file (:class:`extract.claims.Claim`): ``{part}.lock``, naming host and pid.
 
     Taking it fails with :class:`ClaimError` when the lock exists. The message says whether its
     holder still runs (wait for it, or write elsewhere) or is gone (a killed run: check, delete the
     lock and the temporary file, rerun); a claim is never taken over silently. With
     ``reclaim_stale`` a claim whose holder ran on this host and is gone (a job killed with SIGKILL
-    and requeued) is taken over, and ``on_reclaim`` is told which one.
+    and requeued) is taken over, its temporary file deleted, and ``on_reclaim`` is told which one.
     """
 
     def __init__(self, part: Path, reclaim_stale: bool = False, on_reclaim=None):
         self.part = Path(part)
-        self.lock = claim_path(self.part)
-        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        try:
-            descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            stale = _stale_holder(self.lock)
-            if not (reclaim_stale and stale):
-                raise _claim_refused(self.part, self.lock) from None
-            self.lock.unlink()
-            temporary_path(self.part).unlink(missing_ok=True)
-            if on_reclaim is not None:
-                on_reclaim(f"{self.part}: reclaimed the stale claim of pid {stale.get('pid')} on {stale.get('host')} since {stale.get('since')}")
-            descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        try:
-            with os.fdopen(descriptor, "w") as handle:
-                json.dump(self.holder, handle)
-        except BaseException as error:
-            self.lock.unlink(missing_ok=True)  # left empty, it would read as another writer's claim
-            if is_disk_full(error):
-                raise StoreError(
-                    f"disk full while writing the claim {self.lock}: nothing was written; free space and rerun (complete parts are kept and skipped)"
-                ) from error
-            raise
-        self.held = True
+        super().__init__(self.part, reclaim_stale, on_reclaim)
 
-    def release(self) -> None:
-        if self.held and _read_holder(self.lock) == self.holder:
-            self.lock.unlink(missing_ok=True)
-        self.held = False
+    def discard_leftovers(self) -> None:
+        temporary_path(self.part).unlink(missing_ok=True)
 
-    def __enter__(self):
-        return self
+    def unwritable(self) -> StoreError:
+        return StoreError(f"disk full while writing the claim {self.lock}: nothing was written; free space and rerun (complete parts are kept and skipped)")
 
-    def __exit__(self, *exc_info):
-        self.release()
-
-
-def _read_holder(lock: Path) -> dict | None:
-    try:
-        holder = json.loads(lock.read_text())
-    except (OSError, ValueError):
-        return None
-    return holder if isinstance(holder, dict) else None
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def _stale_holder(lock: Path) -> dict | None:
-    """The holder recorded in ``lock`` when it ran on this host and its process is gone, else None."""
-    holder = _read_holder(lock)
-    if holder and holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int) and not _process_alive(holder["pid"]):
-        return holder
-    return None
+    def refusal(self) -> ClaimError:
+        return _claim_refused(self.part, self.lock)
 
 
 def _claim_refused(part: Path, lock: Path) -> ClaimError:
-    holder = _read_holder(lock)
+    holder = claims.read_holder(lock)
     if holder is None:
         return ClaimError(
             f"{part} is claimed by another writer ({lock} is being created or unreadable); "
             f"if no other extraction writes to {part.parent}, delete {lock} and rerun"
         )
-    who = f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('since')}"
-    if _stale_holder(lock):
+    who = claims.describe_holder(holder)
+    if claims.stale_holder(lock):
         return ClaimError(
             f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
             f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "

@@ -16,10 +16,21 @@ from pathlib import Path
 
 import yaml
 
+from extract.appendlog import note_on_stderr
+from extract.claims import Claim
 from extract.spec import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
-from probing.results import arrays_folder, check_results_path, finished_ids, load_rows, save_result, task_results_file, task_rows
+from probing.results import (
+    arrays_folder,
+    check_results_path,
+    drop_cut_result_line,
+    finished_ids,
+    load_rows,
+    save_result,
+    task_results_file,
+    task_rows,
+)
 from probing.run import ProbeConfig, run_probe
 
 GRID_KEYS = ("out", "stores", "sites", "probes", "controls", "seeds", "options")
@@ -157,35 +168,39 @@ def grid_tasks(configs: list[ProbeConfig], cells_per_task: int = 1) -> list[list
     return [configs[start : start + cells_per_task] for start in range(0, len(configs), cells_per_task)]
 
 
-def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None) -> None:
+def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, reclaim_stale: bool = False) -> None:
     """Runs the configs without a current row in results file ``out``, appending a row as each
     finishes and printing progress. A run that fails raises :class:`~probing.data.ProbeError`
     naming its probe, store and site (the rows of the runs before it are kept). With ``task``
     (a grid task running beside others), rows go to that task's own file (:func:`probing.results.task_results_file`)
-    and arrays to ``out``'s arrays folder; :func:`probing.results.merge_task_results` moves the rows into ``out``."""
+    and arrays to ``out``'s arrays folder; :func:`probing.results.merge_task_results` moves the rows into ``out``.
+    The file rows go to is claimed for the whole call (:class:`extract.claims.Claim`: a second process
+    computing the same runs into it is refused; ``reclaim_stale`` takes over the claim of a killed one)."""
     check_results_path(out)
     for store in sorted({c.store for c in configs}):
         check_store(store)
     for store in sorted({c.apply_to for c in configs if c.apply_to}):
         check_store(store, "--apply-to store")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    todo, stale = pending(configs, out)
     target = out if task is None else task_results_file(out, task)
     target.parent.mkdir(parents=True, exist_ok=True)
-    print(
-        f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
-        + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else "")
-    )
-    for number, config in enumerate(todo, start=1):
-        started = time.time()
-        try:
-            result = run_probe(config)
-        except (ProbeError, StoreError) as error:
-            raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
-        save_result(result, target, arrays_to=out)
+    with Claim(target, reclaim_stale, note_on_stderr):
+        for path in dict.fromkeys((out, target)):
+            drop_cut_result_line(path)
+        todo, stale = pending(configs, out)
         print(
-            f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
-            f"{_describe(result.row)} ({time.time() - started:.1f} s)",
-            flush=True,
+            f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
+            + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else "")
         )
+        for number, config in enumerate(todo, start=1):
+            started = time.time()
+            try:
+                result = run_probe(config)
+            except (ProbeError, StoreError) as error:
+                raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
+            save_result(result, target, arrays_to=out)
+            print(
+                f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
+                f"{_describe(result.row)} ({time.time() - started:.1f} s)",
+                flush=True,
+            )
     print(f"[probe] results: {out}; arrays: {arrays_folder(out)}")

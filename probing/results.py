@@ -16,8 +16,11 @@ positional probes; ``applied_*`` and ``applied_to`` with its store's ``subject``
 control and MDL keys where asked for) and the code's ``package_version`` and ``git_commit``.
 
 Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
-interleave. Grid tasks running side by side (``experiments.probe --executor``) append to their own
-file each, ``OUT.tasks/task-NNNNN.jsonl``; :func:`merge_task_results` moves those rows into ``OUT``.
+interleave, and first removes a last line cut by a killed writer, so the next row starts on a line of
+its own (the cut run has no row: it is redone). Grid tasks running side by side (``experiments.probe
+--executor``) append to their own file each, ``OUT.tasks/task-NNNNN.jsonl``; :func:`merge_task_results`
+moves those rows into ``OUT``. The runs of one results or task file are computed by one process at a
+time (:func:`probing.grid.run_all` claims it, :mod:`extract.claims`).
 """
 
 from __future__ import annotations
@@ -25,16 +28,21 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from extract.appendlog import RowKind, drop_cut_line
 from extract.paths import canonical_path
 
 if TYPE_CHECKING:  # importing probing.run loads torch and Lightning: a task that only appends rows needs neither
     from probing.run import ProbeConfig, ProbeResult
+
+
+RESULT_ROWS = RowKind("result row", ("run_id",))
 
 
 class ResultsError(ValueError):
@@ -64,9 +72,12 @@ def task_results_file(out: str | Path, task: int) -> Path:
     return task_results_folder(out) / f"task-{task:05d}.jsonl"
 
 
-def append_lines(path: Path, lines: list[str]) -> None:
-    """Appends whole lines under an exclusive lock on ``path``. The lock is taken on the file that is
-    at ``path`` once locked (a merge may have moved the old one away meanwhile), so no line is lost."""
+@contextmanager
+def _appending(path: Path) -> Iterator:
+    """``path`` open for appending under an exclusive lock, a last line cut by a killed writer removed
+    (under the lock every writer ends its lines, so a line without its end is a dead writer's). The
+    lock is taken on the file that is at ``path`` once locked (a merge may have moved the old one away
+    meanwhile), so no line is lost."""
     while True:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as handle:
@@ -74,11 +85,25 @@ def append_lines(path: Path, lines: list[str]) -> None:
             try:
                 if not path.exists() or os.fstat(handle.fileno()).st_ino != os.stat(path).st_ino:
                     continue  # merged and removed between open and lock: append to the new file instead
-                handle.write("".join(line + "\n" for line in lines))
-                handle.flush()
+                drop_cut_line(path, RESULT_ROWS)
+                yield handle
                 return
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Appends whole lines under an exclusive lock on ``path`` (see :func:`_appending`)."""
+    with _appending(path) as handle:
+        handle.write("".join(line + "\n" for line in lines))
+        handle.flush()
+
+
+def drop_cut_result_line(path: Path) -> None:
+    """Removes a last line of ``path`` cut by a killed writer, under the appenders' lock."""
+    if path.exists():
+        with _appending(path):
+            pass
 
 
 def save_result(result: ProbeResult, out: Path, arrays_to: Path | None = None) -> None:
@@ -123,6 +148,7 @@ def merge_task_results(out: str | Path, remove_folder: bool = False) -> int:
         with path.open("r") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                drop_cut_line(path, RESULT_ROWS)  # the task that was writing it is dead: its cut run is redone
                 lines = [line.rstrip("\n") for line in handle if line.strip()]
                 load_rows(path)  # every line must be a row: a damaged task file is an error naming its line
                 if lines:

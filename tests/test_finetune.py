@@ -323,6 +323,27 @@ def test_a_run_resumes_from_its_checkpoint_and_refuses_other_settings(finished_r
     assert "records other settings (config, seeds, training_ids differ)" in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("ignore:The dirpath has changed")  # the run folder was copied
+def test_a_history_record_cut_by_a_kill_is_dropped_and_redone_and_every_step_is_kept(finished_run, tmp_path, capsys):
+    """#63: the record written after a resume was appended to the cut line, losing both steps."""
+    from experiments.finetuning.tracking import read_history
+
+    argv, finished, _ = finished_run
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    argv = list(argv)
+    argv[argv.index("--out") + 1] = str(out)
+    history = out / "val_history.jsonl"
+    lines = history.read_text().splitlines()
+    history.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:30])  # killed while writing the step-3 record
+    shutil.rmtree(out / "model")  # ... before the model was saved
+    assert cli.main([*argv, "--resume"]) == 0
+    assert f"{history}:3: removed an incomplete last line" in capsys.readouterr().err
+    records = [json.loads(line) for line in history.read_text().splitlines()]  # every line is a record again
+    assert [record["step"] for record in records] == [record["step"] for record in read_history(history)] == [0, 2, 3]
+    assert records[:2] == [json.loads(line) for line in lines[:2]] and not (out / "val_history.jsonl.lock").exists()
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

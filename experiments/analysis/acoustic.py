@@ -41,9 +41,11 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
+from extract.appendlog import AppendLog, RowKind
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
 
@@ -362,18 +364,12 @@ def _runner(workers: int, speech: str):
         parent_alive.close()
 
 
-def _done_rows(out) -> dict[str, dict]:
-    """Rows already in ``out`` by id; a last line cut off by a killed run is removed first."""
-    from extract.manifest import read_keyed_rows
+FEATURE_ROWS = RowKind("feature row", ("id", "features"), unique="id")
 
-    if not out.exists() or out.stat().st_size == 0:
-        return {}
-    data = out.read_bytes()
-    if not data.endswith(b"\n"):
-        out.write_bytes(data[: data.rfind(b"\n") + 1])
-        if out.stat().st_size == 0:
-            return {}
-    return {record["id"]: record for _, record in read_keyed_rows(out, what="feature row")}
+
+def side_files(out: Path) -> list[Path]:
+    """``OUT.ranges.json`` (pitch ranges and settings) and ``OUT.summary.json``, written beside ``out``."""
+    return [out.with_suffix(".ranges.json"), out.with_suffix(".summary.json")]
 
 
 def compute_acoustics(
@@ -385,54 +381,53 @@ def compute_acoustics(
     range_by: str = "speaker",
     workers: int = 1,
     show_progress: bool = True,
+    reclaim_stale: bool = False,
 ) -> dict:
-    """Write one row per record to ``out`` (JSONL, appended as records finish, resumable by id),
-    the pitch ranges and settings to ``OUT.ranges.json``, and return the summary (also written to
-    ``OUT.summary.json``): records done now and before, and the nulls per feature and reason."""
+    """Write one row per record to ``out`` (JSONL, appended as records finish, resumable by id;
+    one writer: :class:`extract.appendlog.AppendLog`, ``reclaim_stale`` takes over the claim of a
+    killed run), the pitch ranges and settings to ``OUT.ranges.json``, and return the summary (also
+    written to ``OUT.summary.json``): records done now and before, and the nulls per feature and reason."""
     import json
-    from pathlib import Path
 
     if speech not in SPEECH_SOURCES:
         raise AcousticError(f"speech seconds from {speech!r}: expected one of {', '.join(SPEECH_SOURCES)}")
     if range_by not in RANGE_BY:
         raise AcousticError(f"pitch range by {range_by!r}: expected one of {', '.join(RANGE_BY)}")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    ranges_path, summary_path = out.with_suffix(".ranges.json"), out.with_suffix(".summary.json")
+    ranges_path, summary_path = side_files(out)
     wanted = settings(speech, range_by, tokenizer)
-    stored = json.loads(ranges_path.read_text()) if ranges_path.exists() else {"settings": wanted, "ranges": {}}
-    done = _done_rows(out)
-    if stored["settings"] != wanted:
-        if done:
-            changed = sorted(k for k in wanted if stored["settings"].get(k) != wanted[k])
-            raise AcousticError(f"{out} was written with other settings ({', '.join(changed)}); write to a new --out or delete it")
-        stored = {"settings": wanted, "ranges": {}}  # nothing written with the old settings: their ranges are not reused
-    known = {u.id for u in utterances}
-    stale = sorted(set(done) - known)
-    if stale:
-        raise AcousticError(f"{out} holds {len(stale)} id(s) that are not in the manifest, e.g. {stale[:3]}; write to a new --out")
-    todo = [u for u in utterances if u.id not in done]
-    keys = {u.id: range_key(u, range_by) for u in utterances}
-    needed = {keys[u.id] for u in todo} - set(stored["ranges"])
-    first = [Job(u.id, u.audio, u.offset, u.duration) for u in utterances if keys[u.id] in needed]
-    if todo:
-        with _runner(workers, speech) as run:
-            if first:
-                values = dict(result for _, result in run(first_pass_job, first, "pitch range (first pass)", show_progress))
-                stored["ranges"] |= speaker_ranges(values, keys)
-                stored["settings"] = wanted
-                ranges_path.write_text(json.dumps(stored, indent=1))
-            jobs = []
-            for u in todo:
-                found = stored["ranges"][keys[u.id]]
-                tokens = count_tokens(u.text or "")
-                jobs.append(Job(u.id, u.audio, u.offset, u.duration, tokens, found.get("floor"), found.get("ceiling"), found.get("reason", "")))
-            by_id = {u.id: u for u in todo}
-            with out.open("a", encoding="utf-8") as handle:
+    with AppendLog(out, FEATURE_ROWS, reclaim_stale) as features:
+        done = {record["id"]: record for record in features.rows}
+        stored = json.loads(ranges_path.read_text()) if ranges_path.exists() else {"settings": wanted, "ranges": {}}
+        if stored["settings"] != wanted:
+            if done:
+                changed = sorted(k for k in wanted if stored["settings"].get(k) != wanted[k])
+                raise AcousticError(f"{out} was written with other settings ({', '.join(changed)}); write to a new --out or delete it")
+            stored = {"settings": wanted, "ranges": {}}  # nothing written with the old settings: their ranges are not reused
+        known = {u.id for u in utterances}
+        stale = sorted(set(done) - known)
+        if stale:
+            raise AcousticError(f"{out} holds {len(stale)} id(s) that are not in the manifest, e.g. {stale[:3]}; write to a new --out")
+        todo = [u for u in utterances if u.id not in done]
+        keys = {u.id: range_key(u, range_by) for u in utterances}
+        needed = {keys[u.id] for u in todo} - set(stored["ranges"])
+        first = [Job(u.id, u.audio, u.offset, u.duration) for u in utterances if keys[u.id] in needed]
+        if todo:
+            with _runner(workers, speech) as run:
+                if first:
+                    values = dict(result for _, result in run(first_pass_job, first, "pitch range (first pass)", show_progress))
+                    stored["ranges"] |= speaker_ranges(values, keys)
+                    stored["settings"] = wanted
+                    ranges_path.write_text(json.dumps(stored, indent=1))
+                jobs = []
+                for u in todo:
+                    found = stored["ranges"][keys[u.id]]
+                    tokens = count_tokens(u.text or "")
+                    jobs.append(Job(u.id, u.audio, u.offset, u.duration, tokens, found.get("floor"), found.get("ceiling"), found.get("reason", "")))
+                by_id = {u.id: u for u in todo}
                 for job, result in run(second_pass_job, jobs, "acoustic features", show_progress):
-                    handle.write(json.dumps(row(by_id[job.id], result), ensure_ascii=False) + "\n")
-                    handle.flush()
-    rows = _done_rows(out)
-    summary = {"records": len(rows), "computed_now": len(todo), "resumed": len(done), "nulls": null_counts(rows.values()), "settings": wanted}
-    summary_path.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+                    features.append([row(by_id[job.id], result)])
+        rows = {record["id"]: record for record in features.rows}
+        summary = {"records": len(rows), "computed_now": len(todo), "resumed": len(done), "nulls": null_counts(rows.values()), "settings": wanted}
+        summary_path.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     return summary

@@ -31,7 +31,7 @@ import numpy as np
 from experiments.finetuning.data import GrafnFrontEnd, SeededBatches, UtteranceDataset, WhisperCollator
 from experiments.finetuning.module import RANDOM_STATE_KEY, LastCheckpoint, LoraOptions, TrainingDiverged, WhisperLora, add_lora, save_checkpoint
 from experiments.finetuning.subsets import SubsetError, draw_subset
-from experiments.finetuning.tracking import GenderGapTracker, read_history
+from experiments.finetuning.tracking import GenderGapTracker, history_log, read_history
 from experiments.normalisation.filters import file_digest
 from extract.families.generation import GenerationOptions
 from extract.fingerprint import FINGERPRINT, compared
@@ -270,8 +270,11 @@ def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, devic
     )
 
 
-def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resume: bool = False, show_progress: bool = True) -> FinetuneResult:
-    """Train (or resume) ``config`` into ``out``; returns where the merged model is and the history."""
+def run_finetuning(
+    config: FinetuneConfig, out: Path, device: str = "cpu", resume: bool = False, show_progress: bool = True, reclaim_stale: bool = False
+) -> FinetuneResult:
+    """Train (or resume) ``config`` into ``out``; returns where the merged model is and the history.
+    ``reclaim_stale``: take over the claim a killed run left on the history (:func:`history_log`)."""
     import lightning as L
     import torch
     from torch.utils.data import DataLoader
@@ -309,8 +312,8 @@ def run_finetuning(config: FinetuneConfig, out: Path, device: str = "cpu", resum
         generator=torch.Generator().manual_seed(config.seed),
     )
     last = out / "checkpoints" / "last.ckpt"
-    with quiet_lightning():
-        trainer = _trainer(config, out, GenderGapTracker(history_path), device, show_progress)
+    with quiet_lightning(), history_log(history_path, reclaim_stale) as history:
+        trainer = _trainer(config, out, GenderGapTracker(history), device, show_progress)
         if config.validate_before and not any(record["step"] == 0 for record in read_history(history_path)):
             trainer.validate(module, val, verbose=False)
         module.train()  # the loaded model is in eval mode, and Lightning keeps a module's mode

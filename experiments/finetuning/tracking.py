@@ -1,6 +1,7 @@
 """The per-gender validation callback: WER per gender, E, Δrel and the absolute gap with the package's
 scorers (``experiments.scoring``), logged through Lightning's loggers at every validation and
-appended to a JSONL history that survives a resumed run.
+appended to a JSONL history that survives a resumed run (one writer, a record cut by a kill
+dropped before the next is appended: :func:`history_log`).
 
 E is the full-set estimate, named as in ``experiments.asr_gap``'s report (``gap_relative_full``, not
 the resampled ``gap_relative`` the gap tables show by default): validation has no resampling."""
@@ -12,11 +13,19 @@ from pathlib import Path
 
 from experiments.scoring.asr_metrics import Scoring
 from experiments.scoring.gaps import error_rate_frame, finite_or_null, full_set_gaps, utterance_counts
+from extract.appendlog import AppendLog, RowKind
 from probing.lightning_import import L
 
 GROUPS = ("female", "male")
 GAP_KEYS = ("gap_relative_full", "gap_absolute", "delta_rel")  # experiments.scoring.gaps.full_set_gaps
 ALIASES = {"E": "gap_relative_full", "gap_abs": "gap_absolute"}  # the tracker's first names, still in histories and logs
+HISTORY_ROWS = RowKind("validation record", ("step", "epoch"))
+
+
+def history_log(path: Path, reclaim_stale: bool = False) -> AppendLog:
+    """The history file opened for one writer (:class:`extract.appendlog.AppendLog`): claimed
+    (``reclaim_stale`` takes over the claim of a killed run), a record cut by a kill removed."""
+    return AppendLog(path, HISTORY_ROWS, reclaim_stale)
 
 
 def gender_metrics(rows: list[dict], scoring: Scoring | None = None) -> dict[str, float]:
@@ -44,10 +53,10 @@ class GenderGapTracker(L.Callback):
     """Collects the validation steps' hypothesis rows (``outputs["rows"]``) and, at the end of each
     validation, logs ``val/wer``, ``val/wer_female``, ``val/wer_male``, ``val/gap_relative_full``,
     ``val/gap_absolute``, ``val/delta_rel`` (and the aliases ``val/E``, ``val/gap_abs``) and appends
-    them, with the step, to ``history`` (JSONL; an undefined E is null)."""
+    them, with the step, to ``history`` (an open :func:`history_log`; an undefined E is null)."""
 
-    def __init__(self, history: Path, scoring: Scoring | None = None):
-        self.history, self.scoring = Path(history), scoring or Scoring()
+    def __init__(self, history: AppendLog, scoring: Scoring | None = None):
+        self.history, self.scoring = history, scoring or Scoring()
         self.rows: list[dict] = []
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
@@ -62,8 +71,7 @@ class GenderGapTracker(L.Callback):
         metrics = gender_metrics(self.rows, self.scoring)
         pl_module.log_dict({f"val/{name}": float(value) for name, value in metrics.items()})
         record = {"step": int(trainer.global_step), "epoch": int(trainer.current_epoch)} | finite_or_null({k: float(v) for k, v in metrics.items()})
-        with self.history.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        self.history.append([record])
 
 
 def read_history(path: Path) -> list[dict]:

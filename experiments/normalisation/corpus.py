@@ -15,6 +15,8 @@ through unchanged and counted, as calibration skips and lists it.
 The output audio is float WAV (the transform's output is not confined to 16-bit range). A run
 records its settings in ``AUDIO_DIR/grafn-apply.json`` and each finished id in
 ``AUDIO_DIR/grafn-done.jsonl``: a rerun skips finished ids and refuses other filters, mode or manifest.
+One run writes to an audio folder at a time: the done-list is claimed (:class:`extract.appendlog.AppendLog`),
+and a record cut by a kill is dropped and its utterance redone.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from experiments.normalisation.calibration import fit_filters, utterance_gain
 from experiments.normalisation.filters import GROUPS, GrafnFilters, file_digest, load_filters
 from experiments.normalisation.transform import GrafnError, GrafnParameters, grafn, normalisation_problem
 from experiments.recipes.democorpus.pitch import median_f0
+from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
 from extract.manifest import Utterance, read_manifest, write_manifest
@@ -42,6 +45,12 @@ MODES = ("gender", "predicted", "utterance")
 SETTINGS_FILE = "grafn-apply.json"
 DONE_FILE = "grafn-done.jsonl"
 KEPT_ON_FAILURE = "the utterances normalised so far are kept and the rerun continues after them"
+DONE_ROWS = RowKind("GRAFN done record", ("id", "file", "grafn"))
+
+
+def run_files(audio_dir: Path) -> list[Path]:
+    """The files an ``apply`` run keeps in its audio folder besides the audio: settings and done-list."""
+    return [audio_dir / SETTINGS_FILE, audio_dir / DONE_FILE]
 
 
 @dataclass(frozen=True)
@@ -206,43 +215,35 @@ def _check_settings(audio_dir: Path, settings: dict) -> None:
     path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
-def _read_done(audio_dir: Path) -> dict[str, dict]:
-    path = audio_dir / DONE_FILE
-    if not path.exists():
-        return {}
-    done = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill: that utterance is redone
-        if record.get("file") is None or (audio_dir / record["file"]).is_file():
-            done[record["id"]] = record
-    return done
+def _finished(audio_dir: Path, records: list[dict]) -> dict[str, dict]:
+    """The done records whose audio is in ``audio_dir`` (or that passed the utterance through), by id."""
+    return {record["id"]: record for record in records if record["file"] is None or (audio_dir / record["file"]).is_file()}
 
 
 def _relative(path: str | Path, folder: Path) -> str:
     return os.path.relpath(Path(path).resolve(), folder.resolve())
 
 
-def apply_to_manifest(filters_path: Path, manifest: Path, audio_dir: Path, out: Path, mode: str = "gender", show_progress: bool = True) -> ApplyReport:
+def apply_to_manifest(
+    filters_path: Path, manifest: Path, audio_dir: Path, out: Path, mode: str = "gender", show_progress: bool = True, reclaim_stale: bool = False
+) -> ApplyReport:
     """Normalise every utterance of ``manifest`` into ``audio_dir`` and write the manifest ``out``
-    (same ids, order and metadata; ``extra.grafn`` records the filter; audio paths relative to ``out``)."""
+    (same ids, order and metadata; ``extra.grafn`` records the filter; audio paths relative to ``out``).
+    ``reclaim_stale``: take over the claim a killed run left on the folder's done-list."""
     from tqdm import tqdm
 
     filters = load_filters(filters_path)
     check_mode(filters, mode)
     utterances = read_manifest(manifest)
     audio_dir.mkdir(parents=True, exist_ok=True)
-    _check_settings(audio_dir, {"filters_sha256": file_digest(filters_path), "mode": mode, "manifest": str(Path(manifest).resolve())})
-    done = _read_done(audio_dir)
-    report = ApplyReport(total=len(utterances), resumed=sum(u.id in done for u in utterances), by_filter=Counter())
     with (
         naming_full_disk(audio_dir / DONE_FILE, KEPT_ON_FAILURE),
-        (audio_dir / DONE_FILE).open("a", encoding="utf-8") as log,
-        tqdm(utterances, desc=f"GRAFN ({mode})", unit="utt", disable=not show_progress) as bar,
+        AppendLog(audio_dir / DONE_FILE, DONE_ROWS, reclaim_stale) as log,  # one run per audio folder; a cut record is redone
     ):
-        for utterance in bar:
+        _check_settings(audio_dir, {"filters_sha256": file_digest(filters_path), "mode": mode, "manifest": str(Path(manifest).resolve())})
+        done = _finished(audio_dir, log.rows)
+        report = ApplyReport(total=len(utterances), resumed=sum(u.id in done for u in utterances), by_filter=Counter())
+        for utterance in tqdm(utterances, desc=f"GRAFN ({mode})", unit="utt", disable=not show_progress):
             if utterance.id in done:
                 continue
             try:
@@ -259,8 +260,7 @@ def apply_to_manifest(filters_path: Path, manifest: Path, audio_dir: Path, out: 
                 record["file"] = output_name(utterance.id)
                 _write_wav(audio_dir / record["file"], normalised)
                 record["seconds"] = len(samples) / SAMPLE_RATE
-            log.write(json.dumps(record) + "\n")
-            log.flush()
+            log.append([record])
             done[utterance.id] = record
     rows = []
     bad = {entry["id"]: entry["problem"] for entry in report.bad_audio}

@@ -74,11 +74,17 @@ def pyplot():
     return plt
 
 
+def figure_paths(out: str | Path) -> list[Path]:
+    """The files :func:`save` writes for ``out`` (without or with a suffix): ``out.png`` and ``out.pdf``."""
+    out = Path(out)
+    return [out.with_suffix(".png"), out.with_suffix(".pdf")]
+
+
 def save(figure, out: str | Path) -> list[Path]:
     """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    paths = figure_paths(out)
     for path in paths:
         figure.savefig(path)
     pyplot().close(figure)

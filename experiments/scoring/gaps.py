@@ -356,6 +356,11 @@ def save_gap_report(report: dict, counts: list[dict], out: Path) -> Path:
     per-utterance counts beside it; returns the counts path (``OUT.counts.jsonl``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(finite_or_null(report), indent=2, allow_nan=False))
-    counts_path = out.with_suffix(".counts.jsonl")
-    counts_path.write_text("".join(json.dumps(c) + "\n" for c in counts))
-    return counts_path
+    counts_file = counts_path(out)
+    counts_file.write_text("".join(json.dumps(c) + "\n" for c in counts))
+    return counts_file
+
+
+def counts_path(out: Path) -> Path:
+    """``OUT.counts.jsonl``: where :func:`save_gap_report` writes the per-utterance counts of report ``out``."""
+    return out.with_suffix(".counts.jsonl")

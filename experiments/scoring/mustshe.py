@@ -171,11 +171,16 @@ def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokeniz
     return result, rows
 
 
+def sentences_path(out: Path) -> Path:
+    """Where :func:`save_scores` writes the per-sentence rows of ``out`` (``OUT.sentences.jsonl``, ``OUT``'s suffix replaced)."""
+    return out.with_name(out.stem + ".sentences.jsonl")
+
+
 def save_scores(result: dict, rows: list[dict], out: Path) -> Path:
     """Writes the scores to ``out`` (JSON) and the per-sentence rows beside it; returns the rows'
     path (``OUT.sentences.jsonl``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    sentences = out.with_name(out.stem + ".sentences.jsonl")
+    sentences = sentences_path(out)
     sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     return sentences

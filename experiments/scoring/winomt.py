@@ -338,9 +338,15 @@ def save_result(result: dict, rows: list[dict], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False))
-    sentences = out.with_name(out.stem + ".sentences.jsonl")
+    sentences = sentences_path(out)
     sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     return sentences
+
+
+def sentences_path(out: str | Path) -> Path:
+    """Where the per-sentence rows of ``out`` are saved (``OUT.sentences.jsonl``, ``OUT``'s suffix replaced)."""
+    out = Path(out)
+    return out.with_name(out.stem + ".sentences.jsonl")
 
 
 def alignments_path(out: str | Path) -> Path:
