@@ -23,17 +23,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import run_cli
-from experiments.scoring.collect import CollectError, collect, write_collected
+from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.scoring.collect import CollectError, collect, collected_files, write_collected
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--probes", required=True, nargs="+", type=Path, help="results JSONL of experiments.probe")
-    parser.add_argument("--gaps", required=True, nargs="+", type=Path, help="experiments.asr_gap JSON, one per model and hypotheses file")
-    parser.add_argument("--mustshe", nargs="+", type=Path, default=[], help="experiments.mustshe JSON")
-    parser.add_argument("--winomt", nargs="+", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
-    parser.add_argument("--out", required=True, type=Path, help="folder for the tables and collect.json")
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_argument(parser, "--probes", required=True, nargs="+", type=Path, help="results JSONL of experiments.probe")
+    input_argument(parser, "--gaps", required=True, nargs="+", type=Path, help="experiments.asr_gap JSON, one per model and hypotheses file")
+    input_argument(parser, "--mustshe", nargs="+", type=Path, default=[], help="experiments.mustshe JSON")
+    input_argument(parser, "--winomt", nargs="+", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
+    output_argument(parser, "--out", required=True, type=Path, help="folder for the tables and collect.json", sidecars=collected_files)
     return parser
 
 
@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run_cli(lambda: _run(args), CollectError)
 
 

@@ -99,7 +99,7 @@ class StandIn:
     """A generator that writes "words N" for N samples; ``generate`` first touches ``started`` and
     waits until ``release`` exists (when given), so a test can act while the output is claimed."""
 
-    extractor = SimpleNamespace(family="stand-in", input_seconds=float)
+    extractor = SimpleNamespace(family="stand-in", input_seconds=float, fingerprint=None)
 
     def __init__(self, started: Path | None = None, release: str = ""):
         self.started, self.release = started, release

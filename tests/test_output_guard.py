@@ -3,7 +3,6 @@ command's parser runs (experiments.cli.CommandParser). The commands and their fi
 from the parsers themselves, so a new command is covered without a new list here."""
 
 import argparse
-import importlib
 import json
 import os
 from pathlib import Path
@@ -11,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import CommandParser, file_role, flag_name, overwritten_input
+from experiments.stages import stages
 
-ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = sorted(path.stem for path in (ROOT / "experiments").glob("*.py") if "\ndef main(" in path.read_text(encoding="utf-8"))
+STAGES = {stage.name: stage for stage in stages()}  # every command, as the entry point finds them
+COMMANDS = sorted(STAGES)
 FILE_FLAGS = {"--out", "--manifest", "--hypotheses", "--translations", "--store", "--probes", "--checkpoint", "--intervene", "--features", "--filters"}
 SHARED = '{"id": "u1", "hypothesis": "a row that must survive"}\n'
 
@@ -66,7 +66,7 @@ def pairs():
     """Every (command, subcommand words, input flag, output flag) the parsers declare."""
     found = []
     for name in COMMANDS:
-        for words, parser in leaves(importlib.import_module(f"experiments.{name}").build_parser()):
+        for words, parser in leaves(STAGES[name].load().build_parser()):
             for source in file_actions(parser, "input"):
                 for target in file_actions(parser, "output"):
                     found.append(
@@ -84,7 +84,7 @@ def pairs():
 def test_every_command_parses_with_the_guarded_parser_and_marks_its_file_flags():
     assert {"asr_gap", "winomt", "grafn", "transcribe", "extract", "probe", "finetune"} <= set(COMMANDS)
     for name in COMMANDS:
-        parser = importlib.import_module(f"experiments.{name}").build_parser()
+        parser = STAGES[name].load().build_parser()
         assert isinstance(parser, CommandParser), name
         for words, leaf in leaves(parser):
             unmarked = [flag_name(a) for a in leaf._actions if set(a.option_strings) & FILE_FLAGS and a.help != argparse.SUPPRESS and file_role(a) is None]
@@ -93,7 +93,7 @@ def test_every_command_parses_with_the_guarded_parser_and_marks_its_file_flags()
 
 @pytest.mark.parametrize("name, words, source_flag, target_flag", pairs())
 def test_an_output_naming_an_input_file_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch, name, words, source_flag, target_flag):
-    module = importlib.import_module(f"experiments.{name}")
+    module = STAGES[name].load()
     parser = dict(leaves(module.build_parser()))[words]
     source = next(a for a in file_actions(parser, "input") if flag_name(a) == source_flag)
     target = next(a for a in file_actions(parser, "output") if flag_name(a) == target_flag)

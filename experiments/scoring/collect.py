@@ -438,6 +438,14 @@ def write_csv(rows: Sequence[dict], columns: Sequence[str], path: Path) -> Path:
     return path
 
 
+COLLECTED_FILES = ("f1_vs_gap.csv", "f1_vs_mustshe.csv", "long.csv", "collect.json")  # what write_collected writes in its folder
+
+
+def collected_files(out: Path) -> list[Path]:
+    """The files :func:`write_collected` writes in the folder ``out``."""
+    return [out / name for name in COLLECTED_FILES]
+
+
 def write_collected(result: Collected, out: Path) -> dict[str, Path]:
     """The three tables and ``collect.json`` in the folder ``out``."""
     out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import run_cli
+from experiments.cli import CommandParser, input_argument, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, run, study_errors
@@ -48,12 +48,12 @@ def _stages(text: str) -> tuple[str, ...]:
     return tuple(stage for stage in STAGES if stage in chosen)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     formatter = argparse.RawDescriptionHelpFormatter
     runner = commands.add_parser("run", help="plan a study file and run what is not finished", description=__doc__, formatter_class=formatter)
-    runner.add_argument("study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
+    input_argument(runner, "study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
     runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
     runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
     runner.add_argument("--root", type=Path, help="resolve the study's relative paths against this folder (default: the study file's folder)")
@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.cells_per_task < 1:
         parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import run_cli
+from experiments.cli import CommandParser, output_argument, run_cli
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
@@ -28,12 +28,12 @@ def positive(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m experiments.recipes.realvoices",
         description="Build a corpus of real, credited voices from Debian packages (apt-get download, no install): "
         "16 kHz WAVs in the cache, DIR/manifest.jsonl and DIR/CARD.md.",
     )
-    parser.add_argument("--out", required=True, type=output_folder, help="folder for manifest.jsonl, card.json and CARD.md")
+    output_argument(parser, "--out", required=True, type=output_folder, help="folder for manifest.jsonl, card.json and CARD.md")
     parser.add_argument("--languages", nargs="+", choices=LANGUAGES, metavar="LANG", help=f"default: all ({' '.join(LANGUAGES)})")
     parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
     parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
