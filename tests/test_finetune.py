@@ -551,3 +551,26 @@ def test_non_finite_adapters_are_never_saved(tiny_whisper, tmp_path):
     with pytest.raises(FinetuneError, match="the merged model holds non-finite values in 1 tensor"):
         save_merged(WhisperLora(model, generator), generator, tmp_path / "model", FinetuneConfig(manifest="m", female_share=0.5, total=2), [])
     assert not (tmp_path / "model").exists()
+
+
+def test_a_step_already_in_the_history_is_not_recorded_twice(tmp_path):
+    """A run killed after a validation's record but before its checkpoint validates that step again on
+    resume: the history keeps one record per step (h4's window between the two writes)."""
+    from types import SimpleNamespace
+
+    from experiments.finetuning.tracking import GenderGapTracker, history_log, read_history
+
+    rows = [
+        {"id": f"{g}{k}", "reference": "a b c d", "hypothesis": "a b c x" if k == 0 else "a b c d", "gender": g, "speaker": f"{g}{k}", "language": "en"}
+        for g in ("female", "male")
+        for k in range(2)
+    ]
+    module = SimpleNamespace(log_dict=lambda metrics: None)
+    path = tmp_path / "val_history.jsonl"
+    for _ in range(2):  # the first run, then the resumed one reaching the same step
+        with history_log(path) as history:
+            tracker = GenderGapTracker(history)
+            tracker.on_validation_epoch_start(None, module)
+            tracker.on_validation_batch_end(None, module, {"rows": rows}, None, 0)
+            tracker.on_validation_epoch_end(SimpleNamespace(sanity_checking=False, global_step=4, current_epoch=0), module)
+    assert [record["step"] for record in read_history(path)] == [4]

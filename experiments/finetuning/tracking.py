@@ -71,7 +71,8 @@ class GenderGapTracker(L.Callback):
         metrics = gender_metrics(self.rows, self.scoring)
         pl_module.log_dict({f"val/{name}": float(value) for name, value in metrics.items()})
         record = {"step": int(trainer.global_step), "epoch": int(trainer.current_epoch)} | finite_or_null({k: float(v) for k, v in metrics.items()})
-        self.history.append([record])
+        if not any(row["step"] == record["step"] for row in self.history.rows):  # a run killed between this record and its checkpoint validates the step again
+            self.history.append([record])
 
 
 def read_history(path: Path) -> list[dict]:
