@@ -77,6 +77,8 @@ def complete_length(data: bytes, kind: RowKind) -> int:
 def drop_cut_line(path: Path, kind: RowKind, note: Callable[[str], None] = note_on_stderr) -> bytes:
     """Removes a cut last line from ``path`` (see :func:`complete_length`), with a note naming it;
     returns the complete lines. Only a process that alone writes ``path`` may call this."""
+    if path.exists() and not path.is_file():  # a device (/dev/zero reads forever), a FIFO or a folder
+        raise OutputKindError(path, None, "not a regular file (a device, a FIFO or a folder); give the path of a file to write")
     data = path.read_bytes() if path.exists() else b""
     keep = complete_length(data, kind)
     if keep < len(data):

@@ -326,3 +326,20 @@ def test_probe_results_end_a_cut_line_before_appending_and_merging(tmp_path, cap
     assert merge_task_results(out) == 1
     assert list(load_rows(out)) == ["a", "c", "d"] and not task.exists()
     assert capsys.readouterr().err.count("removed an incomplete last line") == 2
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/full", "folder"])
+def test_an_output_that_is_no_regular_file_is_refused_unread(tmp_path, target):
+    """A device given as an output was read to its end before appending (/dev/zero: forever, until memory ran out)."""
+    from extract.appendlog import AppendLog, OutputKindError
+    from extract.runner import HYPOTHESIS_ROWS
+
+    path = tmp_path / "out.jsonl"
+    if target == "folder":
+        path.mkdir()
+    elif Path(target).exists():
+        path.symlink_to(target)
+    else:
+        pytest.skip(f"needs {target}")
+    with pytest.raises(OutputKindError, match="out.jsonl: not a regular file"), AppendLog(path, HYPOTHESIS_ROWS):
+        pass
