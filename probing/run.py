@@ -466,7 +466,10 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     speaker's class, utterances and ``accuracy`` (a fold holds one class, so its F1 means nothing;
     for positional probes, the mean over its speech positions), and ``fold_accuracy_mean`` their mean,
     which weighs every speaker alike; a probe naming every utterance with the class most speakers
-    have scores that class's share of speakers there, not 50, so read it beside the pooled F1.
+    have scores that class's share of speakers there, not 50, so read it beside the pooled F1. On
+    features without signal, leaving a speaker out errs against it (its class's training mean moves
+    away from its own values), so with few speakers scores below chance happen (F1 24.5 on 6 voices
+    of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
     A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
     fold's ``accuracy_real``. Returns the splits' description and (scores, arrays, attention)."""
     folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=config.probe in DEV_SELECTING)
