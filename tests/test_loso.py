@@ -122,6 +122,13 @@ def test_loso_attention_holds_out_a_dev_speaker_per_class(voices):
     assert {f["speaker"]: f["accuracy"] for f in row["folds"]}["female-1"] == 100.0
 
 
+def test_loso_sampled_probe_chooses_its_fraction_on_a_dev_speaker_pair(voices):
+    row = run_probe(ProbeConfig(str(voices), SITE, probe="sampled", split="loso")).row
+    folds = {fold["speaker"]: fold for fold in row["folds"]}
+    assert all(len(fold["dev_speakers"]) == 2 and fold["train_speakers"] == 3 and "sampled_fraction" in fold for fold in folds.values())
+    assert folds["male-0"]["accuracy"] == 0.0 and row["splits"]["dev"] == "one training speaker per class, drawn per fold"
+
+
 def test_loso_refuses_what_does_not_combine_with_it():
     for options, message in (
         ({"mdl": True}, "MDL's online code has no test split"),
