@@ -5,7 +5,7 @@
     python -m experiments.figures error-distribution --gap results/gap-fleurs.json --language ar --out figures/error_distribution_ar
     python -m experiments.figures attention --probes results/probes.jsonl --run "LABEL=RUN_ID" ... --out figures/attention
     python -m experiments.figures confusion --probes results/probes.jsonl --run RUN_ID --sentences OUT.sentences.jsonl --out figures/confusion
-    python -m experiments.figures heatmap --probes results/probes.jsonl --store STORE [--random-store STORE] --out figures/heatmap
+    python -m experiments.figures heatmap --probes results/probes.jsonl --store STORE [--random-store STORE] [--split loso] --out figures/heatmap
     python -m experiments.figures heatmap --long results/collected/long.csv --model whisper-base [--random-model whisper-base-random] --out figures/heatmap
 
 The figures are ``experiments.reports.plots``; probe results are read with ``probing.results``.
@@ -24,6 +24,7 @@ from experiments.cli import CommandParser, input_argument, output_argument, run_
 from experiments.reports import plots
 from experiments.scoring.collect import LONG
 from extract.store import ShardReader, StoreError
+from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.results import ResultsError, load_arrays, load_attention, load_predictions, load_rows
 
 
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     heatmap.add_argument("--random-model", help="with --long: the random-init twin's label")
     heatmap.add_argument("--dataset", help="with --long: the dataset, where the model's rows hold several")
     heatmap.add_argument("--probe", default="positional")
+    heatmap.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT, help="the probes' split: fixed (default) or loso (leave one speaker out)")
     heatmap.add_argument(
         "--language", help="only runs restricted to this language (default: runs over all languages; with --long, the language of the rows, e.g. en+es)"
     )
@@ -143,7 +145,8 @@ def _heatmap(args: argparse.Namespace) -> list[Path]:
         if missing:
             raise FigureInputError(f"{args.long}: no column(s) {', '.join(missing)}; give the long.csv of experiments.collect")
         try:
-            scores, sites, conditions, key = plots.long_condition_scores(rows, args.model, args.random_model, args.probe, args.language, args.dataset)
+            chosen = (args.model, args.random_model, args.probe, args.language, args.dataset, args.split)
+            scores, sites, conditions, key = plots.long_condition_scores(rows, *chosen)
         except ValueError as error:
             raise FigureInputError(f"{args.long}: {error}") from None
         if not scores:
@@ -152,7 +155,7 @@ def _heatmap(args: argparse.Namespace) -> list[Path]:
         if not (args.probes and args.store):
             raise FigureInputError("heatmap takes --probes and --store (or --long and --model)")
         scores, sites, conditions, key = plots.site_condition_scores(
-            load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites
+            load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites, args.split
         )
     return plots.site_heatmap(scores, sites, conditions, args.out, label=f"{key} (%)", title=args.title)
 

@@ -18,6 +18,17 @@ A grid (the Cartesian product of stores x sites x probes x controls x seeds)::
     seeds: [0, 1, 2]
     options: {mdl: true, positions: 1000, task: female-male}
 
+Leave one speaker out (``--split loso``, grid option ``split: loso``), for corpora with too few
+voices for a fixed speaker-disjoint split holding both genders (the real voices)::
+
+    python -m experiments.probe --store stores/whisper-base/realvoices --site encoder.final --probe mean --split loso --out results/probes.jsonl
+
+trains one probe per held-out speaker and scores it on that speaker's utterances; the row's
+``f1_macro`` (the headline) pools the predictions of every fold, ``folds`` gives each speaker's
+accuracy and ``fold_accuracy_mean`` their mean. The attention and sampled probes hold out one more
+training speaker per gender as their dev split. MDL, the speaker control and ``--apply-to`` are
+refused with it (``probing.run._loso_run`` says why).
+
 Rows are appended as runs finish; a rerun skips run ids already in the output whose stores are
 unchanged (the row's ``store_identity``), and recomputes the others: the latest row of a run id is
 the one readers use. Per-position arrays and attention weights are saved beside the JSONL, in
@@ -53,7 +64,7 @@ from experiments.scheduling import SchedulingError, add_executor_arguments, chec
 from extract.spec import default_device
 from extract.store import StoreError
 from probing.controls import CONTROLS
-from probing.data import TASKS, ProbeError
+from probing.data import DEFAULT_SPLIT, SPLITS, TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
 from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
 from probing.run import PROBES, ProbeConfig
@@ -78,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         old_spellings={"--task": {task: task.replace("-", ",") for task in TASKS}},
     )
     parser.add_argument("--language", help="only utterances in this language")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=DEFAULT_SPLIT,
+        help="fixed (default): the manifest's train/dev/test, else speaker-disjoint 80/20; loso: leave one speaker out, "
+        "one fold per speaker, scores pooled over folds (not with --mdl, --control speaker or --apply-to)",
+    )
     parser.add_argument("--no-standardize", dest="standardize", action="store_false")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
     parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
@@ -179,6 +197,7 @@ def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> P
             lr=args.lr,
             apply_to=args.apply_to,
             allow_shared_speakers=args.allow_shared_speakers,
+            split=args.split,
             device=args.device,
             memory_gb=args.memory_gb,
             loader_workers=args.loader_workers,

@@ -7,7 +7,9 @@
 
 SOURCE: ``speechbrain:speechbrain/spkrec-ecapa-voxceleb`` (the paper's; needs ``pip install
 speechbrain`` and the hub), ``store:PATH[@SITE]`` (mean-pooled states of an ``experiments.extract``
-store, offline) or ``mfcc`` (Praat MFCC statistics, offline). Writes the manifest with ``speaker``
+store, offline), ``mfcc`` (Praat MFCC statistics, offline) or ``resemblyzer`` (the GE2E speaker
+encoder of Resemblyzer 0.1.4, a trained speaker model that runs offline: its weights ship in the
+wheel; ``pip install 'speech-gender-probing[speakers]'``). Writes the manifest with ``speaker``
 replaced by the cluster's id (noise points: one singleton id each) and ``extra.speaker_cluster``
 (cluster, scope, noise, the original speaker), and ``M2.clustering.json`` with the source, the HDBSCAN
 parameters, the clusters per scope and, where the manifest's speakers are real ids, the adjusted Rand
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from experiments.analysis.speakers import (
     HdbscanSettings,
+    ResemblyzerEncoder,
     SpeakerError,
     agreement,
     assign_speakers,
@@ -49,7 +52,7 @@ def clustering_path(out: Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL)")
-    parser.add_argument("--embeddings", required=True, help="speechbrain:HUB_ID, store:PATH[@SITE] or mfcc")
+    parser.add_argument("--embeddings", required=True, help="speechbrain:HUB_ID, store:PATH[@SITE], mfcc or resemblyzer")
     add_out_argument(
         parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it", sidecars=lambda out: [clustering_path(out)]
     )
@@ -60,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--selection", choices=("eom", "leaf"), default="eom", help="HDBSCAN cluster_selection_method (default eom)")
     parser.add_argument("--standardize", action="store_true", help="z-score each embedding dimension within a scope before clustering")
     parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
-    parser.add_argument("--device", default="cpu", help="device of a SpeechBrain model (default cpu)")
+    parser.add_argument("--device", default="cpu", help="device of a SpeechBrain or Resemblyzer model (default cpu)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -70,11 +73,17 @@ def _run(args: argparse.Namespace) -> int:
     source = parse_source(args.embeddings)
     settings = HdbscanSettings(args.min_cluster_size, args.min_samples, args.metric, args.epsilon, args.selection, args.standardize)
     print(f"[speakers] {len(utterances)} records; embeddings: {source.describe()}; HDBSCAN {settings}")
-    site = None
+    site, untrimmed = None, []
     if source.kind == "store":
         embeddings, site = store_embeddings(source.location, source.site, [u.id for u in utterances])
     elif source.kind == "mfcc":
         embeddings = audio_embeddings(utterances, mfcc_statistics, not args.quiet)
+    elif source.kind == "resemblyzer":
+        encoder = ResemblyzerEncoder(args.device)
+        embeddings = audio_embeddings(utterances, encoder, not args.quiet)
+        untrimmed = [utterances[i].id for i in encoder.untrimmed]
+        if untrimmed:
+            print(f"[speakers] {len(untrimmed)} record(s) embedded untrimmed, webrtcvad found no speech in them: {', '.join(untrimmed[:10])}")
     else:
         embeddings = audio_embeddings(utterances, speechbrain_encoder(source.location, args.device), not args.quiet)
     assigned = assign_speakers(utterances, embeddings, settings, args.per_gender)
@@ -99,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         if known
         else None,
         "records_without_known_speaker": len(utterances) - len(known),
+        **({"embedded_untrimmed": untrimmed} if untrimmed else {}),
     }
     write_manifest(args.out, rewritten)
     report_path = clustering_path(args.out)

@@ -6,6 +6,14 @@ speaker-disjoint (80/20 train/test by speaker, dev carved from the train speaker
 balanced by downsampling the larger class, spreading the kept utterances over its speakers.
 Manifest splits are checked, not trusted: a speaker in train and in dev or test is an error unless
 explicitly allowed.
+
+Leave one speaker out (:func:`leave_one_speaker_out`), for corpora with too few voices for fixed
+speaker-disjoint splits holding both genders (the real voices: 15 speakers): one fold per speaker,
+whose test split is every utterance of that speaker (one class, not balanced) and whose train split
+is every other speaker (balanced as above); the manifest's splits are not used. Probes that select
+on a dev split (the attention probe's early stopping, the sampled probe's fraction) get one more
+training speaker per class held out as dev, drawn per fold from the seed; the others train on all
+remaining speakers and have no dev split.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 TASKS = {"female-male": ("male", "female"), "other-male": ("male", "other")}  # class 0, class 1
+SPLITS = ("fixed", "loso")  # one train/dev/test split (:func:`make_splits`); leave one speaker out (:func:`leave_one_speaker_out`)
+DEFAULT_SPLIT = "fixed"
 
 
 class ProbeError(ValueError):
@@ -44,7 +54,7 @@ class ProbeSplits:
     train: SplitData
     dev: SplitData
     test: SplitData
-    source: str  # "manifest" or "speaker-disjoint"
+    source: str  # "manifest", "speaker-disjoint", "within-speaker" (the speaker control) or "leave-one-speaker-out"
     shared_speakers: dict[str, list[str]] = field(default_factory=dict)  # split -> speakers also in train (allowed explicitly)
 
     @property
@@ -97,14 +107,9 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
     return np.array([assignment[s] for s in speakers])
 
 
-def make_splits(
-    metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, allow_shared_speakers: bool = False
-) -> ProbeSplits:
-    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
-
-    Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
-    the shared speakers are then listed in ``ProbeSplits.shared_speakers``.
-    """
+def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: str | None) -> tuple[np.ndarray, ...]:
+    """(ids, 0/1 labels, speakers, manifest splits) of the utterances labelled with ``task``'s two
+    classes (in ``language`` when given); a task without both classes is a :class:`ProbeError`."""
     if task not in TASKS:
         raise ProbeError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
     negative, positive = TASKS[task]
@@ -121,6 +126,19 @@ def make_splits(
         raise ProbeError(f"no utterances labelled {absent[0]}" + (f" in language {language}" if language else "") + f": a {task} probe needs both classes")
     speakers = np.array(metadata["speaker"], dtype=object)[index]
     given = np.array(metadata["split"], dtype=object)[index]
+    return np.array(ids, dtype=object)[index], labels, speakers, given
+
+
+def make_splits(
+    metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, allow_shared_speakers: bool = False
+) -> ProbeSplits:
+    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
+
+    Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
+    the shared speakers are then listed in ``ProbeSplits.shared_speakers``.
+    """
+    all_ids, labels, speakers, given = _labelled(metadata, ids, task, language)
+    negative, positive = TASKS[task]
     rng = np.random.default_rng(seed)
     shared = {}
     if {"train", "test"} <= set(given.tolist()):
@@ -135,7 +153,6 @@ def make_splits(
             split_of[train_only] = np.where(carved == "dev", "dev", "train")
     else:
         split_of, source = _speaker_disjoint(labels, speakers, rng, TASKS[task]), "speaker-disjoint"
-    all_ids = np.array(ids, dtype=object)[index]
     parts = {}
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
@@ -144,6 +161,59 @@ def make_splits(
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
     return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source, shared)
+
+
+@dataclass
+class Fold:
+    """One fold of a leave-one-speaker-out run: the held-out speaker, its class, and the splits."""
+
+    speaker: str
+    label: int
+    splits: ProbeSplits
+
+
+def leave_one_speaker_out(
+    metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, dev: bool = False
+) -> list[Fold]:
+    """One :class:`Fold` per speaker of ``task``'s classes, in speaker order: test is every utterance
+    of the speaker, train every other speaker's (balanced); with ``dev``, one training speaker per
+    class, drawn from ``(seed, fold number)``, is held out as a balanced dev split. Each class needs
+    two speakers (three with ``dev``), so that every fold trains on both; a speaker labelled with
+    both classes is refused (its fold would have no single class to score)."""
+    all_ids, labels, speakers, _ = _labelled(metadata, ids, task, language)
+    class_names = TASKS[task]
+    classes = {}
+    for name in sorted(set(speakers.tolist())):
+        own = set(labels[speakers == name].tolist())
+        if len(own) > 1:
+            raise ProbeError(
+                f"speaker {name} is labelled both {class_names[0]} and {class_names[1]}; leave-one-speaker-out scores one class per speaker: fix the manifest"
+            )
+        classes[name] = own.pop()
+    needed = 3 if dev else 2
+    for label, class_name in enumerate(class_names):
+        names = [name for name, value in classes.items() if value == label]
+        if len(names) < needed:
+            raise ProbeError(
+                f"leave-one-speaker-out needs at least {needed} {class_name} speakers (one held out, "
+                + ("one for the dev split, " if dev else "")
+                + f"one to train on), got {len(names)} ({', '.join(names)})"
+            )
+    folds = []
+    for number, (name, label) in enumerate(classes.items()):
+        rng = np.random.default_rng([seed, number])
+        held = speakers == name
+        dev_speakers = [str(rng.choice(sorted(n for n, v in classes.items() if v == c and n != name))) for c in (0, 1)] if dev else []
+        in_dev = np.isin(speakers, dev_speakers) & ~held
+        train = np.flatnonzero(~held & ~in_dev)
+        parts = {
+            "train": _balance(train, labels, speakers, rng),
+            "dev": _balance(np.flatnonzero(in_dev), labels, speakers, rng) if dev else np.zeros(0, dtype=int),
+            "test": np.flatnonzero(held),
+        }
+        splits = {part: SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen]) for part, chosen in parts.items()}
+        folds.append(Fold(name, label, ProbeSplits(task, splits["train"], splits["dev"], splits["test"], "leave-one-speaker-out")))
+    return folds
 
 
 def speakers_shared_with_train(split_of: np.ndarray, speakers: np.ndarray) -> dict[str, list[str]]:

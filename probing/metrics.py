@@ -36,21 +36,38 @@ def position_scores(y_true: np.ndarray, y_pred: np.ndarray, mask: np.ndarray | N
         y_pred = y_pred[:, None]
     y_true = np.asarray(y_true).reshape(-1, 1)
     mask = np.ones_like(y_pred, dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(y_pred.shape)
-    counts = _binary_counts(y_true, y_pred, mask)
+    scores = _scores_from_counts(_binary_counts(y_true, y_pred, mask))
+    return {k: v[0] for k, v in scores.items()} if squeeze else scores
+
+
+def _scores_from_counts(counts: dict) -> dict[str, np.ndarray]:
+    """:func:`position_scores`' keys from (true positives, false positives, false negatives) per class."""
     f1 = []
     recall = {}
     for label, (tp, fp, fn) in counts.items():
         f1.append(_safe_ratio(2 * tp, 2 * tp + fp + fn))
         recall[label] = _safe_ratio(tp, tp + fn)
-    n = mask.sum(axis=0)
-    scores = {
+    n = counts[0][0] + counts[0][2] + counts[1][0] + counts[1][2]  # every scored example is a true example of one class
+    return {
         "f1_macro": 100 * (f1[0] + f1[1]) / 2,
-        "accuracy": 100 * _safe_ratio(((y_pred == y_true) & mask).sum(axis=0), n),
+        "accuracy": 100 * _safe_ratio(counts[0][0] + counts[1][0], n),
         "recall_0": 100 * recall[0],
         "recall_1": 100 * recall[1],
         "count": n,
     }
-    return {k: v[0] for k, v in scores.items()} if squeeze else scores
+
+
+def single_class_scores(classes: np.ndarray, correct: np.ndarray, count: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`position_scores` of test sets that each hold one class, pooled (the folds of a
+    leave-one-speaker-out run): set ``k`` holds ``count[k]`` examples of class ``classes[k]`` per
+    position, ``correct[k]`` of them predicted right; each wrong one is a false positive of the
+    other class. ``correct`` and ``count`` are ``[K]`` or ``[K, P]``."""
+    classes = np.asarray(classes).reshape(-1, *([1] * (np.ndim(count) - 1)))
+    correct, count = np.asarray(correct), np.asarray(count)
+    wrong = count - correct
+    own = {label: classes == label for label in (0, 1)}
+    counts = {label: ((correct * own[label]).sum(axis=0), (wrong * ~own[label]).sum(axis=0), (wrong * own[label]).sum(axis=0)) for label in (0, 1)}
+    return _scores_from_counts(counts)
 
 
 def summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, str]) -> dict:

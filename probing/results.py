@@ -13,7 +13,9 @@ probe's language filter, else the store's languages joined with ``+``), ``site_i
 site's place in the store's forward order), ``config`` (the :class:`probing.run.ProbeConfig`, paths as
 given), ``seed``, ``splits``, the scores (``f1_macro``, ``accuracy``, ``recall``; ``f1_s`` for
 positional probes; ``applied_*`` and ``applied_to`` with its store's ``subject`` for ``apply_to``;
-control and MDL keys where asked for) and the code's ``package_version`` and ``git_commit``.
+control and MDL keys where asked for; with ``config.split`` ``loso``, the scores pooled over the
+folds and ``folds``, ``fold_accuracy_mean``: see :func:`probing.run._loso_run`) and the code's
+``package_version`` and ``git_commit``. ``config.split`` is absent in rows written before it (``fixed``).
 
 Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
 interleave, and first removes a last line cut by a killed writer, so the next row starts on a line of

@@ -17,11 +17,12 @@ from torch.utils.data import Subset
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from probing import controls, features, metrics
-from probing.data import ProbeError, ProbeSplits, make_splits, shared_speakers_message
+from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits, leave_one_speaker_out, make_splits, shared_speakers_message
 from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
 PROBES = ("positional", "attention", "mean", "max", "sampled")
+DEV_SELECTING = ("attention", "sampled")  # probes that choose something on the dev split
 ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
@@ -44,6 +45,7 @@ class ProbeConfig:
     lr: float = 1e-4  # attention probe (Fucci et al. 2025)
     apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
     allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
+    split: str = DEFAULT_SPLIT  # "loso": one fold per speaker, pooled (_loso_run); the default is left out of the run id
     device: str = "cpu"
     memory_gb: float = 4.0  # budget for features: positional probes read positions in chunks that fit it; attention sequences beyond it are read per batch
     loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
@@ -61,6 +63,10 @@ class ProbeConfig:
             raise ProbeError(f"memory_gb must be a positive budget in GB, got {self.memory_gb}")
         if self.loader_workers < 0:
             raise ProbeError(f"loader_workers must be 0 or more, got {self.loader_workers}")
+        if self.split not in SPLITS:
+            raise ProbeError(f"unknown split {self.split!r}; choose from {SPLITS}")
+        if self.split == "loso":
+            _check_loso(self)
 
     def run_id(self) -> str:
         """A hash of everything that determines the result, the seed included (not the device or the
@@ -69,12 +75,36 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out."""
+        without workers the field is left out. So is the default ``split``: a run from before
+        leave-one-speaker-out existed keeps its id."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
+        if self.split == DEFAULT_SPLIT:
+            del identity["split"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _check_loso(config: ProbeConfig) -> None:
+    """Options that do not combine with leave-one-speaker-out, refused in one line."""
+    refusals = (
+        (
+            config.mdl,
+            "MDL's online code has no test split to leave a speaker out of: it already codes each block with probes trained "
+            "on earlier speakers only (a seeded speaker order); run mdl with split fixed",
+        ),
+        (
+            config.control == "speaker",
+            "the speaker control is trained and scored within speakers, and leave-one-speaker-out never scores a voice heard "
+            "in training; use control shuffled, or split fixed",
+        ),
+        (bool(config.apply_to), "apply_to predicts with one trained probe, and leave-one-speaker-out trains one per fold; use split fixed"),
+        (config.allow_shared_speakers, "leave-one-speaker-out never shares a speaker between train and test: allow_shared_speakers does not apply"),
+    )
+    for refused, message in refusals:
+        if refused:
+            raise ProbeError(f"split loso: {message}")
 
 
 @dataclass
@@ -423,6 +453,123 @@ def _mean_scores(rows: list[dict]) -> dict:
     return means
 
 
+FOLD_DETAILS = ("sampled_fraction", "best_epoch", "epochs")  # what a fold's run chose, kept in its entry of ``folds``
+
+
+def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, dict, dict]]:
+    """Leave one speaker out: each fold (:func:`probing.data.leave_one_speaker_out`) trained and scored
+    with the real labels, and for a control run with each control seed's labels too; then pooled.
+
+    The row's ``f1_macro``, ``accuracy`` and ``recall`` (``f1_s`` for positional probes) pool the
+    predictions of every fold, each utterance predicted once by a probe that never heard its speaker:
+    ``f1_macro`` is the headline, comparable with a fixed split's. ``folds`` gives each held-out
+    speaker's class, utterances and ``accuracy`` (a fold holds one class, so its F1 means nothing;
+    for positional probes, the mean over its speech positions), and ``fold_accuracy_mean`` their mean,
+    which weighs every speaker alike; a probe naming every utterance with the class most speakers
+    have scores that class's share of speakers there, not 50, so read it beside the pooled F1. On
+    features without signal, leaving a speaker out errs against it (its class's training mean moves
+    away from its own values), so with few speakers scores below chance happen (F1 24.5 on 6 voices
+    of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
+    A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
+    fold's ``accuracy_real``. Returns the splits' description and (scores, arrays, attention)."""
+    folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=config.probe in DEV_SELECTING)
+    real = ("none", config.seed)
+    labellings = [real] if config.control == "none" else [(config.control, s) for s in controls.control_seeds(config.seed)] + [real]
+    outcomes: dict[tuple, list[dict]] = {labelling: [] for labelling in labellings}
+    attention: dict[str, list] = {"ids": [], "weights": [], "probabilities": []}
+    for fold in folds:
+        for number, labelling in enumerate(labellings):
+            scores, arrays, found = runner(config, reader, fold.splits, _labels(fold.splits, *labelling))
+            outcomes[labelling].append(_fold_outcome(config, fold, scores, arrays))
+            if number == 0:  # the attention of the first labelling, as a fixed split's control run keeps
+                for key, values in found.items():
+                    attention[key].extend(values)
+    tested = [i for fold in folds for i in fold.splits.test.ids]
+    mean_test_length, stored_positions = features.mean_lengths(reader, config.site, tested)
+    names = folds[0].splits.class_names
+    pooled = {labelling: _pooled_scores(config, folds, found, mean_test_length, names) for labelling, found in outcomes.items()}
+    shown = [labelling for labelling in labellings if labelling != real] or [real]
+    scores = _mean_scores([pooled[labelling][0] for labelling in shown])
+    scores["fold_accuracy_mean"] = float(np.mean([pooled[labelling][0]["fold_accuracy_mean"] for labelling in shown]))
+    arrays = {name: np.mean([pooled[labelling][1][name] for labelling in shown], axis=0) for name in pooled[real][1]}
+    entries = [_fold_entry(fold, [outcomes[labelling][k] for labelling in shown]) for k, fold in enumerate(folds)]
+    if config.control != "none":
+        key = "f1_s" if config.probe == "positional" else "f1_macro"
+        real_scores = pooled[real][0]
+        scores |= {
+            "selectivity": controls.selectivity(real_scores[key], scores[key]),
+            "f1_real": real_scores[key],
+            "fold_accuracy_mean_real": real_scores["fold_accuracy_mean"],
+            "control_seeds": [seed for _, seed in shown],
+            "control_f1_per_seed": [pooled[labelling][0][key] for labelling in shown],
+        }
+        for entry, outcome in zip(entries, outcomes[real]):
+            entry["accuracy_real"] = outcome["accuracy"]
+    scores |= {"folds": entries, "mean_test_length": mean_test_length}
+    if config.probe == "positional":
+        scores |= {"positions_used": int(len(arrays["test_f1_macro"]))}
+    if stored_positions != mean_test_length:
+        scores["stored_positions"] = stored_positions
+    arrays |= {"fold_speakers": np.array([fold.speaker for fold in folds]), "fold_accuracy": np.array([entry["accuracy"] for entry in entries])}
+    attention = {**attention, "probabilities": np.asarray(attention["probabilities"])} if attention["ids"] else {}
+    return _loso_sizes(folds, config.probe in DEV_SELECTING), (scores, arrays, attention)
+
+
+def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -> dict:
+    """A fold's test utterances predicted right and scored (per position for positional probes, else
+    for the span its row reports), its accuracy, and what it chose (:data:`FOLD_DETAILS`)."""
+    if config.probe == "positional":
+        count = np.asarray(arrays["test_count"], dtype=float)
+        accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
+    else:
+        count, accuracy = np.array([float(len(fold.splits.test))]), np.array([scores["accuracy"]])
+    return {"correct": np.rint(accuracy * count / 100), "count": count, "accuracy": scores["accuracy"], **{k: scores[k] for k in FOLD_DETAILS if k in scores}}
+
+
+def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict], mean_test_length: float, names: tuple[str, str]) -> tuple[dict, dict]:
+    """The row scores and ``test_*`` arrays of one labelling's folds, pooled (:func:`metrics.single_class_scores`)."""
+    width = max(len(outcome["count"]) for outcome in outcomes)
+    correct, count = np.zeros((len(folds), width)), np.zeros((len(folds), width))
+    for k, outcome in enumerate(outcomes):
+        correct[k, : len(outcome["count"])], count[k, : len(outcome["count"])] = outcome["correct"], outcome["count"]
+    pooled = metrics.single_class_scores(np.array([fold.label for fold in folds]), correct, count)
+    arrays = {f"test_{k}": np.asarray(v) for k, v in pooled.items()}
+    if config.probe == "positional":
+        arrays["test_f1_ema"] = metrics.ema(pooled["f1_macro"], 3)
+        row = _row_metrics(pooled, slice(0, int(np.ceil(mean_test_length))), names) | {"f1_s": metrics.f1_s(pooled["f1_macro"], mean_test_length)}
+    else:
+        row = _row_metrics(pooled, slice(0, 1), names)
+    return row | {"fold_accuracy_mean": float(np.mean([outcome["accuracy"] for outcome in outcomes]))}, arrays
+
+
+def _fold_entry(fold: Fold, outcomes: list[dict]) -> dict:
+    """A fold's entry in the row's ``folds``: speaker, class, utterances, speakers trained on, dev
+    speakers where a dev split was held out, accuracy (the mean over control seeds for a control run)
+    and what the fold's run chose (the first seed's)."""
+    entry = {
+        "speaker": fold.speaker,
+        "class": fold.splits.class_names[fold.label],
+        "utterances": len(fold.splits.test),
+        "train_speakers": len(set(fold.splits.train.speakers.tolist())),
+    }
+    if len(fold.splits.dev):
+        entry["dev_speakers"] = sorted(set(fold.splits.dev.speakers.tolist()))
+    entry["accuracy"] = float(np.mean([outcome["accuracy"] for outcome in outcomes]))
+    return entry | {k: outcomes[0][k] for k in FOLD_DETAILS if k in outcomes[0]}
+
+
+def _loso_sizes(folds: list[Fold], with_dev: bool) -> dict:
+    """The row's ``splits`` for a leave-one-speaker-out run."""
+    names = folds[0].splits.class_names
+    return {
+        "source": "leave-one-speaker-out",
+        "folds": len(folds),
+        "speakers": {name: sum(fold.label == label for fold in folds) for label, name in enumerate(names)},
+        "utterances": sum(len(fold.splits.test) for fold in folds),
+        "dev": "one training speaker per class, drawn per fold" if with_dev else "none",
+    }
+
+
 def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     from extract.provenance import provenance
     from extract.store import ShardReader
@@ -430,16 +577,21 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     reader = reader or ShardReader(config.store)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
-    splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
-    shared = dict(splits.shared_speakers)
-    applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
-    if applied_shared:
-        shared["apply_to"] = applied_shared
     runner = _attention_run if config.probe == "attention" else _logistic_run
-    if config.control == "none":
-        scores, arrays, attention = runner(config, reader, splits, _labels(splits, "none", config.seed))
+    shared = {}
+    if config.split == "loso":
+        sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
     else:
-        splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
+        splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+        shared = dict(splits.shared_speakers)
+        applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
+        if applied_shared:
+            shared["apply_to"] = applied_shared
+        if config.control == "none":
+            scores, arrays, attention = runner(config, reader, splits, _labels(splits, "none", config.seed))
+        else:
+            splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
+        sizes = splits.sizes()
     row = {
         "schema": ROW_SCHEMA,
         "run_id": config.run_id(),
@@ -448,7 +600,7 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         "site_index": reader.sites.index(config.site),
         "config": asdict(config),
         "seed": config.seed,
-        "splits": splits.sizes(),
+        "splits": sizes,
         **({"shared_speakers": shared} if shared else {}),
         **scores,
         **provenance(),

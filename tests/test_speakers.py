@@ -5,10 +5,13 @@ import json
 
 import numpy as np
 import pytest
+import soundfile
 
 from experiments import speakers as speakers_cli
 from experiments.analysis.speakers import (
     HdbscanSettings,
+    ResemblyzerEncoder,
+    Source,
     SpeakerError,
     agreement,
     assign_speakers,
@@ -84,8 +87,9 @@ def test_sources():
     store = parse_source("store:/x/y@encoder.layer.3")
     assert (store.location, store.site) == ("/x/y", "encoder.layer.3")
     assert parse_source("store:/x/y").site is None
-    for bad in ("ecapa", "store:", "speechbrain", "mfcc:x"):
-        with pytest.raises(SpeakerError, match="expected speechbrain:HUB_ID"):
+    assert parse_source("resemblyzer") == Source("resemblyzer")
+    for bad in ("ecapa", "store:", "speechbrain", "mfcc:x", "resemblyzer:x"):
+        with pytest.raises(SpeakerError, match="expected speechbrain:HUB_ID, store:PATH\\[@SITE\\], mfcc or resemblyzer"):
             parse_source(bad)
 
 
@@ -175,3 +179,56 @@ def test_cli_refuses_records_that_all_read_the_same_audio(tmp_path, tone, capsys
         "clustering them would make each record its own speaker\n"
     )
     assert not out.exists()
+
+
+def test_resemblyzer_missing_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "resemblyzer" else real(name, *args))
+    with pytest.raises(SpeakerError, match=r"^resemblyzer is not installed: `pip install 'speech-gender-probing\[speakers\]'`"):
+        ResemblyzerEncoder()
+    manifest = write_manifest(tmp_path / "m.jsonl", [Utterance("u0", "a.wav", "en", "t", "female", "s")])
+    assert speakers_cli.main(["--manifest", str(manifest), "--embeddings", "resemblyzer", "--out", str(tmp_path / "o.jsonl"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: resemblyzer is not installed") and len(error.strip().splitlines()) == 1
+
+
+def _voice(path, f0, tilt, seconds=1.5, seed=0):
+    """A synthetic voice: harmonics of ``f0`` falling as k ** -tilt, in syllable-like bursts, with a little noise."""
+    rate = 16_000
+    t = np.arange(int(seconds * rate)) / rate
+    phase = 2 * np.pi * f0 * (t + 0.003 * np.sin(2 * np.pi * 5 * t) / (2 * np.pi * 5))
+    voiced = sum(np.sin(k * phase) / k**tilt for k in range(1, 16)) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t) ** 2)
+    noise = np.random.default_rng(seed).normal(0, 0.01, len(t))
+    soundfile.write(path, (0.2 * voiced + noise).astype(np.float32), rate, subtype="PCM_16")
+    return path
+
+
+needs_resemblyzer = pytest.mark.skipif(importlib.util.find_spec("resemblyzer") is None, reason="resemblyzer is not installed (the speakers extra)")
+
+
+@pytest.mark.slow  # the first embedding compiles librosa's mel spectrogram with numba: minutes on a cold cache
+@needs_resemblyzer
+def test_resemblyzer_embeds_synthetic_audio_and_the_cli_clusters_it(tmp_path, capsys):
+    voices = {"low": (110.0, 1.0), "high": (240.0, 2.5)}
+    utterances = []
+    for name, (f0, tilt) in voices.items():
+        for k in range(4):
+            path = _voice(tmp_path / f"{name}-{k}.wav", f0 * (1 + 0.02 * k), tilt, seed=k)
+            utterances.append(Utterance(f"{name}-{k}", str(path), "en", "t", "female", name, dataset="toy"))
+    encoder = ResemblyzerEncoder()
+    from extract.audio import load_audio
+
+    embeddings = np.stack([encoder(load_audio(u.audio).samples) for u in utterances])
+    assert embeddings.shape == (8, 256) and np.isfinite(embeddings).all() and np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-4)
+    assert encoder.calls == 8 and set(encoder.untrimmed) <= set(range(8))  # webrtcvad may find no speech in a synthetic voice
+    within = [float(embeddings[i] @ embeddings[j]) for group in (range(4), range(4, 8)) for i in group for j in group if i < j]
+    across = [float(embeddings[i] @ embeddings[j]) for i in range(4) for j in range(4, 8)]
+    assert min(within) > max(across)  # a voice is nearer to itself than to the other
+    manifest = write_manifest(tmp_path / "m.jsonl", utterances)
+    out = tmp_path / "clustered.jsonl"
+    argv = ["--manifest", str(manifest), "--embeddings", "resemblyzer", "--out", str(out), "--min-cluster-size", "3", "--quiet"]
+    assert speakers_cli.main(argv) == 0
+    report = json.loads(out.with_suffix(".clustering.json").read_text())
+    assert report["clustering"]["source"] == "Resemblyzer 0.1.4 GE2E voice encoder (256-d)"
+    assert report["against_known_speakers"]["adjusted_rand_index"] == 1.0
+    assert report.get("embedded_untrimmed", []) == [utterances[i].id for i in encoder.untrimmed]

@@ -9,7 +9,11 @@ embeddings come from a pluggable source (:func:`parse_source`):
   dependency of this package, and the model from the hub);
 - ``store:PATH`` or ``store:PATH@SITE``: the mean over speech frames of a store written by
   ``experiments.extract`` (``probing.features.pooled``; default site: the store's last), offline;
-- ``mfcc``: the mean and standard deviation over frames of Praat's 12 MFCCs and c0 (26 numbers), offline.
+- ``mfcc``: the mean and standard deviation over frames of Praat's 12 MFCCs and c0 (26 numbers), offline;
+- ``resemblyzer``: the GE2E speaker encoder of Resemblyzer 0.1.4 (Apache-2.0; 256 numbers, L2-normed;
+  its weights ship inside the wheel, so it runs offline: the ``speakers`` extra), after its own
+  preprocessing (volume normalised to -30 dBFS, silences longer than its VAD's limit cut with
+  webrtcvad). A record in which webrtcvad finds no speech is embedded untrimmed, and counted.
 
 Clustering runs per scope: (dataset, language, gender) by default, as the paper, or (dataset,
 language) with ``per_gender=False``. HDBSCAN's noise points are not dropped: each gets its own
@@ -29,7 +33,7 @@ import numpy as np
 
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 
-SOURCE_KINDS = ("speechbrain", "store", "mfcc")
+SOURCE_KINDS = ("speechbrain", "store", "mfcc", "resemblyzer")
 MFCC_COEFFICIENTS = 12
 
 
@@ -46,19 +50,30 @@ class Source:
     def describe(self) -> str:
         if self.kind == "store":
             return f"store {self.location} at {self.site or 'its last site'} (mean over speech frames)"
+        if self.kind == "resemblyzer":
+            return f"Resemblyzer {_installed_version('resemblyzer')} GE2E voice encoder (256-d)"
         return f"SpeechBrain {self.location}" if self.kind == "speechbrain" else "MFCC statistics (Praat, 12 + c0, mean and sd)"
+
+
+def _installed_version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def parse_source(text: str) -> Source:
     kind, _, rest = text.partition(":")
-    if kind == "mfcc" and not rest:
-        return Source("mfcc")
+    if kind in ("mfcc", "resemblyzer") and not rest:
+        return Source(kind)
     if kind == "speechbrain" and rest:
         return Source("speechbrain", rest)
     if kind == "store" and rest:
         path, _, site = rest.partition("@")
         return Source("store", path, site or None)
-    raise SpeakerError(f"embedding source {text!r}: expected speechbrain:HUB_ID, store:PATH[@SITE] or mfcc")
+    raise SpeakerError(f"embedding source {text!r}: expected speechbrain:HUB_ID, store:PATH[@SITE], mfcc or resemblyzer")
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,46 @@ def speechbrain_encoder(hub_id: str, device: str = "cpu"):
             return classifier.encode_batch(torch.from_numpy(samples)[None]).reshape(-1).float().cpu().numpy()
 
     return embed
+
+
+class ResemblyzerEncoder:
+    """``samples -> embedding`` (256-d, L2-normed) of Resemblyzer's GE2E voice encoder, loaded once.
+
+    ``untrimmed`` lists the calls (in order: the records' positions) whose audio webrtcvad found no
+    speech in; they are embedded without trimming rather than from nothing (an empty input gives a
+    meaningless embedding)."""
+
+    MIN_TRIMMED_SECONDS = 0.1
+
+    def __init__(self, device: str = "cpu"):
+        import importlib.util
+        import warnings
+
+        if importlib.util.find_spec("resemblyzer") is None:
+            raise SpeakerError(
+                "resemblyzer is not installed: `pip install 'speech-gender-probing[speakers]'` (resemblyzer 0.1.4) for --embeddings resemblyzer, "
+                "or use store:PATH or mfcc"
+            )
+        with warnings.catch_warnings():  # resemblyzer 0.1.4 imports deprecated APIs (pkg_resources through webrtcvad, scipy.ndimage.morphology)
+            warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
+            warnings.filterwarnings("ignore", message=".*scipy.ndimage.morphology.* is deprecated", category=DeprecationWarning)
+            from resemblyzer import VoiceEncoder, audio, hparams
+
+        if hparams.sampling_rate != SAMPLE_RATE:
+            raise SpeakerError(f"resemblyzer expects {hparams.sampling_rate} Hz audio, and audio is read at {SAMPLE_RATE} Hz")
+        self.audio, self.hparams = audio, hparams
+        self.encoder = VoiceEncoder(device, verbose=False)
+        self.calls = 0
+        self.untrimmed: list[int] = []
+
+    def __call__(self, samples: np.ndarray) -> np.ndarray:
+        wav = self.audio.normalize_volume(samples.astype(np.float32), self.hparams.audio_norm_target_dBFS, increase_only=True)
+        trimmed = self.audio.trim_long_silences(wav)
+        if len(trimmed) < self.MIN_TRIMMED_SECONDS * SAMPLE_RATE:
+            self.untrimmed.append(self.calls)
+            trimmed = wav
+        self.calls += 1
+        return self.encoder.embed_utterance(trimmed).astype(np.float32)
 
 
 def store_embeddings(path: str, site: str | None, ids: Sequence[str]) -> tuple[np.ndarray, str]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
+from probing.data import DEFAULT_SPLIT
 from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
@@ -304,11 +305,11 @@ def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditi
 
 
 def site_condition_scores(
-    rows: Iterable[dict], store: str, random_store: str | None, probe: str, language: str | None, site_order: list[str]
+    rows: Iterable[dict], store: str, random_store: str | None, probe: str, language: str | None, site_order: list[str], split: str = DEFAULT_SPLIT
 ) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
     """The cells of :func:`site_heatmap` from probe result rows: (scores, sites, conditions, score key).
 
-    Rows of ``probe`` restricted to ``language`` (None: runs over all languages) give F1_S
+    Rows of ``probe`` and ``split`` restricted to ``language`` (None: runs over all languages) give F1_S
     (positional probes) or F1 (the others) for the conditions "pretrained" (``store``, no control),
     "<control> control" (``store`` with a control) and "random init" (``random_store``, no control).
     Stores are matched by canonical path (``stores/wb`` and ``./stores/wb/`` are one store).
@@ -319,7 +320,7 @@ def site_condition_scores(
     scores, sites = {}, []
     for row in rows:
         config = row["config"]
-        if config["probe"] != probe or config.get("language") != language:
+        if config["probe"] != probe or config.get("language") != language or config.get("split", DEFAULT_SPLIT) != split:
             continue
         read = canonical_path(config["store"])
         condition = "random init" if read == random_store else "pretrained" if read == store else None
@@ -334,18 +335,23 @@ def site_condition_scores(
 
 
 def long_condition_scores(
-    rows: Iterable[dict], model: str, random_model: str | None, probe: str, language: str | None, dataset: str | None
+    rows: Iterable[dict], model: str, random_model: str | None, probe: str, language: str | None, dataset: str | None, split: str = DEFAULT_SPLIT
 ) -> tuple[dict[tuple[str, str], float], list[str], list[str], str]:
     """:func:`site_condition_scores` from ``experiments.collect``'s ``long.csv`` rows, by model label:
     "pretrained" (``model``, no control), "<control> control" (``model`` with a control) and "random
     init" (``random_model``, no control), each the mean over seeds of F1_S (positional probes) or F1
-    (the others), sites in the stores' forward order (``site_index``). Rows must be of one dataset
+    (the others) of the rows of ``split``, sites in the stores' forward order (``site_index``). Rows must be of one dataset
     and one language (``dataset`` / ``language`` choose; without them the rows must hold just one)."""
     key = "f1_s" if probe == "positional" else "f1_macro"
     chosen = [
         row
         for row in rows
-        if row["kind"] == "probe" and row["probe"] == probe and row["metric"] == key and not row["applied_to"] and row["model"] in (model, random_model)
+        if row["kind"] == "probe"
+        and row["probe"] == probe
+        and row["metric"] == key
+        and not row["applied_to"]
+        and row["model"] in (model, random_model)
+        and row["split"] == split
     ]
     for column, wanted in (("dataset", dataset), ("language", language)):
         if wanted is not None:

@@ -16,7 +16,9 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
   the applied store recorded) or, where it does not know its manifest, the model's only applied store.
 - ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
-  control, seed, task, applied_to, metric), with the file (and line) it came from.
+  control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
+  is the probe's (``fixed``, ``loso``: leave one speaker out; rows written before it read ``fixed``);
+  the two joins above take the ``fixed`` rows only, so a probe scored both ways is never averaged.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
@@ -36,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.provenance import file_identity, provenance
+from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
 
 COLLECT_SCHEMA = 1
@@ -56,7 +59,7 @@ F1_VS_GAP = (
     "gap_source",
 )
 F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
-LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "applied_to", "metric")
+LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "value", "source")
 HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
@@ -94,8 +97,13 @@ class Probe:
         return f"{subject.get('dataset') or ''}@{(subject.get('manifest_sha256') or '')[:12]}"
 
     @property
+    def split(self) -> str:
+        """``fixed`` or ``loso`` (rows written before the split mode existed are ``fixed``)."""
+        return self.config.get("split", DEFAULT_SPLIT)
+
+    @property
     def key(self) -> tuple:
-        """(model, dataset, language, site, probe, control, seed, task, applied_to)."""
+        """(model, dataset, language, site, probe, control, seed, task, applied_to, split)."""
         config, subject = self.config, self.subject
         return (
             subject["model"],
@@ -107,6 +115,7 @@ class Probe:
             config["seed"],
             config["task"],
             self.applied_to,
+            self.split,
         )
 
     def __str__(self) -> str:
@@ -209,7 +218,7 @@ def _config_difference(a: Probe, b: Probe) -> str:
 
 def check_probe_keys(probes: Sequence[Probe]) -> None:
     claims: dict[tuple, Probe] = {}
-    names = ("model", "dataset", "language", "site", "probe", "control", "seed", "task", "applied_to")
+    names = ("model", "dataset", "language", "site", "probe", "control", "seed", "task", "applied_to", "split")
     for probe in probes:
         other = claims.get(probe.key)
         _claim(claims, probe.key, probe, "probe rows", names, _config_difference(other, probe) if other else "")
@@ -244,6 +253,7 @@ def probe_long_rows(probe: Probe) -> list[dict]:
         "control": config["control"],
         "seed": config["seed"],
         "task": config["task"],
+        "split": probe.split,
         "applied_to": probe.applied_to,
         "site_index": probe.row.get("site_index"),
         "source": str(probe),
@@ -318,7 +328,7 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split == DEFAULT_SPLIT]
     groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"]))
     rows, used = [], set()
     for (model, dataset, language, site, task), members in groups.items():
