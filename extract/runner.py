@@ -494,7 +494,8 @@ def check_settings(path: Path, settings: dict, output: Path) -> None:
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
             raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
-    path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+    with naming_full_disk(path, "no row was transcribed yet"):
+        path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
 
 
 def holds_rows(path: Path) -> bool:

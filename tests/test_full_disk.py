@@ -227,3 +227,19 @@ def test_run_cli_names_a_full_disk_and_libsndfile_errors_in_one_line(tmp_path, c
     assert run_cli(unreadable_audio) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"error: libsndfile: Error opening '{tmp_path / 'bad.wav'}'") and error.count("\n") == 1
+
+
+def test_a_settings_file_the_full_disk_cuts_is_named(tmp_path, monkeypatch):
+    """#135 as rerun after the fixes: with a few KB free the settings file was the first write to fail,
+    and its error named no file (`disk full: free space and rerun`)."""
+    from pathlib import Path as PathType
+
+    from extract.runner import check_settings
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PathType, "write_text", full)
+    path = tmp_path / "h.jsonl.settings.json"
+    with pytest.raises(DiskFullError, match=f"disk full while writing {path}: free space and rerun; no row was transcribed yet"):
+        check_settings(path, {"model": "m"}, tmp_path / "h.jsonl")
