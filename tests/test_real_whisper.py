@@ -96,7 +96,7 @@ def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_
     assert main(arguments) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["hypothesis"] for row in rows] == [SENTENCE, SENTENCE]
-    assert {row["gender"] for row in rows} == {"female", "male"} and {row["model"] for row in rows} == {"bundled-base"}
+    assert {row["gender"] for row in rows} == {"female", "male"} and {row["model"] for row in rows} == {"whisper-base"}  # the default label
     settings = json.loads((tmp_path / "hyps.jsonl.settings.json").read_text())
     assert settings["max_seconds"] == 30.0 and settings["decoding"]["overrides"] == {}
     assert main(arguments) == 0

@@ -228,7 +228,7 @@ class _Reader:
     def __init__(self, path: Path, root: Path):
         self.path, self.root = path, root
 
-    def fail(self, where: str, message: str) -> StudyError:
+    def error(self, where: str, message: str) -> StudyError:
         return StudyError(f"{self.path}: {where}: {message}")
 
     def keys(self, mapping: dict, known, where: str) -> None:
@@ -239,7 +239,7 @@ class _Reader:
 
     def mapping(self, value, where: str) -> dict:
         if not isinstance(value, dict):
-            raise self.fail(where, f"expected a mapping of keys, got {_shown(value)}")
+            raise self.error(where, f"expected a mapping of keys, got {_shown(value)}")
         return value
 
     def fields(self, value, spec: dict, where: str, required: tuple[str, ...] = ()) -> dict:
@@ -248,29 +248,29 @@ class _Reader:
         self.keys(mapping, spec, where)
         for key in required:
             if mapping.get(key) is None:
-                raise self.fail(where, f"{key!r} is required")
+                raise self.error(where, f"{key!r} is required")
         checked = {}
         for key, (kinds, default) in spec.items():
             value = mapping.get(key, default)
             if key in mapping and not _is(value, kinds):
-                raise self.fail(f"{where}.{key}", f"expected {' or '.join(TYPE_NAMES[kind] for kind in dict.fromkeys(kinds))}, got {_shown(value)}")
+                raise self.error(f"{where}.{key}", f"expected {' or '.join(TYPE_NAMES[kind] for kind in dict.fromkeys(kinds))}, got {_shown(value)}")
             choices = CHOICES.get(f"{where}.{key}")
             if choices and value not in choices:
-                raise self.fail(f"{where}.{key}", f"{value!r} is not one of {', '.join(choices)}")
+                raise self.error(f"{where}.{key}", f"{value!r} is not one of {', '.join(choices)}")
             checked[key] = value
         return checked
 
     def name(self, value: str, where: str) -> str:
         if not NAME.fullmatch(value):
-            raise self.fail(where, f"{value!r}: a name is letters, digits, '.', '_' and '-' (it becomes a file name)")
+            raise self.error(where, f"{value!r}: a name is letters, digits, '.', '_' and '-' (it becomes a file name)")
         return value
 
     def file(self, value, where: str) -> Path:
         if not isinstance(value, str) or not value:
-            raise self.fail(where, f"expected a path, got {_shown(value)}")
+            raise self.error(where, f"expected a path, got {_shown(value)}")
         path = self.resolve(value)
         if not path.is_file():
-            raise self.fail(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
+            raise self.error(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
         return path
 
     def resolve(self, value: str) -> Path:
@@ -279,12 +279,12 @@ class _Reader:
 
     def names(self, value, where: str, kinds=(str,), choices: tuple = ()) -> tuple:
         if not (isinstance(value, list) and value) or not all(_is(item, kinds) for item in value):
-            raise self.fail(where, f"expected a non-empty list of {'integers' if int in kinds else 'names'}, got {_shown(value)}")
+            raise self.error(where, f"expected a non-empty list of {'integers' if int in kinds else 'names'}, got {_shown(value)}")
         unknown = [item for item in value if choices and item not in choices]
         if unknown:
-            raise self.fail(where, f"{unknown[0]!r} is not one of {', '.join(map(str, choices))}")
+            raise self.error(where, f"{unknown[0]!r} is not one of {', '.join(map(str, choices))}")
         if len(set(value)) != len(value):
-            raise self.fail(where, f"{value!r} names one twice")
+            raise self.error(where, f"{value!r} names one twice")
         return tuple(value)
 
 
@@ -316,7 +316,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
             raise StudyError(f"{path}: top level: {key!r} is required")
     for key in ("name", "out", "device"):
         if key in document and not isinstance(document[key], str):
-            raise reader.fail(key, f"expected a string, got {_shown(document[key])}")
+            raise reader.error(key, f"expected a string, got {_shown(document[key])}")
     sites = _sites(reader, document.get("sites", "all"), "sites")
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
@@ -326,7 +326,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     if gap is not None:
         gap["groups"] = list(reader.names(gap["groups"], "behaviour.gap.groups", choices=GENDERS))
         if len(gap["groups"]) != 2:
-            raise reader.fail("behaviour.gap.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
+            raise reader.error("behaviour.gap.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
         gap["corpora"] = _scored(reader, gap["corpora"], corpora, "asr", "behaviour.gap.corpora")
     st_quality = reader.fields(behaviour["st_quality"], ST_QUALITY_FIELDS, "behaviour.st_quality") if "st_quality" in given else None
     if st_quality is not None:
@@ -362,7 +362,7 @@ def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, wher
 def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:
     for key in keys:
         if values[key] is not None and values[key] <= 0:
-            raise reader.fail(f"{where}.{key}", f"must be positive, got {values[key]!r}")
+            raise reader.error(f"{where}.{key}", f"must be positive, got {values[key]!r}")
 
 
 def _sites(reader: _Reader, value, where: str) -> str | tuple[str, ...]:
@@ -376,26 +376,26 @@ def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
     from extract.spec import DTYPES, ModelSpec, ModelSpecError
 
     if not (isinstance(value, list) and value):
-        raise reader.fail("models", f"expected a non-empty list of models, got {_shown(value)}")
+        raise reader.error("models", f"expected a non-empty list of models, got {_shown(value)}")
     models, seen = [], {}
     for index, entry in enumerate(value):
         where = f"models[{index}]"
         checked = reader.fields(entry, MODEL_FIELDS, where, required=("name", "family"))
         name = reader.name(checked["name"], f"{where}.name")
         if name in seen:
-            raise reader.fail(f"{where}.name", f"{name!r} is also models[{seen[name]}]'s name; each model needs its own label")
+            raise reader.error(f"{where}.name", f"{name!r} is also models[{seen[name]}]'s name; each model needs its own label")
         seen[name] = index
         if checked["family"] not in FAMILIES:
-            raise reader.fail(f"{where}.family", f"{checked['family']!r} is not one of {', '.join(sorted(FAMILIES))}")
+            raise reader.error(f"{where}.family", f"{checked['family']!r} is not one of {', '.join(sorted(FAMILIES))}")
         if checked["dtype"] not in DTYPES:
-            raise reader.fail(f"{where}.dtype", f"{checked['dtype']!r} is not one of {', '.join(sorted(DTYPES))}")
+            raise reader.error(f"{where}.dtype", f"{checked['dtype']!r} is not one of {', '.join(sorted(DTYPES))}")
         checkpoint = checked["checkpoint"]
         if checkpoint and not checkpoint.startswith("bundled-") and (checkpoint.startswith((".", "/", "~")) or reader.resolve(checkpoint).exists()):
             checkpoint = str(reader.resolve(checkpoint))  # a local folder, relative to the study
         try:
             ModelSpec(checked["family"], checkpoint, device="cpu").check_checkpoint()
         except ModelSpecError as error:
-            raise reader.fail(f"{where}.checkpoint", str(error)) from None
+            raise reader.error(f"{where}.checkpoint", str(error)) from None
         own_sites = _sites(reader, checked["sites"], f"{where}.sites") if checked["sites"] is not None else sites
         models.append(Model(**{**checked, "checkpoint": checkpoint, "sites": own_sites}))
     return tuple(models)
@@ -403,18 +403,18 @@ def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
 
 def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
     if not (isinstance(value, list) and value):
-        raise reader.fail("corpora", f"expected a non-empty list of corpora, got {_shown(value)}")
+        raise reader.error("corpora", f"expected a non-empty list of corpora, got {_shown(value)}")
     corpora, seen = [], {}
     for index, entry in enumerate(value):
         where = f"corpora[{index}]"
         checked = reader.fields(entry, CORPUS_FIELDS, where, required=("name", "task", "manifests"))
         name = reader.name(checked["name"], f"{where}.name")
         if name in seen:
-            raise reader.fail(f"{where}.name", f"{name!r} is also corpora[{seen[name]}]'s name")
+            raise reader.error(f"{where}.name", f"{name!r} is also corpora[{seen[name]}]'s name")
         seen[name] = index
         task = checked["task"]
         if task not in TASKS:
-            raise reader.fail(f"{where}.task", f"{task!r} is not one of {', '.join(TASKS)}")
+            raise reader.error(f"{where}.task", f"{task!r} is not one of {', '.join(TASKS)}")
         corpora.append(Corpus(name, task, _parts(reader, checked, where)))
     return tuple(corpora)
 
@@ -425,13 +425,13 @@ def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
     task, targets = corpus["task"], corpus["tgt_langs"]
     if targets is not None:
         if task != "st":
-            raise reader.fail(f"{where}.tgt_langs", "only an st corpus has target languages")
+            raise reader.error(f"{where}.tgt_langs", "only an st corpus has target languages")
         targets = reader.names(targets, f"{where}.tgt_langs")
     if corpus["mustshe"] is not None and task != "st":
-        raise reader.fail(f"{where}.mustshe", "MuST-SHE definitions belong to an st corpus")
+        raise reader.error(f"{where}.mustshe", "MuST-SHE definitions belong to an st corpus")
     manifests, definitions = corpus["manifests"], corpus["mustshe"] or {}
     if not manifests:
-        raise reader.fail(f"{where}.manifests", "expected at least one KEY: manifest")
+        raise reader.error(f"{where}.manifests", "expected at least one KEY: manifest")
     parts = []
     for key, manifest in manifests.items():
         key_where = f"{where}.manifests.{key}"
@@ -441,7 +441,7 @@ def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
         parts.append(Part(corpus["name"], str(key), language, reader.file(manifest, key_where), direction or targets or (None,), mustshe))
     unknown = [key for key in definitions if key not in manifests]
     if unknown:
-        raise reader.fail(f"{where}.mustshe.{unknown[0]}", f"no manifest has this key; keys: {', '.join(map(str, manifests))}")
+        raise reader.error(f"{where}.mustshe.{unknown[0]}", f"no manifest has this key; keys: {', '.join(map(str, manifests))}")
     return tuple(parts)
 
 
@@ -449,11 +449,11 @@ def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tupl
     """A manifest key's source language, and its target when the key is a direction."""
     if task == "asr" or targets is not None:
         if task == "st" and "-" in key:
-            raise reader.fail(where, f"{key!r} is a direction, but tgt_langs are given: key the manifests by source language")
+            raise reader.error(where, f"{key!r} is a direction, but tgt_langs are given: key the manifests by source language")
         return key, None
     source, _, target = key.partition("-")
     if not (source and target):
-        raise reader.fail(where, f"an st manifest is keyed by direction, e.g. en-es (or by language with tgt_langs: [...]); got {key!r}")
+        raise reader.error(where, f"an st manifest is keyed by direction, e.g. en-es (or by language with tgt_langs: [...]); got {key!r}")
     return source, (target,)
 
 
@@ -473,16 +473,16 @@ def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
     apply_to = mapping.get("apply_to")
     if apply_to is not None:
         if apply_to not in names:
-            raise reader.fail(f"{where}.apply_to", f"{apply_to!r} is no corpus of the study; corpora: {', '.join(names)}")
+            raise reader.error(f"{where}.apply_to", f"{apply_to!r} is no corpus of the study; corpora: {', '.join(names)}")
         if "attention" not in probes:
-            raise reader.fail(f"{where}.apply_to", "only attention probes are applied to another store; add attention to probes.probes")
+            raise reader.error(f"{where}.apply_to", "only attention probes are applied to another store; add attention to probes.probes")
     learn_from = reader.names(mapping["corpora"], f"{where}.corpora", choices=names) if "corpora" in mapping else tuple(n for n in names if n != apply_to)
     if apply_to in learn_from:
-        raise reader.fail(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")
+        raise reader.error(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")
     for probe in probes:
         for control in controls:
             try:
                 ProbeConfig(store="-", site="-", probe=probe, control=control, **options)
             except (ProbeError, TypeError) as error:
-                raise reader.fail(where, str(error)) from None
+                raise reader.error(where, str(error)) from None
     return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options)
