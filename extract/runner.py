@@ -173,7 +173,8 @@ def part_name(shard_index: int, num_shards: int, part: int) -> str:
     return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
 
 
-def _meta(utterance: Utterance, seconds: float) -> dict:
+def utterance_meta(utterance: Utterance, seconds: float) -> dict:
+    """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
     return {
         "gender": utterance.gender,
         "speaker": utterance.speaker,
@@ -333,7 +334,7 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
                 writer = open_writer({site: states[0][site].shape[1] for site in sites})
             for utterance, samples, state in zip(chosen, batch.audios, states):
                 speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
-                writer.add(utterance.id, state, _meta(utterance, len(samples) / SAMPLE_RATE), valid_frames=speech)
+                writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), valid_frames=speech)
             written_here += len(chosen)
             bar.update(len(chosen))
         if writer is None:  # every utterance of the part was skipped

@@ -41,6 +41,7 @@ from experiments.analysis.acoustic import (
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance
+from extract.runner import utterance_meta
 from extract.store import PartWriter, comparable_config, complete_parts
 
 F0_SITE = "f0"
@@ -147,15 +148,7 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
         for utterance in utterances:
             if utterance.id in features:
                 values, seconds = features[utterance.id]
-                meta = {
-                    "gender": utterance.gender,
-                    "speaker": utterance.speaker,
-                    "language": utterance.language,
-                    "split": utterance.split,
-                    "dataset": utterance.dataset,
-                    "duration": seconds,
-                }
-                writer.add(utterance.id, {F0_SITE: values[None]}, meta)
+                writer.add(utterance.id, {F0_SITE: values[None]}, utterance_meta(utterance, seconds))
     return {"store": str(out), "stored": len(features), "skipped": skipped, "up_to_date": False}
 
 
