@@ -7,35 +7,22 @@ its archive (no network, no package lists, not Debian), as tests/test_realvoices
 
 import importlib.util
 import json
-import warnings
 
 import numpy as np
 import pytest
 
 from experiments import f0_baseline
 from experiments import speakers as speakers_cli
-from experiments.recipes.realvoices.build import build_realvoices
-from experiments.recipes.realvoices.fetch import FetchError
 from extract.audio import load_audio
 from extract.manifest import read_manifest, write_manifest
 from probing.run import ProbeConfig, run_probe
 
 pytestmark = pytest.mark.slow
 
-LANGUAGES = ("fr", "it", "ru")
-PER_VOICE = 4
-
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("realvoices")
-    try:
-        build_realvoices(out, LANGUAGES, PER_VOICE, seed=0, show_progress=False)
-    except FetchError as error:
-        reason = f"the real voices cannot be fetched here: {error}"
-        warnings.warn(reason, stacklevel=1)
-        pytest.skip(reason)
-    return out / "manifest.jsonl"
+def corpus(real_voices):
+    return real_voices[1]
 
 
 def test_f0_alone_reads_gender_across_real_speakers(corpus, tmp_path):

@@ -5,40 +5,30 @@ French, Italian and Russian hold every codec: G.722 (asterisk core sounds), GSM 
 Desjardins), 8 kHz PCM (Paola Dal Zot) and 44.1 kHz Ogg (Tux Paint), and both genders.
 """
 
-import warnings
 from statistics import median
 
 import numpy as np
 import pytest
 import soundfile
 
-from experiments.recipes.realvoices.build import build_realvoices
 from experiments.recipes.realvoices.decode import source_seconds
-from experiments.recipes.realvoices.fetch import FetchError, unpack
+from experiments.recipes.realvoices.fetch import unpack
 from extract.audio import SAMPLE_RATE, load_audio
 from extract.manifest import read_manifest
+from tests.conftest import REAL_CLIPS_PER_VOICE
 
 pytestmark = pytest.mark.slow
 
-LANGUAGES = ("fr", "it", "ru")
-PER_VOICE = 4
-
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("realvoices")
-    try:
-        rows = build_realvoices(out, LANGUAGES, PER_VOICE, seed=0, show_progress=False)
-    except FetchError as error:
-        reason = f"the real voices cannot be fetched here: {error}"
-        warnings.warn(reason, stacklevel=1)
-        pytest.skip(reason)
-    return rows, read_manifest(out / "manifest.jsonl")
+def corpus(real_voices):
+    rows, manifest = real_voices
+    return rows, read_manifest(manifest)
 
 
 def test_every_codec_decodes_to_plausible_16k_speech(corpus):
     rows, utterances = corpus
-    assert len(utterances) == PER_VOICE * len(rows) and len(rows) == 7
+    assert len(utterances) == REAL_CLIPS_PER_VOICE * len(rows) and len(rows) == 7
     assert {u.extra["source_file"].rsplit(".", 1)[1] for u in utterances} == {"g722", "gsm", "wav", "ogg"}
     for u in utterances:
         info = soundfile.info(u.audio)
