@@ -1,10 +1,10 @@
-# Commands for users: `make demo` and `make test`; `make lint` for contributors. All install first (idempotently).
+# Commands for users: `make demo` and `make test`; `make lint` and `make docs` for contributors. All install first (idempotently).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figures test lint format clean-cache
+.PHONY: install demo demo-figures test lint docs format clean-cache
 
 install: $(STAMP)
 
@@ -32,6 +32,11 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# the documentation site (mkdocs.yml, docs/): --strict fails on a broken link or anchor; CI runs this.
+# The built site goes to the git-ignored cache.
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir .cache/site
 
 format: install
 	$(BIN)/ruff format .
