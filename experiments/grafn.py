@@ -30,7 +30,7 @@ DEFAULTS = GrafnParameters()
 
 
 def _add_parameters(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("GRAFN parameters (the choices the paper leaves open; see the README)")
+    group = parser.add_argument_group("GRAFN parameters (the choices the paper leaves open; see docs/stages/normalisation.md)")
     group.add_argument(
         "--window-seconds",
         type=float,

@@ -18,7 +18,7 @@ from extract.diskfull import naming_full_disk
 GENDERS = ("female", "male", "other", "unknown")
 
 # The whole mapping, lower-cased: a value not listed here is not guessed at (no prefix rules:
-# "manly woman" or "male-to-female" must not become "male"). The README prints this table.
+# "manly woman" or "male-to-female" must not become "male"). docs/concepts.md (Manifests) prints this table.
 GENDER_ALIASES = {
     "female": "female",
     "f": "female",
@@ -79,7 +79,7 @@ def normalize_gender(value: object) -> str:
     hypothesis rows use it; the corpus adapters map unrecognised values to ``unknown`` and count them."""
     label = gender_label(value)
     if label is None:
-        raise ValueError(f"unrecognised gender value {value!r}; expected one of {GENDERS} or an alias listed in the README")
+        raise ValueError(f"unrecognised gender value {value!r}; expected one of {GENDERS} or an alias listed in docs/concepts.md (Manifests)")
     return label
 
 

@@ -90,7 +90,7 @@ def positions_per_chunk(memory_gb: float, utterances: int, dim: int, positions: 
 
 def in_memory_bytes(utterances: int, positions: int, dim: int) -> int:
     """What the whole-array path held for ``[N, P, D]``: the features, their standardized copy and the
-    position-major copy the batched fit makes (for the README's memory table)."""
+    position-major copy the batched fit makes (for the memory table of docs/benchmarks.md)."""
     return COPIES_PER_CHUNK * utterances * positions * dim * FLOAT32
 
 

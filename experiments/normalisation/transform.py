@@ -2,7 +2,7 @@
 a gain H(f) on the STFT, and the inverse STFT with the input's length.
 
 Every choice the paper leaves open is a field of :class:`GrafnParameters`, with its default and the
-reason for it in the README ("GRAFN normalisation and gender-balanced fine-tuning").
+reason for it in docs/stages/normalisation.md.
 """
 
 from __future__ import annotations
