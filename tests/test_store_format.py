@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from extract.families import tiny_extractor
+from extract.families import Extractor, tiny_extractor
 from extract.manifest import Utterance
 from extract.runner import run_extraction
 from extract.store import (
@@ -206,3 +206,21 @@ def test_stored_and_speech_frames_per_utterance(tmp_path, keep_padding):
     prepared = extractor.prepare(audios)
     assert list(extractor.stored_lengths("encoder.final", prepared, {})) == [stored[name] for name in ids]
     assert [extractor.speech_frames("encoder.final", len(audio), 1500) for audio in audios] == [SPEECH[name] for name in ids]
+
+
+def test_a_family_written_against_the_old_name_valid_lengths_still_extracts():
+    """docs/contributing.md told family authors to implement ``valid_lengths``: such a family is not abstract and extracts."""
+    whisper = tiny_extractor("whisper")
+    borrowed = type(whisper)
+    with pytest.warns(DeprecationWarning, match="OldStyle.valid_lengths is deprecated: name it stored_lengths"):
+
+        class OldStyle(Extractor):
+            family = "old-style"
+            encoder_path = whisper.encoder_path
+            encoder, site_table, prepare, encode, frame_rate = borrowed.encoder, borrowed.site_table, borrowed.prepare, borrowed.encode, borrowed.frame_rate
+
+            def valid_lengths(self, site, prepared, captured):
+                return np.full(len(prepared.samples), 3)
+
+    states = OldStyle(whisper.model, whisper.processor).extract([np.full(8000, 0.05, np.float32)], ["encoder.final"])
+    assert states[0]["encoder.final"].shape == (3, 16)

@@ -3,6 +3,7 @@ family module exports (``FAMILY``)."""
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -68,6 +69,13 @@ class Extractor(ABC):
         self.checkpoint, self.revision = checkpoint, revision
         self.fingerprint: str | None = None  # what identifies the weights (ModelSpec.fingerprint); None for a model built in code
         self.device, self.dtype = torch.device(device), dtype
+
+    def __init_subclass__(cls, **kwargs):
+        """A family written against the old name ``valid_lengths`` (it returns stored frames) still works, with a warning."""
+        super().__init_subclass__(**kwargs)
+        if "valid_lengths" in vars(cls) and "stored_lengths" not in vars(cls):
+            warnings.warn(f"{cls.__name__}.valid_lengths is deprecated: name it stored_lengths", DeprecationWarning, stacklevel=2)
+            cls.stored_lengths = cls.valid_lengths
 
     @classmethod
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> Extractor:
