@@ -70,43 +70,32 @@ def file_sha256(path: str | Path) -> str:
 def store_content_hash(path: str | Path) -> str:
     """One sha256 over the complete parts of a store: each part's name and the content checksum its
     writer recorded (``content_sha256``; recomputed from the data for a part written before it existed)."""
-    import h5py
+    from extract.store import recorded_checksum, store_parts
 
-    from extract.store import content_checksum, store_parts
-
-    path = Path(path)
     digest = hashlib.sha256()
-    for part in store_parts(path):
-        with h5py.File(part, "r") as handle:
-            checksum = str(handle.attrs.get("content_sha256", "")) or content_checksum(handle)
-        digest.update(f"{part.name}\0{checksum}\n".encode())
+    for part in store_parts(Path(path)):
+        digest.update(f"{part.name}\0{recorded_checksum(part, recompute=True)}\n".encode())
     return digest.hexdigest()
-
-
-def _json(value, default):
-    if value is None:
-        return default
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def store_model_identity(reader, site: str) -> dict:
     """What a store records about the model behind ``site``: family, checkpoint (the model id the
     extractor reported), the model's fingerprint (None for a store written without one), revision,
     random init and its seed, the site's module, hidden size, frame rate and compute dtype."""
-    attrs = reader.attrs
-    config = _json(attrs.get("config"), {}) or {}
+    info = reader.info
+    config = info.config
     random_init = bool(config.get("random_init", False))
     return {
-        "family": str(attrs.get("family", config.get("model", ""))),
-        "checkpoint": str(attrs.get("model_id", config.get("checkpoint", ""))),
+        "family": info.family if info.family is not None else str(config.get("model", "")),
+        "checkpoint": info.model_id if info.model_id is not None else str(config.get("checkpoint", "")),
         FINGERPRINT: config.get(FINGERPRINT),
-        "revision": str(attrs.get("revision", "") or ""),
+        "revision": info.revision or "",
         "random_init": random_init,
         "seed": config.get("seed") if random_init else None,
-        "site_module": _json(attrs.get("site_modules"), {}).get(site, ""),
+        "site_module": info.site_module(site),
         "hidden_size": reader.dim(site),
-        "frame_rate": _json(attrs.get("frame_rates"), {}).get(site),
-        "model_dtype": str(attrs.get("model_dtype", "")),
+        "frame_rate": (info.frame_rates or {}).get(site),
+        "model_dtype": info.model_dtype or "",
     }
 
 

@@ -27,7 +27,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +44,15 @@ from extract.provenance import provenance
 from extract.store import (
     PartClaim,
     PartWriter,
+    StoreAttributes,
     StoreError,
     changed_manifest,
     comparable_config,
-    comparable_key,
     differing_keys,
     is_complete,
+    part_attributes,
     part_damage,
+    part_ids,
     same_configuration,
 )
 
@@ -217,17 +219,17 @@ def run_extraction(
     mine = shard_slice(utterances, num_shards, shard_index)
     parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
     table = extractor.site_table()
-    attributes = {
-        "model_id": extractor.checkpoint,
-        "revision": extractor.revision or "",
-        "family": extractor.family,
-        "site_modules": {site: f"{table[site].module or '<model>'}:{table[site].take}" for site in sites},
-        "frame_rates": {site: extractor.frame_rate(site) for site in sites},
-        "model_dtype": str(extractor.dtype).removeprefix("torch."),
-        "storage_dtype": storage_dtype,
-        "config": config,
+    attributes = StoreAttributes(
+        model_id=extractor.checkpoint,
+        revision=extractor.revision or "",
+        family=extractor.family,
+        site_modules={site: f"{table[site].module or '<model>'}:{table[site].take}" for site in sites},
+        frame_rates={site: extractor.frame_rate(site) for site in sites},
+        model_dtype=str(extractor.dtype).removeprefix("torch."),
+        storage_dtype=storage_dtype,
+        config=config,
         **provenance(),
-    }
+    )
     report = ExtractionReport()
     finished = finished_parts(out_dir)
     refuse_other_configurations(out_dir, list(finished.values()), config)
@@ -266,53 +268,38 @@ def _note_damage(path: Path) -> None:
 
 
 def _resume(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
-    _check_resumable(path, part)
-    report.resumed += len(part) - len(json.loads(_attribute(path, "skipped")))
-    report.skipped.extend(json.loads(_attribute(path, "skipped")))
-    report.audio_notes.update(json.loads(_attribute(path, "audio_notes", "{}")))
+    attributes = part_attributes(path)
+    skipped = attributes.skipped or []
+    _check_resumable(path, part, skipped)
+    report.resumed += len(part) - len(skipped)
+    report.skipped.extend(skipped)
+    report.audio_notes.update(attributes.audio_notes or {})
     report.parts.append(str(path))
-
-
-def _attribute(path: Path, key: str, default=None):
-    import h5py
-
-    with h5py.File(path, "r") as handle:
-        return handle.attrs[key] if default is None else handle.attrs.get(key, default)
 
 
 def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
     """Every complete part already in ``out_dir`` must come from this configuration
     (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
     another path as the same model); a changed manifest is named as such."""
-    import h5py
-
-    others: dict[str, list[Path]] = {}
+    others: dict[str, tuple[dict, list[Path]]] = {}
     for path in parts:
-        with h5py.File(path, "r") as handle:
-            stored = str(handle.attrs.get("config", ""))
-        if same_configuration(stored, json.dumps(config)):
+        stored = part_attributes(path).config
+        if same_configuration(stored, config):
             continue
-        try:
-            decoded = json.loads(stored)
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, dict) and (message := changed_manifest(decoded, config, "store", "--out folder")):
+        if message := changed_manifest(stored, config, "store", "--out folder"):
             raise StoreError(f"{out_dir}: {message}")
-        others.setdefault(stored, []).append(path)
+        others.setdefault(json.dumps(comparable_config(stored), sort_keys=True), (stored, []))[1].append(path)
     if others:
-        names = [p.name for group in others.values() for p in group]
-        differences = "; ".join(differing_keys(comparable_key(stored), json.dumps(comparable_config(config))) for stored in others)
+        names = [p.name for _, group in others.values() for p in group]
+        differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
         raise StoreError(
             f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
             f"another configuration (stored vs this run: {differences}); use a new --out folder or delete them"
         )
 
 
-def _check_resumable(path: Path, part: list[Utterance]) -> None:
-    import h5py
-
-    with h5py.File(path, "r") as handle:
-        stored_ids = set(handle["ids"].asstr()[:]) | {s["id"] for s in json.loads(handle.attrs["skipped"])}
+def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> None:
+    stored_ids = set(part_ids(path)) | {entry["id"] for entry in skipped}
     if stored_ids != {u.id for u in part}:
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
@@ -322,8 +309,8 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
     writer, written_here = None, 0
 
     def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
-        part_attributes = {**attributes, "skipped": json.dumps(log.skipped), "audio_notes": json.dumps(log.notes)}
-        return PartWriter(path, dims, storage_dtype, part_attributes, claim=claim)
+        recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
+        return PartWriter(path, dims, storage_dtype, recorded, claim=claim)
 
     try:
         for batch in audio_batches(part, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar):
@@ -334,7 +321,7 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_s
                 writer = open_writer({site: states[0][site].shape[1] for site in sites})
             for utterance, samples, state in zip(chosen, batch.audios, states):
                 speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
-                writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), valid_frames=speech)
+                writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), speech_frames=speech)
             written_here += len(chosen)
             bar.update(len(chosen))
         if writer is None:  # every utterance of the part was skipped

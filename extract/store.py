@@ -1,9 +1,20 @@
 """HDF5 shard store: ragged hidden states per site, CSR style, with metadata and provenance.
 
-A store is a folder of part files ``{prefix}-part{k:05d}.h5``. Each part holds, per site, a
+This module owns the on-disk format: no other module opens a part file (``h5py`` is imported
+here only). A store is a folder of part files ``{prefix}-part{k:05d}.h5``. Each part holds, per site, a
 ``sites/{site}/data`` array (total_frames x D), ``sites/{site}/offsets`` (N + 1) and
-``sites/{site}/valid`` (N, the speech frames of each utterance: fewer than its stored frames when
-padding was kept on purpose), the utterance ids, and per-utterance metadata.
+``sites/{site}/valid`` (N, each utterance's speech frames), the utterance ids, per-utterance
+metadata, and attributes, decoded in one place: :class:`StoreAttributes` (model, site table, frame
+rates, dtypes, the run's config, provenance, skipped utterances, audio notes).
+
+Two frame counts, named the same everywhere:
+
+- **stored frames**: the rows an utterance has in ``data`` (``offsets[i + 1] - offsets[i]``;
+  :meth:`ShardReader.stored_frames`, :meth:`ShardReader.stored_lengths`, ``Extractor.stored_lengths``).
+- **speech frames**: how many of those hold speech (the ``valid`` dataset;
+  :meth:`ShardReader.speech_lengths`, ``Extractor.speech_frames``). They equal the stored frames
+  unless padding was kept on purpose (``--keep-padding``: Whisper stores its whole 30 s window,
+  1500 frames, whatever the utterance's duration). F1_S and every "speech positions" quantity count these.
 
 Writing is guarded three ways. A writer first claims the part (``extract.claims``): ``{part}.lock`` is created
 atomically (``O_CREAT | O_EXCL``) and names the holder's host and pid, so a second writer of the
@@ -22,6 +33,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +50,94 @@ FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
 
 class StoreError(RuntimeError):
     pass
+
+
+WRITER_ATTRIBUTES = ("complete", "utterances", "content_sha256")  # set by PartWriter itself, never given to it
+
+
+@dataclass(frozen=True)
+class StoreAttributes:
+    """A part's attributes, decoded: the one home of their on-disk encoding.
+
+    On disk every attribute that is not a string, number or bool is a JSON string (``site_modules``,
+    ``frame_rates``, ``config``, ``skipped``, ``audio_notes``, an F0 store's ``pitch_ranges``).
+    ``None`` means the part does not record it (a store written by hand, or before it existed); it
+    is then not written either, so a record read from a part writes back the same attributes.
+    ``extra`` holds any other attribute as stored. What the writer records itself (``complete``,
+    ``utterances``, ``content_sha256``) is not part of the record: see :func:`part_damage` and
+    :func:`recorded_checksum`.
+    """
+
+    model_id: str | None = None
+    revision: str | None = None
+    family: str | None = None
+    site_modules: dict[str, str] | None = None  # site -> "module:take", in the site table's forward order
+    frame_rates: dict[str, float] | None = None  # site -> frames per second (NaN: not timed)
+    model_dtype: str | None = None
+    storage_dtype: str | None = None
+    config: dict = field(default_factory=dict)  # what determines the stored values (ExtractionJob.store_config)
+    package_version: str | None = None
+    git_commit: str | None = None
+    skipped: list[dict] | None = None  # utterances of the part that were skipped, with why
+    audio_notes: dict[str, dict] | None = None  # utterance id -> what extraction changed in or noticed about its audio
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_attrs(cls, attrs, where: str | Path = "store") -> StoreAttributes:
+        """The record of a part's raw attributes (an h5py ``AttributeManager`` or a dict); a JSON
+        attribute that does not parse is :class:`DamagedPartError` naming ``where``."""
+        known = {item.name for item in fields(cls)} - {"extra"}
+        values, extra = {}, {}
+        for key in attrs:
+            if key in WRITER_ATTRIBUTES:
+                continue
+            value = attrs[key]
+            if key not in known:
+                extra[key] = value
+            elif key in _JSON_FIELDS:
+                values[key] = _decoded(value, key, where)
+            else:
+                values[key] = _plain(value)
+        if values.get("config") is None:
+            values["config"] = {}
+        return cls(**values, extra=extra)
+
+    def to_attrs(self) -> dict:
+        """The attributes as written: scalars as they are, everything else as JSON text; unrecorded (None) left out."""
+        recorded = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "extra"}
+        recorded |= self.extra
+        return {key: _encoded(value) for key, value in recorded.items() if value is not None}
+
+    def frame_rate(self, site: str) -> float:
+        """Frames per second the extraction recorded for ``site`` (NaN when it recorded none)."""
+        return float((self.frame_rates or {}).get(site, float("nan")))
+
+    def site_module(self, site: str) -> str:
+        """The ``module:take`` of ``site`` in the recorded site table ("" when it recorded none)."""
+        return (self.site_modules or {}).get(site, "")
+
+
+_JSON_FIELDS = ("site_modules", "frame_rates", "config", "skipped", "audio_notes")
+
+
+def _encoded(value):
+    return value if isinstance(value, (str, int, float, bool)) else json.dumps(value)
+
+
+def _plain(value):
+    """A scalar attribute as Python: h5py gives numpy scalars for numbers and bools."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _decoded(value, key: str, where):
+    if not isinstance(value, str):
+        return value
+    if not value:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as error:
+        raise DamagedPartError(Path(where), f"attribute {key} is not JSON: {error}") from None
 
 
 class ClaimError(StoreError, claims.ClaimError):
@@ -120,10 +220,13 @@ class PartWriter:
     a dataset, where it could only print tracebacks and leave a broken file that crashes the process.
     """
 
-    def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: dict, claim: PartClaim | None = None):
+    def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: StoreAttributes | dict, claim: PartClaim | None = None):
+        """``attributes``: the part's :class:`StoreAttributes` (a dict of raw attributes is decoded first)."""
         import h5py
 
         self.path = Path(path)
+        if not isinstance(attributes, StoreAttributes):
+            attributes = StoreAttributes.from_attrs(attributes, self.path)
         self.temporary = temporary_path(self.path)
         self.file = None
         self.datasets: dict[str, object] = {}
@@ -142,8 +245,8 @@ class PartWriter:
         self.site_dims = dict(site_dims)
         self.dtype = np.dtype(storage_dtype)
         with self._discarded_on_failure():
-            for key, value in attributes.items():
-                self.file.attrs[key] = value if isinstance(value, (str, int, float, bool)) else json.dumps(value)
+            for key, value in attributes.to_attrs().items():
+                self.file.attrs[key] = value
             self.file.attrs["complete"] = False
             for site, dim in self.site_dims.items():
                 rows = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
@@ -151,11 +254,11 @@ class PartWriter:
         self.ids: list[str] = []
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
-        self.valid: dict[str, list[int]] = {site: [] for site in self.site_dims}
+        self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
         self.digests = {site: hashlib.sha256() for site in self.site_dims}
 
-    def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, valid_frames: dict[str, int] | None = None) -> None:
-        """Append one utterance; ``valid_frames`` maps site -> its speech frames (default: all stored frames).
+    def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, speech_frames: dict[str, int] | None = None) -> None:
+        """Append one utterance; ``speech_frames`` maps site -> its speech frames (default: all its stored frames).
 
         Values are checked for finiteness after the cast to the storage dtype (float16 turns
         magnitudes above 65504 into infinity); nothing of a refused utterance is written.
@@ -167,17 +270,17 @@ class PartWriter:
             if array.ndim != 2 or array.shape[1] != self.site_dims[site]:
                 raise StoreError(f"utterance {utterance_id}: site {site} has shape {array.shape}, expected (T, {self.site_dims[site]})")
             stored[site] = _finite_after_cast(array, self.dtype, site, utterance_id)
-        valid = {site: array.shape[0] for site, array in stored.items()} | dict(valid_frames or {})
-        for site, count in valid.items():
+        speech = {site: array.shape[0] for site, array in stored.items()} | dict(speech_frames or {})
+        for site, count in speech.items():
             if site not in stored:
-                raise StoreError(f"utterance {utterance_id}: valid frames given for site {site}, which the store does not have")
+                raise StoreError(f"utterance {utterance_id}: speech frames given for site {site}, which the store does not have")
             if not 0 <= int(count) <= stored[site].shape[0]:
-                raise StoreError(f"utterance {utterance_id}: valid frames {count} at site {site} outside 0..{stored[site].shape[0]} (its stored frames)")
+                raise StoreError(f"utterance {utterance_id}: speech frames {count} at site {site} outside 0..{stored[site].shape[0]} (its stored frames)")
         with self._discarded_on_failure():
             for site, array in stored.items():
                 self._append(site, array)
         for site in stored:
-            self.valid[site].append(int(valid[site]))
+            self.speech[site].append(int(speech[site]))
         self.ids.append(utterance_id)
         for name in self.meta:
             self.meta[name].append(meta.get(name, "" if name != "duration" else float("nan")))
@@ -228,10 +331,10 @@ class PartWriter:
         return f"cannot write {where} ({reason}): the part was discarded; fix that and rerun (complete parts are kept and skipped)"
 
     def _write_index(self) -> str:
-        """Offsets, valid counts, ids, metadata and the content checksum; returns the checksum."""
+        """Offsets, speech frames (``valid``), ids, metadata and the content checksum; returns the checksum."""
         for site in self.site_dims:
             self.file.create_dataset(f"sites/{site}/offsets", data=np.asarray(self.offsets[site], dtype=np.int64))
-            self.file.create_dataset(f"sites/{site}/valid", data=np.asarray(self.valid[site], dtype=np.int64))
+            self.file.create_dataset(f"sites/{site}/valid", data=np.asarray(self.speech[site], dtype=np.int64))
         self.file.create_dataset("ids", data=np.array(self.ids, dtype=object), dtype=_string_dtype())
         for name, values in self.meta.items():
             if name == "duration":
@@ -239,7 +342,7 @@ class PartWriter:
             else:
                 self.file.create_dataset(f"meta/{name}", data=np.array(values, dtype=object), dtype=_string_dtype())
         self.file.attrs["utterances"] = len(self.ids)
-        expected = _content_digest({site: digest.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.valid, self.ids)
+        expected = _content_digest({site: digest.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.speech, self.ids)
         self.file.attrs["content_sha256"] = expected
         return expected
 
@@ -316,7 +419,7 @@ def _bytes_of(array: np.ndarray) -> memoryview:
 
 
 def _content_digest(site_digests: dict[str, str], offsets: dict[str, Sequence[int]], valid: dict[str, Sequence[int]], ids: Sequence[str]) -> str:
-    """One sha256 over every site's data digest, offsets and valid counts, and the ids."""
+    """One sha256 over every site's data digest, offsets and speech frames (``valid``), and the ids."""
     total = hashlib.sha256()
     for site in sorted(site_digests):
         total.update(site.encode() + b"\0" + site_digests[site].encode())
@@ -359,6 +462,39 @@ def part_damage(path: Path) -> str | None:
     return None if complete else "not marked complete"
 
 
+@contextmanager
+def _opened(part: Path):
+    """``part`` open for reading; one that cannot be read is :class:`DamagedPartError`."""
+    import h5py
+
+    try:
+        handle = h5py.File(part, "r")
+    except OSError as error:
+        raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
+    with handle:
+        yield handle
+
+
+def part_attributes(part: str | Path) -> StoreAttributes:
+    """The decoded attributes of one part file."""
+    with _opened(Path(part)) as handle:
+        return StoreAttributes.from_attrs(handle.attrs, part)
+
+
+def part_ids(part: str | Path) -> list[str]:
+    """The ids of the utterances one part file stores, in its order (its skipped ones are in :attr:`StoreAttributes.skipped`)."""
+    with _opened(Path(part)) as handle:
+        return handle["ids"].asstr()[:].tolist()
+
+
+def recorded_checksum(part: str | Path, recompute: bool = False) -> str:
+    """The content checksum the writer recorded in ``part`` (``content_sha256``). A part written before
+    it existed has none: "" then, or with ``recompute`` the checksum recomputed from its content."""
+    with _opened(Path(part)) as handle:
+        recorded = str(handle.attrs.get("content_sha256", ""))
+        return recorded or (content_checksum(handle) if recompute else "")
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -395,12 +531,12 @@ def store_parts(path: str | Path) -> list[Path]:
 class ShardReader:
     """Read a store folder (or one part file) lazily; safe to open inside DataLoader workers.
 
-    h5py handles are opened on first use in each process and never pickled.
+    h5py handles are opened on first use in each process and never pickled. :attr:`info` holds the
+    store's decoded attributes (:class:`StoreAttributes`, from its first part that stores utterances);
+    :meth:`skipped` lists every part's skipped utterances.
     """
 
     def __init__(self, path: str | Path):
-        import h5py
-
         path = Path(path)
         self.parts = store_parts(path)
         if not self.parts:
@@ -410,17 +546,20 @@ class ShardReader:
         self._ids: list[str] = []
         self._meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         sites = None
-        configurations: dict[str, list[Path]] = {}
+        configurations: list[tuple[dict, list[Path]]] = []
         self._audio_notes: dict[str, dict] = {}
+        self._attributes: list[StoreAttributes] = []
         for part_number, part in enumerate(self.parts):
-            with h5py.File(part, "r") as handle:
-                configurations.setdefault(comparable_key(str(handle.attrs.get("config", ""))), []).append(part)
-                self._audio_notes.update(_json_attribute(handle, "audio_notes"))
+            with _opened(part) as handle:
+                attributes = StoreAttributes.from_attrs(handle.attrs, part)
+                self._attributes.append(attributes)
+                _group_by_configuration(configurations, attributes.config, part)
+                self._audio_notes.update(attributes.audio_notes or {})
                 part_sites = list(handle["sites"].keys()) if "sites" in handle else []
                 if not handle["ids"].shape[0]:
                     continue  # every utterance of this part was skipped: nothing to read
                 if sites is None:
-                    sites, self.attrs = part_sites, {k: handle.attrs[k] for k in handle.attrs}
+                    sites, self.info = part_sites, attributes
                     self._dims = {site: int(handle[f"sites/{site}/data"].shape[1]) for site in part_sites}
                 elif set(part_sites) != set(sites):
                     raise StoreError(f"{part}: sites {part_sites} differ from {sites}")
@@ -436,7 +575,7 @@ class ShardReader:
         refuse_mixed_configurations(configurations, path)
         if sites is None:
             raise StoreError(f"{path}: the store holds no utterances")
-        self.sites = _site_order(sites, self.attrs, path)
+        self.sites = _site_order(sites, self.info, path)
         self._handles: dict[int, object] = {}
         self._pid = None
 
@@ -445,7 +584,13 @@ class ShardReader:
         state["_handles"], state["_pid"] = {}, None
         return state
 
+    @property
+    def attrs(self) -> dict:
+        """Deprecated: the attributes as stored (JSON text for everything but scalars); read :attr:`info`, decoded, instead."""
+        return self.info.to_attrs()
+
     def _handle(self, part_number: int):
+        """The part's h5py file, opened once per process (never pickled)."""
         import h5py
 
         if self._pid != os.getpid():
@@ -488,10 +633,19 @@ class ShardReader:
         if site not in self.sites:
             raise KeyError(f"no site {site!r}; the store has {', '.join(self.sites)}")
 
-    def length(self, site: str, utterance_id: str) -> int:
+    def skipped(self) -> list[dict]:
+        """The utterances every part skipped at extraction (missing, corrupt, silent audio), with why."""
+        return [entry for attributes in self._attributes for entry in attributes.skipped or []]
+
+    def stored_frames(self, site: str, utterance_id: str) -> int:
+        """The stored frames of one utterance at ``site`` (speech, and padding where it was kept)."""
         part, row = self._index[utterance_id]
         offsets = self._handle(part)[f"sites/{site}/offsets"]
         return int(offsets[row + 1] - offsets[row])
+
+    def length(self, site: str, utterance_id: str) -> int:
+        """Deprecated name of :meth:`stored_frames` (kept for callers of the documented ``length()``)."""
+        return self.stored_frames(site, utterance_id)
 
     def speech_lengths(self, site: str, ids: Sequence[str] | None = None) -> np.ndarray:
         """Speech frames per utterance at ``site`` (int64), aligned with ``ids`` (default: :attr:`ids`).
@@ -509,7 +663,7 @@ class ShardReader:
             if "valid" in group:
                 valid = group["valid"][:]
             else:
-                valid = _derived_speech_lengths(handle, site, self.parts[part])
+                valid = _derived_speech_lengths(handle, site, self.parts[part], self._attributes[part])
             for position, row in rows:
                 lengths[position] = valid[row]
         return lengths
@@ -541,7 +695,9 @@ class ShardReader:
     def leading(self, site: str, positions: int, ids: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The first ``positions`` frames of each utterance, zero-padded: ``([N, P, D] float32, lengths [N])``.
 
-        ``lengths`` are the valid frames (capped at P); rows beyond them are padding, never data.
+        ``lengths`` are the stored frames (capped at P): rows beyond them are zeros this call added,
+        never data. Where padding was kept, stored frames past the speech frames are the model's
+        states of that padding (:meth:`speech_lengths` says where speech ends).
         """
         ids = self._ids if ids is None else list(ids)
         return self.frames(site, 0, positions, ids), np.minimum(self.stored_lengths(site, ids), positions)
@@ -578,16 +734,18 @@ class ShardReader:
         return self._handle(0)[f"sites/{site}/data"].dtype
 
     def means(self, site: str, ids: Sequence[str] | None = None) -> np.ndarray:
-        """Mean over valid frames per utterance: ``[N, D]`` float32, read one utterance at a time."""
+        """Mean over speech frames per utterance (kept padding left out): ``[N, D]`` float32, read one utterance at a time."""
         self._check_site(site)
         ids = self._ids if ids is None else list(ids)
+        speech = self.speech_lengths(site, ids)
         out = np.zeros((len(ids), self.dim(site)), dtype=np.float32)
         for part, rows in self._by_part(ids).items():
             group = self._handle(part)[f"sites/{site}"]
             offsets = group["offsets"][:]
             data = group["data"]
             for position, row in rows:
-                states = self._finite(data[int(offsets[row]) : int(offsets[row + 1])].astype(np.float32), part, site, ids[position])
+                first = int(offsets[row])
+                states = self._finite(data[first : first + int(speech[position])].astype(np.float32), part, site, ids[position])
                 out[position] = states.mean(axis=0)
         return out
 
@@ -601,16 +759,22 @@ class ShardReader:
         self._handles = {}
 
 
-def refuse_mixed_configurations(configurations: dict[str, list[Path]], where) -> None:
+def _group_by_configuration(groups: list[tuple[dict, list[Path]]], config: dict, part: Path) -> None:
+    """Adds ``part`` to the group of its configuration (:func:`same_configuration`), or starts one."""
+    for known, parts in groups:
+        if same_configuration(known, config):
+            parts.append(part)
+            return
+    groups.append((config, [part]))
+
+
+def refuse_mixed_configurations(configurations: list[tuple[dict, list[Path]]], where) -> None:
     """One store, one configuration: parts written with different ones (a random-init shard beside
     a trained one, a 1-shard run beside a 3-shard one) are refused, naming parts and differing keys;
     parts written through two spellings of one checkpoint folder are one (:func:`same_configuration`)."""
     if len(configurations) <= 1:
         return
-    (first, first_parts), *others = configurations.items()
-    others = [(config, parts) for config, parts in others if not same_configuration(first, config)]
-    if not others:
-        return
+    (first, first_parts), *others = configurations
     described = []
     for config, parts in others:
         keys = differing_keys(first, config)
@@ -630,15 +794,6 @@ def comparable_config(config: dict) -> dict:
     return {key: value for key, value in config.items() if key not in RECORDED_NOT_COMPARED}
 
 
-def comparable_key(raw: str) -> str:
-    """A part's JSON config attribute as :func:`comparable_config` compares it (unparsable: as is)."""
-    try:
-        config = json.loads(raw or "{}")
-    except ValueError:
-        return raw
-    return json.dumps(comparable_config(config)) if isinstance(config, dict) else raw
-
-
 def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> str | None:
     """The refusal of a resume whose manifest changed since ``stored`` was written (None if it did
     not, or ``stored`` predates ``manifest_sha256``): corrected labels mean a new output, never one
@@ -649,38 +804,26 @@ def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> st
     return f"--manifest {current.get('manifest')} changed since this {what} was started (sha256 {before[:12]}… then, {now[:12]}… now): use a new {instead}"
 
 
-def same_configuration(first: str, second: str) -> bool:
-    """Whether two parts' JSON configs describe one configuration: compared without what records only
-    how a path was spelled (:func:`comparable_config`: one manifest content is one manifest) and by
-    :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
-    try:
-        a, b = json.loads(first or "{}"), json.loads(second or "{}")
-    except ValueError:
-        return first == second
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return first == second
-    a, b = compared(comparable_config(a), comparable_config(b))
+def same_configuration(first: dict, second: dict) -> bool:
+    """Whether two stores' configs (:attr:`StoreAttributes.config`) describe one configuration: compared
+    without what records only how a path was spelled (:func:`comparable_config`: one manifest content is
+    one manifest) and by :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
+    a, b = compared(comparable_config(first), comparable_config(second))
     return a == b
 
 
-def differing_keys(first: str, second: str) -> str:
-    """``key: first value vs second value`` for every key two JSON configs disagree on."""
-    try:
-        a, b = json.loads(first or "{}"), json.loads(second or "{}")
-    except ValueError:
-        return "config"
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return "config"
+def differing_keys(first: dict, second: dict) -> str:
+    """``key: first value vs second value`` for every key two configs disagree on (the manifest by its content)."""
+    a, b = comparable_config(first), comparable_config(second)
     return ", ".join(f"{key}: {a.get(key)!r} vs {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key))
 
 
-def _derived_speech_lengths(handle, site: str, part: Path) -> np.ndarray:
+def _derived_speech_lengths(handle, site: str, part: Path, attributes: StoreAttributes) -> np.ndarray:
     """Speech frames of a part written before ``valid`` existed (see :meth:`ShardReader.speech_lengths`)."""
     stored = np.diff(handle[f"sites/{site}/offsets"][:]).astype(np.int64)
-    config = _json_attribute(handle, "config")
-    if not (isinstance(config, dict) and config.get("keep_padding")):
+    if not attributes.config.get("keep_padding"):
         return stored
-    rate = float(_json_attribute(handle, "frame_rates").get(site, float("nan")))
+    rate = attributes.frame_rate(site)
     durations = handle["meta/duration"][:]
     if not np.isfinite(rate) or not np.isfinite(durations).all():
         raise StoreError(f"{part}: site {site} kept padding but has no frame rate or durations to derive speech lengths from")
@@ -688,19 +831,13 @@ def _derived_speech_lengths(handle, site: str, part: Path) -> np.ndarray:
     return np.minimum(speech, stored)
 
 
-def _json_attribute(handle, key: str):
-    value = handle.attrs.get(key, "{}")
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _site_order(sites: list[str], attrs: dict, path: Path) -> list[str]:
+def _site_order(sites: list[str], attributes: StoreAttributes, path: Path) -> list[str]:
     """``sites`` in the forward order of the site table the extraction recorded (the keys of the
     ``site_modules`` attribute, written in table order). A store written without a site table (built
     by hand, as in tests) keeps the order of its file."""
-    recorded = attrs.get("site_modules")
-    if recorded is None:
+    if attributes.site_modules is None:
         return list(sites)
-    order = list(json.loads(recorded) if isinstance(recorded, str) else recorded)
+    order = list(attributes.site_modules)
     unrecorded = [site for site in sites if site not in order]
     if unrecorded:
         raise StoreError(f"{path}: site(s) {', '.join(unrecorded)} are stored but missing from its site table (site_modules); the store is damaged")

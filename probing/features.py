@@ -20,7 +20,7 @@ BASE_GB = 1.0  # the interpreter, torch, scikit-learn and the metadata: what a r
 
 
 def positional(reader, site: str, ids: list[str], positions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``positions`` frames (``[N, P, D]``, zero-padded) and each utterance's valid count."""
+    """The first ``positions`` frames (``[N, P, D]``, zero-padded) and each utterance's stored frames (capped at P)."""
     return reader.leading(site, positions, ids)
 
 
@@ -194,8 +194,7 @@ def mean_lengths(reader, site: str, ids: list[str]) -> tuple[float, float]:
     "Speech positions" (F1_S, the MDL span, the figure's test-length line) use the first.
     """
     speech = reader.speech_lengths(site, ids)
-    stored = [reader.length(site, utterance_id) for utterance_id in ids]
-    return float(np.mean(speech)), float(np.mean(stored))
+    return float(np.mean(speech)), float(np.mean(reader.stored_lengths(site, ids)))
 
 
 def valid_mask(lengths: np.ndarray, positions: int) -> np.ndarray:

@@ -145,7 +145,7 @@ def _positional_run(config, reader, splits, labels):
     first copied position-major to a scratch file under ``$TMPDIR`` (N x P x D in the store's dtype),
     deleted afterwards. Returns per-position scores, the positions used and the code."""
     ids = {n: getattr(splits, n).ids for n in ("train", "test")}  # positional probes select nothing on dev
-    stored = {n: np.array([int(reader.length(config.site, i)) for i in ids[n]], dtype=np.int64) for n in ids}
+    stored = {n: reader.stored_lengths(config.site, ids[n]) for n in ids}
     width = min(config.positions, int(max(stored["train"].max(), stored["test"].max())))
     masks = {n: features.valid_mask(np.minimum(stored[n], width), width) for n in ids}
     step = features.positions_per_chunk(config.memory_gb, len(ids["train"]) + len(ids["test"]), reader.dim(config.site), width)
@@ -373,17 +373,13 @@ def store_identity(*paths: str | Path) -> str:
     its writer recorded (``content_sha256``; absent in parts written before it existed), size, inode
     and modification time, store by store (not how a store's path is spelled). Rewriting a part (a
     new file renamed into place) changes it; reading does not."""
-    import h5py
-
-    from extract.store import store_parts
+    from extract.store import recorded_checksum, store_parts
 
     entries = []
     for index, path in enumerate(map(Path, paths)):
         for part in [path] if path.is_file() else store_parts(path):
             stat = os.stat(part)
-            with h5py.File(part, "r") as handle:
-                checksum = str(handle.attrs.get("content_sha256", ""))
-            entries.append([index, part.name, checksum, stat.st_size, stat.st_ino, stat.st_mtime_ns])
+            entries.append([index, part.name, recorded_checksum(part), stat.st_size, stat.st_ino, stat.st_mtime_ns])
     return hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:16]
 
 
@@ -393,26 +389,21 @@ def store_subject(reader, language: str | None = None) -> dict:
     utterances probed (``language``: the probe's language filter, else the store's languages; several
     values joined with ``+``). A store written before labels existed gets the default label of its
     family and checkpoint (:func:`extract.provenance.model_label`)."""
-    attrs = reader.attrs
-    config = _json_value(attrs.get("config")) or {}
-    family = str(attrs["family"]) if attrs.get("family") else None
-    checkpoint = config.get("checkpoint") or (str(attrs["model_id"]) if attrs.get("model_id") else None)
+    info = reader.info
+    config = info.config
+    family = info.family or None
+    checkpoint = config.get("checkpoint") or info.model_id or None
     metadata = reader.metadata()
     chosen = [i for i, value in enumerate(metadata["language"]) if language is None or value == language]
     return {
         "model": config.get("label") or model_label(family, checkpoint, bool(config.get("random_init"))),
         "family": family,
         "checkpoint": checkpoint,
-        "revision": config.get("revision") or (str(attrs["revision"]) if attrs.get("revision") else None),
+        "revision": config.get("revision") or info.revision or None,
         "manifest_sha256": config.get("manifest_sha256"),
         "dataset": joined(metadata["dataset"][i] for i in chosen),
         "language": language or joined(metadata["language"]),
     }
-
-
-def _json_value(value):
-    """An HDF5 attribute that holds JSON text, decoded (other values as they are)."""
-    return json.loads(value) if isinstance(value, str) and value else value
 
 
 def config_store_identity(config: ProbeConfig) -> str:

@@ -59,7 +59,7 @@ def write_store(
                     f"{gender}-{s}-{u}",
                     {site: states},
                     {"gender": gender, "speaker": f"{gender}-{s}", "language": language, "split": split, "dataset": dataset, "duration": length / 50},
-                    valid_frames={site: length},
+                    speech_frames={site: length},
                 )
     writer.close()
     return folder

@@ -156,7 +156,7 @@ def _mirrored_store(folder, states):
                 frames = states(s, u)
                 split = "train" if s < 3 else "dev" if s == 3 else "test"
                 metadata = {"gender": gender, "speaker": f"{gender}{s}", "language": "en", "split": split, "dataset": "s", "duration": len(frames) / 50}
-                writer.add(f"{gender}{s}-{u}", {SITE: frames}, metadata, valid_frames={SITE: len(frames)})
+                writer.add(f"{gender}{s}-{u}", {SITE: frames}, metadata, speech_frames={SITE: len(frames)})
     writer.close()
     return folder
 

@@ -82,7 +82,7 @@ def test_stored_states_equal_the_models_own_outputs(family, tmp_path):
         np.testing.assert_allclose(got, expected[: got.shape[0]], atol=1e-4, err_msg=f"{family} {site}")
 
 
-def test_valid_lengths_follow_the_stride_formulas():
+def test_stored_lengths_follow_the_stride_formulas():
     samples = [16_000, 24_321, 11_200]
     waves = [np.full(n, 0.05, dtype=np.float32) for n in samples]
     whisper = tiny_extractor("whisper")
@@ -262,9 +262,10 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
     meta = reader.meta("u1")
     assert (meta["gender"], meta["speaker"], meta["split"], meta["language"]) == ("female", "s1", "train", "en")
     assert meta["duration"] == pytest.approx(0.5 + 1 / 3, abs=1e-3)
-    for key in ("model_id", "revision", "site_modules", "frame_rates", "storage_dtype", "package_version", "git_commit", "config"):
-        assert key in reader.attrs
-    assert json.loads(reader.attrs["site_modules"])["post_adapter"] == "speech_encoder.inner_layer_norm:output"
+    for key in ("model_id", "revision", "site_modules", "frame_rates", "storage_dtype", "package_version", "git_commit"):
+        assert getattr(reader.info, key) is not None, key
+    assert reader.info.config["sites"] == ["pre_adapter", "post_adapter"]
+    assert reader.info.site_modules["post_adapter"] == "speech_encoder.inner_layer_norm:output"
     assert reader.get("post_adapter", "u1").dtype == np.float32
 
 

@@ -97,7 +97,7 @@ def test_records_without_f0_are_listed_not_stored(tmp_path, capsys):
     assert "8 records stored, 2 without F0" in printed and "short: too short (0.050 s < 0.1 s)" in printed
     reader = ShardReader(store)
     assert len(reader) == 8
-    skipped = {entry["id"]: entry["reason"] for entry in json.loads(reader.attrs["skipped"])}
+    skipped = {entry["id"]: entry["reason"] for entry in reader.skipped()}
     assert skipped["noise"].startswith("too few voiced frames for a pitch range (0 < 20")
 
 

@@ -108,7 +108,7 @@ def test_a_changed_manifest_refuses_the_resume_and_another_spelling_does_not(tmp
     spec = ModelSpec("whisper", "bundled-base", device="cpu")
     job = ExtractionJob(spec, Path("m.jsonl"), Path("store"), sites=("encoder.final",), utterances_per_part=2, label="wb")
     extract(job, show_progress=False)
-    config = json.loads(ShardReader("store").attrs["config"])
+    config = ShardReader("store").info.config
     first = hashlib.sha256(manifest.read_bytes()).hexdigest()
     assert (config["label"], config["manifest"], config["manifest_sha256"]) == ("wb", "m.jsonl", first)
     _, report = extract(
@@ -130,8 +130,8 @@ def test_extract_label_flag_goes_into_the_store_config(tmp_path, tone, tiny_whis
     assert extract_cli.main([*argv, "--out", str(tmp_path / "labelled"), "--label", "my-whisper"]) == 0
     assert extract_cli.main([*argv, "--out", str(tmp_path / "default"), "--random-init"]) == 0
     assert "[extract] whisper-base-random:" in capsys.readouterr().out
-    assert json.loads(ShardReader(tmp_path / "labelled").attrs["config"])["label"] == "my-whisper"
-    assert json.loads(ShardReader(tmp_path / "default").attrs["config"])["label"] == "whisper-base-random"
+    assert ShardReader(tmp_path / "labelled").info.config["label"] == "my-whisper"
+    assert ShardReader(tmp_path / "default").info.config["label"] == "whisper-base-random"
 
 
 def test_transcribe_takes_label_and_its_older_spelling_name():

@@ -197,7 +197,7 @@ def test_extraction_records_the_interventions_and_refuses_a_rerun_with_others(tm
     plain = tmp_path / "plain"
     run_extraction(extractor, utterances, ["encoder.layer.0"], plain, **run)
     reader, baseline = ShardReader(out), ShardReader(plain)
-    recorded = json.loads(reader.attrs["config"])["interventions"]
+    recorded = reader.info.config["interventions"]
     assert recorded == [Intervener([steer], gender="male").records()[0]]
     assert recorded[0]["gender"] == "male" and recorded[0]["kind"] == "steer" and len(recorded[0]["sha256"]) == 64
     for utterance in utterances:

@@ -312,7 +312,7 @@ def write_padded_store(folder, stored=60, speech=(10, 21), speakers_per_gender=6
                         utterance_id,
                         {SITE: states},
                         {"gender": gender, "speaker": f"{gender}-{s}", "split": split, "language": "en", "dataset": "synthetic", "duration": 30.0},
-                        valid_frames={SITE: lengths[utterance_id]},
+                        speech_frames={SITE: lengths[utterance_id]},
                     )
     return folder, lengths
 
@@ -351,7 +351,7 @@ def test_pooled_and_attention_inputs_cover_speech_frames_only(tmp_path):
     states = np.full((8, 2), 100.0, dtype=np.float32)
     states[:3] = [[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]]
     with PartWriter(folder / "part-00000.h5", {SITE: 2}, "float32", {"model_id": "synthetic", "config": "{}", "skipped": "[]"}) as writer:
-        writer.add("u", {SITE: states}, {"gender": "female", "speaker": "s", "duration": 30.0}, valid_frames={SITE: 3})
+        writer.add("u", {SITE: states}, {"gender": "female", "speaker": "s", "duration": 30.0}, speech_frames={SITE: 3})
     reader = ShardReader(folder)
     np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "mean")[0, 0], [3.0, 5.0])
     np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "max")[0, 0], [5.0, 9.0])

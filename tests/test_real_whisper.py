@@ -76,7 +76,7 @@ def test_extract_cli_on_bundled_whisper_and_its_random_init_twin(tmp_path, clear
     frames = -(-len(clear_english_speech) // 320)
     assert real.get("encoder.final", "a").shape == (frames, 384) == random.get("encoder.final", "a").shape
     assert not np.allclose(real.get("encoder.final", "a"), random.get("encoder.final", "a"), atol=1e-2)
-    assert json.loads(random.attrs["config"])["random_init"] is True
+    assert random.info.config["random_init"] is True
 
 
 def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_speech, capsys):

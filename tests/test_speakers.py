@@ -122,7 +122,7 @@ def _speaker_store(folder, speakers=3, per_speaker=5, dim=8, seed=0):
                 record_id,
                 {"encoder.final": states.astype(np.float32)},
                 {"gender": "female", "speaker": f"spk{s}", "language": "en", "split": "", "dataset": "toy", "duration": 0.3},
-                valid_frames={"encoder.final": 15},
+                speech_frames={"encoder.final": 15},
             )
             utterances.append(Utterance(record_id, "a.wav", "en", "t", "female", f"spk{s}", dataset="toy"))
     writer.close()

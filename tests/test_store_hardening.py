@@ -42,7 +42,7 @@ def _padded_whisper_like_part(path, samples_per_utterance, frames=1500, dim=4, w
                 f"u{index}",
                 {SITE: rng.standard_normal((frames, dim)).astype(np.float32)},
                 {"gender": "female", "duration": samples / 16_000},
-                valid_frames=valid,
+                speech_frames=valid,
             )
     if not with_valid:  # a part written before ``valid`` existed
         with h5py.File(path, "a") as handle:
@@ -77,10 +77,10 @@ def test_an_old_part_without_kept_padding_reports_its_stored_lengths(tmp_path):
     assert list(ShardReader(path).speech_lengths(SITE)) == [7]
 
 
-def test_valid_frames_beyond_the_stored_frames_are_refused(tmp_path):
+def test_speech_frames_beyond_the_stored_frames_are_refused(tmp_path):
     with PartWriter(tmp_path / "p.h5", {SITE: 2}, "float32", {}) as writer:
-        with pytest.raises(StoreError, match="utterance a: valid frames 8 at site encoder.final"):
-            writer.add("a", {SITE: np.ones((7, 2), np.float32)}, {}, valid_frames={SITE: 8})
+        with pytest.raises(StoreError, match="utterance a: speech frames 8 at site encoder.final"):
+            writer.add("a", {SITE: np.ones((7, 2), np.float32)}, {}, speech_frames={SITE: 8})
         writer.add("b", {SITE: np.ones((7, 2), np.float32)}, {})
     assert list(ShardReader(tmp_path / "p.h5").speech_lengths(SITE)) == [7]
 

@@ -20,7 +20,6 @@ no pitch range, no voiced frame) are not stored: they are listed with their reas
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance
 from extract.runner import utterance_meta
-from extract.store import PartWriter, comparable_config, complete_parts
+from extract.store import DamagedPartError, PartWriter, StoreAttributes, comparable_config, complete_parts, part_attributes
 
 F0_SITE = "f0"
 F0_FEATURES = ("log_f0_median", "log_f0_mean", "log_f0_sd")  # natural log of Hz, over the voiced frames
@@ -134,16 +133,16 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
     if not features:
         raise F0Error(f"no record of {manifest} has F0 (e.g. {skipped[0]['id']}: {skipped[0]['reason']}); nothing to probe")
     out.mkdir(parents=True, exist_ok=True)
-    attributes = {
-        "model_id": F0_LABEL,
-        "family": "praat",
-        "site_modules": {F0_SITE: "praat:To Pitch (ac), " + ", ".join(F0_FEATURES)},
-        "storage_dtype": "float32",
-        "config": config,
-        "pitch_ranges": ranges,
-        "skipped": json.dumps(skipped),
+    attributes = StoreAttributes(
+        model_id=F0_LABEL,
+        family="praat",
+        site_modules={F0_SITE: "praat:To Pitch (ac), " + ", ".join(F0_FEATURES)},
+        storage_dtype="float32",
+        config=config,
+        skipped=skipped,
+        extra={"pitch_ranges": ranges},
         **provenance(),
-    }
+    )
     with PartWriter(out / PART, {F0_SITE: len(F0_FEATURES)}, "float32", attributes) as writer:
         for utterance in utterances:
             if utterance.id in features:
@@ -154,13 +153,10 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
 
 def _existing_config(out: Path) -> dict | None:
     """The configuration of the F0 store in ``out``, or None when there is none."""
-    import h5py
-
     parts = complete_parts(out) if out.is_dir() else []
     if not parts:
         return None
-    with h5py.File(parts[0], "r") as handle:
-        try:
-            return json.loads(str(handle.attrs.get("config", "")))
-        except ValueError as error:
-            raise F0Error(f"{parts[0]}: unreadable configuration ({error}); give a new --out") from None
+    try:
+        return part_attributes(parts[0]).config
+    except DamagedPartError as error:
+        raise F0Error(f"{parts[0]}: unreadable configuration ({error.problem}); give a new --out") from None

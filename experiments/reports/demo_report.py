@@ -64,8 +64,7 @@ def _frame_rate(store: Path, site: str) -> float:
     """Frames per second of ``site``, as the store recorded it at extraction."""
     from extract.store import ShardReader
 
-    rates = ShardReader(store).attrs["frame_rates"]
-    return float((json.loads(rates) if isinstance(rates, str) else rates)[site])
+    return ShardReader(store).info.frame_rate(site)
 
 
 def _arrays(work, row: dict) -> dict:

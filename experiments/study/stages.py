@@ -178,7 +178,7 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
         return False, f"{complete} of {len(parts)} parts complete" if complete else ""
-    stored = json.loads(str(ShardReader(job.out).attrs.get("config", "{}")))
+    stored = ShardReader(job.out).info.config
     requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
     expected = job.store_config(requested, job.spec.resolved_checkpoint(), job.spec.fingerprint())
     stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them

@@ -3,6 +3,7 @@ family module exports (``FAMILY``)."""
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,13 @@ class Extractor(ABC):
         self.fingerprint: str | None = None  # what identifies the weights (ModelSpec.fingerprint); None for a model built in code
         self.device, self.dtype = torch.device(device), dtype
 
+    def __init_subclass__(cls, **kwargs):
+        """A family written against the old name ``valid_lengths`` (it returns stored frames) still works, with a warning."""
+        super().__init_subclass__(**kwargs)
+        if "valid_lengths" in vars(cls) and "stored_lengths" not in vars(cls):
+            warnings.warn(f"{cls.__name__}.valid_lengths is deprecated: name it stored_lengths", DeprecationWarning, stacklevel=2)
+            cls.stored_lengths = cls.valid_lengths
+
     @classmethod
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, **kwargs) -> Extractor:
         """From the hub or a local folder; ``random_init`` keeps the architecture and draws new weights."""
@@ -92,8 +100,9 @@ class Extractor(ABC):
         """Run the part of the model that holds the sites (never a decoder)."""
 
     @abstractmethod
-    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
-        """Valid frames per utterance at ``site``, from the model's masks or stride formulas."""
+    def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+        """Stored frames per utterance at ``site``, from the model's masks or stride formulas: the rows
+        :meth:`extract` keeps (speech, and padding where it is kept on purpose: see :meth:`speech_frames`)."""
 
     @abstractmethod
     def frame_rate(self, site: str) -> float:
@@ -109,7 +118,7 @@ class Extractor(ABC):
         return seconds
 
     def auxiliary_sites(self, sites: list[str]) -> dict[str, Site]:
-        """Extra tensors (e.g. an output mask) that ``valid_lengths`` needs; captured, never stored."""
+        """Extra tensors (e.g. an output mask) that :meth:`stored_lengths` needs; captured, never stored."""
         return {}
 
     def on_device(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -128,7 +137,7 @@ class Extractor(ABC):
         return [name for name in table if name in names]  # forward order
 
     def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None) -> list[dict[str, np.ndarray]]:
-        """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with only valid frames, float32."""
+        """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with its stored frames only (:meth:`stored_lengths`), float32."""
         table = self.site_table()
         wanted = {name: table[name] for name in sites} | self.auxiliary_sites(sites)
         prepared = self.prepare(audios)
@@ -138,10 +147,10 @@ class Extractor(ABC):
         results: list[dict[str, np.ndarray]] = [{} for _ in audios]
         for name in sites:
             states = captured.tensors[name].float().cpu().numpy()
-            lengths = self.valid_lengths(name, prepared, captured.tensors)
+            lengths = self.stored_lengths(name, prepared, captured.tensors)
             for index, length in enumerate(lengths):
                 if not 0 < length <= states.shape[1]:
-                    raise ValueError(f"site {name}: valid length {length} outside 1..{states.shape[1]}")
+                    raise ValueError(f"site {name}: stored length {length} outside 1..{states.shape[1]}")
                 array = np.array(states[index, : int(length)], copy=True)
                 if not np.isfinite(array).all():
                     who = ids[index] if ids else f"batch item {index}"
@@ -167,7 +176,7 @@ def load_weights(model_class, config_class, checkpoint: str, revision: str | Non
 
 
 def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepared:
-    """Run a padding feature extractor with its attention mask (the source of valid lengths)."""
+    """Run a padding feature extractor with its attention mask (the source of stored lengths)."""
     batch = processor(audios, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True, return_attention_mask=True)
     return Prepared({input_key: batch[input_key], "attention_mask": batch.attention_mask}, np.array([len(a) for a in audios]))
 

@@ -32,7 +32,7 @@ class S2TExtractor(Extractor):
     def encode(self, inputs):
         return self.encoder(inputs["input_features"], attention_mask=inputs["attention_mask"])
 
-    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+    def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
         frames = prepared.inputs["attention_mask"].sum(dim=1)
         return self.encoder._get_feat_extract_output_lengths(frames).cpu().numpy()
 

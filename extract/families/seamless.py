@@ -73,7 +73,7 @@ class SeamlessExtractor(Extractor):
     def encode(self, inputs):
         return self.speech_encoder(input_features=inputs["input_features"], attention_mask=inputs["attention_mask"])
 
-    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+    def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
         mask = prepared.inputs["attention_mask"]
         if site != "post_adapter" or self.speech_encoder.adapter is None:
             return lengths_from_mask(mask)

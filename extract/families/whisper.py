@@ -47,7 +47,7 @@ class WhisperExtractor(Extractor):
     def encode(self, inputs):
         return self.encoder(inputs["input_features"])
 
-    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+    def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
         frames = self.encoder.config.max_source_positions
         if self.keep_padding:
             return np.full(len(prepared.samples), frames)

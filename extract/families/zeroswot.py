@@ -105,7 +105,7 @@ def _second_tensor(output) -> torch.Tensor:
 
 
 def _without_bos(output) -> torch.Tensor:
-    """Embeddings from the second frame on; the valid length (two fewer) then also cuts the EOS."""
+    """Embeddings from the second frame on; the stored length (two fewer) then also cuts the EOS."""
     return _checked_output(output)[0][:, 1:]
 
 
@@ -195,7 +195,7 @@ class ZeroSwotExtractor(Extractor):
     def encode(self, inputs):
         return self.model(inputs["input_values"], attention_mask=inputs["attention_mask"])
 
-    def valid_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
+    def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
         if site == "post_adapter":
             return lengths_from_mask(captured["_post_adapter_mask"])
         if site == "post_adapter_no_special":

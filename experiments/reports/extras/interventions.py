@@ -39,6 +39,7 @@ from extract.corpora.must_she import read_definition
 from extract.interventions import InterventionError, load_intervention, store_content_hash
 from extract.jobs import extract, transcribe
 from extract.manifest import read_manifest, write_manifest
+from extract.store import ShardReader
 from probing.erasure import fit
 from probing.grid import run_all
 from probing.results import load_rows
@@ -97,7 +98,7 @@ def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
 
     base = extraction_jobs(work)["whisper-base"]
     stores = _demo_stores(work)
-    all_sites = list(json.loads(_store_attribute(base.out, "site_modules")))
+    all_sites = list(ShardReader(base.out).info.site_modules)
     later = all_sites[all_sites.index(ERASED_SITE) :]
     erased = replace(base, out=root / "stores" / "whisper-base-erased-layer2", sites=tuple(later), interventions=(files["erase-layer2"],))
     control = replace(base, out=root / "stores" / "whisper-base-random-layer2", sites=(ERASED_SITE,), interventions=(files["random-layer2"],))
@@ -128,12 +129,6 @@ def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
         "attention_before": rows[before_attention.run_id()]["f1_macro"],
         "attention_after": rows[attention_after.run_id()]["f1_macro"],
     }
-
-
-def _store_attribute(store: Path, key: str):
-    from extract.store import ShardReader
-
-    return ShardReader(store).attrs[key]
 
 
 def _gap(hypotheses: Path, out: Path) -> dict:
