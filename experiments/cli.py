@@ -192,6 +192,11 @@ def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool 
     mark_output(_add_with_aliases(parser, "--out", ("--json",), required, type=output_file, help=help), sidecars)
 
 
+def add_renamed_argument(parser: argparse.ArgumentParser, flag: str, old_spellings: tuple[str, ...], required: bool = False, **kwargs) -> argparse.Action:
+    """``flag`` with its ``old_spellings`` as deprecated aliases (one of them may be given; exactly one if ``required``)."""
+    return _add_with_aliases(parser, flag, old_spellings, required, **kwargs)
+
+
 def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, ...], help: str, required: bool = False, default: str | None = None) -> None:
     """``--tgt-lang`` (``args.tgt_lang``), with the command's old spellings as deprecated aliases."""
     _add_with_aliases(parser, "--tgt-lang", aliases, required, default=default, help=help)

@@ -25,6 +25,7 @@ from experiments.reports import plots
 from experiments.scoring.collect import LONG
 from extract.store import ShardReader, StoreError
 from probing.data import DEFAULT_SPLIT, SPLITS
+from probing.kinds import KINDS
 from probing.results import ResultsError, load_arrays, load_attention, load_predictions, load_rows
 
 
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     heatmap.add_argument("--model", help="with --long: the pretrained model's label")
     heatmap.add_argument("--random-model", help="with --long: the random-init twin's label")
     heatmap.add_argument("--dataset", help="with --long: the dataset, where the model's rows hold several")
-    heatmap.add_argument("--probe", default="positional")
+    heatmap.add_argument("--probe", choices=tuple(KINDS), default="positional")
     heatmap.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT, help="the probes' split: fixed (default) or loso (leave one speaker out)")
     heatmap.add_argument(
         "--language", help="only runs restricted to this language (default: runs over all languages; with --long, the language of the rows, e.g. en+es)"
@@ -89,8 +90,9 @@ def _row(probes: Path, run: str) -> dict:
 
 def _per_position(args: argparse.Namespace) -> list[Path]:
     row = _row(args.probes, args.run)
-    if row["config"]["probe"] != "positional":
-        raise FigureInputError(f"run {args.run} is a {row['config']['probe']} probe; the per-position figure needs a positional run")
+    if not getattr(KINDS.get(row["config"]["probe"]), "per_position", False):
+        per_position = " or ".join(name for name, kind in KINDS.items() if kind.per_position)
+        raise FigureInputError(f"run {args.run} is a {row['config']['probe']} probe; the per-position figure needs a {per_position} run")
     if args.control:
         _row(args.probes, args.control)
     arrays = load_arrays(args.probes, args.run)

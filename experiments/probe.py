@@ -66,11 +66,17 @@ from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import DEFAULT_SPLIT, SPLITS, TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
+from probing.kinds import KINDS
 from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
-from probing.run import PROBES, ProbeConfig
+from probing.run import ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
+
+
+def _kinds_help() -> str:
+    """``--probe``'s help: each kind of the registry (``probing.kinds``) with its headline score."""
+    return "; ".join(f"{kind.name}: {kind.summary} (headline {kind.headline})" for kind in KINDS.values())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--grid", help="YAML grid file (then the other options come from it)")
     input_argument(parser, "--store")
     parser.add_argument("--site")
-    parser.add_argument("--probe", choices=PROBES, default="positional")
+    parser.add_argument("--probe", choices=tuple(KINDS), default="positional", help=_kinds_help())
     parser.add_argument("--mdl", action="store_true", help="also compute the online codelength")
     parser.add_argument("--positions", type=int, default=1000, help="positional probes: the first P positions")
     parser.add_argument("--control", choices=CONTROLS, default="none")

@@ -21,6 +21,7 @@ from extract.claims import Claim
 from extract.spec import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
+from probing.kinds import probe_kind
 from probing.results import (
     arrays_folder,
     check_results_path,
@@ -121,7 +122,7 @@ def read_grid(path: Path) -> dict:
 
 def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
     """The Cartesian product of stores x sites x probes x controls x seeds, with shared options
-    (``apply_to`` goes to the attention runs only: the other probes predict nothing elsewhere)."""
+    (``apply_to`` goes to the runs of kinds that predict another store, :attr:`ProbeKind.applies_to_other_stores`)."""
     options = {"device": default_device(), **(grid.get("options") or {})}
     configs = []
     for store in grid["stores"]:
@@ -131,8 +132,8 @@ def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
         except StoreError as error:
             raise GridError(f"{where}: {error}") from error
         for site, probe, control, seed in itertools.product(sites, grid.get("probes", ["positional"]), grid.get("controls", ["none"]), grid.get("seeds", [0])):
-            run_options = options if probe == "attention" else {k: v for k, v in options.items() if k != "apply_to"}
             try:
+                run_options = options if probe_kind(probe).applies_to_other_stores else {k: v for k, v in options.items() if k != "apply_to"}
                 configs.append(ProbeConfig(store=str(store), site=site, probe=probe, control=control, seed=int(seed), **run_options))
             except (ProbeError, TypeError) as error:
                 raise GridError(f"{where}: {error}") from error

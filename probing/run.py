@@ -18,11 +18,11 @@ from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from probing import controls, features, metrics
 from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits, leave_one_speaker_out, make_splits, shared_speakers_message
+from probing.kinds import KINDS, probe_kind
 from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
-PROBES = ("positional", "attention", "mean", "max", "sampled")
-DEV_SELECTING = ("attention", "sampled")  # probes that choose something on the dev split
+PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
 ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
@@ -51,14 +51,14 @@ class ProbeConfig:
     loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
 
     def __post_init__(self):
-        if self.probe not in PROBES:
-            raise ProbeError(f"unknown probe {self.probe!r}; choose from {PROBES}")
+        kind = probe_kind(self.probe)
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
         if self.positions <= 0:
             raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
-        if self.apply_to and self.probe != "attention":
-            raise ProbeError(f"apply_to works with the attention probe only, not {self.probe!r}")
+        if self.apply_to and not kind.applies_to_other_stores:
+            applying = " or ".join(name for name, other in KINDS.items() if other.applies_to_other_stores)
+            raise ProbeError(f"apply_to works with the {applying} probe only, not {self.probe!r}")
         if self.memory_gb <= 0:
             raise ProbeError(f"memory_gb must be a positive budget in GB, got {self.memory_gb}")
         if self.loader_workers < 0:
@@ -200,10 +200,42 @@ def join_codes(codes: list[OnlineCode]) -> OnlineCode:
     )
 
 
-def _logistic_run(config, reader, splits, labels):
-    """Positional, mean, max and sampled probes: logistic regressions, per position or on pooled features."""
-    if config.probe == "positional":
-        return _finish_positional(config, reader, splits, *_positional_run(config, reader, splits, labels))
+def positional_probe(config, reader, splits, labels):
+    """The positional kind's runner: a logistic regression per position (:func:`_positional_run`)."""
+    return _finish_positional(config, reader, splits, *_positional_run(config, reader, splits, labels))
+
+
+def pooled_probe(config, reader, splits, labels):
+    """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames."""
+    fitted = _pooled_fit(config, reader, splits, labels)
+    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, fitted.arrays, fitted.code, splits)
+
+
+def sampled_probe(config, reader, splits, labels):
+    """The sampled kind's runner: a logistic regression per frame at fixed fractions of the speech,
+    the fraction reported chosen by its dev F1 (the first fraction without dev utterances)."""
+    fitted = _pooled_fit(config, reader, splits, labels)
+    chosen = 0
+    if len(splits.dev):
+        dev_scores = metrics.position_scores(labels["dev"], (fitted.model.probabilities(fitted.x["dev"]) > 0.5).astype(int))
+        chosen = int(np.argmax(dev_scores["f1_macro"]))
+    extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
+    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, fitted.arrays, fitted.code, splits)
+
+
+@dataclass
+class _PooledFit:
+    model: object
+    x: dict  # standardized features per split (None for an empty split)
+    scores: dict  # test scores per pooled position
+    arrays: dict
+    code: OnlineCode | None
+    lengths: dict  # mean_test_length, and stored_positions where it differs
+
+
+def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
+    """A logistic regression on pooled features (``features.pooled`` named by the kind), scored on test
+    and MDL-coded when asked."""
     ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
     x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
     masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
@@ -214,34 +246,24 @@ def _logistic_run(config, reader, splits, labels):
     predictions = (model.probabilities(x["test"]) > 0.5).astype(int)
     scores = metrics.position_scores(labels["test"], predictions, masks["test"])
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
-    mean_test_length, stored_positions = features.mean_lengths(reader, config.site, ids["test"])
-    if config.probe == "sampled":
-        chosen = 0
-        if len(ids["dev"]):
-            dev_scores = metrics.position_scores(labels["dev"], (model.probabilities(x["dev"]) > 0.5).astype(int))
-            chosen = int(np.argmax(dev_scores["f1_macro"]))
-        span = slice(chosen, chosen + 1)
-        extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(ids["dev"]) else "first position"}
-    else:
-        span, extra = slice(0, 1), {}
-    extra["mean_test_length"] = mean_test_length
-    if stored_positions != mean_test_length:
-        extra["stored_positions"] = stored_positions
     code = None
     if config.mdl:
         code = online_code_logistic(
             x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
         )
-    return _logistic_row(scores, span, extra, arrays, code, splits)
+    return _PooledFit(model, x, scores, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
+
+
+def _lengths(mean_test_length: float, stored_positions: float) -> dict:
+    """The row's ``mean_test_length``, and ``stored_positions`` where stored frames differ from speech frames."""
+    return {"mean_test_length": mean_test_length, **({"stored_positions": stored_positions} if stored_positions != mean_test_length else {})}
 
 
 def _finish_positional(config, reader, splits, scores, width, code):
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
     arrays["test_f1_ema"] = metrics.ema(scores["f1_macro"], 3)
     mean_test_length, stored_positions = features.mean_lengths(reader, config.site, splits.test.ids)
-    extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(width), "mean_test_length": mean_test_length}
-    if stored_positions != mean_test_length:
-        extra["stored_positions"] = stored_positions
+    extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(width)} | _lengths(mean_test_length, stored_positions)
     return _logistic_row(scores, slice(0, int(np.ceil(mean_test_length))), extra, arrays, code, splits)
 
 
@@ -278,7 +300,8 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
     }
 
 
-def _attention_run(config, reader, splits, labels):
+def attention_probe(config, reader, splits, labels):
+    """The attention kind's runner: attention pooling trained with early stopping on the dev split."""
     if not len(splits.dev):
         raise ProbeError(
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
@@ -424,7 +447,7 @@ def _control_run(config: ProbeConfig, reader, splits: ProbeSplits, runner):
     without_mdl = ProbeConfig(**{**asdict(config), "mdl": False})
     runs = [runner(config if i == 0 else without_mdl, reader, splits, _labels(splits, config.control, s)) for i, s in enumerate(seeds)]
     scores, arrays, attention = runs[0]
-    key = "f1_s" if config.probe == "positional" else "f1_macro"
+    key = probe_kind(config.probe).headline
     per_seed = [run[0][key] for run in runs]
     scores |= _mean_scores([run[0] for run in runs])
     arrays |= {name: np.mean([run[1][name] for run in runs], axis=0) for name in arrays if name.startswith("test_")}
@@ -463,7 +486,8 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
     A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
     fold's ``accuracy_real``. Returns the splits' description and (scores, arrays, attention)."""
-    folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=config.probe in DEV_SELECTING)
+    kind = probe_kind(config.probe)
+    folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
     real = ("none", config.seed)
     labellings = [real] if config.control == "none" else [(config.control, s) for s in controls.control_seeds(config.seed)] + [real]
     outcomes: dict[tuple, list[dict]] = {labelling: [] for labelling in labellings}
@@ -485,7 +509,7 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     arrays = {name: np.mean([pooled[labelling][1][name] for labelling in shown], axis=0) for name in pooled[real][1]}
     entries = [_fold_entry(fold, [outcomes[labelling][k] for labelling in shown]) for k, fold in enumerate(folds)]
     if config.control != "none":
-        key = "f1_s" if config.probe == "positional" else "f1_macro"
+        key = kind.headline
         real_scores = pooled[real][0]
         scores |= {
             "selectivity": controls.selectivity(real_scores[key], scores[key]),
@@ -497,19 +521,19 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
         for entry, outcome in zip(entries, outcomes[real]):
             entry["accuracy_real"] = outcome["accuracy"]
     scores |= {"folds": entries, "mean_test_length": mean_test_length}
-    if config.probe == "positional":
+    if kind.per_position:
         scores |= {"positions_used": int(len(arrays["test_f1_macro"]))}
     if stored_positions != mean_test_length:
         scores["stored_positions"] = stored_positions
     arrays |= {"fold_speakers": np.array([fold.speaker for fold in folds]), "fold_accuracy": np.array([entry["accuracy"] for entry in entries])}
     attention = {**attention, "probabilities": np.asarray(attention["probabilities"])} if attention["ids"] else {}
-    return _loso_sizes(folds, config.probe in DEV_SELECTING), (scores, arrays, attention)
+    return _loso_sizes(folds, bool(kind.selects_on_dev)), (scores, arrays, attention)
 
 
 def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -> dict:
     """A fold's test utterances predicted right and scored (per position for positional probes, else
     for the span its row reports), its accuracy, and what it chose (:data:`FOLD_DETAILS`)."""
-    if config.probe == "positional":
+    if probe_kind(config.probe).per_position:
         count = np.asarray(arrays["test_count"], dtype=float)
         accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
     else:
@@ -525,7 +549,7 @@ def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict],
         correct[k, : len(outcome["count"])], count[k, : len(outcome["count"])] = outcome["correct"], outcome["count"]
     pooled = metrics.single_class_scores(np.array([fold.label for fold in folds]), correct, count)
     arrays = {f"test_{k}": np.asarray(v) for k, v in pooled.items()}
-    if config.probe == "positional":
+    if probe_kind(config.probe).per_position:
         arrays["test_f1_ema"] = metrics.ema(pooled["f1_macro"], 3)
         row = _row_metrics(pooled, slice(0, int(np.ceil(mean_test_length))), names) | {"f1_s": metrics.f1_s(pooled["f1_macro"], mean_test_length)}
     else:
@@ -568,7 +592,7 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     reader = reader or ShardReader(config.store)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
-    runner = _attention_run if config.probe == "attention" else _logistic_run
+    runner = probe_kind(config.probe).run
     shared = {}
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)

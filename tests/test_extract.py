@@ -1,4 +1,6 @@
-"""Extraction on tiny random models of all four families (the ZeroSwot one is a stand-in, see extract.families.zeroswot)."""
+"""Extraction on the tiny random model of every registered family (``extract.families.FAMILIES``;
+the ZeroSwot one is a stand-in, see extract.families.zeroswot). A new family gets every test here;
+the ones that compare with the model's own outputs ask for its entry in ``REFERENCE_STATES``."""
 
 import json
 import pickle
@@ -9,14 +11,20 @@ import pytest
 import soundfile
 import torch
 
-from extract.families import NonFiniteError, UnknownSiteError, tiny_extractor
+from extract.families import FAMILIES, NonFiniteError, UnknownSiteError, tiny_extractor
 from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
 from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction, shard_slice
 from extract.store import ShardReader, StoreError
 
-FAMILIES = ["whisper", "s2t", "seamless", "zeroswot"]
-LAYER_COUNTS = {"whisper": 2, "s2t": 2, "seamless": 2, "zeroswot": 2}
+TINY_LAYERS = 2  # every family's tiny random model has two encoder layers (the conventions' test size)
+# the sites besides encoder.layer.N, per family
+OTHER_SITES = {
+    "whisper": ["encoder.embed", "encoder.final"],
+    "s2t": ["encoder.final"],
+    "seamless": ["pre_adapter", "post_adapter"],
+    "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"],
+}
 
 
 def _waves(seconds=(1.0, 1.6, 0.7), seed=0):
@@ -24,52 +32,70 @@ def _waves(seconds=(1.0, 1.6, 0.7), seed=0):
     return [(0.1 * rng.standard_normal(int(s * 16_000))).astype(np.float32) for s in seconds]
 
 
+def _whisper_states(model, inputs) -> dict:
+    out = model.model.encoder(inputs["input_features"], output_hidden_states=True)
+    states = {"encoder.embed": out.hidden_states[0], "encoder.final": out.last_hidden_state}
+    return states | {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])}  # HF normalises the last one
+
+
+def _s2t_states(model, inputs) -> dict:
+    out = model.model.encoder(inputs["input_features"], attention_mask=inputs["attention_mask"], output_hidden_states=True)
+    return {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])} | {"encoder.final": out.last_hidden_state}
+
+
+def _seamless_states(model, inputs) -> dict:
+    encoder = model.speech_encoder
+    inner = encoder.encoder(encoder.feature_projection(inputs["input_features"]), attention_mask=inputs["attention_mask"], output_hidden_states=True)
+    states = {f"encoder.layer.{i}": h for i, h in enumerate(inner.hidden_states[1:])}
+    states["pre_adapter"] = inner.last_hidden_state
+    states["post_adapter"] = encoder(inputs["input_features"], attention_mask=inputs["attention_mask"]).last_hidden_state
+    return states
+
+
+def _zeroswot_states(model, inputs) -> dict:
+    out = model.wav2vec2.wav2vec2(inputs["input_values"], attention_mask=inputs["attention_mask"], output_hidden_states=True)
+    states = {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])}
+    states["pre_adapter"] = out.last_hidden_state
+    states["post_adapter"] = model(inputs["input_values"], attention_mask=inputs["attention_mask"])[0]
+    return states
+
+
+# family -> the states of one utterance from the model's own outputs (output_hidden_states), no hooks of ours
+REFERENCE_STATES = {"whisper": _whisper_states, "s2t": _s2t_states, "seamless": _seamless_states, "zeroswot": _zeroswot_states}
+
+
 def _reference_states(extractor, audio: np.ndarray) -> dict[str, np.ndarray]:
-    """The same states from the model's own outputs (output_hidden_states), one utterance, no hooks of ours."""
-    prepared = extractor.prepare([audio])
-    inputs = prepared.inputs
-    model = extractor.model
+    if extractor.family not in REFERENCE_STATES:
+        pytest.fail(f"family {extractor.family!r} has no entry in REFERENCE_STATES: add how its model's own outputs give its sites")
     with torch.inference_mode():
-        if extractor.family == "whisper":
-            out = model.model.encoder(inputs["input_features"], output_hidden_states=True)
-            states = {"encoder.embed": out.hidden_states[0], "encoder.final": out.last_hidden_state}
-            states |= {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])}  # HF normalises the last one
-        elif extractor.family == "s2t":
-            out = model.model.encoder(inputs["input_features"], attention_mask=inputs["attention_mask"], output_hidden_states=True)
-            states = {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])}
-            states["encoder.final"] = out.last_hidden_state
-        elif extractor.family == "seamless":
-            encoder = model.speech_encoder
-            inner = encoder.encoder(encoder.feature_projection(inputs["input_features"]), attention_mask=inputs["attention_mask"], output_hidden_states=True)
-            states = {f"encoder.layer.{i}": h for i, h in enumerate(inner.hidden_states[1:])}
-            states["pre_adapter"] = inner.last_hidden_state
-            states["post_adapter"] = encoder(inputs["input_features"], attention_mask=inputs["attention_mask"]).last_hidden_state
-        else:
-            out = model.wav2vec2.wav2vec2(inputs["input_values"], attention_mask=inputs["attention_mask"], output_hidden_states=True)
-            states = {f"encoder.layer.{i}": h for i, h in enumerate(out.hidden_states[1:-1])}
-            states["pre_adapter"] = out.last_hidden_state
-            states["post_adapter"] = model(inputs["input_values"], attention_mask=inputs["attention_mask"])[0]
+        states = REFERENCE_STATES[extractor.family](extractor.model, extractor.prepare([audio]).inputs)
     return {site: value[0].float().numpy() for site, value in states.items() if value is not None}
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_layer_site_is_listed(family):
     extractor = tiny_extractor(family)
     sites = extractor.resolve_sites("all")
     layers = [s for s in sites if s.startswith("encoder.layer.")]
-    assert layers == [f"encoder.layer.{i}" for i in range(LAYER_COUNTS[family])]
-    expected_extra = {
-        "whisper": ["encoder.embed", "encoder.final"],
-        "s2t": ["encoder.final"],
-        "seamless": ["pre_adapter", "post_adapter"],
-        "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"],
-    }
-    assert set(sites) - set(layers) == set(expected_extra[family])
+    assert layers == [f"encoder.layer.{i}" for i in range(TINY_LAYERS)]
+    assert set(sites) - set(layers) == set(OTHER_SITES.get(family, ())), f"list {family}'s other sites in OTHER_SITES"
     with pytest.raises(UnknownSiteError, match=f"valid sites: {sites[0]}"):
         extractor.resolve_sites(["encoder.layer.99"])
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_record_is_complete(family):
+    """The registry key is the family's name; reports can name it (and its tiny model, which the
+    demo labels); the sites the demo probes exist on its tiny model."""
+    from experiments.reports.demo_report import TINY_LABELS
+
+    record = FAMILIES[family]
+    assert record.name == family and record.display_name and record.tiny_label.startswith(record.display_name)
+    assert set(record.demo_sites) <= set(tiny_extractor(family).resolve_sites("all"))
+    assert TINY_LABELS.get(family) == (record.tiny_label if record.demo_sites else None)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_stored_states_equal_the_models_own_outputs(family, tmp_path):
     extractor = tiny_extractor(family)
     audio = _waves((1.3,))[0]
@@ -96,7 +122,7 @@ def test_stored_lengths_follow_the_stride_formulas():
         assert state["post_adapter"].shape[0] == state["pre_adapter"].shape[0] // 8 + 1
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_batched_equals_one_by_one(family):
     """Stated tolerance: Whisper is exact (every input is padded to 30 s anyway). Elsewhere padding
     enters the receptive field of strided convolutions at the end of an utterance, so all frames but

@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots as figures
+from extract.families import FAMILIES
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention
 
 CONDITIONS = ("pretrained", "random init", "shuffled control")
 TINY_PREFIX = "tiny-random-"  # the model name of a family's tiny random-init model: tiny-random-FAMILY
-TINY_LABELS = {"seamless": "SeamlessM4T v2", "zeroswot": "ZeroSwot stand-in", "s2t": "S2T"}
+TINY_LABELS = {name: family.tiny_label for name, family in FAMILIES.items() if family.demo_sites}  # the demo's tiny models, by family
 # ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
 GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E

@@ -33,6 +33,7 @@ import numpy as np
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
 from probing.data import DEFAULT_SPLIT
+from probing.kinds import headline
 from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
@@ -315,7 +316,7 @@ def site_condition_scores(
     Stores are matched by canonical path (``stores/wb`` and ``./stores/wb/`` are one store).
     Sites follow ``site_order``; conditions start with "pretrained", then alphabetically.
     """
-    key = "f1_s" if probe == "positional" else "f1_macro"
+    key = headline(probe)
     store, random_store = canonical_path(store), canonical_path(random_store) if random_store else None
     scores, sites = {}, []
     for row in rows:
@@ -342,7 +343,7 @@ def long_condition_scores(
     init" (``random_model``, no control), each the mean over seeds of F1_S (positional probes) or F1
     (the others) of the rows of ``split``, sites in the stores' forward order (``site_index``). Rows must be of one dataset
     and one language (``dataset`` / ``language`` choose; without them the rows must hold just one)."""
-    key = "f1_s" if probe == "positional" else "f1_macro"
+    key = headline(probe)
     chosen = [
         row
         for row in rows

@@ -8,7 +8,8 @@ rate (summed errors over summed reference length, percent). Two resampling proce
   larger, each drawn without replacement and stratified on speakers; a two-sided t-test between
   the groups' per-iteration rates; E on the mean rates (the estimate the paper reports);
 - a speaker-cluster bootstrap: speakers resampled with replacement within each group, giving a
-  95 % interval for E (utterances of one speaker are not independent).
+  95 % interval for E (utterances of one speaker are not independent), or for another comparison
+  of :data:`experiments.scoring.group_metrics.COMPARISONS` named by ``compare``.
 
 The t-test treats the iterations, overlapping subsets of the same speakers, as independent
 samples (pseudo-replication): for any real difference, however small against the spread between
@@ -30,10 +31,12 @@ import numpy as np
 from scipy.stats import ttest_ind
 
 from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
-from experiments.scoring.group_metrics import GroupMetricFrame, Members, relative_gap
+from experiments.scoring.group_metrics import GroupMetricFrame, Members, comparison, relative_gap
 from extract.manifest import read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
 
+DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
+COMPARISON_SYMBOLS = {"relative_gap": "E", "delta_rel": "Δrel"}  # in the printed summary; others by name
 GAP_SCHEMA = 1  # the report's version; reports without ``schema`` predate it
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
 P_VALUE_NOTE = (
@@ -221,9 +224,17 @@ def full_set_gaps(frame: GroupMetricFrame, a: str, b: str) -> dict[str, float]:
 
 
 def score_language(
-    rows: list[dict], language: str, groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled"
+    rows: list[dict],
+    language: str,
+    groups: tuple[str, str],
+    iterations: int,
+    seed: int,
+    scoring: Scoring | None = None,
+    estimate: str = "resampled",
+    compare: str = DEFAULT_COMPARISON,
 ):
-    """One language's rates per group, gaps (first group as A) and resampling, and its per-utterance counts."""
+    """One language's rates per group, gaps (first group as A) and resampling, and its per-utterance
+    counts; the speaker-bootstrap interval is of ``compare`` (:func:`speaker_interval`)."""
     if estimate not in GAP_ESTIMATES:
         raise ValueError(f"gap estimate {estimate!r}: expected one of {', '.join(GAP_ESTIMATES)}")
     scoring = scoring or Scoring()
@@ -253,7 +264,7 @@ def score_language(
             "sample_size": resampled.sample_size,
             "mean": {a: resampled.mean_a, b: resampled.mean_b},
             "gap_relative": resampled.gap_relative,
-            **speaker_interval(frame, a, b, iterations, seed),
+            **speaker_interval(frame, a, b, iterations, seed, compare),
             "p_value": resampled.p_value,
             "p_value_note": P_VALUE_NOTE,
         },
@@ -261,22 +272,29 @@ def score_language(
     return result, counts
 
 
-def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, seed: int) -> dict:
-    """``ci95`` (the speaker-bootstrap interval of E), the speakers it rests on, and ``ci95_note`` when
-    they are too few: with one speaker in a group there is nothing to resample (``ci95`` is null), and
-    below :data:`RELIABLE_SPEAKERS` per group the interval is computed but flagged as unreliable."""
+def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, seed: int, compare: str = DEFAULT_COMPARISON) -> dict:
+    """``ci95`` (the speaker-bootstrap interval of the comparison ``compare``, by default E), the
+    speakers it rests on, and ``ci95_note`` when they are too few: with one speaker in a group there
+    is nothing to resample (``ci95`` is null), and below :data:`RELIABLE_SPEAKERS` per group the
+    interval is computed but flagged as unreliable. An interval of another comparison than E names
+    it in ``ci95_of``."""
+    comparison(compare)  # an unknown name is refused before any resampling
     speakers = {a: frame.speaker_count(a), b: frame.speaker_count(b)}
+    named = {} if compare == DEFAULT_COMPARISON else {"ci95_of": compare}
     fewest = min(speakers.values())
     if fewest < 2:
-        return {"ci95": [None, None], "speakers": speakers, "ci95_note": "a group has one speaker: a speaker bootstrap has nothing to resample"}
-    interval = {"ci95": list(frame.speaker_bootstrap(a, b, iterations, seed=seed)), "speakers": speakers}
+        return {"ci95": [None, None], **named, "speakers": speakers, "ci95_note": "a group has one speaker: a speaker bootstrap has nothing to resample"}
+    interval = {"ci95": list(frame.speaker_bootstrap(a, b, iterations, seed=seed, compare=compare)), **named, "speakers": speakers}
     if fewest < RELIABLE_SPEAKERS:
         interval["ci95_note"] = f"only {fewest} speakers in a group: too few for a reliable interval (and for the t-test's marks)"
     return interval
 
 
-def gap_settings(groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled") -> dict:
-    """What a gap report records as its ``settings``: a rerun with other settings is another report."""
+def gap_settings(
+    groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled", compare: str = DEFAULT_COMPARISON
+) -> dict:
+    """What a gap report records as its ``settings``: a rerun with other settings is another report
+    (``ci95_of`` only where the interval is not of E, so reports of E keep their settings)."""
     scoring = scoring or Scoring()
     return {
         "groups": list(groups),
@@ -285,6 +303,7 @@ def gap_settings(groups: tuple[str, str], iterations: int, seed: int, scoring: S
         "gap_estimate": estimate,
         "normalizer": scoring.normalizer,
         "cer_spaces": scoring.cer_spaces,
+        **({} if compare == DEFAULT_COMPARISON else {"ci95_of": compare}),
     }
 
 
@@ -296,21 +315,23 @@ def gap_report(
     scoring: Scoring | None = None,
     estimate: str = "resampled",
     hypotheses: Path | None = None,
+    compare: str = DEFAULT_COMPARISON,
 ) -> tuple[dict, list[dict]]:
     """Every language of ``rows`` scored (:func:`score_language`): the report and the per-utterance
     counts, each tagged with its language. The report (``schema`` :data:`GAP_SCHEMA`) is headed by
     its subject (the rows' model label, dataset and languages, and what the transcription's settings
     file beside ``hypotheses`` recorded), the identity of ``hypotheses`` (the rows' file) and the
-    code's provenance (:func:`extract.provenance.identified`), then its settings."""
+    code's provenance (:func:`extract.provenance.identified`), then its settings. The speaker-bootstrap
+    intervals are of ``compare`` (default E)."""
     scoring = scoring or Scoring()
     by_language: dict[str, list[dict]] = {}
     for row in rows:
         by_language.setdefault(row["language"], []).append(row)
-    settings = gap_settings(groups, iterations, seed, scoring, estimate)
+    settings = gap_settings(groups, iterations, seed, scoring, estimate, compare)
     report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, [hypotheses] if hypotheses else [], hypotheses_subject(rows, hypotheses))
     all_counts = []
     for language in sorted(by_language):
-        report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate)
+        report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate, compare)
         all_counts.extend({"language": language, **c} for c in counts)
     return report, all_counts
 
@@ -328,9 +349,10 @@ def gap_summary(entry: dict, groups: tuple[str, str]) -> str:
     if "gap_relative" not in entry:
         return "no gap: a group is missing"
     low, high = entry["bootstrap"]["ci95"]
+    compared = COMPARISON_SYMBOLS.get(entry["bootstrap"].get("ci95_of", DEFAULT_COMPARISON), entry["bootstrap"].get("ci95_of"))
     bounds_known = low is not None and high is not None and not (np.isnan(low) or np.isnan(high))
     crosses_zero = bounds_known and low <= 0 <= high
-    interval = f"E({groups[0]}, {groups[1]}) 95 % CI {_number(low, sign=True)} .. {_number(high, sign=True)} (speaker bootstrap"
+    interval = f"{compared}({groups[0]}, {groups[1]}) 95 % CI {_number(low, sign=True)} .. {_number(high, sign=True)} (speaker bootstrap"
     interval += ", crosses 0: no gap shown either way)" if crosses_zero else ")"
     estimate = f"E {_number(entry['gap_relative'], sign=True)} ({GAP_ESTIMATES[entry['gap_estimate']]})"
     p_value = entry["bootstrap"]["p_value"]

@@ -10,17 +10,23 @@ record: every group value, and every bootstrap resample, applies the metric to a
 cached records. Fairlearn's own ``MetricFrame`` is not used: its metrics are ``f(y_true, y_pred)``
 pairs, its bootstrap resamples rows rather than speakers, and it has no per-speaker counts.
 
-Between two groups A and B with values φ(A), φ(B):
+Between two groups A and B with values φ(A), φ(B), the named comparisons of :data:`COMPARISONS`:
 
-- ``difference``: φ(A) − φ(B);
 - ``relative_gap``: E(A, B) = 100 (φ(A) − φ(B)) / φ(B) (Attanasio et al. 2024), undefined when
   φ(B) = 0 (infinite when φ(A) > 0, NaN when both are 0; null in JSON, "n/a" in tables);
-- ``delta_rel``: Δrel = 100 (φ(A) − φ(B)) / (0.5 (φ(A) + φ(B))) (Boito et al. 2022, A female).
+- ``delta_rel``: Δrel = 100 (φ(A) − φ(B)) / (0.5 (φ(A) + φ(B))) (Boito et al. 2022, A female);
+  0 when both are 0;
+- ``difference``: φ(A) − φ(B).
+
+A frame gives each by name (:meth:`GroupMetricFrame.compare`), and the speaker bootstrap takes
+one as a parameter (default E). Adding a comparison is one function and one record in
+:data:`COMPARISONS`; ``tests/test_group_comparisons.py`` checks it against its stated symmetry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,8 +44,51 @@ def relative_gap(rate_a: float, rate_b: float) -> float:
 
 
 def delta_rel(rate_female: float, rate_male: float) -> float:
+    """Δrel in percent of the two groups' mean; 0 when both are 0."""
     denominator = 0.5 * (rate_female + rate_male)
     return 0.0 if denominator == 0 else 100.0 * (rate_female - rate_male) / denominator
+
+
+def difference(value_a: float, value_b: float) -> float:
+    return value_a - value_b
+
+
+SYMMETRIES = {
+    "antisymmetric": "compare(B, A) = −compare(A, B)",
+    "reciprocal": "(1 + compare(A, B) / 100) (1 + compare(B, A) / 100) = 1",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A named comparison of group A's value with group B's: ``between(φ(A), φ(B))``, NaN or infinite
+    where it is undefined; ``symmetry`` (a key of :data:`SYMMETRIES`) says how swapping A and B
+    changes it. Every comparison is 0 when both values are equal."""
+
+    name: str
+    between: Callable[[float, float], float]
+    symmetry: str
+    summary: str  # one line: what it is and whose definition
+
+    def __call__(self, value_a: float, value_b: float) -> float:
+        return self.between(value_a, value_b)
+
+
+COMPARISONS: dict[str, Comparison] = {
+    comparison.name: comparison
+    for comparison in (
+        Comparison("relative_gap", relative_gap, "reciprocal", "E(A, B) = 100 (φ(A) − φ(B)) / φ(B), Attanasio et al. 2024"),
+        Comparison("delta_rel", delta_rel, "antisymmetric", "Δrel = 100 (φ(A) − φ(B)) / (0.5 (φ(A) + φ(B))), Boito et al. 2022"),
+        Comparison("difference", difference, "antisymmetric", "φ(A) − φ(B), in the metric's unit"),
+    )
+}
+
+
+def comparison(name: str) -> Comparison:
+    """The comparison called ``name``; an unknown name is a ValueError listing them."""
+    if name not in COMPARISONS:
+        raise ValueError(f"unknown comparison {name!r}; choose from {', '.join(COMPARISONS)}")
+    return COMPARISONS[name]
 
 
 def _take(values: np.ndarray | list, indices: np.ndarray) -> np.ndarray | list:
@@ -103,15 +152,18 @@ def _speaker_resample_values(members: Members, iterations: int, rng: np.random.G
     return np.asarray(values, dtype=float)
 
 
-def speaker_bootstrap_interval(a: Members, b: Members, iterations: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """95 % interval of E(A, B) when speakers are resampled with replacement within each group.
+def speaker_bootstrap_interval(a: Members, b: Members, iterations: int = 1000, seed: int = 0, compare: str = "relative_gap") -> tuple[float, float]:
+    """95 % interval of a comparison of A with B (``compare``, a name in :data:`COMPARISONS`; default
+    E) when speakers are resampled with replacement within each group.
 
-    Resamples where B's value is 0 leave E undefined and are left out; when every one is, the
-    interval is (nan, nan)."""
+    Resamples where the comparison is undefined (E when B's value is 0) are left out; when every one
+    is, the interval is (nan, nan)."""
+    between = comparison(compare)
     rng = np.random.default_rng(seed)
     values_a = _speaker_resample_values(a, iterations, rng)
     values_b = _speaker_resample_values(b, iterations, rng)
-    gaps = 100.0 * (values_a - values_b) / np.where(values_b > 0, values_b, np.nan)
+    gaps = np.array([between(float(x), float(y)) for x, y in zip(values_a, values_b)], dtype=float)
+    gaps[~np.isfinite(gaps)] = np.nan
     if np.isnan(gaps).all():
         return float("nan"), float("nan")
     low, high = np.nanpercentile(gaps, [2.5, 97.5])
@@ -166,18 +218,22 @@ class GroupMetricFrame:
     def overall(self):
         return self.all.value
 
+    def compare(self, name: str, a: Hashable, b: Hashable) -> float:
+        """The comparison ``name`` (:data:`COMPARISONS`) of group ``a``'s value with ``b``'s."""
+        return comparison(name)(self.evaluate(a), self.evaluate(b))
+
     def difference(self, a: Hashable, b: Hashable) -> float:
-        return self.evaluate(a) - self.evaluate(b)
+        return self.compare("difference", a, b)
 
     def relative_gap(self, a: Hashable, b: Hashable) -> float:
-        return relative_gap(self.evaluate(a), self.evaluate(b))
+        return self.compare("relative_gap", a, b)
 
     def delta_rel(self, a: Hashable, b: Hashable) -> float:
-        return delta_rel(self.evaluate(a), self.evaluate(b))
+        return self.compare("delta_rel", a, b)
 
     def speaker_count(self, group: Hashable) -> int:
         return self.members(group).speaker_count
 
-    def speaker_bootstrap(self, a: Hashable, b: Hashable, iterations: int = 1000, seed: int = 0) -> tuple[float, float]:
-        """95 % interval of E(a, b), speakers resampled within each group."""
-        return speaker_bootstrap_interval(self.members(a), self.members(b), iterations, seed)
+    def speaker_bootstrap(self, a: Hashable, b: Hashable, iterations: int = 1000, seed: int = 0, compare: str = "relative_gap") -> tuple[float, float]:
+        """95 % interval of a comparison of ``a`` with ``b`` (default E), speakers resampled within each group."""
+        return speaker_bootstrap_interval(self.members(a), self.members(b), iterations, seed, compare)

@@ -62,7 +62,8 @@ from extract.manifest import GENDERS
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
-from probing.run import PROBES, ProbeConfig
+from probing.kinds import KINDS
+from probing.run import ProbeConfig
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
 TASKS = ("asr", "st")
@@ -466,7 +467,7 @@ def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
         check_option_types(options, f"{reader.path}: {where}")
     except GridError as error:
         raise StudyError(str(error)) from None
-    probes = reader.names(mapping.get("probes", ["positional"]), f"{where}.probes", choices=PROBES)
+    probes = reader.names(mapping.get("probes", ["positional"]), f"{where}.probes", choices=tuple(KINDS))
     controls = reader.names(mapping.get("controls", ["none"]), f"{where}.controls", choices=CONTROLS)
     seeds = reader.names(mapping.get("seeds", [0]), f"{where}.seeds", kinds=(int,))
     names = tuple(corpus.name for corpus in corpora)
@@ -474,8 +475,9 @@ def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
     if apply_to is not None:
         if apply_to not in names:
             raise reader.error(f"{where}.apply_to", f"{apply_to!r} is no corpus of the study; corpora: {', '.join(names)}")
-        if "attention" not in probes:
-            raise reader.error(f"{where}.apply_to", "only attention probes are applied to another store; add attention to probes.probes")
+        applying = [name for name, kind in KINDS.items() if kind.applies_to_other_stores]
+        if not set(applying) & set(probes):
+            raise reader.error(f"{where}.apply_to", f"only {' or '.join(applying)} probes are applied to another store; add {applying[0]} to probes.probes")
     learn_from = reader.names(mapping["corpora"], f"{where}.corpora", choices=names) if "corpora" in mapping else tuple(n for n in names if n != apply_to)
     if apply_to in learn_from:
         raise reader.error(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")

@@ -353,6 +353,7 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
     """The grid's runs over the stores that exist, and the stores whose sites are known only once
     extracted (``sites: all`` before extraction)."""
     from extract.store import ShardReader
+    from probing.kinds import KINDS
     from probing.run import ProbeConfig
 
     grid, layout = context.study.probes, context.layout
@@ -372,7 +373,7 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                     for probe in grid.probes:
                         for control in grid.controls:
                             for seed in grid.seeds:
-                                for apply_to in applied if probe == "attention" and applied else [None]:
+                                for apply_to in applied if KINDS[probe].applies_to_other_stores and applied else [None]:
                                     options = grid.options | {"apply_to": apply_to, "device": context.device}
                                     configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
     return configs, unknown

@@ -9,7 +9,7 @@ and line.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,65 @@ class AdapterResult:
             values = ", ".join(f"{value!r} ({count})" for value, count in self.unknown_genders.most_common())
             text += f"; {sum(self.unknown_genders.values())} utterances with an unrecognised gender value, kept as unknown: {values}"
         return text
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One command-line argument of a recipe, as ``python -m experiments.manifest RECIPE`` adds it:
+    argparse's ``flags`` and keyword ``options`` (``required``, ``default``, ``help``, ``metavar``);
+    ``keyword``, the reader's parameter it fills (default: the argument's name, as argparse spells
+    it); ``reads``, a file or folder the recipe reads; ``old_spellings``, deprecated flags still
+    accepted. Made by :func:`argument`."""
+
+    flags: tuple[str, ...]
+    keyword: str = ""
+    reads: bool = False
+    old_spellings: tuple[str, ...] = ()
+    options: Mapping = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores the value under (its own rule: the first long flag, dashes as underscores)."""
+        if "dest" in self.options:
+            return self.options["dest"]
+        long = next((flag for flag in self.flags if flag.startswith("--")), self.flags[0])
+        return long.lstrip("-").replace("-", "_")
+
+    @property
+    def parameter(self) -> str:
+        """The reader's parameter this argument fills."""
+        return self.keyword or self.dest
+
+    @property
+    def positional(self) -> bool:
+        return not self.flags[0].startswith("-")
+
+
+def argument(*flags: str, keyword: str = "", reads: bool = False, old_spellings: tuple[str, ...] = (), **options) -> Argument:
+    """An :class:`Argument` of ``flags`` and argparse ``options``."""
+    return Argument(tuple(flags), keyword, reads, tuple(old_spellings), dict(options))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A corpus recipe as the command line offers it: its subcommand ``name`` and one-line ``help``,
+    its reader (a function returning an :class:`AdapterResult`) and the arguments that fill the
+    reader's parameters. The first positional argument names the source in messages."""
+
+    name: str
+    help: str
+    read: Callable[..., AdapterResult]
+    arguments: tuple[Argument, ...]
+
+    def read_arguments(self, values: Mapping) -> AdapterResult:
+        """The reader called with the parsed ``values`` (argparse's attributes by ``dest``); an
+        argument left unset (None) is not passed, so the reader's default applies."""
+        given = {arg.parameter: values[arg.dest] for arg in self.arguments if values.get(arg.dest) is not None}
+        return self.read(**given)
+
+    @property
+    def source(self) -> Argument:
+        return next(arg for arg in self.arguments if arg.positional)
 
 
 NEEDED = ("id", "audio", "language", "speaker")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv, split_from_name
 
 
 def common_voice(tsv: str | Path, language: str, clips_dir: str | Path | None = None, split: str | None = None) -> AdapterResult:
@@ -28,3 +28,13 @@ def common_voice(tsv: str | Path, language: str, clips_dir: str | Path | None = 
             extra=extra,
         )
     return collector.result
+
+
+RECIPES = (
+    Recipe(
+        "common_voice",
+        "Common Voice TSV (client_id, path, sentence, gender)",
+        common_voice,
+        (argument("tsv", reads=True), argument("--language", required=True), argument("--clips-dir", reads=True)),
+    ),
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv, split_from_name
 from extract.manifest import ManifestError
 
 _FLEURS_COLUMNS = ("id", "file_name", "raw_transcription", "transcription", "phonemes", "num_samples", "gender")
@@ -41,3 +41,6 @@ def fleurs(tsv: str | Path, language: str, audio_dir: str | Path | None = None, 
             extra={"sentence_id": row["id"], "num_samples": samples, "speaker_ids_known": False},
         )
     return collector.result
+
+
+RECIPES = (Recipe("fleurs", "Fleurs TSV", fleurs, (argument("tsv", reads=True), argument("--language", required=True), argument("--audio-dir", reads=True))),)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_tsv
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv
 from extract.manifest import iter_json_objects
 
 
@@ -52,3 +52,19 @@ def generic_jsonl(path: str | Path, columns: Mapping[str, str] | None = None, **
         fields["extra"] = {**row.get("extra", {}), **{k: v for k, v in row.items() if k not in used and k != "extra"}}
         collector.add(line, **fields)
     return collector.result
+
+
+RECIPES = (
+    Recipe(
+        "tsv",
+        "generic TSV whose header uses the manifest keys",
+        generic_tsv,
+        (argument("tsv", reads=True), argument("--language"), argument("--dataset", default="")),
+    ),
+    Recipe(
+        "jsonl",
+        "generic JSONL whose keys are the manifest keys",
+        generic_jsonl,
+        (argument("jsonl", keyword="path", reads=True), argument("--language"), argument("--dataset", default="")),
+    ),
+)

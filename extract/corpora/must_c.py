@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_text, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_text, read_tsv, split_from_name
 from extract.manifest import ManifestError
 
 
@@ -89,3 +89,24 @@ def must_c(
             extra={"talk": talk, "target_language": target_language, "segment": index},
         )
     return collector.result
+
+
+RECIPES = (
+    Recipe(
+        "must_c",
+        "MuST-C split folder (txt/{split}.yaml, wav/)",
+        must_c,
+        (
+            argument("split_dir", reads=True),
+            argument("--split-name", required=True),
+            argument(
+                "--tgt-lang",
+                keyword="target_language",
+                old_spellings=("--target-language",),
+                required=True,
+                help="target language of the translations (txt/{split}.{tgt})",
+            ),
+            argument("--speakers", keyword="speakers_tsv", reads=True, required=True, help="MuST-Speaker-style TSV"),
+        ),
+    ),
+)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_tsv
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv
 
 COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY", "TEXT-CATEGORY", "GENDERTERMS")
 RECIPE_COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "SPEAKER", "GENDER", "CATEGORY", "GENDERTERMS")  # a manifest needs these
@@ -132,3 +132,6 @@ def must_she(tsv: str | Path, wav_dir: str | Path | None = None, split: str = "t
             },
         )
     return collector.result
+
+
+RECIPES = (Recipe("must_she", "MuST-SHE TSV with wav/", must_she, (argument("tsv", reads=True), argument("--wav-dir", reads=True))),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv, split_from_name
 
 
 def voxpopuli(tsv: str | Path, language: str, audio_dir: str | Path, split: str | None = None) -> AdapterResult:
@@ -31,3 +31,13 @@ def voxpopuli(tsv: str | Path, language: str, audio_dir: str | Path, split: str 
             extra={"normalized_text": row.get("normalized_text", "")},
         )
     return collector.result
+
+
+RECIPES = (
+    Recipe(
+        "voxpopuli",
+        "VoxPopuli asr_{split}.tsv",
+        voxpopuli,
+        (argument("tsv", reads=True), argument("--language", required=True), argument("--audio-dir", reads=True, required=True)),
+    ),
+)

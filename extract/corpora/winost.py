@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument
 from extract.manifest import ManifestError, iter_text_lines
 
 GOLD_GENDERS = ("male", "female", "neutral")
@@ -164,3 +164,21 @@ def winost(
             extra={"line": sentence.line, "gold_gender": sentence.gender, "entity_index": sentence.index, "profession": sentence.profession},
         )
     return collector.result
+
+
+RECIPES = (
+    Recipe(
+        "winost",
+        "WinoST: WinoMT's aggregate file (en.txt) with one WAV per line",
+        winost,
+        (
+            argument("tsv", keyword="aggregate", reads=True, metavar="AGGREGATE", help="en.txt: gender, index, sentence, profession per line"),
+            argument("--wav-dir", reads=True, required=True, help="the folder of WAV files"),
+            argument(
+                "--wav-template", help="each line's WAV name, e.g. '{line}.wav' (1-based line) or '{id}.wav'; default: the folder's WAVs in natural order"
+            ),
+            argument("--speaker", default="winost-reader"),
+            argument("--speaker-gender", default="female", help="the reader's gender (WinoST: female)"),
+        ),
+    ),
+)

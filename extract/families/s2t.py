@@ -78,4 +78,4 @@ def tiny_model():
     return Speech2TextForConditionalGeneration(config), Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80)
 
 
-FAMILY = Family(S2TExtractor, S2TGenerator, tiny_model, demo_sites=("encoder.final",))
+FAMILY = Family(S2TExtractor, S2TGenerator, tiny_model, demo_sites=("encoder.final",), display_name="S2T")

@@ -146,4 +146,4 @@ def tiny_model():
     return SeamlessM4Tv2ForSpeechToText(config), SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
 
 
-FAMILY = Family(SeamlessExtractor, SeamlessGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"))
+FAMILY = Family(SeamlessExtractor, SeamlessGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"), display_name="SeamlessM4T v2")

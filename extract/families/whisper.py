@@ -128,4 +128,4 @@ def tiny_model():
     return WhisperForConditionalGeneration(config), WhisperFeatureExtractor(feature_size=80)
 
 
-FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, bundled=bundled_whisper)
+FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, bundled=bundled_whisper, display_name="Whisper")

@@ -353,4 +353,4 @@ def tiny_model():
     return ZeroSwotStandIn(), Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, do_normalize=True, return_attention_mask=True)
 
 
-FAMILY = Family(ZeroSwotExtractor, ZeroSwotGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"))
+FAMILY = Family(ZeroSwotExtractor, ZeroSwotGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"), display_name="ZeroSwot", tiny_stand_in=True)

@@ -1,0 +1,100 @@
+"""Probe kinds: one record each, and this registry.
+
+A probe kind is what ``--probe`` names: how a run turns a site's stored states into predictions.
+Its record (:class:`ProbeKind`) says which function runs it, which score is its headline (what
+``experiments.probe`` prints, the reports plot and ``experiments.collect`` joins), whether it
+predicts another store (``apply_to``), which :class:`probing.run.ProbeConfig` options it reads and
+what it chooses on the dev split. Every rule about kinds reads these records; nothing else names a
+kind. Adding a kind touches one new module (its runner) plus one record in :data:`KINDS` below;
+``tests/test_probe_kinds.py`` then runs it on a synthetic store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+
+from probing.data import ProbeError
+
+HEADLINES = ("f1_s", "f1_macro")  # F1_S: mean F1 over speech positions (per-position kinds); F1: macro F1 of the run
+
+
+@dataclass(frozen=True)
+class ProbeKind:
+    """What the code needs to know about a probe kind.
+
+    ``runner`` is the function's path, ``"module:function"``, imported when a run starts (the built-in
+    runners live in :mod:`probing.run`, which reads this registry). It is called as
+    ``runner(config, reader, splits, labels)`` with a :class:`probing.run.ProbeConfig`, a store
+    reader, the :class:`probing.data.ProbeSplits` and each split's labels, and returns the row's
+    scores (with ``headline`` among them, plus ``f1_macro``, ``accuracy`` and ``recall`` per class),
+    the arrays saved beside the row (a ``per_position`` kind: the ``test_*`` scores per position, with
+    ``positions_used`` and ``f1_s`` in the scores) and the attention weights of the test utterances
+    (empty dicts where there are none). Leave-one-speaker-out and the controls call it once per fold
+    and labelling, so it must train from ``labels`` alone."""
+
+    name: str
+    runner: str
+    headline: str
+    summary: str  # one line, for --help and the docs
+    per_position: bool = False  # one probe per frame position: per-position ``test_*`` arrays, F1_S, ``positions_used``
+    options: tuple[str, ...] = ()  # ProbeConfig fields this kind reads beyond the shared ones (store, site, control, seed, task, ...)
+    selects_on_dev: str = ""  # what it chooses on the dev split ("" for nothing: then no dev split is held out of LOSO folds)
+
+    @property
+    def applies_to_other_stores(self) -> bool:
+        """Whether ``apply_to`` works: the trained probe also predicts another store's utterances."""
+        return "apply_to" in self.options
+
+    def run(self, config, reader, splits, labels) -> tuple[dict, dict, dict]:
+        module, _, function = self.runner.partition(":")
+        runner: Callable = getattr(import_module(module), function)
+        return runner(config, reader, splits, labels)
+
+
+LOGISTIC = ("c", "max_iter")
+
+KINDS: dict[str, ProbeKind] = {
+    kind.name: kind
+    for kind in (
+        ProbeKind(
+            "positional",
+            "probing.run:positional_probe",
+            "f1_s",
+            "one logistic probe per frame position (the first --positions)",
+            per_position=True,
+            options=("positions", "memory_gb", *LOGISTIC),
+        ),
+        ProbeKind(
+            "attention",
+            "probing.run:attention_probe",
+            "f1_macro",
+            "attention pooling over the frames, then a linear layer (Fucci et al. 2025)",
+            options=("max_epochs", "lr", "apply_to", "memory_gb", "loader_workers"),
+            selects_on_dev="the epoch to stop at (early stopping)",
+        ),
+        ProbeKind("mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC),
+        ProbeKind("max", "probing.run:pooled_probe", "f1_macro", "logistic probe on the maximum over speech frames", options=LOGISTIC),
+        ProbeKind(
+            "sampled",
+            "probing.run:sampled_probe",
+            "f1_macro",
+            "logistic probes on single frames at fixed fractions of the speech, one chosen on dev",
+            options=LOGISTIC,
+            selects_on_dev="the sampled position",
+        ),
+    )
+}
+
+
+def probe_kind(name: str) -> ProbeKind:
+    """The record of ``name``; an unknown name is a :class:`ProbeError` listing the kinds."""
+    if name not in KINDS:
+        raise ProbeError(f"unknown probe {name!r}; choose from {tuple(KINDS)}")
+    return KINDS[name]
+
+
+def headline(name: str) -> str:
+    """The score key a row of kind ``name`` leads with (``f1_s`` or ``f1_macro``)."""
+    return probe_kind(name).headline
