@@ -30,7 +30,8 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
-from experiments.scoring.gaps import GAP_ESTIMATES, counts_path, gap_report, gap_summary, read_hypotheses, save_gap_report
+from experiments.scoring.gaps import DEFAULT_COMPARISON, GAP_ESTIMATES, counts_path, gap_report, gap_summary, read_hypotheses, save_gap_report
+from experiments.scoring.group_metrics import COMPARISONS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(GAP_ESTIMATES),
         default="resampled",
         help="what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
+    )
+    parser.add_argument(
+        "--interval-of",
+        choices=tuple(COMPARISONS),
+        default=DEFAULT_COMPARISON,
+        help="what the speaker-bootstrap interval (ci95) is of: relative_gap (E, default), delta_rel (Δrel, Boito et al. 2022) "
+        "or difference (φ(A) − φ(B)); the report names it in ci95_of when it is not E",
     )
     parser.add_argument(
         "--normalizer",
@@ -64,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
     rows = read_hypotheses(args.hypotheses)
-    report, counts = gap_report(rows, groups, args.iterations, args.seed, Scoring(args.normalizer, args.cer_spaces), args.gap_estimate, args.hypotheses)
+    scoring = Scoring(args.normalizer, args.cer_spaces)
+    report, counts = gap_report(rows, groups, args.iterations, args.seed, scoring, args.gap_estimate, args.hypotheses, compare=args.interval_of)
     for language, entry in report["languages"].items():
         summary = ", ".join(f"{g} {v['error_rate']:.2f}" for g, v in entry["groups"].items())
         print(

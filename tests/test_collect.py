@@ -66,9 +66,9 @@ def _hypotheses(path, model, languages, extra_errors):
     return path
 
 
-def _gap(tmp_path, model="wl", languages=("en", "it", "es"), name="gap.json"):
+def _gap(tmp_path, model="wl", languages=("en", "it", "es"), name="gap.json", compare="relative_gap"):
     hypotheses = _hypotheses(tmp_path / f"{name}.hyps.jsonl", model, languages, {"en": 3, "it": 2, "es": 1})
-    report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), iterations=50, seed=0, hypotheses=hypotheses)
+    report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), iterations=50, seed=0, hypotheses=hypotheses, compare=compare)
     save_gap_report(report, counts, tmp_path / name)
     return tmp_path / name
 
@@ -114,6 +114,7 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         "gap_estimate",
         "ci95_low",
         "ci95_high",
+        "ci95_of",
         "probe_runs",
         "gap_source",
     ]
@@ -127,7 +128,7 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         assert float(row["f1_s"]) == pytest.approx(sum(probes[run]["f1_s"] for run in runs) / len(runs))
         assert row["seeds"] == " ".join(str(probes[run]["seed"]) for run in runs) and row["probe_runs"] == " ".join(runs)
         assert float(row["gap_relative"]) == pytest.approx(entry["gap_relative"]) and row["gap_estimate"] == "resampled"
-        assert [float(row["ci95_low"]), float(row["ci95_high"])] == pytest.approx(entry["bootstrap"]["ci95"])
+        assert [float(row["ci95_low"]), float(row["ci95_high"])] == pytest.approx(entry["bootstrap"]["ci95"]) and row["ci95_of"] == "relative_gap"
     assert rows["en"]["seeds"] == "0 1"  # F1_S averaged over the two seeds
     assert all(float(row["gap_relative"]) > 0 for row in rows.values())  # female utterances have more errors
     assert report["schema"] == 1 and (report["subject"]["model"], report["subject"]["dataset"], report["subject"]["languages"]) == (
@@ -145,6 +146,20 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
     assert len(control) == 1 and control[0]["model"] == "wl" and control[0]["language"] == "en"
     gap_rows = {r["language"]: float(r["value"]) for r in long if r["kind"] == "asr_gap" and r["metric"] == "gap_relative"}
     assert gap_rows == pytest.approx({language: report["languages"][language]["gap_relative"] for language in ("en", "it", "es")})
+
+
+def test_an_interval_of_another_comparison_is_named_in_the_tables(study, tmp_path):
+    """A gap report whose speaker interval is of Δrel (``asr_gap --interval-of delta_rel``): the
+    joined rows say so in ``ci95_of``, and long.csv names the interval's metrics after it."""
+    root, _, _ = study
+    gap = _gap(tmp_path, compare="delta_rel")
+    assert collect_main(["--probes", str(root / "probes.jsonl"), "--gaps", str(gap), "--out", str(tmp_path / "out")]) == 0
+    report = json.loads(gap.read_text())["languages"]
+    rows = {row["language"]: row for row in _read_csv(tmp_path / "out" / "f1_vs_gap.csv")}
+    assert {row["ci95_of"] for row in rows.values()} == {"delta_rel"}
+    assert [float(rows["en"]["ci95_low"]), float(rows["en"]["ci95_high"])] == pytest.approx(report["en"]["bootstrap"]["ci95"])
+    metrics = {r["metric"] for r in _read_csv(tmp_path / "out" / "long.csv") if r["kind"] == "asr_gap" and r["language"] == "en"}
+    assert {"ci95_low.delta_rel", "ci95_high.delta_rel"} <= metrics and "ci95_low" not in metrics
 
 
 def test_correlate_and_heatmap_read_the_collected_tables(study, tmp_path):

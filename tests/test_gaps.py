@@ -169,6 +169,41 @@ def test_asr_gap_cli_by_hand(tmp_path):
     assert again.read_text() == out.read_text()
 
 
+def test_interval_of_names_the_comparison_the_speaker_interval_is_of(tmp_path, capsys):
+    """``--interval-of difference``: the interval is of φ(A) − φ(B) in points (so it holds the full-set
+    difference here, where every resample of 3 speakers per group keeps female above male), the
+    report and its settings name it, and the printed line says what it is of."""
+    from experiments.asr_gap import main
+
+    rows = []
+    for gender, errors in (("female", 2), ("male", 1)):
+        for speaker in range(3):
+            for utterance in range(2):
+                words = ["red", "green", "blue", "white"]
+                rows.append(
+                    {
+                        "id": f"{gender}-{speaker}-{utterance}",
+                        "reference": " ".join(words),
+                        "hypothesis": " ".join(["x"] * (errors + utterance % 2) + words[errors + utterance % 2 :]),
+                        "gender": gender,
+                        "speaker": f"{gender}-{speaker}",
+                        "language": "en",
+                    }
+                )
+    out = tmp_path / "gap.json"
+    hypotheses = str(_write_hypotheses(tmp_path / "h.jsonl", rows))
+    assert main(["--hypotheses", hypotheses, "--out", str(out), "--iterations", "50", "--interval-of", "difference"]) == 0
+    report = json.loads(out.read_text())
+    entry = report["languages"]["en"]
+    assert report["settings"]["ci95_of"] == "difference" and entry["bootstrap"]["ci95_of"] == "difference"
+    assert entry["gap_absolute"] == pytest.approx(25.0)  # each female speaker 5 / 8 words wrong, each male 3 / 8: 62.5 − 37.5 points
+    assert entry["bootstrap"]["ci95"] == pytest.approx([25.0, 25.0])  # every speaker of a group has the same rate
+    assert "difference(female, male) 95 % CI" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["--hypotheses", str(tmp_path / "h.jsonl"), "--out", str(tmp_path / "bad.json"), "--interval-of", "ratio"])
+    assert refused.value.code == 2 and "invalid choice: 'ratio'" in capsys.readouterr().err
+
+
 def test_e_is_undefined_when_the_reference_group_makes_no_error(tmp_path, capsys):
     """E(0, 0) was 0.0, shown "+0.0"; like E(x > 0, 0) it is undefined: null in the JSON, in the
     resampled estimate and the bootstrap too (science audit D5)."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.scoring.gaps import RELIABLE_SPEAKERS
+from experiments.scoring.gaps import DEFAULT_COMPARISON, RELIABLE_SPEAKERS
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
 
@@ -263,6 +263,7 @@ def setup_table(setups: list[dict], table: list[dict], features: Sequence[str]) 
             "gap_estimate": entry.get("gap_estimate"),
             "gap_ci95_low": ci[0],
             "gap_ci95_high": ci[1],
+            "gap_ci95_of": (entry.get("bootstrap") or {}).get("ci95_of", DEFAULT_COMPARISON),
         }
         scored = [metadata[c["id"]] for c in setup["counts"]]
         for feature in features:

@@ -9,7 +9,8 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   language (Attanasio et al. 2024). A gap joins the probes of the task named by its groups
   (``--groups female,male`` -> ``female-male``: E(female, male)). ``gap_relative`` is the estimate
   the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
-  ``ci95_low`` / ``ci95_high`` are its speaker-bootstrap interval.
+  ``ci95_low`` / ``ci95_high`` are its speaker-bootstrap interval, of what ``ci95_of`` names
+  (``relative_gap``: E, unless ``asr_gap --interval-of`` chose another comparison).
 - ``f1_vs_mustshe.csv``: one row per (model, site, tgt_lang): the macro-F1 of an attention probe
   without control on the store it was applied to (``applied_f1_macro``, averaged over seeds), and
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.scoring.gaps import DEFAULT_COMPARISON
 from extract.provenance import file_identity, provenance
 from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
@@ -55,6 +57,7 @@ F1_VS_GAP = (
     "gap_estimate",
     "ci95_low",
     "ci95_high",
+    "ci95_of",
     "probe_runs",
     "gap_source",
 )
@@ -278,7 +281,9 @@ def gap_long_rows(document: Document, language: str, entry: dict) -> list[dict]:
     scores = {k: v for k, v in entry.items() if k not in ("error_distribution", "scoring", "bootstrap")}
     bootstrap = entry.get("bootstrap") or {}
     low, high = (bootstrap.get("ci95") or [None, None])[:2]
-    extra = {"ci95_low": low, "ci95_high": high, "p_value": bootstrap.get("p_value")}
+    of = bootstrap.get("ci95_of", DEFAULT_COMPARISON)
+    named = "" if of == DEFAULT_COMPARISON else f".{of}"  # an interval of another comparison than E is named in its metric
+    extra = {f"ci95_low{named}": low, f"ci95_high{named}": high, "p_value": bootstrap.get("p_value")}
     base = _document_base(document, language=language, task="-".join(document.doc.get("settings", {}).get("groups", ())))
     return [base | {"metric": metric, "value": value} for metric, value in [*numeric_leaves(scores), *numeric_leaves(extra)]]
 
@@ -340,7 +345,8 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
             continue
         used.add(gap_key)
         document, _, entry = gaps[gap_key]
-        low, high = ((entry.get("bootstrap") or {}).get("ci95") or [None, None])[:2]
+        bootstrap = entry.get("bootstrap") or {}
+        low, high = (bootstrap.get("ci95") or [None, None])[:2]
         rows.append(
             {
                 "model": model,
@@ -355,6 +361,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 "gap_estimate": entry.get("gap_estimate"),
                 "ci95_low": low,
                 "ci95_high": high,
+                "ci95_of": bootstrap.get("ci95_of", DEFAULT_COMPARISON),
                 "probe_runs": _runs(members),
                 "gap_source": str(document),
             }
