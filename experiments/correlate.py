@@ -1,7 +1,7 @@
 """``python -m experiments.correlate``: correlation of two columns of a results table.
 
     python -m experiments.correlate --table T.csv --x f1_s --y gap_relative [--label language] --out OUT.json [--plot FIG.png]
-    python -m experiments.correlate --table results/f1_vs_gap.csv --where site=encoder.layer.31 --x f1_s --y gap_relative \
+    python -m experiments.correlate --table results/f1_vs_gap.csv --where site=encoder.layer.31 --x f1_s --y gap_relative \\
         --label model,dataset,language --out results/correlation.json --plot figures/f1_vs_gap.png
 
 ``--where COLUMN=VALUE`` (repeatable) keeps the rows whose column holds that value: cut

@@ -68,7 +68,7 @@ VOICES = (
     Voice("espeak-m4", "espeak", "m4", "male", languages=("en",), pitch=40),
 )
 
-# the trimmed corpus (``experiments.demo --trim`` and the corpus tests): 2 female and 2 male voices of each engine
+# the trimmed corpus (``experiments.demo --trim`` and the corpus tests): per gender, 3 Kokoro voices and 1 espeak-ng voice
 TRIM_NAMES = (
     "kokoro-jf_alpha",
     "kokoro-jf_nezumi",
