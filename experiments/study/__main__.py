@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
     started = time.time()
     study = load_study(args.study, args.root)
-    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet)
+    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet, write=not args.dry_run)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
     print_lines(["[study] plan:", *describe(plan(context, args.stages))])
     if args.dry_run:
