@@ -21,7 +21,7 @@ relative to a folder of the user's)::
         sites: [encoder.final]        # this model's sites (default: the study's sites)
         decoder: null                 # ZeroSwot: the NLLB checkpoint that decodes (default: the one its config names)
         languages: null               # on pooled parts (key all): only these languages' utterances (e.g. [en] for an English-only model)
-        transcribe: true              # false: probed only, never transcribed (random weights, a tiny random model)
+        transcribe: true              # false: probed only (random weights, a tiny random model); or the corpora it transcribes
     corpora:                          # required, at least one
       - name: common_voice            # required, unique: the dataset the manifests' rows record (their `dataset`)
         task: asr                     # required: asr or st
@@ -67,7 +67,7 @@ sha256 is what the store records). Two grids must not produce one run twice: a r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
@@ -102,7 +102,7 @@ MODEL_FIELDS = {
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
     "languages": ((list, NONE), None),
-    "transcribe": ((bool,), True),
+    "transcribe": ((bool, list), True),
 }
 CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
 EXTRACT_FIELDS = {
@@ -159,7 +159,7 @@ class Model:
     sites: str | tuple[str, ...] = "all"
     decoder: str | None = None
     languages: tuple[str, ...] | None = None
-    transcribe: bool = True
+    transcribe: bool | tuple[str, ...] = True  # or the corpora whose hypotheses it makes
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class Study:
 
     def transcribed(self, model: Model, corpus: Corpus) -> tuple[Part, ...]:
         """The parts of ``corpus`` whose hypotheses of ``model`` a behaviour needs (none with ``transcribe: false``)."""
-        if not model.transcribe:
+        if not model.transcribe or (model.transcribe is not True and corpus.name not in model.transcribe):
             return ()
         if self.scored("gap", corpus) or self.scored("st_quality", corpus):
             return corpus.parts
@@ -355,6 +355,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
     probes = _grids(reader, document.get("probes"), models, corpora)
+    models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
     behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
     given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
     gap = reader.fields(behaviour["gap"], GAP_FIELDS, "behaviour.gap") if "gap" in given else None
@@ -436,6 +437,14 @@ def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
         languages = reader.names(checked["languages"], f"{where}.languages") if checked["languages"] is not None else None
         models.append(Model(**{**checked, "checkpoint": checkpoint, "sites": own_sites, "languages": languages}))
     return tuple(models)
+
+
+def _transcribed_corpora(reader: _Reader, model: Model, index: int, corpora: tuple[Corpus, ...]) -> Model:
+    """A model's ``transcribe`` given as corpora: each must be one of the study's."""
+    if isinstance(model.transcribe, bool):
+        return model
+    names = reader.names(list(model.transcribe), f"models[{index}].transcribe", choices=tuple(corpus.name for corpus in corpora))
+    return replace(model, transcribe=names)
 
 
 def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:

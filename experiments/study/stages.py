@@ -394,7 +394,8 @@ def transcription_tasks(units: list[Unit], context: Context) -> list:
 def probe_configs(context: Context) -> tuple[list, list[str]]:
     """The grids' runs over the stores that exist, and the stores whose sites are known only once
     extracted (``sites: all`` before extraction). Each grid runs on its models' stores of its corpora,
-    at the model's sites it keeps, once per language of its ``languages`` (pooled parts)."""
+    at the model's sites it keeps, once per language of its ``languages`` (pooled parts) that the
+    model reads (a model restricted to ``languages`` is probed on those only)."""
     from extract.store import ShardReader
     from probing.run import ProbeConfig
 
@@ -412,8 +413,9 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                         unknown.append(f"{model.name} {part.name}")
                         continue
                     sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                    languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):
-                        for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, grid.languages):
+                        for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, languages):
                             for apply_to in applied if probe == "attention" and applied else [None]:
                                 options = grid.options | {"apply_to": apply_to, "device": context.device, "language": language}
                                 configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
