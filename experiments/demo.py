@@ -40,7 +40,7 @@ from experiments.cli import CommandParser, output_argument, run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import write_report
-from experiments.reports.demo_work import Work, context, write_study
+from experiments.reports.demo_work import Work, build_real_voices, context, write_study
 from experiments.reports.extras import EXTRA_STAGE_ERRORS, EXTRA_STAGES, run_extra
 from experiments.study.stages import STAGES, describe, plan, print_lines, run, study_errors
 from extract.paths import cache_dir
@@ -152,7 +152,10 @@ def run_demo(args: argparse.Namespace) -> int:
     corpus = _timed("corpus", lambda: stage_corpus(args.seed, args.trim, root))
     out = report_folder(args.out, root)
     work = Work(root, corpus, out, compute_dtype(), threads)
-    study_file = write_study(work, args.positions)
+    skipped = _timed("real voices", lambda: build_real_voices(work, args.trim, args.seed))
+    if skipped:
+        log(f"real voices skipped ({skipped}); the report says so. To include them: make apt-get reach Debian's archive (apt-get update as root), then rerun")
+    study_file = write_study(work, args.positions, real=skipped is None)
     log(f"corpus {corpus.root}; study {study_file}; Whisper in {work.dtype} on {threads} torch threads; figures and report -> {out}")
     _timed("study", lambda: run_study(work))
     report = _timed("figures and report", lambda: write_report(work, trimmed=args.trim))

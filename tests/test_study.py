@@ -427,6 +427,8 @@ probes:
   - {{models: [wt], sites: [encoder.final], positions: 20, mdl: true}}
   - {{models: [wt, wt-en], sites: [encoder.final], languages: [en, it, es], positions: 20}}
   - {{models: [tiny-s2t], probes: [mean], split: loso}}
+  - {{models: [f0], probes: [mean], split: loso}}
+baselines: {{f0: {{corpora: [cv]}}}}
 behaviour: {{gap: {{iterations: 50}}}}
 """
 
@@ -450,7 +452,9 @@ def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_lan
     out = tmp_path / "runs" / "pooled"
     assert main(["run", str(study), "--dry-run"]) == 0
     assert not out.exists()
-    assert "  probe       0 of 7 done, 7 to do\n" in capsys.readouterr().out  # 1 + 1 + (3 + 1: wt-en reads English only) + 1
+    planned = capsys.readouterr().out
+    assert "  probe       0 of 8 done, 8 to do\n" in planned  # 1 + 1 + (3 + 1: wt-en reads English only) + 1 + 1 (f0)
+    assert "  f0          0 of 1 done, 1 to do\n    - f0 cv-all\n" in planned
     assert main(["run", str(study), "--quiet"]) == 0
     capsys.readouterr()
     filtered = out / "manifests" / "wt-en" / "cv-all.jsonl"
@@ -479,6 +483,9 @@ def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_lan
         (row["model"], row["language"], row["split"]) for row in long if row["kind"] == "probe" and row["model"] == "tiny-s2t" and row["metric"] == "f1_macro"
     }
     assert loso == {("tiny-s2t", "en+it", "loso")}
+    (f0,) = [row for row in long if row["kind"] == "probe" and row["model"] == "praat-f0" and row["metric"] == "f1_macro"]
+    assert (f0["site"], f0["probe"], f0["split"], f0["language"], f0["dataset"]) == ("f0", "mean", "loso", "en+es+it", "cv")
+    assert (out / "stores" / "f0" / "cv-all").is_dir()
     collected = json.loads((out / "results" / "collect.json").read_text())
     assert {(item["model"], item["language"]) for item in collected["unmatched"]["probes_without_gap"]} >= {("wt", "en+es+it")}
 
@@ -493,6 +500,8 @@ def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_lan
         (("models: [tiny-s2t]", "models: [tiny-t2s]"), "probes[3].models: 'tiny-t2s' is not one of wt, wt-en, tiny-s2t"),
         (("{{all: manifests/all.jsonl}}", "{{en: manifests/en.jsonl, all: manifests/all.jsonl}}"), "probes[2].languages: a language filter needs pooled parts"),
         (("transcribe: false", "transcribe: [common_voice]"), "models[2].transcribe: 'common_voice' is not one of cv"),
+        (("baselines: {{f0: {{corpora: [cv]}}}}", ""), "probes[4].models: 'f0' is not one of wt, wt-en, tiny-s2t"),
+        (("{{corpora: [cv]}}", "{{corpora: [cv], range_by: voice}}"), "baselines.f0.range_by: 'voice' is not one of speaker, record"),
     ],
 )
 def test_a_grid_list_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_whisper, capsys, edit, expected):

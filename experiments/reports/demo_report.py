@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots as figures
-from experiments.reports.demo_work import ASR, TINY_FAMILIES, TINY_PREFIX, WHISPER_BASE_SITES, Work
+from experiments.reports.demo_work import ASR, REAL, TINY_FAMILIES, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
 
@@ -44,11 +44,13 @@ class Collected:
         self.long = read_table(work.results / "long.csv")
         self.rows = load_rows(work.probes)
 
-    def probe(self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None) -> dict:
+    def probe(
+        self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
+    ) -> dict:
         """The probe row of (model, site, probe, control, language) on the demo corpus (split fixed,
         seed 0, no apply_to unless it is the attention probe applied to MuST-SHE); ``language``: the
         subject language (``en+es`` for the pooled store)."""
-        wanted = (model, ASR, site, probe, control, "fixed", "0")
+        wanted = (model, dataset, site, probe, control, split, "0")
         found = {
             RUN_ID.search(row["source"]).group(1)
             for row in self.long
@@ -277,8 +279,87 @@ def write_report(work: Work, trimmed: bool) -> Path:
     table = {site: [positional(site, condition)["f1_s"] for condition in CONDITIONS] for site in sites}
     report = out / "report.md"
     text = _markdown(work, gaps, mustshe, table, real, attention, tiny, f1_rows, (gap_fit, gap_reason), (mustshe_rows, mustshe_fit), len(sentences), trimmed)
-    report.write_text(text)
+    report.write_text(text + "\n".join(real_voices_section(work, collected)) + "\n")
     return report
+
+
+def real_voices_section(work: Work, collected: Collected) -> list[str]:
+    """The report's section on the real voices: leave-one-speaker-out probes per site against the
+    F0 baseline, error rate per voice, E per language with both genders, and what 16 voices cannot show;
+    or, when the demo could not fetch them, that they were skipped and how to include them."""
+    skipped = real_voices_skipped(work)
+    lines = ["## Real voices (Debian's recorded prompts and narrations)", ""]
+    if skipped is not None:
+        return lines + [
+            f"**Skipped**: the real-voice corpus could not be built ({skipped}). To include it, let `apt-get` reach Debian's archive",
+            "(`apt-get update` as root once), then rerun `make demo`: the recipe `python -m experiments.recipes.realvoices` fetches the packages.",
+        ]
+    card = json.loads((work.realvoices / "card.json").read_text())
+    voices = {row["speaker"]: row for row in card["voices"]}
+    last = WHISPER_BASE_SITES[-1]
+    f0 = collected.probe("praat-f0", "f0", probe="mean", dataset=REAL, split="loso")
+    f0_control = collected.probe("praat-f0", "f0", probe="mean", control="shuffled", dataset=REAL, split="loso")
+    control = collected.probe("whisper-base", last, probe="mean", control="shuffled", dataset=REAL, split="loso")
+    per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
+    gap = json.loads(work.gap("whisper-base", REAL).read_text())
+    lines += [
+        f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({card['settings']['per_speaker']} per voice, "
+        f"seed {card['settings']['seed']}; names, packages, licences and credits in `{shown_path(work.realvoices / 'CARD.md')}`), built by "
+        "`experiments.recipes.realvoices` from Debian packages. **Caveats, before any number**: each language has one to three voices;",
+        "speaker, source (telephone prompts, children's software), language and channel move together, so a probe or a gap here",
+        f"cannot separate gender from any of them; {len(voices)} voices cannot support a finding about women and men. These rows show",
+        "that the pipeline runs on real recordings (real channels, 8 kHz prompts, real F0 spread), where probes are not at ceiling.",
+        "",
+        "### Leave-one-speaker-out probes (mean-pooled logistic probe per site; the F0-only baseline)",
+        "",
+        "Each voice is held out in turn, the probe trained on the others; macro-F1 pools every fold's predictions; `per-voice mean`",
+        "is the mean over held-out voices of their accuracy (each voice weighs alike).",
+        "",
+        "| features | macro-F1 | per-voice mean accuracy |",
+        "|---|---|---|",
+        *(f"| whisper-base {site} | {format_number(row['f1_macro'])} | {format_number(row['fold_accuracy_mean'])} |" for site, row in per_site.items()),
+        f"| F0 alone (Praat: ln median, mean, sd) | {format_number(f0['f1_macro'])} | {format_number(f0['fold_accuracy_mean'])} |",
+        f"| shuffled control, whisper-base {last} | {format_number(control['f1_macro'])} | {format_number(control['fold_accuracy_mean'])} |",
+        f"| shuffled control, F0 | {format_number(f0_control['f1_macro'])} | {format_number(f0_control['fold_accuracy_mean'])} |",
+        "",
+        f"Per held-out voice (accuracy, whisper-base {last} and F0):",
+        "",
+        "| voice | language | gender | clips | whisper-base | F0 | error rate (WER; CER where the language uses it) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    folds = {entry["speaker"]: entry for entry in per_site[last]["folds"]}
+    f0_folds = {entry["speaker"]: entry for entry in f0["folds"]}
+    rates = voice_error_rates(work)
+    for speaker, voice in sorted(voices.items(), key=lambda item: (item[1]["language"], item[1]["gender"], item[0])):
+        lines.append(
+            f"| {voice['name'] or speaker} | {voice['language']} | {voice['gender']} | {voice['clips']} | "
+            f"{format_number(folds.get(speaker, {}).get('accuracy'))} | {format_number(f0_folds.get(speaker, {}).get('accuracy'))} | "
+            f"{format_number(rates.get(speaker), 2)} |"
+        )
+    lines += [
+        "",
+        "### The gap per language (Whisper base)",
+        "",
+        "E(F, M) where a language has voices of both genders; otherwise the row says which group is missing. With one voice per",
+        "group the speaker bootstrap cannot vary the speakers: read its interval as a measure of clip-level noise only.",
+        "",
+        *gap_table({"whisper-base": gap}),
+        "",
+    ]
+    return lines
+
+
+def voice_error_rates(work: Work) -> dict[str, float]:
+    """Error rate per speaker of Whisper base on the real voices, from the gap report's per-utterance counts."""
+    from experiments.scoring.gaps import counts_path
+
+    errors: dict[str, list[float]] = {}
+    for line in counts_path(work.gap("whisper-base", REAL)).read_text().splitlines():
+        count = json.loads(line)
+        errors.setdefault(count["speaker"], [0.0, 0.0])
+        errors[count["speaker"]][0] += count["errors"]
+        errors[count["speaker"]][1] += count["length"]
+    return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
 
 
 def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:

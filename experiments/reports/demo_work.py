@@ -22,7 +22,8 @@ ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY
 TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 WHISPER_BASE_SITES = ("encoder.embed", *(f"encoder.layer.{index}" for index in range(6)), "encoder.final")
-ASR, MUSTSHE = "demo", "must_she"  # the demo's corpora (the datasets its manifests' rows record)
+ASR, MUSTSHE, REAL = "demo", "must_she", "realvoices"  # the demo's corpora (the datasets its manifests' rows record)
+REAL_PER_SPEAKER = {False: 10, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the time budget
 POOLED = f"{ASR}-all"  # the part name of the pooled English and Spanish manifest
 
 
@@ -57,26 +58,36 @@ class Work:
     def probes(self) -> Path:
         return self.root / "probes" / "probes.jsonl"
 
-    def gap(self, model: str) -> Path:
-        """The gap report of ``model`` on the pooled corpus (one entry per language)."""
-        return self.root / "behaviour" / model / f"gap-{POOLED}.json"
+    @property
+    def realvoices(self) -> Path:
+        """The real-voice corpus of the demo (``manifest.jsonl``, ``CARD.md``), or ``skipped.json`` saying why not."""
+        return self.root / "realvoices"
+
+    def gap(self, model: str, corpus: str = ASR) -> Path:
+        """The gap report of ``model`` on a pooled corpus (one entry per language)."""
+        return self.root / "behaviour" / model / f"gap-{corpus}-all.json"
+
+    def hypotheses(self, model: str, corpus: str = ASR) -> Path:
+        return self.hyps / model / f"{corpus}-all.jsonl"
 
     @property
     def mustshe(self) -> Path:
         return self.root / "behaviour" / "whisper-base" / f"mustshe-{MUSTSHE}-en-es.json"
 
 
-def demo_study(work: Work, positions: int) -> dict:
+def demo_study(work: Work, positions: int, real: bool = False) -> dict:
     """The demo's study file as a document: Whisper base (every site, positional probes with the
     shuffled control, MDL at the last site, per-language probes and an attention probe applied to
     MuST-SHE at ``encoder.final``), its random-init twin, Whisper tiny.en on the English utterances,
-    and the tiny random SeamlessM4T v2, S2T and ZeroSwot stand-in at their demo sites."""
+    and the tiny random SeamlessM4T v2, S2T and ZeroSwot stand-in at their demo sites. With ``real``
+    (the real-voice corpus was built), the second corpus: Whisper base's transcripts and gaps on it,
+    and leave-one-speaker-out mean-pooled probes at every site beside the F0 baseline."""
     whisper = {"family": "whisper", "dtype": work.dtype}
     base = {**whisper, "checkpoint": "bundled-base", "sites": list(WHISPER_BASE_SITES)}
     last, earlier = WHISPER_BASE_SITES[-1], list(WHISPER_BASE_SITES[:-1])
     tiny = [f"{TINY_PREFIX}{family}" for family in TINY_FAMILIES]
     positional = {"probes": ["positional"], "corpora": [ASR], "positions": positions}
-    return {
+    study = {
         "name": "demo",
         "out": str(work.root),
         "models": [
@@ -107,14 +118,22 @@ def demo_study(work: Work, positions: int) -> dict:
         "behaviour": {"gap": {"iterations": 1000, "seed": 0, "corpora": [ASR]}},
         "report": {"site": last},
     }
+    if real:
+        study["corpora"].append({"name": REAL, "task": "asr", "manifests": {"all": str(work.realvoices / "manifest.jsonl")}})
+        study["baselines"] = {"f0": {"corpora": [REAL]}}
+        loso = {"probes": ["mean"], "corpora": [REAL], "split": "loso"}
+        study["probes"].append({**loso, "models": ["whisper-base", "f0"], "controls": ["none"]})
+        study["probes"].append({**loso, "models": ["whisper-base", "f0"], "sites": [last, "f0"], "controls": ["shuffled"]})
+        study["behaviour"]["gap"]["corpora"].append(REAL)
+    return study
 
 
-def write_study(work: Work, positions: int) -> Path:
+def write_study(work: Work, positions: int, real: bool = False) -> Path:
     """``WORK/demo.yaml``, rewritten only when it changed (a rerun then only checks)."""
     import yaml
 
     text = "# the demo's study, written by python -m experiments.demo (edits are overwritten)\n"
-    text += yaml.safe_dump(demo_study(work, positions), sort_keys=False, allow_unicode=True)
+    text += yaml.safe_dump(demo_study(work, positions, real), sort_keys=False, allow_unicode=True)
     work.root.mkdir(parents=True, exist_ok=True)
     if not work.study_file.exists() or work.study_file.read_text(encoding="utf-8") != text:
         work.study_file.write_text(text, encoding="utf-8")
@@ -178,6 +197,41 @@ def probe_configs(work: Work) -> list:
     from experiments.study.stages import probe_configs as planned
 
     return planned(context(work))[0]
+
+
+def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
+    """The real-voice corpus (``experiments.recipes.realvoices``, every row's dataset ``realvoices``)
+    in ``WORK/realvoices``, kept when its card records these settings. Returns None when built, else
+    the reason it was skipped (``apt-get`` cannot reach the Debian archive, or no G.722 decoder),
+    also written to ``WORK/realvoices/skipped.json`` for the report."""
+    import json
+
+    from experiments.recipes.realvoices.build import build_realvoices
+    from experiments.recipes.realvoices.decode import DecoderMissingError
+    from experiments.recipes.realvoices.fetch import FetchError
+    from experiments.recipes.realvoices.sources import LANGUAGES
+
+    settings = {"languages": sorted(LANGUAGES), "per_speaker": REAL_PER_SPEAKER[trim], "seed": seed, "dataset": REAL}
+    card, skipped = work.realvoices / "card.json", work.realvoices / "skipped.json"
+    if card.exists() and (work.realvoices / "manifest.jsonl").exists() and json.loads(card.read_text())["settings"] == settings:
+        return None
+    try:
+        build_realvoices(work.realvoices, None, settings["per_speaker"], seed, show_progress=False, dataset=REAL)
+    except (FetchError, DecoderMissingError) as error:
+        reason = str(error).splitlines()[0]
+        work.realvoices.mkdir(parents=True, exist_ok=True)
+        skipped.write_text(json.dumps({"reason": reason}) + "\n")
+        return reason
+    skipped.unlink(missing_ok=True)
+    return None
+
+
+def real_voices_skipped(work: Work) -> str | None:
+    """Why the demo's last run left the real voices out (None: they are in)."""
+    import json
+
+    skipped = work.realvoices / "skipped.json"
+    return json.loads(skipped.read_text())["reason"] if skipped.exists() else None
 
 
 def find_config(configs: list, store: Path, site: str, probe: str = "positional", control: str = "none", language: str | None = None):

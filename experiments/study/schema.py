@@ -45,6 +45,9 @@ relative to a folder of the user's)::
       sites: [encoder.final]          # only these of each model's sites (default: every site of the model)
       languages: [en, es]             # one run per language, on pooled parts only (ProbeConfig's language filter)
       positions: 1000                 # ... and any other option of probing.run.ProbeConfig (mdl, task, split, lr, max_epochs, memory_gb, ...)
+    baselines:
+      f0: {corpora: [realvoices], range_by: speaker}   # F0-only stores (experiments.f0_baseline) at OUT/stores/f0/CORPUS-KEY;
+                                      # a grid probes them by naming the model f0 (site f0), e.g. {models: [f0], probes: [mean], split: loso}
     behaviour:
       gap: {iterations: 1000, seed: 0, groups: [female, male], gap_estimate: resampled, normalizer: whisper, cer_spaces: drop}
       st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
@@ -80,7 +83,8 @@ from probing.run import PROBES, ProbeConfig
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
 TASKS = ("asr", "st")
-TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "behaviour", "report")
+TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "baselines", "behaviour", "report")
+F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 REQUIRED_TOP = ("name", "out", "models", "corpora")
 GRID_AXES = ("probes", "controls", "seeds")
 PROBE_STUDY_KEYS = ("corpora", "apply_to", "models", "sites", "languages")
@@ -131,11 +135,14 @@ GAP_FIELDS = {
 }
 ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
 REPORT_FIELDS = {"site": ((str, NONE), None)}
+BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
+F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
 CHOICES = {
     "extract.storage_dtype": ("float16", "float32"),
     "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
     "behaviour.gap.normalizer": NORMALIZERS,
     "behaviour.gap.cer_spaces": CER_SPACES,
+    "baselines.f0.range_by": ("speaker", "record"),
 }
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
 
@@ -230,6 +237,7 @@ class Study:
     extract: dict
     transcribe: dict
     probes: tuple[ProbeGrid, ...]  # empty: no probes
+    f0: dict | None  # the F0 baseline: {"corpora": (...), "range_by": ...}
     gap: dict | None
     st_quality: dict | None
     report: dict
@@ -354,7 +362,8 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     sites = _sites(reader, document.get("sites", "all"), "sites")
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
-    probes = _grids(reader, document.get("probes"), models, corpora)
+    f0 = _f0(reader, document.get("baselines"), models, corpora)
+    probes = _grids(reader, document.get("probes"), models, corpora, f0)
     models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
     behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
     given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
@@ -381,6 +390,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         extract=extract,
         transcribe=transcribe,
         probes=probes,
+        f0=f0,
         gap=gap,
         st_quality=st_quality,
         report=reader.fields(document.get("report"), REPORT_FIELDS, "report"),
@@ -505,18 +515,31 @@ def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tupl
     return source, (target,)
 
 
-def _grids(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...]) -> tuple[ProbeGrid, ...]:
+def _f0(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...]) -> dict | None:
+    """``baselines.f0``: the corpora whose F0 stores are written (default: every asr corpus) and the pitch range rule."""
+    given = reader.mapping(value, "baselines") if value is not None else {}
+    baselines = reader.fields(given, BASELINE_FIELDS, "baselines")
+    if F0 not in given:
+        return None
+    if any(model.name == F0 for model in models):
+        raise reader.error("baselines.f0", f"a model is named {F0!r}, which names the F0 baseline in grids; rename the model")
+    f0 = reader.fields(baselines[F0], F0_FIELDS, "baselines.f0")
+    f0["corpora"] = _scored(reader, f0["corpora"], corpora, "asr", "baselines.f0.corpora")
+    return f0
+
+
+def _grids(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None = None) -> tuple[ProbeGrid, ...]:
     """``probes``: one grid (a mapping) or a list of grids, each checked."""
     if value is None:
         return ()
     if isinstance(value, list):
         if not value:
             raise reader.error("probes", "expected a grid (a mapping) or a non-empty list of grids, got []")
-        return tuple(_probes(reader, grid, models, corpora, f"probes[{index}]") for index, grid in enumerate(value))
-    return (_probes(reader, value, models, corpora, "probes"),)
+        return tuple(_probes(reader, grid, models, corpora, f0, f"probes[{index}]") for index, grid in enumerate(value))
+    return (_probes(reader, value, models, corpora, f0, "probes"),)
 
 
-def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], where: str) -> ProbeGrid:
+def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None, where: str) -> ProbeGrid:
     mapping = reader.mapping(value, where)
     reader.keys(mapping, (*GRID_AXES, *PROBE_STUDY_KEYS, *PROBE_OPTIONS), where)
     options = {key: mapping[key] for key in PROBE_OPTIONS if key in mapping}
@@ -537,7 +560,12 @@ def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Co
     learn_from = reader.names(mapping["corpora"], f"{where}.corpora", choices=names) if "corpora" in mapping else tuple(n for n in names if n != apply_to)
     if apply_to in learn_from:
         raise reader.error(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")
-    model_names = reader.names(mapping["models"], f"{where}.models", choices=tuple(model.name for model in models)) if "models" in mapping else None
+    choices = tuple(model.name for model in models) + ((F0,) if f0 is not None else ())
+    model_names = reader.names(mapping["models"], f"{where}.models", choices=choices) if "models" in mapping else None
+    if model_names and F0 in model_names:
+        outside = [name for name in learn_from if name not in f0["corpora"]]
+        if outside:
+            raise reader.error(f"{where}.corpora", f"{outside[0]!r} has no F0 store: add it to baselines.f0.corpora, or leave f0 off this grid")
     sites = reader.names(mapping["sites"], f"{where}.sites") if "sites" in mapping else None
     languages: tuple[str | None, ...] = (None,)
     if "languages" in mapping:

@@ -9,6 +9,8 @@ own rule:
 - ``extract``: every part of every shard complete, written with this store configuration (the
   manifest by its sha256); a store of other settings is left to :func:`extract.jobs.extract`, which
   refuses it in one line;
+- ``f0``: the F0 store (``experiments.f0_baseline``) records this manifest (by its sha256) and pitch
+  range rule;
 - ``transcribe``: the settings file records this model, task, target, trim and manifest, and every
   manifest id has a row (or was skipped for bad audio in this study's earlier run, listed in
   ``OUT.skipped.json``);
@@ -18,7 +20,7 @@ own rule:
 - ``collect``, ``correlate``, ``figures``, ``report``: every output newer than every input.
 
 Layout under the study's ``out``: ``manifests/MODEL/CORPUS-all.jsonl`` (a pooled part restricted to a
-model's languages), ``stores/MODEL/CORPUS-KEY``, ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
+model's languages), ``stores/MODEL/CORPUS-KEY`` (``stores/f0/CORPUS-KEY``: the F0 baseline), ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
 ``behaviour/MODEL/{gap,mustshe,st_quality}-CORPUS-KEY[-TGT].json``, ``probes/probes.jsonl``,
 ``results/`` (collect's tables, ``correlations.json``), ``figures/``, ``RESULTS.md``, ``logs/``.
 """
@@ -35,17 +37,18 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
-from experiments.study.schema import Corpus, Model, Part, Study, StudyError
+from experiments.study.schema import F0, Corpus, Model, Part, Study, StudyError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256
 
-STAGES = ("extract", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
+STAGES = ("extract", "f0", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
 EXECUTOR_STAGES = ("extract", "transcribe", "probe")  # the stages submitted as job arrays with --executor
 SHOWN = 12  # units listed per stage in the printed plan
 
 
 def study_errors() -> tuple[type[BaseException], ...]:
     """What a stage raises for a problem the user can fix: one ``error:`` line, exit status 2."""
+    from experiments.analysis.f0 import F0Error
     from experiments.scheduling import SchedulingError
     from experiments.scoring.collect import CollectError
     from experiments.scoring.correlation import CorrelationError
@@ -61,7 +64,7 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from probing.results import ResultsError
 
     stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
-    return (StudyError, *stages, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
+    return (StudyError, *stages, F0Error, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class Layout:
 
     def store(self, model: Model, part: Part) -> Path:
         return self.out / "stores" / model.name / part.name
+
+    def f0_store(self, part: Part) -> Path:
+        return self.out / "stores" / F0 / part.name
 
     def hypotheses(self, model: Model, part: Part, target: str | None) -> Path:
         return self.out / "hyps" / model.name / f"{part.output_name(target)}.jsonl"
@@ -292,6 +298,38 @@ def extraction_tasks(units: list[Unit]) -> list:
     return tasks
 
 
+# --- f0 --------------------------------------------------------------------------------------------
+
+
+def plan_f0(context: Context) -> list[Unit]:
+    """The F0 baseline's stores: one per part of ``baselines.f0.corpora``."""
+    from experiments.analysis.f0 import f0_store_current
+
+    study, units = context.study, []
+    if study.f0 is None:
+        return units
+    for name in study.f0["corpora"]:
+        corpus = study.corpus(name)
+        for part in corpus.parts:
+            size = len(context.utterances(corpus, part))
+            out = context.layout.f0_store(part)
+            done = f0_store_current(part.manifest, out, study.f0["range_by"])
+            units.append(Unit("f0", f"{F0} {part.name}", done, f"{size} utterances" if done else "", None, (corpus, part, out), size))
+    return units
+
+
+def run_f0(context: Context, units: list[Unit]) -> None:
+    from experiments.analysis.f0 import write_f0_store
+
+    for unit in units:
+        corpus, part, out = unit.job
+        started = time.time()
+        written = write_f0_store(context.utterances(corpus, part), part.manifest, out, context.study.f0["range_by"], context.show_progress)
+        print(
+            f"[study] f0 {part.name}: {written.get('stored', 0)} stored, {len(written.get('skipped', []))} without F0 ({time.time() - started:.1f} s) -> {out}"
+        )
+
+
 # --- transcribe ------------------------------------------------------------------------------------
 
 
@@ -419,7 +457,24 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                             for apply_to in applied if probe == "attention" and applied else [None]:
                                 options = grid.options | {"apply_to": apply_to, "device": context.device, "language": language}
                                 configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
+        configs += f0_configs(context, grid)
     return configs, sorted(set(unknown), key=unknown.index)
+
+
+def f0_configs(context: Context, grid) -> list:
+    """A grid's runs on the F0 baseline's stores (when it names the model ``f0``), at site ``f0``."""
+    from experiments.analysis.f0 import F0_SITE
+    from probing.run import ProbeConfig
+
+    if not grid.models or F0 not in grid.models or (grid.sites is not None and F0_SITE not in grid.sites):
+        return []
+    configs = []
+    for name in grid.corpora:
+        for part in context.study.corpus(name).parts:
+            store = context.layout.f0_store(part)
+            for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, grid.languages):
+                configs.append(ProbeConfig(str(store), F0_SITE, probe, control, seed, **(grid.options | {"device": context.device, "language": language})))
+    return configs
 
 
 def plan_probe(context: Context) -> list[Unit]:
@@ -607,6 +662,7 @@ def run_reporting(context: Context, stage: str) -> None:
 
 PLANS: dict[str, Callable[[Context], list[Unit]]] = {
     "extract": plan_extract,
+    "f0": plan_f0,
     "transcribe": plan_transcribe,
     "probe": plan_probe,
     "asr_gap": lambda context: plan_behaviour(context, "asr_gap"),
@@ -651,6 +707,8 @@ def run_stage(context: Context, stage: str, executor: argparse.Namespace | None 
         status = _submit(executor, stage, extraction_tasks(todo) if stage == "extract" else transcription_tasks(todo, context), len(units) - len(todo))
     elif stage == "extract":
         run_extract(context, todo)
+    elif stage == "f0":
+        run_f0(context, todo)
     elif stage == "transcribe":
         run_transcribe(context, todo)
     elif stage == "probe":
