@@ -521,3 +521,14 @@ def test_a_model_language_the_pooled_part_lacks_is_refused_before_anything_runs(
     line = one_error_line(capsys)
     assert f"{study}: models[1].languages: cv-all ({tmp_path}/manifests/all.jsonl) has no utterance in 'fr'; its languages: en, es, it" in line
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_tiny_random_checkpoint_is_each_familys_tiny_model_labelled_so():
+    from extract.families import FAMILIES
+    from extract.spec import ModelSpec, load_extractor
+
+    for family in FAMILIES:
+        spec = ModelSpec(family, "tiny-random", device="cpu")
+        assert spec.label() == spec.fingerprint() == spec.resolved_checkpoint() == f"tiny-random-{family}"
+    extractor = load_extractor(ModelSpec("s2t", "tiny-random", device="cpu"))
+    assert (extractor.checkpoint, extractor.fingerprint) == ("tiny-random-s2t", "tiny-random-s2t")
