@@ -1,6 +1,10 @@
 """``python -m experiments.demo`` (what ``make demo`` runs): the demo corpus, then the demo as a study.
 
-1. the synthetic demo corpus (Kokoro and espeak-ng voices, English and Spanish, MuST-SHE en-es);
+1. the synthetic demo corpus (Kokoro and espeak-ng voices, English and Spanish, MuST-SHE en-es),
+   the controlled design; and the real voices (``experiments.recipes.realvoices``: 16 credited
+   voices from Debian packages, 10 clips each, 3 with ``--trim``), the second corpus. Without
+   ``apt-get`` access to Debian's archive the real voices are skipped, said in one line and in the
+   report;
 2. the demo's study file, ``WORK/demo.yaml`` (written by ``experiments.reports.demo_work``, with
    absolute paths to the corpus), run in this process through ``experiments.study``: hidden states
    of every encoder layer of the bundled Whisper base and of its random-init twin on the pooled
@@ -11,14 +15,16 @@
    en->es direction); ASR gaps per language with the published resampling and speaker bootstrap;
    MuST-SHE accuracy; per-position probes on every site (pretrained, random init, shuffled control),
    MDL on the last layer, per-language probes, an attention probe applied to MuST-SHE, attention
-   probes on the tiny random models; ``collect``, correlations, the study's figures and
-   ``RESULTS.md``;
+   probes on the tiny random models; on the real voices, Whisper base's transcripts and gaps per
+   language and leave-one-speaker-out mean-pooled probes at every site beside the F0 baseline;
+   ``collect``, correlations, the study's figures and ``RESULTS.md``;
 3. the demo's richer ``report.md`` and figures, read from the study's collected results
    (``WORK/results/``) and the probe rows' arrays;
 4. opt-in stages (``--extra NAME``, repeatable, or ``--extra all``; see ``experiments.reports.extras``),
    each appending its section to the report.
 
-The voices are synthetic: the numbers show that the pipeline runs, not a finding about people.
+The synthetic voices' numbers show that the pipeline runs, not a finding about people; 16 real
+voices, whose speaker, source, language and channel move together, cannot support one either.
 ``--trim`` runs everything on a few sentences and voices (what CI runs).
 
 Everything is written under the cache (``$SPEECH_GENDER_CACHE``, default ``.cache/``), the report
