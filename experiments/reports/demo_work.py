@@ -63,6 +63,10 @@ class Work:
         """The real-voice corpus of the demo (``manifest.jsonl``, ``CARD.md``), or ``skipped.json`` saying why not."""
         return self.root / "realvoices"
 
+    def store(self, model: str, corpus: str = ASR) -> Path:
+        """The store of ``model`` on a pooled corpus (``stores/MODEL/CORPUS-all``)."""
+        return self.stores / model / f"{corpus}-all"
+
     def gap(self, model: str, corpus: str = ASR) -> Path:
         """The gap report of ``model`` on a pooled corpus (one entry per language)."""
         return self.root / "behaviour" / model / f"gap-{corpus}-all.json"
@@ -185,11 +189,6 @@ def transcription_jobs(work: Work) -> dict:
         chosen, corpus, chosen_part = _model_part(ctx.study, model, part)
         jobs[name] = transcription_job(ctx, chosen, corpus, chosen_part, target)
     return jobs
-
-
-def tiny_stores(work: Work) -> dict[str, Path]:
-    """The stores of the tiny random models, by model label."""
-    return {f"{TINY_PREFIX}{family}": work.stores / f"{TINY_PREFIX}{family}" / POOLED for family in TINY_FAMILIES}
 
 
 def probe_configs(work: Work) -> list:

@@ -87,13 +87,11 @@ def per_voice(rows: list[dict], ranges: dict) -> list[dict]:
 
 def clustering(work, folder: Path) -> list[dict]:
     """ARI and purity of HDBSCAN speaker ids per whisper-base site and from MFCC statistics (cached)."""
-    from experiments.reports.demo_work import extraction_jobs
-
     path = folder / "clustering.json"
     if path.exists():
         return json.loads(path.read_text())
     utterances = read_manifest(work.corpus.manifest)
-    store = extraction_jobs(work)["whisper-base"].out
+    store = work.store("whisper-base")
     from extract.store import ShardReader
 
     reader = ShardReader(store)
