@@ -136,6 +136,12 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
     for model, result in gaps.items():
         for language, entry in result["languages"].items():
             groups = entry["groups"]
+            if entry.get("missing_groups"):
+                lines.append(
+                    f"| {model} | {language} | {entry['metric'].upper()} | {format_number(groups.get('female', {}).get('error_rate'), 2)} | "
+                    f"{format_number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
+                )
+                continue
             bootstrap = entry.get("bootstrap", {})
             ci = bootstrap.get("ci95") or [None, None]
             interval = f"{format_number(ci[0])} .. {format_number(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
@@ -283,6 +289,12 @@ def write_report(work: Work, trimmed: bool) -> Path:
     return report
 
 
+def _languages_by_id(manifest: Path) -> dict[str, str]:
+    from extract.manifest import read_manifest
+
+    return {utterance.id: utterance.language for utterance in read_manifest(manifest)}
+
+
 def real_voices_section(work: Work, collected: Collected) -> list[str]:
     """The report's section on the real voices: leave-one-speaker-out probes per site against the
     F0 baseline, error rate per voice, E per language with both genders, and what 16 voices cannot show;
@@ -295,7 +307,7 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
             "(`apt-get update` as root once), then rerun `make demo`: the recipe `python -m experiments.recipes.realvoices` fetches the packages.",
         ]
     card = json.loads((work.realvoices / "card.json").read_text())
-    voices = {row["speaker"]: row for row in card["voices"]}
+    voices = {(row["speaker"], row["language"]): row for row in card["voices"]}  # a speaker may read two languages
     last = WHISPER_BASE_SITES[-1]
     f0 = collected.probe("praat-f0", "f0", probe="mean", dataset=REAL, split="loso")
     f0_control = collected.probe("praat-f0", "f0", probe="mean", control="shuffled", dataset=REAL, split="loso")
@@ -303,7 +315,8 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
     per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
     gap = json.loads(work.gap("whisper-base", REAL).read_text())
     lines += [
-        f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({card['settings']['per_speaker']} per voice, "
+        f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({len({s for s, _ in voices})} speakers; "
+        f"{card['settings']['per_speaker']} clips per voice, "
         f"seed {card['settings']['seed']}; names, packages, licences and credits in `{shown_path(work.realvoices / 'CARD.md')}`), built by "
         "`experiments.recipes.realvoices` from Debian packages. **Caveats, before any number**: each language has one to three voices;",
         "speaker, source (telephone prompts, children's software), language and channel move together, so a probe or a gap here",
@@ -324,24 +337,25 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
         "",
         f"Per held-out voice (accuracy, whisper-base {last} and F0):",
         "",
-        "| voice | language | gender | clips | whisper-base | F0 | error rate (WER; CER where the language uses it) |",
+        "| voice | language | gender | clips | whisper-base | F0 | Whisper base error rate (%, the gap's metric) |",
         "|---|---|---|---|---|---|---|",
     ]
     folds = {entry["speaker"]: entry for entry in per_site[last]["folds"]}
     f0_folds = {entry["speaker"]: entry for entry in f0["folds"]}
     rates = voice_error_rates(work)
-    for speaker, voice in sorted(voices.items(), key=lambda item: (item[1]["language"], item[1]["gender"], item[0])):
+    for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0])):
         lines.append(
-            f"| {voice['name'] or speaker} | {voice['language']} | {voice['gender']} | {voice['clips']} | "
+            f"| {voice['name'] or speaker} | {language} | {voice['gender']} | {voice['clips']} | "
             f"{format_number(folds.get(speaker, {}).get('accuracy'))} | {format_number(f0_folds.get(speaker, {}).get('accuracy'))} | "
-            f"{format_number(rates.get(speaker), 2)} |"
+            f"{format_number(rates.get((speaker, language)), 2)} |"
         )
+    lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both."]
     lines += [
         "",
         "### The gap per language (Whisper base)",
         "",
-        "E(F, M) where a language has voices of both genders; otherwise the row says which group is missing. With one voice per",
-        "group the speaker bootstrap cannot vary the speakers: read its interval as a measure of clip-level noise only.",
+        "E(F, M) where a language has voices of both genders (fr, it, ru); otherwise the row says which group is missing. With one",
+        "or two voices per group the speaker bootstrap can hardly vary the speakers: read its interval as clip-level noise only.",
         "",
         *gap_table({"whisper-base": gap}),
         "",
@@ -349,16 +363,18 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
     return lines
 
 
-def voice_error_rates(work: Work) -> dict[str, float]:
-    """Error rate per speaker of Whisper base on the real voices, from the gap report's per-utterance counts."""
+def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
+    """Error rate per (speaker, language) of Whisper base on the real voices, in percent, from the
+    gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
     from experiments.scoring.gaps import counts_path
 
-    errors: dict[str, list[float]] = {}
+    languages = _languages_by_id(work.realvoices / "manifest.jsonl")
+    errors: dict[tuple[str, str], list[float]] = {}
     for line in counts_path(work.gap("whisper-base", REAL)).read_text().splitlines():
         count = json.loads(line)
-        errors.setdefault(count["speaker"], [0.0, 0.0])
-        errors[count["speaker"]][0] += count["errors"]
-        errors[count["speaker"]][1] += count["length"]
+        totals = errors.setdefault((count["speaker"], languages[count["id"]]), [0.0, 0.0])
+        totals[0] += count["errors"]
+        totals[1] += count["length"]
     return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
 
 
