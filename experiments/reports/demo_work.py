@@ -87,7 +87,7 @@ def demo_study(work: Work, positions: int, real: bool = False) -> dict:
     (the real-voice corpus was built), the second corpus: Whisper base's transcripts and gaps on it,
     and leave-one-speaker-out mean-pooled probes at every site beside the F0 baseline."""
     whisper = {"family": "whisper", "dtype": work.dtype}
-    base = {**whisper, "checkpoint": "bundled-base", "sites": list(WHISPER_BASE_SITES)}
+    base = {**whisper, "checkpoint": "bundled-base"}
     last, earlier = WHISPER_BASE_SITES[-1], list(WHISPER_BASE_SITES[:-1])
     tiny = [f"{TINY_PREFIX}{family}" for family in TINY_FAMILIES]
     positional = {"probes": ["positional"], "corpora": [ASR], "positions": positions}
@@ -95,8 +95,8 @@ def demo_study(work: Work, positions: int, real: bool = False) -> dict:
         "name": "demo",
         "out": str(work.root),
         "models": [
-            {"name": "whisper-base", **base},
-            {"name": "whisper-base-random", **base, "random_init": True, "transcribe": False},
+            {"name": "whisper-base", **base, "sites": list(WHISPER_BASE_SITES)},
+            {"name": "whisper-base-random", **base, "sites": list(WHISPER_BASE_SITES), "random_init": True, "transcribe": False},
             {"name": "whisper-tiny.en", **whisper, "checkpoint": "bundled-tiny.en", "languages": ["en"], "transcribe": [ASR], "sites": [last]},
             *(
                 {"name": name, "family": family, "checkpoint": "tiny-random", "languages": ["en"], "transcribe": False, "sites": sites}
