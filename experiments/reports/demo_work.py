@@ -136,8 +136,12 @@ def write_study(work: Work, positions: int, real: bool = False) -> Path:
     """``WORK/demo.yaml``, rewritten only when it changed (a rerun then only checks)."""
     import yaml
 
+    class Plain(yaml.SafeDumper):  # every value written out, no &anchors for the grids' shared lists
+        def ignore_aliases(self, data) -> bool:
+            return True
+
     text = "# the demo's study, written by python -m experiments.demo (edits are overwritten)\n"
-    text += yaml.safe_dump(demo_study(work, positions, real), sort_keys=False, allow_unicode=True)
+    text += yaml.dump(demo_study(work, positions, real), Dumper=Plain, sort_keys=False, allow_unicode=True, default_flow_style=None, width=160)
     work.root.mkdir(parents=True, exist_ok=True)
     if not work.study_file.exists() or work.study_file.read_text(encoding="utf-8") != text:
         work.study_file.write_text(text, encoding="utf-8")
