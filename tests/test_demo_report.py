@@ -47,6 +47,14 @@ def test_an_interval_touching_zero_crosses_it_and_a_missing_one_does_not():
     assert "n/a .. n/a |" in rows[1] and "crosses" not in rows[1]
 
 
+def test_a_language_with_one_gender_only_says_which_group_is_missing():
+    """The real voices: Spanish is read by women only, so there is no E and no interval, and the row says why."""
+    entry = {"metric": "wer", "groups": {"female": {"error_rate": 30.56}}, "missing_groups": ["male"]}
+    rows = gap_table({"whisper-base": {"languages": {"es": entry, "fr": _entry(1.2, None, 0.68)}}})
+    assert rows[2] == "| whisper-base | es | WER | 30.56 | n/a | n/a | n/a (no male voice) | n/a | n/a |"
+    assert rows[3].startswith("| whisper-base | fr | WER | 6.70 | 2.90 |")
+
+
 @pytest.mark.parametrize("entry", [{}, {"gap_estimate": "mean"}])
 def test_an_unnamed_gap_estimate_is_an_error(entry):
     with pytest.raises(ValueError, match="gap_estimate"):
