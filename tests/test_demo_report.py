@@ -115,7 +115,8 @@ def _skip_the_study(monkeypatch, demo, tmp_path, run_study=lambda work: None) ->
     from types import SimpleNamespace
 
     monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
-    monkeypatch.setattr(demo, "write_study", lambda work, positions: tmp_path / "demo.yaml")
+    monkeypatch.setattr(demo, "build_real_voices", lambda work, trim, seed: None)
+    monkeypatch.setattr(demo, "write_study", lambda work, positions, real: tmp_path / "demo.yaml")
     monkeypatch.setattr(demo, "run_study", run_study)
 
 
