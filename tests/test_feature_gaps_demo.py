@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from experiments.demo import Work
 from experiments.recipes.democorpus.build import DemoCorpus
+from experiments.reports.demo_work import Work
 from experiments.reports.extras import analyses
 from experiments.scoring.gaps import gap_report, save_gap_report
 from extract.audio import SAMPLE_RATE
@@ -40,8 +40,8 @@ def _work(tmp_path) -> Work:
     write_manifest(corpus_root / "manifest.jsonl", utterances)
     for name, rows in hypotheses.items():
         report, counts = gap_report(rows, ("female", "male"), iterations=50, seed=0)
-        save_gap_report(report, counts, root / "results" / f"gap-{name}.json")
-    store = root / "stores" / "whisper-base"
+        save_gap_report(report, counts, root / "behaviour" / name / "gap-demo-all.json")  # where the demo's study writes them
+    store = root / "stores" / "whisper-base" / "demo-all"
     store.mkdir(parents=True)
     sites = {"encoder.layer.0": 4, "encoder.final": 4}
     writer = PartWriter(store / "part-00000.h5", sites, "float32", {"model_id": "synthetic", "config": "{}"})

@@ -250,6 +250,7 @@ def test_build_writes_a_manifest_of_16k_clips_with_credits(fake_cache, tmp_path)
     assert (ann.gender, ann.speaker, ann.dataset, ann.language, ann.split) == ("female", "ann", "fake-sounds", "en", "")
     assert ann.id.startswith("ann-en.prompt-") and ann.text.startswith("Prompt number ")
     assert ann.extra == {
+        "source": "fake-sounds",
         "voice": "ann-en",
         "name": "Ann",
         "package": "fake-sounds-en-g722",
@@ -280,6 +281,16 @@ def test_build_writes_a_manifest_of_16k_clips_with_credits(fake_cache, tmp_path)
     assert 200 < ann_row["median_f0_hz"] < 240 and 100 < next(r for r in rows if r["voice"] == "carl-en")["median_f0_hz"] < 120
 
 
+def test_a_dataset_name_is_recorded_by_every_row_and_the_source_kept(fake_cache, tmp_path):
+    """``--dataset realvoices``: the rows record the study's corpus name (its dataset check), the
+    source package family stays in ``extra.source``."""
+    build_realvoices(tmp_path / "out", per_speaker=2, seed=1, cache=fake_cache, voices=FAKE_VOICES, show_progress=False, dataset="realvoices")
+    utterances = read_manifest(tmp_path / "out/manifest.jsonl")
+    assert {u.dataset for u in utterances} == {"realvoices"}
+    assert {u.extra["voice"]: u.extra["source"] for u in utterances} == {voice.key: voice.dataset for voice in FAKE_VOICES}
+    assert json.loads((tmp_path / "out/card.json").read_text(encoding="utf-8"))["settings"]["dataset"] == "realvoices"
+
+
 def test_card_names_every_voice_its_package_licence_credit_and_counts(fake_cache, tmp_path):
     build_realvoices(tmp_path / "out", per_speaker=2, seed=1, cache=fake_cache, voices=FAKE_VOICES, show_progress=False)
     card = (tmp_path / "out/CARD.md").read_text(encoding="utf-8")
@@ -292,7 +303,7 @@ def test_card_names_every_voice_its_package_licence_credit_and_counts(fake_cache
     assert "speaker, source (telephone prompts, children's software), language and channel" in card
     assert "No fixed split" in card
     saved = json.loads((tmp_path / "out/card.json").read_text(encoding="utf-8"))
-    assert saved["settings"] == {"languages": ["en", "xx"], "per_speaker": 2, "seed": 1}
+    assert saved["settings"] == {"languages": ["en", "xx"], "per_speaker": 2, "seed": 1, "dataset": None}
     assert [r["language"] for r in saved["languages"]] == ["en", "xx"]
 
 

@@ -409,3 +409,126 @@ def test_the_papers_studies_plan_against_placeholder_manifests(tmp_path, capsys,
     assert not (tmp_path / "runs").exists()
     study = load_study(study_file, tmp_path)
     assert study.out == tmp_path / "runs" / name
+
+
+POOLED_STUDY = """\
+name: pooled
+out: runs/pooled
+device: cpu
+models:
+  - {{name: wt, family: whisper, checkpoint: {checkpoint}, sites: [encoder.layer.0, encoder.final]}}
+  - {{name: wt-en, family: whisper, checkpoint: {checkpoint}, sites: [encoder.final], languages: [en]}}
+  - {{name: tiny-s2t, family: s2t, checkpoint: tiny-random, sites: [encoder.final], languages: [en, it], transcribe: false}}
+corpora:
+  - {{name: cv, task: asr, manifests: {{all: manifests/all.jsonl}}}}
+transcribe: {{max_new_tokens: 6}}
+probes:
+  - {{models: [wt], sites: [encoder.layer.0], positions: 20}}
+  - {{models: [wt], sites: [encoder.final], positions: 20, mdl: true}}
+  - {{models: [wt, wt-en], sites: [encoder.final], languages: [en, it, es], positions: 20}}
+  - {{models: [tiny-s2t], probes: [mean], split: loso}}
+  - {{models: [f0], probes: [mean], split: loso}}
+baselines: {{f0: {{corpora: [cv]}}}}
+behaviour: {{gap: {{iterations: 50}}}}
+"""
+
+
+def write_pooled_corpus(root: Path) -> Path:
+    """The three languages of :func:`write_corpus` in one manifest (a pooled part)."""
+    manifests = write_corpus(root)
+    from extract.manifest import read_manifest
+
+    return write_manifest(root / "manifests" / "all.jsonl", [u for language in LANGUAGES for u in read_manifest(manifests[language])])
+
+
+def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_language_gaps(tmp_path, tiny_whisper, capsys):
+    """One manifest of three languages (key all): one store and one hypotheses file per model; the
+    gap report splits per language; the per-language probes join those gaps in f1_vs_gap.csv; the
+    pooled probes (language en+es+it) join none; a model restricted to [en] reads a filtered
+    manifest; a tiny random model runs through the study; the MDL run exists once; a dry run writes
+    nothing."""
+    write_pooled_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, POOLED_STUDY)
+    out = tmp_path / "runs" / "pooled"
+    assert main(["run", str(study), "--dry-run"]) == 0
+    assert not out.exists()
+    planned = capsys.readouterr().out
+    assert "  probe       0 of 8 done, 8 to do\n" in planned  # 1 + 1 + (3 + 1: wt-en reads English only) + 1 + 1 (f0)
+    assert "  f0          0 of 1 done, 1 to do\n    - f0 cv-all\n" in planned
+    assert main(["run", str(study), "--quiet"]) == 0
+    capsys.readouterr()
+    filtered = out / "manifests" / "wt-en" / "cv-all.jsonl"
+    assert {json.loads(line)["language"] for line in filtered.read_text().splitlines()} == {"en"}
+    store_config = json.loads(__import__("extract.store", fromlist=["ShardReader"]).ShardReader(out / "stores" / "wt-en" / "cv-all").attrs["config"])
+    assert store_config["manifest_sha256"] == __import__("extract.provenance", fromlist=["file_sha256"]).file_sha256(filtered)
+    assert len((out / "hyps" / "wt-en" / "cv-all.jsonl").read_text().splitlines()) == 18
+    assert len((out / "hyps" / "wt" / "cv-all.jsonl").read_text().splitlines()) == 54
+    assert not (out / "hyps" / "tiny-s2t").exists()
+
+    gap = json.loads((out / "behaviour" / "wt" / "gap-cv-all.json").read_text())
+    assert sorted(gap["languages"]) == sorted(LANGUAGES)
+    table = _rows(out / "results" / "f1_vs_gap.csv")
+    assert sorted((row["model"], row["language"], row["site"]) for row in table) == sorted(
+        [("wt", language, "encoder.final") for language in LANGUAGES] + [("wt-en", "en", "encoder.final")]
+    )
+    for row in table:
+        if row["model"] == "wt":
+            assert float(row["gap_relative"]) == pytest.approx(gap["languages"][row["language"]]["gap_relative"])
+    long = _rows(out / "results" / "long.csv")
+    pooled = {(row["site"], row["language"]) for row in long if row["kind"] == "probe" and row["model"] == "wt" and row["metric"] == "f1_s"}
+    assert pooled == {("encoder.layer.0", "en+es+it"), ("encoder.final", "en+es+it")} | {("encoder.final", language) for language in LANGUAGES}
+    mdl = [row for row in long if row["model"] == "wt" and row["metric"] == "compression"]
+    assert [(row["site"], row["language"]) for row in mdl] == [("encoder.final", "en+es+it")]
+    loso = {
+        (row["model"], row["language"], row["split"]) for row in long if row["kind"] == "probe" and row["model"] == "tiny-s2t" and row["metric"] == "f1_macro"
+    }
+    assert loso == {("tiny-s2t", "en+it", "loso")}
+    (f0,) = [row for row in long if row["kind"] == "probe" and row["model"] == "praat-f0" and row["metric"] == "f1_macro"]
+    assert (f0["site"], f0["probe"], f0["split"], f0["language"], f0["dataset"]) == ("f0", "mean", "loso", "en+es+it", "cv")
+    assert (out / "stores" / "f0" / "cv-all").is_dir()
+    collected = json.loads((out / "results" / "collect.json").read_text())
+    assert {(item["model"], item["language"]) for item in collected["unmatched"]["probes_without_gap"]} >= {("wt", "en+es+it")}
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (
+            ("- {{models: [wt], sites: [encoder.layer.0]", "- {{modles: [wt], sites: [encoder.layer.0]"),
+            "probes[0]: unknown key 'modles'; did you mean 'models'?",
+        ),
+        (("models: [tiny-s2t]", "models: [tiny-t2s]"), "probes[3].models: 'tiny-t2s' is not one of wt, wt-en, tiny-s2t"),
+        (("{{all: manifests/all.jsonl}}", "{{en: manifests/en.jsonl, all: manifests/all.jsonl}}"), "probes[2].languages: a language filter needs pooled parts"),
+        (("transcribe: false", "transcribe: [common_voice]"), "models[2].transcribe: 'common_voice' is not one of cv"),
+        (("baselines: {{f0: {{corpora: [cv]}}}}", ""), "probes[4].models: 'f0' is not one of wt, wt-en, tiny-s2t"),
+        (("{{corpora: [cv]}}", "{{corpora: [cv], range_by: voice}}"), "baselines.f0.range_by: 'voice' is not one of speaker, record"),
+    ],
+)
+def test_a_grid_list_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_whisper, capsys, edit, expected):
+    assert edit[0] in POOLED_STUDY
+    write_pooled_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, POOLED_STUDY.replace(*edit))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {study}: "), line
+    assert expected in line
+
+
+def test_a_model_language_the_pooled_part_lacks_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
+    write_pooled_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, POOLED_STUDY.replace("languages: [en]}", "languages: [fr]}"))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert f"{study}: models[1].languages: cv-all ({tmp_path}/manifests/all.jsonl) has no utterance in 'fr'; its languages: en, es, it" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_tiny_random_checkpoint_is_each_familys_tiny_model_labelled_so():
+    from extract.families import FAMILIES
+    from extract.spec import ModelSpec, load_extractor
+
+    for family in FAMILIES:
+        spec = ModelSpec(family, "tiny-random", device="cpu")
+        assert spec.label() == spec.fingerprint() == spec.resolved_checkpoint() == f"tiny-random-{family}"
+    extractor = load_extractor(ModelSpec("s2t", "tiny-random", device="cpu"))
+    assert (extractor.checkpoint, extractor.fingerprint) == ("tiny-random-s2t", "tiny-random-s2t")

@@ -151,6 +151,13 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
     return {"store": str(out), "stored": len(features), "skipped": skipped, "up_to_date": False}
 
 
+def f0_store_current(manifest: str | Path, out: str | Path, range_by: str = "speaker") -> bool:
+    """Whether ``out`` holds the F0 store of ``manifest`` with these settings (what :func:`write_f0_store` leaves as it is)."""
+    existing = _existing_config(Path(out))
+    config = {"label": F0_LABEL, "manifest": str(manifest), "manifest_sha256": file_sha256(manifest), **f0_settings(range_by)}
+    return existing is not None and comparable_config(existing) == comparable_config(config)
+
+
 def _existing_config(out: Path) -> dict | None:
     """The configuration of the F0 store in ``out``, or None when there is none."""
     parts = complete_parts(out) if out.is_dir() else []

@@ -1,64 +1,73 @@
-"""Figures, correlation tables and ``report.md`` of the demo, from the results the stages saved."""
+"""Figures, correlation and ``report.md`` of the demo, from the results its study collected.
+
+Every score is read from the study's tables (``WORK/results/long.csv``, ``f1_vs_gap.csv``,
+``f1_vs_mustshe.csv``, ``correlations.json``) and its behaviour outputs (gap and MuST-SHE JSON); a
+probe's arrays (per-position curves, attention weights, predictions on MuST-SHE) are read by the
+run id its long row names. Nothing here joins probes with behaviour: ``experiments.collect`` did.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+import re
 from pathlib import Path
 
 import numpy as np
 
 from experiments.reports import plots as figures
+from experiments.reports.demo_work import ASR, REAL, TINY_FAMILIES, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped
 from extract.families import FAMILIES
 from probing.mdl import uniform_block_count
-from probing.results import load_arrays, load_attention
+from probing.results import load_arrays, load_attention, load_rows
 
 CONDITIONS = ("pretrained", "random init", "shuffled control")
-TINY_PREFIX = "tiny-random-"  # the model name of a family's tiny random-init model: tiny-random-FAMILY
+CONDITION_RUNS = {"pretrained": ("whisper-base", "none"), "random init": ("whisper-base-random", "none"), "shuffled control": ("whisper-base", "shuffled")}
 TINY_LABELS = {name: family.tiny_label for name, family in FAMILIES.items() if family.demo_sites}  # the demo's tiny models, by family
 # ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
 GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
+RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row names in its source
 
 
-@dataclass(frozen=True)
-class ProbeRun:
-    """The name of one probe run of the demo. ``kind``: ``positional`` (Whisper base per site, under
-    ``condition``, one of :data:`CONDITIONS`), ``language`` (one model's ``encoder.final`` on the
-    utterances of ``language``) or ``attention`` (Whisper base, or a tiny random model at ``site``)."""
-
-    kind: str
-    model: str
-    site: str
-    condition: str | None = None
-    language: str | None = None
+def read_table(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
 
 
-class DemoProbes:
-    """The result rows of the demo's probe runs, by :class:`ProbeRun`, in the order they were planned."""
+class Collected:
+    """The demo study's collected results: long.csv's probe rows by what they are about, and each
+    run's full row and arrays by the run id long.csv names."""
 
-    def __init__(self, rows: dict[ProbeRun, dict]):
-        self.rows = rows
+    def __init__(self, work: Work):
+        self.work = work
+        self.long = read_table(work.results / "long.csv")
+        self.rows = load_rows(work.probes)
 
-    @property
-    def sites(self) -> list[str]:
-        """The Whisper base sites of the positional probes, in forward order."""
-        return [run.site for run in self.rows if run.kind == "positional" and run.condition == CONDITIONS[0]]
+    def probe(
+        self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
+    ) -> dict:
+        """The probe row of (model, site, probe, control, language) on the demo corpus (split fixed,
+        seed 0, no apply_to unless it is the attention probe applied to MuST-SHE); ``language``: the
+        subject language (``en+es`` for the pooled store)."""
+        wanted = (model, dataset, site, probe, control, split, "0")
+        found = {
+            RUN_ID.search(row["source"]).group(1)
+            for row in self.long
+            if row["kind"] == "probe"
+            and tuple(row[key] for key in ("model", "dataset", "site", "probe", "control", "split", "seed")) == wanted
+            and (language is None or row["language"] == language)
+        }
+        if len(found) != 1:
+            raise ValueError(f"long.csv has {len(found)} probe runs of {model} {site} {probe} control={control} language={language}; expected one")
+        return self.rows[found.pop()]
 
-    def positional(self, site: str, condition: str) -> dict:
-        return self.rows[ProbeRun("positional", "whisper-base", site, condition=condition)]
+    def arrays(self, row: dict) -> dict:
+        return load_arrays(self.work.probes, row["run_id"])
 
-    def by_language(self) -> list[tuple[ProbeRun, dict]]:
-        return [(run, row) for run, row in self.rows.items() if run.kind == "language"]
-
-    def attention(self, model: str, site: str) -> dict:
-        return self.rows[ProbeRun("attention", model, site)]
-
-    def tiny_attention(self) -> list[tuple[ProbeRun, dict]]:
-        """The attention probes on the tiny random-init models."""
-        return [(run, row) for run, row in self.rows.items() if run.kind == "attention" and run.model.startswith(TINY_PREFIX)]
+    def attention_weights(self, row: dict) -> list[np.ndarray]:
+        return load_attention(self.work.probes, row["run_id"])[1]
 
 
 def _frame_rate(store: Path, site: str) -> float:
@@ -68,30 +77,13 @@ def _frame_rate(store: Path, site: str) -> float:
     return ShardReader(store).info.frame_rate(site)
 
 
-def _arrays(work, row: dict) -> dict:
-    return load_arrays(work.probes, row["run_id"])
-
-
-def _attention_weights(work, row: dict) -> list[np.ndarray]:
-    return load_attention(work.probes, row["run_id"])[1]
-
-
-def _write_table(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def _correlate(table: Path, x: str, y: str, out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str):
-    """``correlate`` on the rows just saved to ``table`` (its JSON names the table); with too few or
+def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
+    """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
     constant points, the scatter alone and the reason."""
     from experiments.scoring.correlation import CorrelationError, correlate
 
     try:
-        fit = correlate(xs, ys, seed=0) | {"x": x, "y": y, "table": str(table)}
+        fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(table), "points": labels}
         out_json.write_text(json.dumps(fit, indent=2) + "\n")
         reason = None
     except CorrelationError as error:
@@ -144,6 +136,12 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
     for model, result in gaps.items():
         for language, entry in result["languages"].items():
             groups = entry["groups"]
+            if entry.get("missing_groups"):
+                lines.append(
+                    f"| {model} | {language} | {entry['metric'].upper()} | {format_number(groups.get('female', {}).get('error_rate'), 2)} | "
+                    f"{format_number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
+                )
+                continue
             bootstrap = entry.get("bootstrap", {})
             ci = bootstrap.get("ci95") or [None, None]
             interval = f"{format_number(ci[0])} .. {format_number(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
@@ -192,30 +190,27 @@ def mdl_lines(site: str, row: dict) -> list[str]:
     ]
 
 
-def mustshe_pairing(attention: dict, mustshe: dict) -> dict:
-    """Fucci et al.'s Figure 1 pairing: the attention probe's macro-F1 on the MuST-SHE speakers it
-    is applied to (``applied_f1_macro``) against gender accuracy on category-1 sentences."""
-    if mustshe.get("category_1") is None:
-        raise ValueError("the MuST-SHE results have no category-1 (1F/1M) sentences to correlate with")
-    return {
-        "model": "whisper-base (forced es)",
-        "direction": "en-es",
-        "applied_f1_macro": attention["applied_f1_macro"],
-        "category_1_accuracy": mustshe["category_1"]["accuracy"],
-    }
+def pooled_language(gaps: dict[str, dict]) -> str:
+    """The subject language of a probe on the pooled store: its languages joined (``en+es``)."""
+    return "+".join(sorted(gaps["whisper-base"]["languages"]))
 
 
-def write_report(work, stores: dict[str, Path], behaviour: dict[str, Path], probes: DemoProbes, trimmed: bool) -> Path:
+def write_report(work: Work, trimmed: bool) -> Path:
     out = work.out
     out.mkdir(parents=True, exist_ok=True)
-    gaps = {name: json.loads(behaviour[name].read_text()) for name in ("whisper-base", "whisper-tiny.en")}
-    mustshe = json.loads(behaviour["mustshe"].read_text())
-    sites = probes.sites
-    last = sites[-1]
+    collected = Collected(work)
+    gaps = {name: json.loads(work.gap(name).read_text()) for name in ("whisper-base", "whisper-tiny.en")}
+    mustshe = json.loads(work.mustshe.read_text())
+    pooled = pooled_language(gaps)
+    sites, last = list(WHISPER_BASE_SITES), WHISPER_BASE_SITES[-1]
+
+    def positional(site: str, condition: str) -> dict:
+        model, control = CONDITION_RUNS[condition]
+        return collected.probe(model, site, control=control, language=pooled)
 
     # per-position curve, control and MDL of the last layer
-    real, control = probes.positional(last, "pretrained"), probes.positional(last, "shuffled control")
-    arrays, control_arrays = _arrays(work, real), _arrays(work, control)
+    real, control = positional(last, "pretrained"), positional(last, "shuffled control")
+    arrays, control_arrays = collected.arrays(real), collected.arrays(control)
     figures.per_position(
         arrays["test_f1_macro"],
         real["mean_test_length"],
@@ -224,19 +219,18 @@ def write_report(work, stores: dict[str, Path], behaviour: dict[str, Path], prob
         control=control_arrays["test_f1_macro"],
         mdl_bits=arrays.get("mdl_online_bits"),
         uniform_bits=arrays.get("mdl_uniform_bits"),
-        frame_rate=_frame_rate(stores["whisper-base"], last),
+        frame_rate=_frame_rate(Path(real["config"]["store"]), last),
         title=f"whisper-base {last} (synthetic voices)",
     )
 
     # heatmap of F1_S per site and condition
-    scores = {(site, condition): probes.positional(site, condition)["f1_s"] for site in sites for condition in CONDITIONS}
+    scores = {(site, condition): positional(site, condition)["f1_s"] for site in sites for condition in CONDITIONS}
     figures.site_heatmap(scores, sites, list(CONDITIONS), out / "site_heatmap", title="whisper-base: F1_S per site (synthetic voices)")
 
     # gaps and error distributions
     estimate = gap_estimate_names(gaps)
     figures.gap_bars(gaps, out / "gaps", title=f"{estimate} on the demo corpus (synthetic voices)")
-    for language in gaps["whisper-base"]["languages"]:
-        entry = gaps["whisper-base"]["languages"][language]
+    for language, entry in gaps["whisper-base"]["languages"].items():
         figures.error_distribution(
             entry["error_distribution"],
             out / f"error_distribution_{language}",
@@ -244,60 +238,42 @@ def write_report(work, stores: dict[str, Path], behaviour: dict[str, Path], prob
             title=f"whisper-base, {language} (synthetic voices)",
         )
 
-    # probe F1_S against the gap: one point per (model, language)
-    f1_rows = []
-    for run, row in probes.by_language():
-        entry = gaps[run.model]["languages"].get(run.language, {})
-        f1_rows.append(
-            {
-                "model": run.model,
-                "language": run.language,
-                "label": f"{run.model} {run.language}",
-                "f1_s": row["f1_s"],
-                "gap_relative": entry.get("gap_relative"),
-                "gap_estimate": entry.get("gap_estimate"),
-            }
-        )
-    table = _write_table(work.results / "f1_vs_gap.csv", f1_rows)
-    usable = [r for r in f1_rows if r["gap_relative"] is not None]
+    # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
+    f1_rows = [row for row in read_table(work.results / "f1_vs_gap.csv") if row["site"] == last and row["gap_relative"] != ""]
     gap_fit, gap_reason = _correlate(
-        table,
-        "f1_s",
-        "gap_relative",
-        work.results / "correlation_f1_gap.json",
+        out / "correlation_f1_gap.json",
         out / "f1_vs_gap",
-        [r["label"] for r in usable],
-        [r["f1_s"] for r in usable],
-        [r["gap_relative"] for r in usable],
+        [f"{row['model']} {row['language']}" for row in f1_rows],
+        [float(row["f1_s"]) for row in f1_rows],
+        [float(row["gap_relative"]) for row in f1_rows],
         "probe F1_S (%)",
         f"E(F, M) (%), {estimate}",
+        work.results / "f1_vs_gap.csv",
     )
 
-    # attention probe: its F1 on MuST-SHE against category-1 accuracy, attention profiles, confusion on MuST-SHE
-    attention = probes.attention("whisper-base", "encoder.final")
-    mustshe_rows = [mustshe_pairing(attention, mustshe)]
-    mustshe_table = _write_table(work.results / "f1_vs_mustshe.csv", mustshe_rows)
-    mustshe_fit, mustshe_reason = _correlate(
-        mustshe_table,
-        "applied_f1_macro",
-        "category_1_accuracy",
-        work.results / "correlation_f1_mustshe.json",
-        out / "f1_vs_mustshe",
-        [r["model"] for r in mustshe_rows],
-        [r["applied_f1_macro"] for r in mustshe_rows],
-        [r["category_1_accuracy"] for r in mustshe_rows],
+    # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
+    attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
+    mustshe_rows = read_table(work.results / "f1_vs_mustshe.csv")
+    mustshe_fit = json.loads((work.results / "correlations.json").read_text())["f1_vs_mustshe"] or {}
+    figures.scatter_with_fit(
+        [float(row["applied_f1_macro"]) for row in mustshe_rows],
+        [float(row["category_1_accuracy"]) for row in mustshe_rows],
+        [f"{row['model']} {row['site']} {row['tgt_lang']}" for row in mustshe_rows],
+        mustshe_fit if "pearson_r" in mustshe_fit else None,
         "attention-probe F1 on MuST-SHE (%)",
         "MuST-SHE category-1 accuracy (%)",
+        out / "f1_vs_mustshe",
     )
-    profiles = {"whisper-base encoder.final": _attention_weights(work, attention)}
-    for run, row in probes.tiny_attention():
-        profiles[f"{TINY_LABELS[run.model.removeprefix(TINY_PREFIX)]} {run.site} (random weights)"] = _attention_weights(work, row)
+    tiny = tiny_attention(collected)
+    profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
+    for model, site, row in tiny:
+        profiles[f"{TINY_LABELS[model.removeprefix(TINY_PREFIX)]} {site} (random weights)"] = collected.attention_weights(row)
     figures.attention_profiles(profiles, out / "attention_profiles", title="attention weights, mean ± std")
 
-    applied = _arrays(work, attention)
+    applied = collected.arrays(attention)
     classes = [str(c) for c in applied["applied_class_names"]]
     predicted = {i: classes[int(p > 0.5)] for i, p in zip(applied["applied_ids"], applied["applied_probabilities"])}
-    sentences = [json.loads(line) for line in behaviour["mustshe"].with_name(behaviour["mustshe"].stem + ".sentences.jsonl").read_text().splitlines()]
+    sentences = [json.loads(line) for line in work.mustshe.with_name(work.mustshe.stem + ".sentences.jsonl").read_text().splitlines()]
     figures.confusion(
         [predicted[s["id"]] for s in sentences],
         [s["translation_gender"] for s in sentences],
@@ -306,20 +282,125 @@ def write_report(work, stores: dict[str, Path], behaviour: dict[str, Path], prob
         title="MuST-SHE (voices the probe never trained on)",
     )
 
+    table = {site: [positional(site, condition)["f1_s"] for condition in CONDITIONS] for site in sites}
     report = out / "report.md"
-    report.write_text(_markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_fit, mustshe_reason, len(sentences), trimmed))
+    text = _markdown(work, gaps, mustshe, table, real, attention, tiny, f1_rows, (gap_fit, gap_reason), (mustshe_rows, mustshe_fit), len(sentences), trimmed)
+    report.write_text(text + "\n".join(real_voices_section(work, collected)) + "\n")
     return report
 
 
-def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_fit, mustshe_reason, confusion_count, trimmed) -> str:
+def _languages_by_id(manifest: Path) -> dict[str, str]:
+    from extract.manifest import read_manifest
+
+    return {utterance.id: utterance.language for utterance in read_manifest(manifest)}
+
+
+def real_voices_section(work: Work, collected: Collected) -> list[str]:
+    """The report's section on the real voices: leave-one-speaker-out probes per site against the
+    F0 baseline, error rate per voice, E per language with both genders, and what 16 voices cannot show;
+    or, when the demo could not fetch them, that they were skipped and how to include them."""
+    skipped = real_voices_skipped(work)
+    lines = ["## Real voices (Debian's recorded prompts and narrations)", ""]
+    if skipped is not None:
+        return lines + [
+            f"**Skipped**: the real-voice corpus could not be built ({skipped}). To include it, let `apt-get` reach Debian's archive",
+            "(`apt-get update` as root once), then rerun `make demo`: the recipe `python -m experiments.recipes.realvoices` fetches the packages.",
+        ]
+    card = json.loads((work.realvoices / "card.json").read_text())
+    voices = {(row["speaker"], row["language"]): row for row in card["voices"]}  # a speaker may read two languages
+    last = WHISPER_BASE_SITES[-1]
+    f0 = collected.probe("praat-f0", "f0", probe="mean", dataset=REAL, split="loso")
+    f0_control = collected.probe("praat-f0", "f0", probe="mean", control="shuffled", dataset=REAL, split="loso")
+    control = collected.probe("whisper-base", last, probe="mean", control="shuffled", dataset=REAL, split="loso")
+    per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
+    gap = json.loads(work.gap("whisper-base", REAL).read_text())
+    lines += [
+        f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({len({s for s, _ in voices})} speakers; "
+        f"{card['settings']['per_speaker']} clips per voice, "
+        f"seed {card['settings']['seed']}; names, packages, licences and credits in `{shown_path(work.realvoices / 'CARD.md')}`), built by "
+        "`experiments.recipes.realvoices` from Debian packages. **Caveats, before any number**: each language has one to three voices;",
+        "speaker, source (telephone prompts, children's software), language and channel move together, so a probe or a gap here",
+        f"cannot separate gender from any of them; {len(voices)} voices cannot support a finding about women and men. These rows show",
+        "that the pipeline runs on real recordings (real channels, 8 kHz prompts, real F0 spread), where probes are not at ceiling.",
+        "",
+        "### Leave-one-speaker-out probes (mean-pooled logistic probe per site; the F0-only baseline)",
+        "",
+        "Each voice is held out in turn, the probe trained on the others; macro-F1 pools every fold's predictions; `per-voice mean`",
+        "is the mean over held-out voices of their accuracy (each voice weighs alike).",
+        "",
+        "| features | macro-F1 | per-voice mean accuracy |",
+        "|---|---|---|",
+        *(f"| whisper-base {site} | {format_number(row['f1_macro'])} | {format_number(row['fold_accuracy_mean'])} |" for site, row in per_site.items()),
+        f"| F0 alone (Praat: ln median, mean, sd) | {format_number(f0['f1_macro'])} | {format_number(f0['fold_accuracy_mean'])} |",
+        f"| shuffled control, whisper-base {last} | {format_number(control['f1_macro'])} | {format_number(control['fold_accuracy_mean'])} |",
+        f"| shuffled control, F0 | {format_number(f0_control['f1_macro'])} | {format_number(f0_control['fold_accuracy_mean'])} |",
+        "",
+        f"Per held-out voice (accuracy, whisper-base {last} and F0):",
+        "",
+        "| voice | language | gender | clips | whisper-base | F0 | Whisper base error rate (%, the gap's metric) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    folds = {entry["speaker"]: entry for entry in per_site[last]["folds"]}
+    f0_folds = {entry["speaker"]: entry for entry in f0["folds"]}
+    rates = voice_error_rates(work)
+    for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0])):
+        lines.append(
+            f"| {voice['name'] or speaker} | {language} | {voice['gender']} | {voice['clips']} | "
+            f"{format_number(folds.get(speaker, {}).get('accuracy'))} | {format_number(f0_folds.get(speaker, {}).get('accuracy'))} | "
+            f"{format_number(rates.get((speaker, language)), 2)} |"
+        )
+    lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both."]
+    lines += [
+        "",
+        "### The gap per language (Whisper base)",
+        "",
+        "E(F, M) where a language has voices of both genders (fr, it, ru); otherwise the row says which group is missing. With one",
+        "or two voices per group the speaker bootstrap can hardly vary the speakers: read its interval as clip-level noise only.",
+        "",
+        *gap_table({"whisper-base": gap}),
+        "",
+    ]
+    return lines
+
+
+def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
+    """Error rate per (speaker, language) of Whisper base on the real voices, in percent, from the
+    gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
+    from experiments.scoring.gaps import counts_path
+
+    languages = _languages_by_id(work.realvoices / "manifest.jsonl")
+    errors: dict[tuple[str, str], list[float]] = {}
+    for line in counts_path(work.gap("whisper-base", REAL)).read_text().splitlines():
+        count = json.loads(line)
+        totals = errors.setdefault((count["speaker"], languages[count["id"]]), [0.0, 0.0])
+        totals[0] += count["errors"]
+        totals[1] += count["length"]
+    return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
+
+
+def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:
+    """(model, site, row) of the attention probes on the tiny random models, in the families' order."""
+    return [
+        (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
+        for family, sites in TINY_FAMILIES.items()
+        for site in sites
+    ]
+
+
+def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fit, mustshe_pairing, confusion_count, trimmed) -> str:
+    gap_fit, gap_reason = gap_fit
+    mustshe_rows, mustshe_fit = mustshe_pairing
+    site = WHISPER_BASE_SITES[-1]
     lines = [
         "# Demo report" + (" (trimmed corpus)" if trimmed else ""),
         "",
         "**The voices are synthetic** (Kokoro-82M and espeak-ng, see the corpus card). These numbers show that the pipeline runs end to",
         "end; they are not a finding about women and men, nor about Whisper.",
         "",
-        f"Corpus: `{shown_path(work.corpus.root)}`. Work folder: `{shown_path(work.root)}`. Every number below is read from files in "
-        f"`{shown_path(work.root / 'results')}`.",
+        f"Corpus: `{shown_path(work.corpus.root)}`. The demo is a study: `{shown_path(work.study_file)}`, run by `experiments.study` "
+        f"(its own tables and figures: `{shown_path(work.root / 'RESULTS.md')}`). Every number below is read from the study's collected "
+        f"results in `{shown_path(work.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
+        "behaviour outputs.",
         f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed), torch on "
         f"{work.threads} CPU threads (`--threads`).",
         "",
@@ -328,8 +409,6 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "## ASR gaps (bundled Whisper base and tiny.en)",
         "",
         *gap_table(gaps),
-    ]
-    lines += [
         "",
         "![gaps](gaps.png)",
         "",
@@ -343,15 +422,11 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "",
         "| site | " + " | ".join(CONDITIONS) + " |",
         "|---|" + "---|" * len(CONDITIONS),
-    ]
-    for site in sites:
-        lines.append(f"| {site} | " + " | ".join(format_number(probes.positional(site, c)["f1_s"]) for c in CONDITIONS) + " |")
-    last = probes.positional(sites[-1], "pretrained")
-    lines += [
+        *(f"| {name} | " + " | ".join(format_number(value) for value in values) + " |" for name, values in table.items()),
         "",
         f"Average test length (F1_S's span, the dashed line of the per-position figure): {average_test_length(last)}.",
         "",
-        *mdl_lines(sites[-1], last),
+        *mdl_lines(site, last),
         "",
         "![heatmap](site_heatmap.png)",
         "",
@@ -359,14 +434,22 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "",
         "## Probe F1_S against the gap",
         "",
-    ]
-    lines += _fit_lines(gap_fit, gap_reason, "f1_vs_gap")
-    attention = probes.attention("whisper-base", "encoder.final")
-    lines += [
+        f"Per-language probes at {site} (each on the utterances of one language) against that model's gap for the language, as "
+        "`experiments.collect` joined them (`f1_vs_gap.csv`); the fit pools the models' points:",
+        "",
+        "| model | language | F1_S | E(F, M) | 95 % CI (speaker bootstrap) |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {row['model']} | {row['language']} | {format_number(float(row['f1_s']))} | {format_number(float(row['gap_relative']))} | "
+            f"{format_number(_float(row['ci95_low']))} .. {format_number(_float(row['ci95_high']))} |"
+            for row in f1_rows
+        ),
+        "",
+        *_fit_lines(gap_fit, gap_reason, "f1_vs_gap"),
         "",
         "## Attention probe and MuST-SHE",
         "",
-        f"Attention probe on Whisper base `encoder.final` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
+        f"Attention probe on Whisper base `{site}` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
         f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {format_number(attention['f1_macro'])} on the demo corpus' test voices, "
         f"{format_number(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
         "(voices outside its training split).",
@@ -375,13 +458,19 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         f"coverage {format_number(mustshe['global']['coverage'])}, accuracy {format_number(mustshe['global']['accuracy'])} "
         f"(She {format_number(mustshe['genders']['She']['accuracy'])}, He {format_number(mustshe['genders']['He']['accuracy'])}).",
         "",
-        "The correlation pairs the probe's macro-F1 on the MuST-SHE speakers (`applied_f1_macro`) with category-1 gender",
-        "accuracy (`category_1.accuracy`), as in Fucci et al. (2025), Figure 1: not the probe's F1 on its own test split, nor",
-        "accuracy over all categories.",
+        "The pairing (`f1_vs_mustshe.csv`, from `experiments.collect`) is the probe's macro-F1 on the MuST-SHE speakers (`applied_f1_macro`)",
+        "against category-1 gender accuracy (`category_1.accuracy`), as in Fucci et al. (2025), Figure 1: not the probe's F1 on its own",
+        "test split, nor accuracy over all categories.",
         "",
-    ]
-    lines += _fit_lines(mustshe_fit, mustshe_reason, "f1_vs_mustshe")
-    lines += [
+        "| model | site | target | applied_f1_macro | category_1_accuracy |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {row['model']} | {row['site']} | {row['tgt_lang']} | {format_number(float(row['applied_f1_macro']))} | "
+            f"{format_number(_float(row['category_1_accuracy']))} |"
+            for row in mustshe_rows
+        ),
+        "",
+        *_fit_lines(mustshe_fit if "pearson_r" in mustshe_fit else None, mustshe_fit.get("note", "no MuST-SHE pairing"), "f1_vs_mustshe"),
         "",
         f"Confusion of the probe's prediction with the gender of the translation on the {confusion_count} MuST-SHE sentences",
         "(read by voices the probe never trained on):",
@@ -390,17 +479,23 @@ def _markdown(work, gaps, mustshe, probes, sites, gap_fit, gap_reason, mustshe_f
         "",
         "## Before and after the adapters (random weights)",
         "",
-        "Tiny SeamlessM4T v2, S2T and a ZeroSwot stand-in with **random weights** (no checkpoint can be downloaded here): the",
-        "extraction before/after the adapters and the attention probes run end to end. Random features of the waveform can still",
-        "separate a few synthetic voices, and the test split holds two of them: these scores say nothing about the real models.",
+        "Tiny SeamlessM4T v2, S2T and a ZeroSwot stand-in with **random weights** (no checkpoint can be downloaded here; the study's",
+        "checkpoint `tiny-random`), on the English utterances: the extraction before/after the adapters and the attention probes run",
+        "end to end. Random features of the waveform can still separate a few synthetic voices, and the test split holds two of them:",
+        "these scores say nothing about the real models.",
         "",
         "| model | site | F1 |",
         "|---|---|---|",
+        *(f"| {model} | {name} | {format_number(row['f1_macro'])} |" for model, name, row in tiny),
+        "",
+        "![attention](attention_profiles.png)",
+        "",
     ]
-    for run, row in probes.tiny_attention():
-        lines.append(f"| {run.model} | {run.site} | {format_number(row['f1_macro'])} |")
-    lines += ["", "![attention](attention_profiles.png)", ""]
     return "\n".join(lines) + "\n"
+
+
+def _float(value: str) -> float | None:
+    return float(value) if value not in ("", None) else None
 
 
 def reproducibility_lines() -> list[str]:

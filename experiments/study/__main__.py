@@ -4,8 +4,8 @@
     python -m experiments.study run STUDY.yaml [--stages extract,transcribe] [--device cuda] [--executor slurm --gpus 1 ...]
 
 Prints the plan (per stage: what is finished, what is left), then runs the stages in order through
-the library: extract, transcribe, probe, asr_gap, mustshe, st_quality, collect, correlate, figures,
-report. ``--dry-run`` stops after the plan: it reads and checks the study file and the manifests,
+the library: extract, f0 (the F0 baseline's stores), transcribe, probe, asr_gap, mustshe, st_quality,
+collect, correlate, figures, report. ``--dry-run`` stops after the plan: it reads and checks the study file and the manifests,
 and loads no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
 finished output (a finished study only checks, in seconds); see ``experiments.study.stages`` for
 each stage's rule, and ``experiments.study.schema`` for the study file.
@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
     started = time.time()
     study = load_study(args.study, args.root)
-    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet)
+    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet, write=not args.dry_run)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
     print_lines(["[study] plan:", *describe(plan(context, args.stages))])
     if args.dry_run:

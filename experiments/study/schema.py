@@ -20,10 +20,13 @@ relative to a folder of the user's)::
         trust_remote_code: false
         sites: [encoder.final]        # this model's sites (default: the study's sites)
         decoder: null                 # ZeroSwot: the NLLB checkpoint that decodes (default: the one its config names)
+        languages: null               # on pooled parts (key all): only these languages' utterances (e.g. [en] for an English-only model)
+        transcribe: true              # false: probed only (random weights, a tiny random model); or the corpora it transcribes
     corpora:                          # required, at least one
       - name: common_voice            # required, unique: the dataset the manifests' rows record (their `dataset`)
         task: asr                     # required: asr or st
         manifests: {en: m/cv-en.jsonl, it: m/cv-it.jsonl}   # required: language -> manifest (its rows' language)
+      - {name: demo, task: asr, manifests: {all: m/demo.jsonl}}  # key all: one pooled manifest of every language (below)
       - name: must_she
         task: st                      # st: manifests keyed SRC-TGT, or keyed by language with tgt_langs
         manifests: {en-es: m/mustshe-es.jsonl}
@@ -32,28 +35,42 @@ relative to a folder of the user's)::
     sites: all                        # or a list (default: all)
     extract: {storage_dtype: float16, batch_seconds: 120, max_seconds: 30, keep_padding: false, utterances_per_part: 256, num_shards: 1}
     transcribe: {batch_seconds: 240, max_seconds: null, num_beams: null, max_new_tokens: null, translate_by_forcing: false}
-    probes:                           # the probe grid (absent: no probes)
+    probes:                           # the probe grid (absent: no probes), or a list of such grids
       probes: [positional]            # positional, attention, mean, max, sampled
       controls: [none, shuffled]      # none, shuffled, speaker
       seeds: [0]
       corpora: [common_voice]         # the corpora probes learn from (default: every corpus but apply_to's)
       apply_to: must_she              # attention probes: also predict this corpus's stores of the same model
-      positions: 1000                 # ... and any other option of probing.run.ProbeConfig (mdl, task, lr, max_epochs, memory_gb, ...)
+      models: [wb]                    # the models probed (default: every model)
+      sites: [encoder.final]          # only these of each model's sites (default: every site of the model)
+      languages: [en, es]             # one run per language, on pooled parts only (ProbeConfig's language filter)
+      positions: 1000                 # ... and any other option of probing.run.ProbeConfig (mdl, task, split, lr, max_epochs, memory_gb, ...)
+    baselines:
+      f0: {corpora: [realvoices], range_by: speaker}   # F0-only stores (experiments.f0_baseline) at OUT/stores/f0/CORPUS-KEY;
+                                      # a grid probes them by naming the model f0 (site f0), e.g. {models: [f0], probes: [mean], split: loso}
     behaviour:
       gap: {iterations: 1000, seed: 0, groups: [female, male], gap_estimate: resampled, normalizer: whisper, cer_spaces: drop}
       st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
       # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
     report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
 
-What is extracted, transcribed and scored follows from it: stores of every model on every corpus the
-probes read (``probes.corpora`` and ``apply_to``); hypotheses where a behaviour needs them (the
-corpora of ``behaviour.gap`` and ``behaviour.st_quality``, and the manifests with a MuST-SHE definition).
+What is extracted, transcribed and scored follows from it: stores of each model on every corpus a
+grid probing it reads (its ``corpora`` and ``apply_to``); hypotheses of every model but those with
+``transcribe: false`` where a behaviour needs them (the corpora of ``behaviour.gap`` and
+``behaviour.st_quality``, and the manifests with a MuST-SHE definition).
+
+**Pooled parts.** An asr corpus may key one manifest ``all``: every language of the manifest in one
+store and one hypotheses file (a mixed store: its probes' subject language is the store's languages,
+e.g. ``en+es``; the gap report splits per language). A grid's ``languages`` runs one probe per
+language on such parts, and a model's ``languages`` restricts its stores and hypotheses there to those
+languages (the study writes the filtered manifest to ``OUT/manifests/MODEL/CORPUS-all.jsonl``; its
+sha256 is what the store records). Two grids must not produce one run twice: a run appears once.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
@@ -67,10 +84,12 @@ from probing.run import ProbeConfig
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
 TASKS = ("asr", "st")
-TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "behaviour", "report")
+TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "baselines", "behaviour", "report")
+F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 REQUIRED_TOP = ("name", "out", "models", "corpora")
 GRID_AXES = ("probes", "controls", "seeds")
-PROBE_STUDY_KEYS = ("corpora", "apply_to")
+PROBE_STUDY_KEYS = ("corpora", "apply_to", "models", "sites", "languages")
+POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
 PROBE_OPTIONS = tuple(key for key in OPTION_KEYS if key not in ("apply_to", "device", "language"))  # device: --device; a store holds one language
 NONE = type(None)
 NUMBER = (int, float)
@@ -87,6 +106,8 @@ MODEL_FIELDS = {
     "trust_remote_code": ((bool,), False),
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
+    "languages": ((list, NONE), None),
+    "transcribe": ((bool, list), True),
 }
 CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
 EXTRACT_FIELDS = {
@@ -115,11 +136,14 @@ GAP_FIELDS = {
 }
 ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
 REPORT_FIELDS = {"site": ((str, NONE), None)}
+BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
+F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
 CHOICES = {
     "extract.storage_dtype": ("float16", "float32"),
     "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
     "behaviour.gap.normalizer": NORMALIZERS,
     "behaviour.gap.cer_spaces": CER_SPACES,
+    "baselines.f0.range_by": ("speaker", "record"),
 }
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
 
@@ -142,6 +166,8 @@ class Model:
     trust_remote_code: bool = False
     sites: str | tuple[str, ...] = "all"
     decoder: str | None = None
+    languages: tuple[str, ...] | None = None
+    transcribe: bool | tuple[str, ...] = True  # or the corpora whose hypotheses it makes
 
 
 @dataclass(frozen=True)
@@ -151,10 +177,14 @@ class Part:
 
     corpus: str
     key: str
-    language: str
+    language: str | None  # None: a pooled part (key ``all``), every language of its manifest
     manifest: Path
     targets: tuple[str | None, ...] = (None,)
     mustshe: Path | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.language is None
 
     @property
     def name(self) -> str:
@@ -175,7 +205,8 @@ class Corpus:
 
 @dataclass(frozen=True)
 class ProbeGrid:
-    """Probes x controls x seeds on every site of every store of ``corpora``, with ``options`` (ProbeConfig fields)."""
+    """Probes x controls x seeds on every site of every store of ``corpora``, with ``options`` (ProbeConfig fields);
+    ``models`` and ``sites`` restrict it (None: all), ``languages`` runs it per language on pooled parts."""
 
     probes: tuple[str, ...]
     controls: tuple[str, ...]
@@ -183,6 +214,17 @@ class ProbeGrid:
     corpora: tuple[str, ...]
     apply_to: str | None = None
     options: dict = field(default_factory=dict)
+    models: tuple[str, ...] | None = None
+    sites: tuple[str, ...] | None = None
+    languages: tuple[str | None, ...] = (None,)
+
+    def probes_model(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+    @property
+    def read(self) -> tuple[str, ...]:
+        """The corpora whose stores it reads: those it learns from and the one it is applied to."""
+        return (*self.corpora, self.apply_to) if self.apply_to else self.corpora
 
 
 @dataclass(frozen=True)
@@ -195,7 +237,8 @@ class Study:
     corpora: tuple[Corpus, ...]
     extract: dict
     transcribe: dict
-    probes: ProbeGrid | None
+    probes: tuple[ProbeGrid, ...]  # empty: no probes
+    f0: dict | None  # the F0 baseline: {"corpora": (...), "range_by": ...}
     gap: dict | None
     st_quality: dict | None
     report: dict
@@ -203,12 +246,9 @@ class Study:
     def corpus(self, name: str) -> Corpus:
         return next(corpus for corpus in self.corpora if corpus.name == name)
 
-    @property
-    def probed(self) -> tuple[Corpus, ...]:
-        """The corpora whose stores are extracted: those the probes learn from or are applied to."""
-        if self.probes is None:
-            return ()
-        names = set(self.probes.corpora) | ({self.probes.apply_to} if self.probes.apply_to else set())
+    def probed(self, model: Model) -> tuple[Corpus, ...]:
+        """The corpora whose stores of ``model`` are extracted: those a grid probing it learns from or is applied to."""
+        names = {name for grid in self.probes if grid.probes_model(model.name) for name in grid.read}
         return tuple(corpus for corpus in self.corpora if corpus.name in names)
 
     def scored(self, behaviour: str, corpus: Corpus) -> bool:
@@ -216,8 +256,10 @@ class Study:
         options = {"gap": self.gap, "st_quality": self.st_quality}[behaviour]
         return options is not None and corpus.task == ("asr" if behaviour == "gap" else "st") and corpus.name in options["corpora"]
 
-    def transcribed(self, corpus: Corpus) -> tuple[Part, ...]:
-        """The parts of ``corpus`` whose hypotheses a behaviour needs."""
+    def transcribed(self, model: Model, corpus: Corpus) -> tuple[Part, ...]:
+        """The parts of ``corpus`` whose hypotheses of ``model`` a behaviour needs (none with ``transcribe: false``)."""
+        if not model.transcribe or (model.transcribe is not True and corpus.name not in model.transcribe):
+            return ()
         if self.scored("gap", corpus) or self.scored("st_quality", corpus):
             return corpus.parts
         return tuple(part for part in corpus.parts if part.mustshe is not None)
@@ -321,6 +363,9 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     sites = _sites(reader, document.get("sites", "all"), "sites")
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
+    f0 = _f0(reader, document.get("baselines"), models, corpora)
+    probes = _grids(reader, document.get("probes"), models, corpora, f0)
+    models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
     behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
     given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
     gap = reader.fields(behaviour["gap"], GAP_FIELDS, "behaviour.gap") if "gap" in given else None
@@ -345,7 +390,8 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         corpora=corpora,
         extract=extract,
         transcribe=transcribe,
-        probes=_probes(reader, document.get("probes"), corpora) if document.get("probes") is not None else None,
+        probes=probes,
+        f0=f0,
         gap=gap,
         st_quality=st_quality,
         report=reader.fields(document.get("report"), REPORT_FIELDS, "report"),
@@ -374,7 +420,7 @@ def _sites(reader: _Reader, value, where: str) -> str | tuple[str, ...]:
 
 def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
     from extract.families import FAMILIES
-    from extract.spec import DTYPES, ModelSpec, ModelSpecError
+    from extract.spec import DTYPES, TINY_RANDOM, ModelSpec, ModelSpecError
 
     if not (isinstance(value, list) and value):
         raise reader.error("models", f"expected a non-empty list of models, got {_shown(value)}")
@@ -391,15 +437,25 @@ def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
         if checked["dtype"] not in DTYPES:
             raise reader.error(f"{where}.dtype", f"{checked['dtype']!r} is not one of {', '.join(sorted(DTYPES))}")
         checkpoint = checked["checkpoint"]
-        if checkpoint and not checkpoint.startswith("bundled-") and (checkpoint.startswith((".", "/", "~")) or reader.resolve(checkpoint).exists()):
+        local = checkpoint and (checkpoint.startswith((".", "/", "~")) or reader.resolve(checkpoint).exists())
+        if local and not checkpoint.startswith("bundled-") and checkpoint != TINY_RANDOM:
             checkpoint = str(reader.resolve(checkpoint))  # a local folder, relative to the study
         try:
             ModelSpec(checked["family"], checkpoint, device="cpu").check_checkpoint()
         except ModelSpecError as error:
             raise reader.error(f"{where}.checkpoint", str(error)) from None
         own_sites = _sites(reader, checked["sites"], f"{where}.sites") if checked["sites"] is not None else sites
-        models.append(Model(**{**checked, "checkpoint": checkpoint, "sites": own_sites}))
+        languages = reader.names(checked["languages"], f"{where}.languages") if checked["languages"] is not None else None
+        models.append(Model(**{**checked, "checkpoint": checkpoint, "sites": own_sites, "languages": languages}))
     return tuple(models)
+
+
+def _transcribed_corpora(reader: _Reader, model: Model, index: int, corpora: tuple[Corpus, ...]) -> Model:
+    """A model's ``transcribe`` given as corpora: each must be one of the study's."""
+    if isinstance(model.transcribe, bool):
+        return model
+    names = reader.names(list(model.transcribe), f"models[{index}].transcribe", choices=tuple(corpus.name for corpus in corpora))
+    return replace(model, transcribe=names)
 
 
 def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
@@ -448,6 +504,8 @@ def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
 
 def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tuple[str, tuple[str, ...] | None]:
     """A manifest key's source language, and its target when the key is a direction."""
+    if task == "asr" and key == POOLED:
+        return None, None
     if task == "asr" or targets is not None:
         if task == "st" and "-" in key:
             raise reader.error(where, f"{key!r} is a direction, but tgt_langs are given: key the manifests by source language")
@@ -458,8 +516,31 @@ def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tupl
     return source, (target,)
 
 
-def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
-    where = "probes"
+def _f0(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...]) -> dict | None:
+    """``baselines.f0``: the corpora whose F0 stores are written (default: every asr corpus) and the pitch range rule."""
+    given = reader.mapping(value, "baselines") if value is not None else {}
+    baselines = reader.fields(given, BASELINE_FIELDS, "baselines")
+    if F0 not in given:
+        return None
+    if any(model.name == F0 for model in models):
+        raise reader.error("baselines.f0", f"a model is named {F0!r}, which names the F0 baseline in grids; rename the model")
+    f0 = reader.fields(baselines[F0], F0_FIELDS, "baselines.f0")
+    f0["corpora"] = _scored(reader, f0["corpora"], corpora, "asr", "baselines.f0.corpora")
+    return f0
+
+
+def _grids(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None = None) -> tuple[ProbeGrid, ...]:
+    """``probes``: one grid (a mapping) or a list of grids, each checked."""
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        if not value:
+            raise reader.error("probes", "expected a grid (a mapping) or a non-empty list of grids, got []")
+        return tuple(_probes(reader, grid, models, corpora, f0, f"probes[{index}]") for index, grid in enumerate(value))
+    return (_probes(reader, value, models, corpora, f0, "probes"),)
+
+
+def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None, where: str) -> ProbeGrid:
     mapping = reader.mapping(value, where)
     reader.keys(mapping, (*GRID_AXES, *PROBE_STUDY_KEYS, *PROBE_OPTIONS), where)
     options = {key: mapping[key] for key in PROBE_OPTIONS if key in mapping}
@@ -477,14 +558,29 @@ def _probes(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> ProbeGrid:
             raise reader.error(f"{where}.apply_to", f"{apply_to!r} is no corpus of the study; corpora: {', '.join(names)}")
         applying = [name for name, kind in KINDS.items() if kind.applies_to_other_stores]
         if not set(applying) & set(probes):
-            raise reader.error(f"{where}.apply_to", f"only {' or '.join(applying)} probes are applied to another store; add {applying[0]} to probes.probes")
+            raise reader.error(f"{where}.apply_to", f"only {' or '.join(applying)} probes are applied to another store; add {applying[0]} to {where}.probes")
     learn_from = reader.names(mapping["corpora"], f"{where}.corpora", choices=names) if "corpora" in mapping else tuple(n for n in names if n != apply_to)
     if apply_to in learn_from:
         raise reader.error(f"{where}.corpora", f"{apply_to!r} is also apply_to: a probe is applied to speakers it did not learn from")
+    choices = tuple(model.name for model in models) + ((F0,) if f0 is not None else ())
+    model_names = reader.names(mapping["models"], f"{where}.models", choices=choices) if "models" in mapping else None
+    if model_names and F0 in model_names:
+        outside = [name for name in learn_from if name not in f0["corpora"]]
+        if outside:
+            raise reader.error(f"{where}.corpora", f"{outside[0]!r} has no F0 store: add it to baselines.f0.corpora, or leave f0 off this grid")
+    sites = reader.names(mapping["sites"], f"{where}.sites") if "sites" in mapping else None
+    languages: tuple[str | None, ...] = (None,)
+    if "languages" in mapping:
+        languages = reader.names(mapping["languages"], f"{where}.languages")
+        unpooled = [part.name for name in learn_from for part in next(c for c in corpora if c.name == name).parts if not part.pooled]
+        if unpooled:
+            raise reader.error(
+                f"{where}.languages", f"a language filter needs pooled parts (manifests keyed {POOLED}); {unpooled[0]} holds one language already"
+            )
     for probe in probes:
         for control in controls:
             try:
                 ProbeConfig(store="-", site="-", probe=probe, control=control, **options)
             except (ProbeError, TypeError) as error:
                 raise reader.error(where, str(error)) from None
-    return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options)
+    return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options, model_names, sites, languages)

@@ -9,6 +9,8 @@ own rule:
 - ``extract``: every part of every shard complete, written with this store configuration (the
   manifest by its sha256); a store of other settings is left to :func:`extract.jobs.extract`, which
   refuses it in one line;
+- ``f0``: the F0 store (``experiments.f0_baseline``) records this manifest (by its sha256) and pitch
+  range rule;
 - ``transcribe``: the settings file records this model, task, target, trim and manifest, and every
   manifest id has a row (or was skipped for bad audio in this study's earlier run, listed in
   ``OUT.skipped.json``);
@@ -17,7 +19,8 @@ own rule:
   are now and the study's settings;
 - ``collect``, ``correlate``, ``figures``, ``report``: every output newer than every input.
 
-Layout under the study's ``out``: ``stores/MODEL/CORPUS-KEY``, ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
+Layout under the study's ``out``: ``manifests/MODEL/CORPUS-all.jsonl`` (a pooled part restricted to a
+model's languages), ``stores/MODEL/CORPUS-KEY`` (``stores/f0/CORPUS-KEY``: the F0 baseline), ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
 ``behaviour/MODEL/{gap,mustshe,st_quality}-CORPUS-KEY[-TGT].json``, ``probes/probes.jsonl``,
 ``results/`` (collect's tables, ``correlations.json``), ``figures/``, ``RESULTS.md``, ``logs/``.
 """
@@ -31,19 +34,21 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from itertools import product
 from pathlib import Path
 
-from experiments.study.schema import Corpus, Model, Part, Study, StudyError
+from experiments.study.schema import F0, Corpus, Model, Part, Study, StudyError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256
 
-STAGES = ("extract", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
+STAGES = ("extract", "f0", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
 EXECUTOR_STAGES = ("extract", "transcribe", "probe")  # the stages submitted as job arrays with --executor
 SHOWN = 12  # units listed per stage in the printed plan
 
 
 def study_errors() -> tuple[type[BaseException], ...]:
     """What a stage raises for a problem the user can fix: one ``error:`` line, exit status 2."""
+    from experiments.analysis.f0 import F0Error
     from experiments.scheduling import SchedulingError
     from experiments.scoring.collect import CollectError
     from experiments.scoring.correlation import CorrelationError
@@ -59,7 +64,7 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from probing.results import ResultsError
 
     stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
-    return (StudyError, *stages, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
+    return (StudyError, *stages, F0Error, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,15 @@ class Layout:
     def store(self, model: Model, part: Part) -> Path:
         return self.out / "stores" / model.name / part.name
 
+    def f0_store(self, part: Part) -> Path:
+        return self.out / "stores" / F0 / part.name
+
     def hypotheses(self, model: Model, part: Part, target: str | None) -> Path:
         return self.out / "hyps" / model.name / f"{part.output_name(target)}.jsonl"
+
+    def manifest(self, model: Model, part: Part) -> Path:
+        """A pooled part's manifest restricted to ``model``'s languages."""
+        return self.out / "manifests" / model.name / f"{part.name}.jsonl"
 
     def behaviour(self, kind: str, model: Model, part: Part, target: str | None) -> Path:
         return self.out / "behaviour" / model.name / f"{kind}-{part.output_name(target)}.json"
@@ -113,19 +125,22 @@ class Unit:
 
 @dataclass
 class Context:
-    """A study with its layout, the device and the manifests read once."""
+    """A study with its layout, the device and the manifests read once. ``write``: whether the plan may
+    write the filtered manifests of models restricted to languages (not in a dry run)."""
 
     study: Study
     device: str
     show_progress: bool = True
     manifests: dict[Path, list] = field(default_factory=dict)
+    write: bool = True
 
     @property
     def layout(self) -> Layout:
         return Layout(self.study.out)
 
     def utterances(self, corpus: Corpus, part: Part) -> list:
-        """The part's manifest, read once; its rows must be of the corpus (``dataset``) and of the key's language."""
+        """The part's manifest, read once; its rows must be of the corpus (``dataset``) and of the key's
+        language (any language in a pooled part)."""
         if part.manifest not in self.manifests:
             utterances = read_manifest(part.manifest)
             where = f"{self.study.path}: corpora[{self.study.corpora.index(corpus)}].manifests.{part.key}: {part.manifest}"
@@ -135,12 +150,42 @@ class Context:
                         f"{where}: utterance {utterance.id!r} records dataset {utterance.dataset!r}, not {corpus.name!r}; the tables join on it: "
                         f"name the corpus after it, or rewrite the manifest with --dataset {corpus.name}"
                     )
-                if utterance.language != part.language:
+                if not part.pooled and utterance.language != part.language:
                     raise StudyError(
                         f"{where}: utterance {utterance.id!r} is in {utterance.language!r}, not {part.language!r}; give each language its own manifest"
                     )
             self.manifests[part.manifest] = utterances
         return self.manifests[part.manifest]
+
+    def manifest(self, model: Model, corpus: Corpus, part: Part) -> Path:
+        """The manifest ``model`` reads of ``part``: the part's own, or on a pooled part with model
+        ``languages`` its rows of those languages (written under ``OUT/manifests/`` unless a dry run;
+        rewritten only when they changed, so that its sha256, which the store records, is stable)."""
+        utterances = self.utterances(corpus, part)
+        if model.languages is None:
+            return part.manifest
+        where = f"{self.study.path}: models[{self.study.models.index(model)}].languages"
+        if not part.pooled:
+            if part.language not in model.languages:
+                raise StudyError(f"{where}: {list(model.languages)} excludes {part.name}, whose language is {part.language!r}; leave the model off its grids")
+            return part.manifest
+        present = {utterance.language for utterance in utterances}
+        missing = [language for language in model.languages if language not in present]
+        if missing:
+            raise StudyError(f"{where}: {part.name} ({part.manifest}) has no utterance in {missing[0]!r}; its languages: {', '.join(sorted(present))}")
+        path = self.layout.manifest(model, part)
+        if path not in self.manifests:
+            from extract.manifest import write_manifest
+
+            kept = [utterance for utterance in utterances if utterance.language in model.languages]
+            if self.write and (not path.exists() or read_manifest(path) != kept):
+                write_manifest(path, kept)
+            self.manifests[path] = kept
+        return path
+
+    def model_utterances(self, model: Model, corpus: Corpus, part: Part) -> list:
+        """The utterances ``model`` reads of ``part`` (see :meth:`manifest`)."""
+        return self.manifests[self.manifest(model, corpus, part)]
 
     def spec(self, model: Model):
         from extract.spec import ModelSpec
@@ -159,13 +204,14 @@ def newer(outputs: Iterable[Path], inputs: Iterable[Path]) -> bool:
 # --- extract ---------------------------------------------------------------------------------------
 
 
-def extraction_job(context: Context, model: Model, part: Part):
+def extraction_job(context: Context, model: Model, corpus: Corpus, part: Part):
     from extract.families import FAMILIES
     from extract.jobs import ExtractionJob
 
     options = dict(context.study.extract)
     options["keep_padding"] = options["keep_padding"] and "keep_padding" in FAMILIES[model.family].extractor.load_options  # Whisper only
-    return ExtractionJob(context.spec(model), part.manifest, context.layout.store(model, part), sites=model.sites, label=model.name, **options)
+    manifest = context.manifest(model, corpus, part)
+    return ExtractionJob(context.spec(model), manifest, context.layout.store(model, part), sites=model.sites, label=model.name, **options)
 
 
 def store_status(job, utterances: int) -> tuple[bool, str]:
@@ -174,6 +220,8 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     from extract.fingerprint import compared
     from extract.store import ShardReader, comparable_config, is_complete
 
+    if not Path(job.manifest).exists():
+        return False, "its manifest is written when the study runs"
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
@@ -191,10 +239,10 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
 def plan_extract(context: Context) -> list[Unit]:
     units = []
     for model in context.study.models:
-        for corpus in context.study.probed:
+        for corpus in context.study.probed(model):
             for part in corpus.parts:
-                job = extraction_job(context, model, part)
-                size = len(context.utterances(corpus, part))
+                job = extraction_job(context, model, corpus, part)
+                size = len(context.model_utterances(model, corpus, part))
                 done, note = store_status(job, size)
                 units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
     return units
@@ -250,6 +298,38 @@ def extraction_tasks(units: list[Unit]) -> list:
     return tasks
 
 
+# --- f0 --------------------------------------------------------------------------------------------
+
+
+def plan_f0(context: Context) -> list[Unit]:
+    """The F0 baseline's stores: one per part of ``baselines.f0.corpora``."""
+    from experiments.analysis.f0 import f0_store_current
+
+    study, units = context.study, []
+    if study.f0 is None:
+        return units
+    for name in study.f0["corpora"]:
+        corpus = study.corpus(name)
+        for part in corpus.parts:
+            size = len(context.utterances(corpus, part))
+            out = context.layout.f0_store(part)
+            done = f0_store_current(part.manifest, out, study.f0["range_by"])
+            units.append(Unit("f0", f"{F0} {part.name}", done, f"{size} utterances" if done else "", None, (corpus, part, out), size))
+    return units
+
+
+def run_f0(context: Context, units: list[Unit]) -> None:
+    from experiments.analysis.f0 import write_f0_store
+
+    for unit in units:
+        corpus, part, out = unit.job
+        started = time.time()
+        written = write_f0_store(context.utterances(corpus, part), part.manifest, out, context.study.f0["range_by"], context.show_progress)
+        print(
+            f"[study] f0 {part.name}: {written.get('stored', 0)} stored, {len(written.get('skipped', []))} without F0 ({time.time() - started:.1f} s) -> {out}"
+        )
+
+
 # --- transcribe ------------------------------------------------------------------------------------
 
 
@@ -261,7 +341,7 @@ def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part
     generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"])
     return TranscriptionJob(
         context.spec(model),
-        part.manifest,
+        context.manifest(model, corpus, part),
         context.layout.hypotheses(model, part, target),
         corpus.task,
         tgt_lang=target,
@@ -284,7 +364,7 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     from extract.provenance import read_settings
     from extract.runner import finished_ids
 
-    if not job.out.exists():
+    if not job.out.exists() or not Path(job.manifest).exists():
         return False, ""
     recorded, manifest_sha256 = read_settings(job.out), file_sha256(job.manifest)
     expected = {"model": job.model_name(), "family": job.spec.family, "task": job.task, "tgt_lang": job.tgt_lang, "dtype": job.spec.dtype}
@@ -305,8 +385,8 @@ def plan_transcribe(context: Context) -> list[Unit]:
     units = []
     for model in context.study.models:
         for corpus in context.study.corpora:
-            for part in context.study.transcribed(corpus):
-                ids = [utterance.id for utterance in context.utterances(corpus, part)]
+            for part in context.study.transcribed(model, corpus):
+                ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
                 for target in part.targets:
                     job = transcription_job(context, model, corpus, part, target)
                     done, note = hypotheses_status(job, ids)
@@ -350,33 +430,52 @@ def transcription_tasks(units: list[Unit], context: Context) -> list:
 
 
 def probe_configs(context: Context) -> tuple[list, list[str]]:
-    """The grid's runs over the stores that exist, and the stores whose sites are known only once
-    extracted (``sites: all`` before extraction)."""
+    """The grids' runs over the stores that exist, and the stores whose sites are known only once
+    extracted (``sites: all`` before extraction). Each grid runs on its models' stores of its corpora,
+    at the model's sites it keeps, once per language of its ``languages`` (pooled parts) that the
+    model reads (a model restricted to ``languages`` is probed on those only)."""
     from extract.store import ShardReader
     from probing.kinds import KINDS
     from probing.run import ProbeConfig
 
-    grid, layout = context.study.probes, context.layout
+    layout = context.layout
     configs, unknown = [], []
-    if grid is None:
-        return configs, unknown
-    for model in context.study.models:
-        applied = [str(layout.store(model, part)) for part in context.study.corpus(grid.apply_to).parts] if grid.apply_to else []
-        for name in grid.corpora:
-            for part in context.study.corpus(name).parts:
-                store = layout.store(model, part)
-                if model.sites == "all" and not store.exists():
-                    unknown.append(f"{model.name} {part.name}")
-                    continue
-                sites = ShardReader(store).sites if model.sites == "all" else model.sites
-                for site in sites:
-                    for probe in grid.probes:
-                        for control in grid.controls:
-                            for seed in grid.seeds:
-                                for apply_to in applied if KINDS[probe].applies_to_other_stores and applied else [None]:
-                                    options = grid.options | {"apply_to": apply_to, "device": context.device}
-                                    configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
-    return configs, unknown
+    for grid in context.study.probes:
+        for model in context.study.models:
+            if not grid.probes_model(model.name):
+                continue
+            applied = [str(layout.store(model, part)) for part in context.study.corpus(grid.apply_to).parts] if grid.apply_to else []
+            for name in grid.corpora:
+                for part in context.study.corpus(name).parts:
+                    store = layout.store(model, part)
+                    if model.sites == "all" and not store.exists():
+                        unknown.append(f"{model.name} {part.name}")
+                        continue
+                    sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                    languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
+                    for site in (site for site in sites if grid.sites is None or site in grid.sites):
+                        for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, languages):
+                            for apply_to in applied if KINDS[probe].applies_to_other_stores and applied else [None]:
+                                options = grid.options | {"apply_to": apply_to, "device": context.device, "language": language}
+                                configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
+        configs += f0_configs(context, grid)
+    return configs, sorted(set(unknown), key=unknown.index)
+
+
+def f0_configs(context: Context, grid) -> list:
+    """A grid's runs on the F0 baseline's stores (when it names the model ``f0``), at site ``f0``."""
+    from experiments.analysis.f0 import F0_SITE
+    from probing.run import ProbeConfig
+
+    if not grid.models or F0 not in grid.models or (grid.sites is not None and F0_SITE not in grid.sites):
+        return []
+    configs = []
+    for name in grid.corpora:
+        for part in context.study.corpus(name).parts:
+            store = context.layout.f0_store(part)
+            for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, grid.languages):
+                configs.append(ProbeConfig(str(store), F0_SITE, probe, control, seed, **(grid.options | {"device": context.device, "language": language})))
+    return configs
 
 
 def plan_probe(context: Context) -> list[Unit]:
@@ -396,7 +495,9 @@ def plan_probe(context: Context) -> list[Unit]:
 def _describe(config) -> str:
     store = Path(config.store)
     applied = f" applied to {Path(config.apply_to).name}" if config.apply_to else ""
-    return f"{store.parent.name} {store.name} {config.site} {config.probe} control={config.control} seed={config.seed}{applied}"
+    language = f" language={config.language}" if config.language else ""
+    split = f" split={config.split}" if config.split != "fixed" else ""
+    return f"{store.parent.name} {store.name} {config.site} {config.probe} control={config.control} seed={config.seed}{language}{split}{applied}"
 
 
 # --- behaviour -------------------------------------------------------------------------------------
@@ -482,7 +583,7 @@ def plan_behaviour(context: Context, stage: str) -> list[Unit]:
     study, layout, units, scorers = context.study, context.layout, [], {}
     for model in study.models:
         for corpus in study.corpora:
-            for part in study.transcribed(corpus):
+            for part in study.transcribed(model, corpus):
                 for target in part.targets:
                     hypotheses = layout.hypotheses(model, part, target)
                     if stage == "asr_gap" and study.scored("gap", corpus):
@@ -562,6 +663,7 @@ def run_reporting(context: Context, stage: str) -> None:
 
 PLANS: dict[str, Callable[[Context], list[Unit]]] = {
     "extract": plan_extract,
+    "f0": plan_f0,
     "transcribe": plan_transcribe,
     "probe": plan_probe,
     "asr_gap": lambda context: plan_behaviour(context, "asr_gap"),
@@ -606,6 +708,8 @@ def run_stage(context: Context, stage: str, executor: argparse.Namespace | None 
         status = _submit(executor, stage, extraction_tasks(todo) if stage == "extract" else transcription_tasks(todo, context), len(units) - len(todo))
     elif stage == "extract":
         run_extract(context, todo)
+    elif stage == "f0":
+        run_f0(context, todo)
     elif stage == "transcribe":
         run_transcribe(context, todo)
     elif stage == "probe":

@@ -1,4 +1,4 @@
-"""python -m experiments.recipes.realvoices --out DIR [--languages en fr ...] [--per-speaker N] [--seed S]"""
+"""python -m experiments.recipes.realvoices --out DIR [--languages en fr ...] [--per-speaker N] [--seed S] [--dataset NAME]"""
 
 from __future__ import annotations
 
@@ -37,13 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--languages", nargs="+", choices=LANGUAGES, metavar="LANG", help=f"default: all ({' '.join(LANGUAGES)})")
     parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
     parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
+    parser.add_argument(
+        "--dataset",
+        help="the dataset every manifest row records (a study's corpus name, e.g. realvoices); default: each voice's source "
+        "(asterisk, tuxpaint, ...), kept in the row's extra.source either way",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     languages = tuple(dict.fromkeys(args.languages)) if args.languages else None
-    rows = build_realvoices(args.out, languages, args.per_speaker, args.seed, show_progress=not args.quiet)
+    rows = build_realvoices(args.out, languages, args.per_speaker, args.seed, show_progress=not args.quiet, dataset=args.dataset)
     speakers = len({row["speaker"] for row in rows})
     clips = sum(row["clips"] for row in rows)
     print(f"{clips} clips of {len(rows)} voices ({speakers} speakers): {args.out / 'manifest.jsonl'}, {args.out / 'CARD.md'}")

@@ -173,7 +173,9 @@ def decode_selection(voice_clips: VoiceClips, per_speaker: int | None, seed: int
     return sorted(chosen, key=lambda selected: selected.clip.key), problems
 
 
-def utterance(selected: Selected, version: str, split: str) -> Utterance:
+def utterance(selected: Selected, version: str, split: str, dataset: str | None = None) -> Utterance:
+    """The manifest row of one clip; ``dataset``: what the row records as its dataset (default: the
+    voice's source package family, which ``extra.source`` keeps either way)."""
     clip, voice = selected.clip, selected.clip.voice
     return Utterance(
         id=clip.id,
@@ -183,9 +185,10 @@ def utterance(selected: Selected, version: str, split: str) -> Utterance:
         gender=voice.gender,
         speaker=voice.speaker,
         split=split,
-        dataset=voice.dataset,
+        dataset=dataset or voice.dataset,
         duration=round(selected.seconds, 3),
         extra={
+            "source": voice.dataset,
             "voice": voice.key,
             "name": voice.name,
             "package": voice.package,
@@ -241,8 +244,11 @@ def build_realvoices(
     cache: Path | None = None,
     voices: tuple[Voice, ...] = VOICES,
     show_progress: bool = True,
+    dataset: str | None = None,
 ) -> list[dict]:
-    """Write ``out/manifest.jsonl``, ``out/card.json`` and ``out/CARD.md``; returns the card's voice rows."""
+    """Write ``out/manifest.jsonl``, ``out/card.json`` and ``out/CARD.md``; returns the card's voice rows.
+    ``dataset``: the name every row records as its dataset (a study's corpus name, e.g. ``realvoices``);
+    by default each voice's source (``asterisk``, ``tuxpaint``, ...), kept in ``extra.source`` either way."""
     from tqdm.auto import tqdm
 
     from experiments.recipes.realvoices.card import write_card
@@ -265,10 +271,10 @@ def build_realvoices(
         for voice_clips in listed:
             selected, problems = decode_selection(voice_clips, per_speaker, seed, cache / "wav", bar)
             split = splits[voice_clips.voice.speaker]
-            utterances += [utterance(s, voice_clips.version, split) for s in selected]
+            utterances += [utterance(s, voice_clips.version, split, dataset) for s in selected]
             rows.append(voice_row(voice_clips, selected, problems, split))
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(out / "manifest.jsonl", utterances)
-    settings = {"languages": sorted({v.language for v in chosen_voices}), "per_speaker": per_speaker, "seed": seed}
+    settings = {"languages": sorted({v.language for v in chosen_voices}), "per_speaker": per_speaker, "seed": seed, "dataset": dataset}
     write_card(out, rows, settings)
     return rows

@@ -87,13 +87,11 @@ def per_voice(rows: list[dict], ranges: dict) -> list[dict]:
 
 def clustering(work, folder: Path) -> list[dict]:
     """ARI and purity of HDBSCAN speaker ids per whisper-base site and from MFCC statistics (cached)."""
-    from experiments.demo import extraction_jobs  # here: experiments.demo imports this package
-
     path = folder / "clustering.json"
     if path.exists():
         return json.loads(path.read_text())
     utterances = read_manifest(work.corpus.manifest)
-    store = extraction_jobs(work)["whisper-base"].out
+    store = work.store("whisper-base")
     from extract.store import ShardReader
 
     reader = ShardReader(store)
@@ -158,7 +156,7 @@ def run(work) -> list[str]:
     table = feature_table(utterances, {r["id"]: r["features"] for r in rows}, FEATURES)
     contrasts = group_contrasts(table, FEATURES)
     by_speaker = {(c["language"], c["feature"]): c for c in group_contrasts(table, FEATURES, unit="speaker")}
-    setups = read_gap_setups([("whisper-base", work.results / "gap-whisper-base.json"), ("whisper-tiny.en", work.results / "gap-whisper-tiny.en.json")])
+    setups = read_gap_setups([("whisper-base", work.gap("whisper-base")), ("whisper-tiny.en", work.gap("whisper-tiny.en"))])
     every_record = feature_table(utterances, {r["id"]: r["features"] for r in rows}, FEATURES, every_record=True)
     setup_rows = setup_table(setups, every_record, FEATURES)
     correlations = [c for c in setup_correlations(setup_rows, FEATURES, bootstrap=1000) if c["dataset"] == "all"]

@@ -83,7 +83,7 @@ def _filters_of(manifest: Path) -> dict[str, str | None]:
 
 def transcripts(work, folder: Path, manifests: dict[str, Path]) -> tuple[dict[str, list[dict]], dict[str, str]]:
     """Whisper base hypotheses of the held-out ids per condition, and notes on conditions that reuse another's."""
-    from experiments.demo import transcription_jobs, whisper
+    from experiments.reports.demo_work import transcription_jobs, whisper
 
     main = transcription_jobs(work)["whisper-base"]
     ids = {u.id for u in read_manifest(manifests["original"])}
@@ -152,7 +152,7 @@ def _store_holds(store: Path, ids: set[str]) -> bool:
 def probes(work, folder: Path, manifests: dict[str, Path]) -> dict[str, dict[str, float]]:
     """F1_S per site on the main demo's Whisper base store (its own rows, where the main demo has
     them) and on the store of the corpus normalised by gender."""
-    from experiments.demo import extraction_jobs, whisper
+    from experiments.reports.demo_work import extraction_jobs, whisper
 
     original = extraction_jobs(work)["whisper-base"].out
     job = ExtractionJob(whisper(work, "bundled-base"), manifests["corpus-gender"], folder / "stores" / "whisper-base-grafn", sites=PROBE_SITES)

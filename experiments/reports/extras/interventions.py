@@ -84,20 +84,11 @@ def fitted_files(root: Path, store: Path) -> dict[str, Path]:
     return paths
 
 
-def _demo_stores(work) -> dict[str, Path]:
-    from experiments.demo import TINY_FAMILIES, extraction_jobs
-    from experiments.reports.demo_report import TINY_PREFIX
-
-    return {name: job.out for name, job in extraction_jobs(work).items()} | {f"{TINY_PREFIX}{f}": work.stores / f"{TINY_PREFIX}{f}" for f in TINY_FAMILIES}
-
-
 def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
     """(a): stores extracted with the eraser and its control, probed; the main demo's rows as "before"."""
-    from experiments.demo import ATTENTION, extraction_jobs, probe_configs
-    from experiments.reports.demo_report import ProbeRun
+    from experiments.reports.demo_work import ATTENTION, extraction_jobs, find_config, probe_configs
 
     base = extraction_jobs(work)["whisper-base"]
-    stores = _demo_stores(work)
     all_sites = list(ShardReader(base.out).info.site_modules)
     later = all_sites[all_sites.index(ERASED_SITE) :]
     erased = replace(base, out=root / "stores" / "whisper-base-erased-layer2", sites=tuple(later), interventions=(files["erase-layer2"],))
@@ -105,9 +96,9 @@ def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
     for job in (erased, control):
         _, report = extract(job, show_progress=False)
         _log(f"{job.out.name}: {report.written} extracted, {report.resumed} already done")
-    demo_configs = probe_configs(stores, all_sites, POSITIONS)
-    before = {site: demo_configs[ProbeRun("positional", "whisper-base", site, condition="pretrained")] for site in later}
-    before_attention = demo_configs[ProbeRun("attention", "whisper-base", FINAL_SITE)]
+    demo_configs = probe_configs(work)
+    before = {site: find_config(demo_configs, base.out, site) for site in later}
+    before_attention = find_config(demo_configs, base.out, FINAL_SITE, "attention")
     after = {site: ProbeConfig(str(erased.out), site, "positional", positions=POSITIONS) for site in later}
     random_after = ProbeConfig(str(control.out), ERASED_SITE, "positional", positions=POSITIONS)
     attention_after = ProbeConfig(str(erased.out), FINAL_SITE, "attention", **ATTENTION)
@@ -155,7 +146,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(b): transcripts of the held-out speakers without an intervention, with the layer-2 eraser and
     with its control, in the same batches (the main demo's transcripts batch other utterances together,
     and in bfloat16 a batch's composition alone can change a hypothesis); their gap reports."""
-    from experiments.demo import transcription_jobs
+    from experiments.reports.demo_work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base"]
     manifest = held_out_manifest(base.manifest, root / "manifests" / "asr-held-out.jsonl")
@@ -175,7 +166,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
 def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(c): MuST-SHE translations without an edit and under each intervention (the main demo's job and
     batches, written here: "before" is never borrowed from a run of other code or weights), scored."""
-    from experiments.demo import transcription_jobs
+    from experiments.reports.demo_work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base-mustshe-es"]
     hyps = {}
@@ -286,7 +277,7 @@ def _figure(work, probes: dict) -> Path:
 
 def run(work) -> list[str]:
     root = work.root / "interventions"
-    from experiments.demo import extraction_jobs
+    from experiments.reports.demo_work import extraction_jobs
 
     store = extraction_jobs(work)["whisper-base"].out
     files = fitted_files(root, store)

@@ -53,7 +53,7 @@ def _voices(work):
 
 
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
-    from experiments.demo import whisper  # here: experiments.demo imports the extras
+    from experiments.reports.demo_work import whisper
 
     options = GenerationOptions(num_beams=1, max_new_tokens=128)
     hyps = work.root / "winomt" / "hyps"
