@@ -46,7 +46,7 @@ from experiments.cli import CommandParser, output_argument, run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import write_report
-from experiments.reports.demo_work import Work, build_real_voices, context, write_study
+from experiments.reports.demo_work import Work, build_real_voices, context, write_corpus_card, write_study
 from experiments.reports.extras import EXTRA_STAGE_ERRORS, EXTRA_STAGES, run_extra
 from experiments.study.stages import STAGES, describe, plan, print_lines, run, study_errors
 from extract.paths import cache_dir
@@ -100,7 +100,7 @@ def log(message: str) -> None:
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
         return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES, measure=False)
-    return build_demo_corpus(default_root(seed), seed=seed)
+    return build_demo_corpus(default_root(seed), seed=seed, measure=False)  # the card comes from the study's transcripts
 
 
 def _timed(name: str, stage):
@@ -164,6 +164,8 @@ def run_demo(args: argparse.Namespace) -> int:
     study_file = write_study(work, args.positions, real=skipped is None)
     log(f"corpus {corpus.root}; study {study_file}; Whisper in {work.dtype} on {threads} torch threads; figures and report -> {out}")
     _timed("study", lambda: run_study(work))
+    if not args.trim and _timed("corpus card", lambda: write_corpus_card(work)):
+        log(f"corpus card (per-voice WER from the study's whisper-base transcripts): {corpus.root / 'CARD.md'}")
     report = _timed("figures and report", lambda: write_report(work, trimmed=args.trim))
     for name in dict.fromkeys(args.extra):
         section = _timed(f"extra stage {name}", lambda name=name: run_extra(name, work))

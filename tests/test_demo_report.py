@@ -118,6 +118,7 @@ def _skip_the_study(monkeypatch, demo, tmp_path, run_study=lambda work: None) ->
     monkeypatch.setattr(demo, "build_real_voices", lambda work, trim, seed: None)
     monkeypatch.setattr(demo, "write_study", lambda work, positions, real: tmp_path / "demo.yaml")
     monkeypatch.setattr(demo, "run_study", run_study)
+    monkeypatch.setattr(demo, "write_corpus_card", lambda work: False)
 
 
 def test_a_failing_probe_run_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):

@@ -1,6 +1,7 @@
 """The demo corpus, trimmed: one sentence per language, a subset of voices. Synthesizes speech (slow)."""
 
 import hashlib
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -80,6 +81,55 @@ def test_rebuild_is_a_no_op_and_synthesis_is_reproducible(corpus):
     stored = load_audio(first.audio).samples
     assert len(resampled) == len(stored)
     assert before == hashlib.sha256(open(first.audio, "rb").read()).hexdigest()
+
+
+def test_a_build_of_earlier_code_that_recorded_measured_is_the_same_build(corpus):
+    """Whether a corpus has its card is not a build setting: a build.json that records ``measured``
+    (written by earlier code) is reused, never synthesized again."""
+    import json
+
+    build = corpus.root / "build.json"
+    recorded = build.read_text()
+    first = read_manifest(corpus.manifest)[0]
+    written = os.stat(first.audio).st_mtime_ns
+    build.write_text(json.dumps(json.loads(recorded) | {"measured": True}))
+    try:
+        build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+        assert os.stat(first.audio).st_mtime_ns == written
+    finally:
+        build.write_text(recorded)
+
+
+def test_the_card_from_the_studys_transcripts_is_written_once_and_keeps_the_limit(corpus, tmp_path):
+    """The demo writes the corpus card from its study's Whisper base transcripts (no second
+    transcription): once, again only when the transcripts are newer, and a voice over the WER limit
+    is refused before card.json is written, so every rerun refuses it again."""
+    import json
+
+    from experiments.recipes.democorpus.card import VoiceTooHardError
+    from experiments.reports.demo_work import Work, write_corpus_card
+
+    work = Work(tmp_path, corpus, tmp_path / "report", "float32", 1)
+    hypotheses = work.hypotheses("whisper-base")
+    hypotheses.parent.mkdir(parents=True)
+    utterances = read_manifest(corpus.manifest)
+    hypotheses.write_text("".join(json.dumps({"id": u.id, "hypothesis": u.text}) + "\n" for u in utterances))
+    corpus.card.unlink(missing_ok=True)
+    assert write_corpus_card(work) is True
+    card = json.loads(corpus.card.read_text())
+    assert card["transcripts"].endswith(str(hypotheses)) and "float32" in card["transcripts"]
+    assert {(row["voice"], row["language"]) for row in card["voices"]} == {(u.speaker, u.language) for u in utterances}
+    assert all(row["wer"] == 0 for row in card["voices"]) and set(card["hypotheses"]) == {u.id for u in utterances}
+    assert write_corpus_card(work) is False
+    hypotheses.write_text("".join(json.dumps({"id": u.id, "hypothesis": "zzz qqq"}) + "\n" for u in utterances))
+    later = corpus.card.stat().st_mtime + 10
+    os.utime(hypotheses, (later, later))
+    for _ in range(2):
+        with pytest.raises(VoiceTooHardError, match="WER limit"):
+            write_corpus_card(work)
+    assert json.loads(corpus.card.read_text())["voices"] == card["voices"]
+    assert "zzz qqq" in (corpus.root / "CARD.md").read_text()
+    corpus.card.unlink()
 
 
 def _audio_hashes(root) -> dict[str, str]:

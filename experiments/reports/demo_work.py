@@ -23,7 +23,7 @@ TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model:
 TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 WHISPER_BASE_SITES = ("encoder.embed", *(f"encoder.layer.{index}" for index in range(6)), "encoder.final")
 ASR, MUSTSHE, REAL = "demo", "must_she", "realvoices"  # the demo's corpora (the datasets its manifests' rows record)
-REAL_PER_SPEAKER = {False: 10, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the time budget
+REAL_PER_SPEAKER = {False: 6, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the 20-minute budget
 POOLED = f"{ASR}-all"  # the part name of the pooled English and Spanish manifest
 
 
@@ -200,6 +200,23 @@ def probe_configs(work: Work) -> list:
     from experiments.study.stages import probe_configs as planned
 
     return planned(context(work))[0]
+
+
+def write_corpus_card(work: Work) -> bool:
+    """The demo corpus's card (per-voice WER, pitch, duration; the build's intelligibility limit)
+    from the study's Whisper base transcripts of the corpus, so the corpus is not transcribed twice.
+    Written when missing or older than those transcripts; returns whether it was written."""
+    import json
+
+    from experiments.recipes.democorpus.card import write_card
+
+    hypotheses = work.hypotheses("whisper-base")
+    if work.corpus.card.exists() and work.corpus.card.stat().st_mtime >= hypotheses.stat().st_mtime:
+        return False
+    rows = [json.loads(line) for line in hypotheses.read_text(encoding="utf-8").splitlines() if line.strip()]
+    described = f"the demo study's whisper-base transcripts ({work.dtype}, greedy, at most 128 new tokens, the language forced): {hypotheses}"
+    write_card(work.corpus, {row["id"]: row["hypothesis"] for row in rows}, described, show_progress=False)
+    return True
 
 
 def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
