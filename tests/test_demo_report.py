@@ -247,3 +247,15 @@ def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_s
     assert "`apt-get update` as root once" in section
     assert [c["name"] for c in demo_study(work, 250, real=False)["corpora"]] == ["demo", "must_she"]
     assert "baselines" not in demo_study(work, 250, real=False)
+
+
+def test_the_report_names_no_machine_folder(monkeypatch, tmp_path):
+    """Paths in the committed report: relative to the checkout, or under $SPEECH_GENDER_CACHE when
+    that variable chose the cache; anything else as it is."""
+    from experiments.reports.demo_report import shown_path
+    from extract.paths import source_checkout
+
+    monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path / "cache"))
+    assert shown_path(tmp_path / "cache" / "demo" / "v2.4-seed0" / "demo.yaml") == "$SPEECH_GENDER_CACHE/demo/v2.4-seed0/demo.yaml"
+    assert shown_path(source_checkout() / "figures" / "demo") == "figures/demo"
+    assert shown_path(tmp_path / "elsewhere") == str((tmp_path / "elsewhere").resolve())

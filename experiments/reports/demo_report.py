@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from pathlib import Path
 
@@ -514,11 +515,18 @@ def reproducibility_lines() -> list[str]:
 
 
 def shown_path(path: Path) -> str:
-    """A path relative to the source checkout when it is inside one (the committed report names no machine)."""
-    from extract.paths import source_checkout
+    """A path as the committed report may show it, naming no machine's folders: relative to the
+    source checkout when inside one, else under ``$SPEECH_GENDER_CACHE`` when inside a cache that
+    variable chose, else as it is."""
+    from extract.paths import CACHE_ENV, cache_dir, source_checkout
 
     path, checkout = Path(path).resolve(), source_checkout()
-    return str(path.relative_to(checkout)) if checkout and path.is_relative_to(checkout) else str(path)
+    if checkout and path.is_relative_to(checkout):
+        return str(path.relative_to(checkout))
+    cache = cache_dir().resolve()
+    if os.environ.get(CACHE_ENV) and path.is_relative_to(cache):
+        return f"${CACHE_ENV}/{path.relative_to(cache)}"
+    return str(path)
 
 
 def _p(value) -> str:
