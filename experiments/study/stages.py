@@ -435,8 +435,6 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
     at the model's sites it keeps, once per language of its ``languages`` (pooled parts) that the
     model reads (a model restricted to ``languages`` is probed on those only)."""
     from extract.store import ShardReader
-    from probing.kinds import KINDS
-    from probing.run import ProbeConfig
 
     layout = context.layout
     configs, unknown = [], []
@@ -454,28 +452,33 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                     sites = ShardReader(store).sites if model.sites == "all" else model.sites
                     languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):
-                        for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, languages):
-                            for apply_to in applied if KINDS[probe].applies_to_other_stores and applied else [None]:
-                                options = grid.options | {"apply_to": apply_to, "device": context.device, "language": language}
-                                configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
+                        configs += grid_runs(grid, store, site, languages, context.device, applied)
         configs += f0_configs(context, grid)
     return configs, sorted(set(unknown), key=unknown.index)
+
+
+def grid_runs(grid, store: Path, site: str, languages: list, device: str, applied: list[str] = ()) -> list:
+    """A grid's runs on one store at one site: every probe, control, seed and language, and an
+    applying probe kind once per store in ``applied``."""
+    from probing.kinds import KINDS
+    from probing.run import ProbeConfig
+
+    configs = []
+    for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, languages):
+        for apply_to in applied if KINDS[probe].applies_to_other_stores and applied else [None]:
+            options = grid.options | {"apply_to": apply_to, "device": device, "language": language}
+            configs.append(ProbeConfig(str(store), site, probe, control, seed, **options))
+    return configs
 
 
 def f0_configs(context: Context, grid) -> list:
     """A grid's runs on the F0 baseline's stores (when it names the model ``f0``), at site ``f0``."""
     from experiments.analysis.f0 import F0_SITE
-    from probing.run import ProbeConfig
 
     if not grid.models or F0 not in grid.models or (grid.sites is not None and F0_SITE not in grid.sites):
         return []
-    configs = []
-    for name in grid.corpora:
-        for part in context.study.corpus(name).parts:
-            store = context.layout.f0_store(part)
-            for probe, control, seed, language in product(grid.probes, grid.controls, grid.seeds, grid.languages):
-                configs.append(ProbeConfig(str(store), F0_SITE, probe, control, seed, **(grid.options | {"device": context.device, "language": language})))
-    return configs
+    parts = [part for name in grid.corpora for part in context.study.corpus(name).parts]
+    return [config for part in parts for config in grid_runs(grid, context.layout.f0_store(part), F0_SITE, grid.languages, context.device)]
 
 
 def plan_probe(context: Context) -> list[Unit]:
