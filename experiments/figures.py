@@ -15,14 +15,13 @@ The correlation scatter is ``experiments.correlate --plot``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 
 from experiments.cli import CommandParser, input_argument, output_argument, run_cli
 from experiments.reports import plots
-from experiments.scoring.collect import LONG
+from experiments.scoring.collect import LONG, read_csv
 from extract.store import ShardReader, StoreError
 from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.kinds import KINDS
@@ -141,8 +140,7 @@ def _heatmap(args: argparse.Namespace) -> list[Path]:
     if args.long:
         if not args.model or args.probes or args.store:
             raise FigureInputError("heatmap --long takes --model LABEL (and --random-model), not --probes or --store")
-        with args.long.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
+        rows = read_csv(args.long)
         missing = [column for column in LONG if rows and column not in rows[0]]
         if missing:
             raise FigureInputError(f"{args.long}: no column(s) {', '.join(missing)}; give the long.csv of experiments.collect")

@@ -8,7 +8,6 @@ run id its long row names. Nothing here joins probes with behaviour: ``experimen
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -18,6 +17,7 @@ import numpy as np
 
 from experiments.reports import plots as figures
 from experiments.reports.demo_work import ASR, REAL, TINY_FAMILIES, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped
+from experiments.scoring.collect import read_csv
 from extract.families import FAMILIES
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
@@ -32,18 +32,13 @@ P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row names in its source
 
 
-def read_table(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
 class Collected:
     """The demo study's collected results: long.csv's probe rows by what they are about, and each
     run's full row and arrays by the run id long.csv names."""
 
     def __init__(self, work: Work):
         self.work = work
-        self.long = read_table(work.results / "long.csv")
+        self.long = read_csv(work.results / "long.csv")
         self.rows = load_rows(work.probes)
 
     def probe(
@@ -240,7 +235,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
         )
 
     # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
-    f1_rows = [row for row in read_table(work.results / "f1_vs_gap.csv") if row["site"] == last and row["gap_relative"] != ""]
+    f1_rows = [row for row in read_csv(work.results / "f1_vs_gap.csv") if row["site"] == last and row["gap_relative"] != ""]
     gap_fit, gap_reason = _correlate(
         out / "correlation_f1_gap.json",
         out / "f1_vs_gap",
@@ -254,7 +249,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
 
     # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
     attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
-    mustshe_rows = read_table(work.results / "f1_vs_mustshe.csv")
+    mustshe_rows = read_csv(work.results / "f1_vs_mustshe.csv")
     mustshe_fit = json.loads((work.results / "correlations.json").read_text())["f1_vs_mustshe"] or {}
     figures.scatter_with_fit(
         [float(row["applied_f1_macro"]) for row in mustshe_rows],

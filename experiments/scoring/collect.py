@@ -455,6 +455,12 @@ def write_csv(rows: Sequence[dict], columns: Sequence[str], path: Path) -> Path:
     return path
 
 
+def read_csv(path: Path) -> list[dict]:
+    """A table :func:`write_csv` wrote, as rows of strings (an empty cell for None)."""
+    with Path(path).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
 COLLECTED_FILES = ("f1_vs_gap.csv", "f1_vs_mustshe.csv", "long.csv", "collect.json")  # what write_collected writes in its folder
 
 

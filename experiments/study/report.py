@@ -16,11 +16,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import defaultdict
 from pathlib import Path
 
+from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
@@ -52,10 +52,7 @@ def stage_files(stage: str, layout, study: Study) -> tuple[list[Path], list[Path
 
 
 def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    return read_csv(path) if path.exists() else []
 
 
 def _number(value) -> float | None:
