@@ -15,6 +15,8 @@ import soundfile
 from experiments.study.__main__ import main
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
+from extract.provenance import file_sha256
+from extract.store import ShardReader
 from probing.results import load_rows
 from tests.tiny_whisper import save_tiny_whisper
 
@@ -409,8 +411,8 @@ def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_lan
     capsys.readouterr()
     filtered = out / "manifests" / "wt-en" / "cv-all.jsonl"
     assert {json.loads(line)["language"] for line in filtered.read_text().splitlines()} == {"en"}
-    store_config = json.loads(__import__("extract.store", fromlist=["ShardReader"]).ShardReader(out / "stores" / "wt-en" / "cv-all").attrs["config"])
-    assert store_config["manifest_sha256"] == __import__("extract.provenance", fromlist=["file_sha256"]).file_sha256(filtered)
+    store_config = ShardReader(out / "stores" / "wt-en" / "cv-all").info.config
+    assert store_config["manifest_sha256"] == file_sha256(filtered)
     assert len((out / "hyps" / "wt-en" / "cv-all.jsonl").read_text().splitlines()) == 18
     assert len((out / "hyps" / "wt" / "cv-all.jsonl").read_text().splitlines()) == 54
     assert not (out / "hyps" / "tiny-s2t").exists()
