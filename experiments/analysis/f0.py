@@ -121,7 +121,7 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
     ``{"store", "stored", "skipped", "up_to_date"}``. A folder already holding this store (same
     configuration, the manifest compared by content) is left as it is; one holding another is refused."""
     out = Path(out)
-    config = {"label": F0_LABEL, "manifest": str(manifest), "manifest_sha256": file_sha256(manifest), **f0_settings(range_by)}
+    config = f0_store_config(manifest, range_by)
     existing = _existing_config(out)
     if existing is not None:
         if comparable_config(existing) != comparable_config(config):
@@ -151,11 +151,15 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
     return {"store": str(out), "stored": len(features), "skipped": skipped, "up_to_date": False}
 
 
+def f0_store_config(manifest: str | Path, range_by: str) -> dict:
+    """The configuration an F0 store of ``manifest`` records (the manifest by its sha256 too), compared on resume."""
+    return {"label": F0_LABEL, "manifest": str(manifest), "manifest_sha256": file_sha256(manifest), **f0_settings(range_by)}
+
+
 def f0_store_current(manifest: str | Path, out: str | Path, range_by: str = "speaker") -> bool:
     """Whether ``out`` holds the F0 store of ``manifest`` with these settings (what :func:`write_f0_store` leaves as it is)."""
     existing = _existing_config(Path(out))
-    config = {"label": F0_LABEL, "manifest": str(manifest), "manifest_sha256": file_sha256(manifest), **f0_settings(range_by)}
-    return existing is not None and comparable_config(existing) == comparable_config(config)
+    return existing is not None and comparable_config(existing) == comparable_config(f0_store_config(manifest, range_by))
 
 
 def _existing_config(out: Path) -> dict | None:
