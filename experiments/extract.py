@@ -40,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         "default: from the family and checkpoint, e.g. whisper-base, whisper-base-random with --random-init",
     )
     parser.add_argument("--storage-dtype", default="float16", choices=["float16", "float32"])
-    parser.add_argument("--batch-seconds", type=float, default=120.0, help="total audio seconds per batch")
+    parser.add_argument("--batch-seconds", type=float, default=120.0, help="total seconds of model input per batch on a CPU (default: 120)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="utterances per batch, instead of --batch-seconds (default on a GPU: as many as half its free memory holds, at most 64; "
+        "Whisper pads every clip to 30 s, so there a batch costs its count)",
+    )
     parser.add_argument("--max-seconds", type=float, default=30.0, help="trim audio to this length (30 for ASR, 60 for ST)")
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
     parser.add_argument("--num-shards", type=int, default=1)
@@ -98,6 +104,8 @@ def check_arguments(args) -> None:
         raise SystemExit(fail(f"--utterances-per-part {args.utterances_per_part}: must be at least 1"))
     if args.batch_seconds <= 0 or args.max_seconds <= 0:
         raise SystemExit(fail("--batch-seconds and --max-seconds must be positive"))
+    if args.batch_size is not None and args.batch_size < 1:
+        raise SystemExit(fail(f"--batch-size {args.batch_size}: must be at least 1"))
     if args.intervene_gender and not args.intervene:
         raise SystemExit(fail("--intervene-gender needs at least one --intervene FILE"))
 
@@ -110,6 +118,7 @@ def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
         Path(args.out),
         storage_dtype=args.storage_dtype,
         batch_seconds=args.batch_seconds,
+        batch_size=args.batch_size,
         max_seconds=args.max_seconds,
         keep_padding=args.keep_padding,
         limit=args.limit,
@@ -165,6 +174,7 @@ def _main(argv: list[str] | None) -> int:
             config=job.store_config(sites, extractor.checkpoint, extractor.fingerprint),
             storage_dtype=args.storage_dtype,
             batch_seconds=args.batch_seconds,
+            batch_size=args.batch_size,
             max_seconds=args.max_seconds,
             num_shards=args.num_shards,
             shard_index=args.shard_index,

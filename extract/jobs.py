@@ -33,6 +33,7 @@ class ExtractionJob:
     sites: str | tuple[str, ...] = "all"
     storage_dtype: str = "float16"
     batch_seconds: float = 120.0
+    batch_size: int | None = None  # utterances per batch instead of seconds (default on a GPU: from its free memory)
     max_seconds: float = 30.0
     keep_padding: bool = False
     limit: int | None = None
@@ -101,6 +102,7 @@ def extract(
         config=job.store_config(sites, extractor.checkpoint, extractor.fingerprint),
         storage_dtype=job.storage_dtype,
         batch_seconds=job.batch_seconds,
+        batch_size=job.batch_size,
         max_seconds=job.max_seconds,
         num_shards=job.num_shards,
         shard_index=job.shard_index,

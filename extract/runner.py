@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from extract.families.generation import Generator
 from extract.fingerprint import compared
 from extract.interventions import Intervener
 from extract.manifest import Utterance
+from extract.pipeline import BackgroundWriter, prefetched
 from extract.provenance import provenance
 from extract.store import (
     PartClaim,
@@ -57,6 +59,7 @@ from extract.store import (
 )
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
+GPU_BATCH_LIMIT = 64  # utterances per batch on a GPU at most: beyond it throughput no longer grows (docs/benchmarks.md)
 HYPOTHESIS_ROWS = RowKind("hypothesis row", ("id", "hypothesis"), unique="id")
 
 
@@ -124,12 +127,14 @@ def audio_batches(
     by_language: bool = False,
     chunk: int | None = None,
     bar=None,
+    batch_size: int | None = None,
 ) -> Iterator[AudioBatch]:
     """The one audio batch loop. Loads ``chunk`` utterances at a time (all when ``None``), trimmed to
     ``max_seconds``; bad audio goes to ``log.skipped`` (and ticks ``bar``), loading notes to ``log.notes``.
     Then, per source language when ``by_language`` (sorted by code), batches whose ``input_seconds``
-    (what the model processes) add up to at most ``batch_seconds``, sorted by length. The whole chunk
-    is loaded before its first batch is yielded."""
+    (what the model processes) add up to at most ``batch_seconds``, sorted by length; with
+    ``batch_size``, batches of that many utterances instead (a GPU, where a batch's cost is its
+    count: Whisper pads every clip to 30 s). The whole chunk is loaded before its first batch is yielded."""
     size = chunk or max(len(utterances), 1)
     for start in range(0, len(utterances), size):
         audio = _load_audio(utterances[start : start + size], max_seconds, log, bar)
@@ -139,7 +144,8 @@ def audio_batches(
             groups[utterance.language if by_language else ""].append(utterance)
         for _, group in sorted(groups.items()):
             seconds = [len(audio[u.id]) / SAMPLE_RATE for u in group]
-            for batch in batches_by_seconds([input_seconds(s) for s in seconds], batch_seconds, sort_by=seconds):
+            costs, budget = ([1.0] * len(seconds), float(batch_size)) if batch_size else ([input_seconds(s) for s in seconds], batch_seconds)
+            for batch in batches_by_seconds(costs, budget, sort_by=seconds):
                 chosen = [group[i] for i in batch]
                 yield AudioBatch(chosen, [audio[u.id] for u in chosen])
 
@@ -203,8 +209,12 @@ def run_extraction(
     show_progress: bool = True,
     reclaim_stale: bool = False,
     intervener: Intervener | None = None,
+    batch_size: int | None = None,
 ) -> ExtractionReport:
     """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming).
+
+    Batches hold ``batch_seconds`` of model input on a CPU; on a GPU ``batch_size`` utterances
+    (default :func:`gpu_batch_size`, from the free memory); ``batch_size`` given on a CPU counts too.
 
     With ``intervener``, its interventions edit the model's states while it runs (checked against
     the model first; random init and seed are read from ``config``), and their records (file, sha256,
@@ -241,6 +251,9 @@ def run_extraction(
         else:
             todo.append((number, part))
             _note_damage(out_dir / name)
+    if batch_size is None and extractor.device.type == "cuda":
+        batch_size = gpu_batch_size(extractor, sites, max_seconds)
+    batching = {"batch_seconds": batch_seconds, "batch_size": batch_size, "chunk": 4 * batch_size if batch_size else None}
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
@@ -250,9 +263,24 @@ def run_extraction(
                     _resume(path, part, report)
                     bar.update(len(part))
                     continue
-                written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener)
+                written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batching, max_seconds, report, bar, claim, intervener)
             report.parts.append(str(written))
     return report
+
+
+def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -> int:
+    """Utterances per batch on a GPU: as many as let every site's states of the longest input (in
+    the model's dtype, three copies: captured, packed, cast) fill at most half of the free memory,
+    between 1 and ``GPU_BATCH_LIMIT``."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(extractor.device)
+    rates = [extractor.frame_rate(site) for site in sites]
+    frames = extractor.input_seconds(max_seconds) * max([rate for rate in rates if rate == rate] or [50.0])
+    config = getattr(extractor.model, "config", None)
+    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1024
+    per_utterance = 3 * len(sites) * frames * width * torch.finfo(extractor.dtype).bits // 8
+    return int(max(1, min(GPU_BATCH_LIMIT, free // 2 // max(per_utterance, 1))))
 
 
 def finished_parts(out_dir: Path) -> dict[str, Path]:
@@ -304,30 +332,38 @@ def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> 
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
-def _write_part(extractor, part, sites, path, attributes, storage_dtype, batch_seconds, max_seconds, report, bar, claim, intervener=None) -> Path:
+def _write_part(extractor, part, sites, path, attributes, storage_dtype, batching, max_seconds, report, bar, claim, intervener=None) -> Path:
+    """One part: audio loaded on a thread ahead of the model, states written on a thread behind it
+    (:mod:`extract.pipeline`); the model runs on the calling thread."""
     log = AudioLog()
-    writer, written_here = None, 0
+    writer, written_here, background = None, 0, BackgroundWriter()
 
     def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
         recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
         return PartWriter(path, dims, storage_dtype, recorded, claim=claim)
 
+    def write(writer: PartWriter, chosen: list[Utterance], audios: list[np.ndarray], states: list[dict[str, np.ndarray]]) -> None:
+        for utterance, samples, state in zip(chosen, audios, states):
+            speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
+            writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), speech_frames=speech)
+
+    batches = audio_batches(part, max_seconds=max_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar, **batching)
     try:
-        for batch in audio_batches(part, max_seconds=max_seconds, batch_seconds=batch_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar):
+        for batch in prefetched(batches):
             chosen = batch.utterances
             with batch_rows(intervener, chosen, batch.audios):
-                states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen])
+                states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen], dtype=storage_dtype)
             if writer is None:
                 writer = open_writer({site: states[0][site].shape[1] for site in sites})
-            for utterance, samples, state in zip(chosen, batch.audios, states):
-                speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
-                writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), speech_frames=speech)
+            background.submit(partial(write, writer, chosen, batch.audios, states))
             written_here += len(chosen)
             bar.update(len(chosen))
+        background.finish()
         if writer is None:  # every utterance of the part was skipped
             writer = open_writer({})
         written = writer.close()
     except BaseException:
+        background.cancel()
         if writer is not None:
             writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
         raise

@@ -136,27 +136,77 @@ class Extractor(ABC):
             raise UnknownSiteError(f"unknown site(s) {', '.join(unknown)} for {self.family}; valid sites: {', '.join(table)}")
         return [name for name in table if name in names]  # forward order
 
-    def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None) -> list[dict[str, np.ndarray]]:
-        """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with its stored frames only (:meth:`stored_lengths`), float32."""
+    def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None, dtype="float32") -> list[dict[str, np.ndarray]]:
+        """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with its stored frames only
+        (:meth:`stored_lengths`), in ``dtype`` (the store's storage dtype when extracting into one).
+
+        Everything before the copy to the host runs on the model's device: each site's stored
+        frames are packed into one tensor, checked for NaN and infinity (:class:`NonFiniteError`),
+        cast to ``dtype`` and checked again (a float16 overflow names the largest magnitude), then
+        copied once (into pinned memory on a GPU, all sites' copies queued before one wait). The
+        arrays are views of that copy, one per utterance."""
         table = self.site_table()
         wanted = {name: table[name] for name in sites} | self.auxiliary_sites(sites)
         prepared = self.prepare(audios)
         inputs = self.on_device(prepared.inputs)
+        target = torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
         with torch.inference_mode(), capture(self.model, wanted) as (captured, run):
             run(self.encode, inputs)
+            packed, lengths = {}, {}
+            for name in sites:
+                lengths[name] = self._checked_lengths(name, prepared, captured.tensors)
+                states = captured.tensors[name]
+                packed[name] = torch.cat([states[index, :length] for index, length in enumerate(lengths[name])])
+            cast = {name: tensor.to(target) for name, tensor in packed.items()}
+            _refuse_non_finite(packed, cast, lengths, ids)
+            host = {name: _to_host(tensor) for name, tensor in cast.items()}
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
         results: list[dict[str, np.ndarray]] = [{} for _ in audios]
         for name in sites:
-            states = captured.tensors[name].float().cpu().numpy()
-            lengths = self.stored_lengths(name, prepared, captured.tensors)
-            for index, length in enumerate(lengths):
-                if not 0 < length <= states.shape[1]:
-                    raise ValueError(f"site {name}: stored length {length} outside 1..{states.shape[1]}")
-                array = np.array(states[index, : int(length)], copy=True)
-                if not np.isfinite(array).all():
-                    who = ids[index] if ids else f"batch item {index}"
-                    raise NonFiniteError(f"non-finite values at site {name} for utterance {who}")
-                results[index][name] = array
+            array = host[name].numpy()
+            bounds = np.concatenate([[0], np.cumsum(lengths[name])])
+            for index in range(len(audios)):
+                results[index][name] = array[bounds[index] : bounds[index + 1]]
         return results
+
+    def _checked_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> list[int]:
+        frames = captured[site].shape[1]
+        lengths = [int(length) for length in self.stored_lengths(site, prepared, captured)]
+        for length in lengths:
+            if not 0 < length <= frames:
+                raise ValueError(f"site {site}: stored length {length} outside 1..{frames}")
+        return lengths
+
+
+def _refuse_non_finite(packed: dict[str, torch.Tensor], cast: dict[str, torch.Tensor], lengths: dict[str, list[int]], ids: list[str] | None) -> None:
+    """NaN or infinity in the states (``packed``), or values the cast (``cast``) turned into
+    infinity, are an error naming the site and utterance. One flag for every site is read back, so
+    a clean batch (the usual case) waits for the device once; the sites are searched only when it is raised."""
+    flags = [~torch.isfinite(tensor).all() for tensor in packed.values()]
+    flags += [~torch.isfinite(cast[name]).all() for name, tensor in packed.items() if cast[name].dtype != tensor.dtype]
+    if not flags or not bool(torch.stack(flags).any()):
+        return
+    from extract.store import overflow_error
+
+    for name, tensor in packed.items():
+        bounds = np.concatenate([[0], np.cumsum(lengths[name])])
+        for index in range(len(bounds) - 1):
+            rows, who = slice(bounds[index], bounds[index + 1]), ids[index] if ids else f"batch item {index}"
+            if not bool(torch.isfinite(tensor[rows]).all()):
+                raise NonFiniteError(f"non-finite values at site {name} for utterance {who}")
+            if not bool(torch.isfinite(cast[name][rows]).all()):
+                dtype = str(cast[name].dtype).removeprefix("torch.")
+                raise overflow_error(f"site {name}, utterance {who}", float(tensor[rows].abs().max()), dtype)
+
+
+def _to_host(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` on the CPU: from a GPU into pinned memory without waiting (the caller synchronises)."""
+    if tensor.device.type != "cuda":
+        return tensor.contiguous()
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor, non_blocking=True)
+    return host
 
 
 @contextmanager

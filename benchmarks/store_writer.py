@@ -1,0 +1,113 @@
+"""The store's writer against the disk: ``extract.store.PartWriter`` vs a raw write + fsync of the same bytes.
+
+One run writes the same states twice into the same folder: through ``PartWriter`` (buffered
+whole-chunk writes, checksums, the finite check, read-back verification, fsync, rename) and as
+raw bytes with ``write`` + ``fsync`` (the physical bound: what the disk takes). The states arrive
+already in the storage dtype, as the extraction loop hands them over (it casts on the model's
+device). Repeats alternate the two, and the table gives each one's median. Usage::
+
+    .venv/bin/python benchmarks/store_writer.py                       # Whisper base: 8 sites x 512, demo-length clips
+    .venv/bin/python benchmarks/store_writer.py --dims large-v3       # 34 sites x 1280, clips of 3-15 s
+    .venv/bin/python benchmarks/store_writer.py --folder /scratch/x   # another disk
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DIMS = {"base": (8, 512, 800, (25, 150)), "large-v3": (34, 1280, 48, (150, 750))}  # sites, width, utterances, frames per utterance
+
+
+def make_states(sites: int, width: int, utterances: int, frames: tuple[int, int], seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Random float16 states per utterance and site (rows drawn from one pool, so memory stays small)."""
+    rng = np.random.default_rng(seed)
+    pool = rng.standard_normal((frames[1] * 2, width)).astype(np.float16)
+    names = [f"encoder.layer.{index}" for index in range(sites)]
+    states = []
+    for _ in range(utterances):
+        length = int(rng.integers(*frames))
+        start = int(rng.integers(0, frames[1]))
+        states.append({name: pool[start : start + length] for name in names})
+    return states
+
+
+def write_with_part_writer(folder: Path, states: list[dict[str, np.ndarray]]) -> float:
+    from extract.store import PartWriter, StoreAttributes
+
+    dims = {site: array.shape[1] for site, array in states[0].items()}
+    started = time.perf_counter()
+    with PartWriter(folder / "part-00000.h5", dims, "float16", StoreAttributes()) as writer:
+        for index, state in enumerate(states):
+            writer.add(f"u{index}", state, {})
+    return time.perf_counter() - started
+
+
+def write_raw(folder: Path, states: list[dict[str, np.ndarray]]) -> float:
+    started = time.perf_counter()
+    with open(folder / "raw.bin", "wb") as handle:
+        for state in states:
+            for array in state.values():
+                handle.write(memoryview(array).cast("B"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return time.perf_counter() - started
+
+
+def measure(dims: str, folder: Path, repeats: int) -> dict:
+    sites, width, utterances, frames = DIMS[dims]
+    states = make_states(sites, width, utterances, frames)
+    mib = sum(array.nbytes for state in states for array in state.values()) / 2**20
+    times: dict[str, list[float]] = {"writer": [], "raw": []}
+    for _ in range(repeats):
+        for name, write in (("writer", write_with_part_writer), ("raw", write_raw)):
+            run = Path(tempfile.mkdtemp(dir=folder))
+            try:
+                times[name].append(write(run, states))
+            finally:
+                shutil.rmtree(run)
+    writer, raw = statistics.median(times["writer"]), statistics.median(times["raw"])
+    return {
+        "dims": dims,
+        "sites": sites,
+        "width": width,
+        "utterances": utterances,
+        "mib": round(mib, 1),
+        "writer_mib_s": round(mib / writer, 1),
+        "raw_mib_s": round(mib / raw, 1),
+        "ratio": round(raw / writer, 3),
+        "repeats": repeats,
+        "folder": str(folder),
+        "cores": len(os.sched_getaffinity(0)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dims", nargs="+", choices=sorted(DIMS), default=["base", "large-v3"])
+    parser.add_argument("--folder", type=Path, default=Path(".cache") / "bench-writer", help="where both write (the same disk)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    args.folder.mkdir(parents=True, exist_ok=True)
+    rows = [measure(dims, args.folder, args.repeats) for dims in args.dims]
+    print("| states | MiB | PartWriter MiB/s | raw write + fsync MiB/s | ratio |\n|---|---|---|---|---|")
+    for row in rows:
+        shape = f"{row['dims']}: {row['utterances']} utt x {row['sites']} sites x {row['width']}"
+        print(f"| {shape} | {row['mib']:.0f} | {row['writer_mib_s']:.0f} | {row['raw_mib_s']:.0f} | {row['ratio']:.2f} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
