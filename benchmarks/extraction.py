@@ -1,111 +1,295 @@
-"""Extraction throughput and peak memory: experiments.extract against the published approach.
+"""Extraction throughput against its bounds, in one run: ours, the published approach, the encoder, the disk.
 
-Both run the bundled Whisper base on the demo corpus, every site, on the CPU:
+Every site of a Whisper encoder over synthetic voices (harmonic, F0 by gender, 3-15 s), measured
+side by side on one machine:
 
-- ours: ``extract.runner.run_extraction`` (batches by total input seconds, inference mode, valid
-  frames only, float16 shards written as it goes), in float32 and in bfloat16 compute (fast on
-  CPUs with AMX or AVX512-BF16, and the usual GPU setting);
-- published approach: batch size 1, ``output_hidden_states=True``, no inference mode, every state
-  (all 1500 frames of every layer) kept in memory until the end.
+- ``ours``: ``extract.runner.run_extraction`` in process (model load excluded), float16 stores;
+- ``ours-cli``: ``python -m experiments.extract`` on the same audio (wall time, start-up included,
+  and the rate the command reports while it writes);
+- ``encoder``: the encoder's forward alone (padded features computed first, no hooks, nothing
+  kept): what the device computes, the bound on the model side;
+- ``published``: batch size 1, ``output_hidden_states=True``, every state of every layer kept in
+  host memory, nothing written (the published probing code's loop);
+- ``raw-write``: the bytes ours stored, written raw with ``write`` + ``fsync`` into the same
+  folder: the bound on the disk side.
 
-Each measurement runs in a fresh subprocess so peak RSS is its own. Usage::
+``--random-init`` builds the model from a config of ``--dims`` (no weights needed: throughput does
+not depend on them); without it, the bundled Whisper base. Rows go to a table, and to JSON in
+``--json`` (default ``$OUT/extraction.json`` when ``$OUT`` is set). Usage::
 
-    .venv/bin/python benchmarks/extraction.py --utterances 24 48
+    .venv/bin/python benchmarks/extraction.py --dims base --random-init                  # CPU
+    python benchmarks/extraction.py --device cuda --dims large-v3 --random-init         # GPU
+    python benchmarks/extraction.py ... --only ours ours-cli                            # a subset
+
+Run it with another checkout first on ``PYTHONPATH`` to measure that version of the package
+(``ours`` and ``ours-cli`` import the package; the other rows do not depend on it).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
-import resource
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+SAMPLE_RATE = 16_000
+DIMS = {
+    "base": {"d_model": 512, "encoder_layers": 6, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048, "num_mel_bins": 80, "vocab_size": 51865},
+    "large-v3": {"d_model": 1280, "encoder_layers": 32, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120, "num_mel_bins": 128, "vocab_size": 51866},
+}
+APPROACHES = ("ours", "ours-cli", "encoder", "published", "raw-write")
 
 
-def run_ours(count: int, batch_seconds: float, dtype: str) -> dict:
+def synthetic_voices(folder: Path, utterances: int, seed: int = 0) -> Path:
+    """``utterances`` clips of 3-15 s, two per speaker, F0 by gender (harmonics, vibrato, noise); a manifest."""
+    import soundfile
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for index in range(utterances):
+        speaker = index // 2
+        gender = "female" if speaker % 2 else "male"
+        f0 = rng.normal(210, 20) if gender == "female" else rng.normal(120, 15)
+        t = np.arange(int(rng.uniform(3.0, 15.0) * SAMPLE_RATE)) / SAMPLE_RATE
+        phase = 2 * np.pi * np.cumsum(f0 * (1 + 0.03 * np.sin(2 * np.pi * rng.uniform(3, 6) * t))) / SAMPLE_RATE
+        wave = sum(np.sin(k * phase) / k for k in range(1, 12)) * (0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(1, 3) * t) ** 2)
+        wave = 0.08 * wave / np.abs(wave).max() + 0.005 * rng.standard_normal(len(t))
+        path = folder / f"u{index:04d}.wav"
+        soundfile.write(path, wave.astype(np.float32), SAMPLE_RATE)
+        rows.append({"id": path.stem, "audio": str(path), "language": "en", "text": "a", "gender": gender, "speaker": f"s{speaker:03d}"})
+    manifest = folder / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return manifest
+
+
+def checkpoint(folder: Path, dims: str, random_init: bool) -> Path:
+    """A Whisper folder: a config of ``dims`` and its feature extractor (``--random-init``), or the bundled base weights."""
+    if not random_init:
+        from extract.weights import bundled_whisper
+
+        return Path(bundled_whisper("base"))
+    from transformers import WhisperConfig, WhisperFeatureExtractor
+
+    folder.mkdir(parents=True, exist_ok=True)
+    heads, ffn = DIMS[dims]["encoder_attention_heads"], DIMS[dims]["encoder_ffn_dim"]
+    WhisperConfig(decoder_layers=2, decoder_attention_heads=heads, decoder_ffn_dim=ffn, **DIMS[dims]).save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=DIMS[dims]["num_mel_bins"]).save_pretrained(folder)
+    return folder
+
+
+def _sync(device: str) -> None:
     import torch
 
-    from experiments.recipes.democorpus.build import build_demo_corpus
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_ours(model: Path, manifest: Path, store: Path, args) -> dict:
+    import torch
+
     from extract.families import FAMILIES
     from extract.manifest import read_manifest
     from extract.runner import run_extraction
-    from extract.weights import bundled_whisper
 
-    utterances = read_manifest(build_demo_corpus(show_progress=False).manifest)[:count]
-    extractor = FAMILIES["whisper"].extractor.load(str(bundled_whisper("base")), dtype=getattr(torch, dtype))
+    extractor = FAMILIES["whisper"].extractor.load(str(model), random_init=args.random_init, device=args.device, dtype=getattr(torch, args.dtype))
     sites = extractor.resolve_sites("all")
-    with tempfile.TemporaryDirectory() as folder:
+    utterances = read_manifest(manifest)
+    options = {"batch_seconds": args.batch_seconds}
+    if args.batch_size and "batch_size" in inspect.signature(run_extraction).parameters:  # an older package has none
+        options["batch_size"] = args.batch_size
+    _sync(args.device)
+    started = time.perf_counter()
+    run_extraction(extractor, utterances, sites, store, config={}, show_progress=False, **options)
+    _sync(args.device)
+    seconds = time.perf_counter() - started
+    stored = sum(part.stat().st_size for part in store.glob("*.h5"))
+    row = {"utterances": len(utterances), "seconds": seconds, "utt_per_s": len(utterances) / seconds, "sites": len(sites), "bytes": stored}
+    if args.device == "cuda":
+        row["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return row
+
+
+def package_root() -> str:
+    """The checkout whose ``extract`` this process imports (the package measured)."""
+    import extract
+
+    return str(Path(extract.__file__).resolve().parent.parent)
+
+
+def run_ours_cli(model: Path, manifest: Path, store: Path, args) -> dict:
+    """The command, run from the work folder with the measured checkout first on its path."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root(), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "experiments.extract", "--model", "whisper", "--checkpoint", str(model), "--manifest", str(manifest)]
+    command += ["--sites", "all", "--out", str(store), "--device", args.device, "--dtype", args.dtype, "--quiet"]
+    command += ["--random-init", "--seed", "0"] if args.random_init else []
+    command += ["--batch-seconds", str(args.batch_seconds)] + (["--batch-size", str(args.batch_size)] if args.batch_size else [])
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=store.parent, env=environment)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        if "--batch-size" in done.stderr and args.batch_size:  # an older package: the same run without it
+            args_without = argparse.Namespace(**{**vars(args), "batch_size": None})
+            shutil.rmtree(store, ignore_errors=True)
+            return run_ours_cli(model, manifest, store, args_without)
+        raise RuntimeError(f"experiments.extract failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    utterances = len(manifest.read_text().splitlines())
+    reported = re.search(r"\(([\d.]+) utt/s\)", done.stdout)
+    return {
+        "utterances": utterances,
+        "seconds": seconds,
+        "utt_per_s": utterances / seconds,
+        "reported_utt_per_s": float(reported.group(1)) if reported else None,
+        "bytes": sum(part.stat().st_size for part in store.glob("*.h5")),
+    }
+
+
+def _model(model: Path, args):
+    import torch
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+    if args.random_init:
+        torch.manual_seed(0)
+        whisper = WhisperForConditionalGeneration(WhisperConfig.from_pretrained(model))
+    else:
+        whisper = WhisperForConditionalGeneration.from_pretrained(model)
+    encoder = whisper.model.encoder.to(args.device, getattr(torch, args.dtype)).eval()
+    return encoder, WhisperFeatureExtractor.from_pretrained(model)
+
+
+def _audio(manifest: Path, limit: int | None = None) -> list[np.ndarray]:
+    import soundfile
+
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()][:limit]
+    return [soundfile.read(row["audio"], dtype="float32")[0] for row in rows]
+
+
+def run_encoder(model: Path, manifest: Path, args) -> dict:
+    """The forward alone, features computed first (the bound on the model side)."""
+    import torch
+
+    encoder, features = _model(model, args)
+    audio = _audio(manifest)
+    batch = args.batch_size or 16
+    started = time.perf_counter()
+    inputs = features(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+    features_s = time.perf_counter() - started
+    with torch.inference_mode():
+        encoder(inputs[:batch].to(args.device, getattr(torch, args.dtype)))  # warm-up
+        _sync(args.device)
         started = time.perf_counter()
-        run_extraction(extractor, utterances, sites, folder, config={}, batch_seconds=batch_seconds, show_progress=False)
-        elapsed = time.perf_counter() - started
-        size = sum(p.stat().st_size for p in Path(folder).glob("*.h5"))
-    return {"utterances": count, "seconds": elapsed, "utt_per_s": count / elapsed, "peak_rss_mib": _peak_rss_mib(), "store_mib": size / 2**20}
+        for start in range(0, len(inputs), batch):
+            encoder(inputs[start : start + batch].to(args.device, getattr(torch, args.dtype)))
+        _sync(args.device)
+        forward_s = time.perf_counter() - started
+    return {"utterances": len(audio), "batch": batch, "seconds": forward_s, "utt_per_s": len(audio) / forward_s, "features_s": features_s}
 
 
-def run_published(count: int) -> dict:
-    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+def run_published(model: Path, manifest: Path, args) -> dict:
+    """Batch size 1, ``output_hidden_states``, every state kept on the host, no inference mode."""
+    import torch
 
-    from experiments.recipes.democorpus.build import build_demo_corpus
-    from extract.audio import load_audio
-    from extract.manifest import read_manifest
-    from extract.weights import bundled_whisper
-
-    utterances = read_manifest(build_demo_corpus(show_progress=False).manifest)[:count]
-    folder = bundled_whisper("base")
-    model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
-    processor = WhisperFeatureExtractor.from_pretrained(folder)
+    encoder, features = _model(model, args)
+    audio = _audio(manifest, args.published_utterances)
     kept = []
     started = time.perf_counter()
-    for utterance in utterances:
-        audio = load_audio(utterance.audio, max_seconds=30.0).samples
-        features = processor(audio, sampling_rate=16_000, return_tensors="pt").input_features
-        output = model.model.encoder(features, output_hidden_states=True)
-        kept.append([state.detach().numpy().copy() for state in output.hidden_states])
-    elapsed = time.perf_counter() - started
-    return {
-        "utterances": count,
-        "seconds": elapsed,
-        "utt_per_s": count / elapsed,
-        "peak_rss_mib": _peak_rss_mib(),
-        "kept_mib": sum(a.nbytes for item in kept for a in item) / 2**20,
-    }
+    with torch.no_grad():
+        for samples in audio:
+            inputs = features(samples, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+            output = encoder(inputs.to(args.device, getattr(torch, args.dtype)), output_hidden_states=True)
+            kept.append([state.float().cpu().numpy() for state in output.hidden_states])
+    seconds = time.perf_counter() - started
+    return {"utterances": len(audio), "seconds": seconds, "utt_per_s": len(audio) / seconds, "kept_gib": sum(a.nbytes for item in kept for a in item) / 2**30}
+
+
+def run_raw_write(folder: Path, total_bytes: int, utterances: int) -> dict:
+    """``total_bytes`` (what ours stored) written raw in 64 MiB blocks, then fsync, in ``folder``."""
+    block = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8).tobytes()
+    path = folder / "raw-write.bin"
+    started = time.perf_counter()
+    with open(path, "wb") as handle:
+        left = total_bytes
+        while left > 0:
+            handle.write(block[: min(left, len(block))])
+            left -= len(block)
+        handle.flush()
+        os.fsync(handle.fileno())
+    seconds = time.perf_counter() - started
+    path.unlink()
+    return {"bytes": total_bytes, "seconds": seconds, "mib_per_s": total_bytes / 2**20 / seconds, "utt_per_s": utterances / seconds}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--utterances", type=int, nargs="+", default=[24, 48])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dims", default="base", choices=sorted(DIMS), help="the encoder's dimensions with --random-init")
+    parser.add_argument("--random-init", action="store_true", help="random weights from a config of --dims (without it: the bundled Whisper base)")
+    parser.add_argument("--dtype", help="compute dtype (default: bfloat16 on cuda, float32 on cpu)")
+    parser.add_argument("--utterances", type=int, default=None, help="clips of 3-15 s (default: 160 on cuda, 24 on cpu)")
+    parser.add_argument("--published-utterances", type=int, default=None, help="clips for the published approach (default: min(48, --utterances))")
     parser.add_argument("--batch-seconds", type=float, default=120.0)
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], help="compute dtypes to run ours with")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, help="utterances per batch for ours (default: the package's) and the encoder bound (default 16)")
+    parser.add_argument("--only", nargs="+", choices=APPROACHES, default=list(APPROACHES))
+    parser.add_argument("--work", type=Path, default=None, help="folder for audio and stores (default: a new temporary folder; the disk measured)")
+    parser.add_argument("--json", type=Path, default=Path(os.environ["OUT"]) / "extraction.json" if os.environ.get("OUT") else None)
+    parser.add_argument("--tag", default="", help="a name for this run in the JSON (e.g. the commit)")
     args = parser.parse_args()
-    if args.worker:
-        if args.worker == "published":
-            result = run_published(args.utterances[0])
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    args.utterances = args.utterances or (160 if args.device == "cuda" else 24)
+    args.published_utterances = args.published_utterances or min(48, args.utterances)
+    work = Path(tempfile.mkdtemp(dir=args.work, prefix="bench-extraction-"))
+    manifest = synthetic_voices(work / "audio", args.utterances)
+    model = checkpoint(work / f"whisper-{args.dims}", args.dims, args.random_init)
+    import torch
+
+    machine = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__}
+    machine |= {"package": package_root(), "dims": args.dims if args.random_init else "base (bundled weights)", "dtype": args.dtype}
+    machine |= {"tag": args.tag, "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(machine), flush=True)
+    rows, stored = [], None
+    for approach in args.only:
+        store = work / f"store-{approach}"
+        if approach == "ours":
+            row = run_ours(model, manifest, store, args)
+        elif approach == "ours-cli":
+            row = run_ours_cli(model, manifest, store, args)
+        elif approach == "encoder":
+            row = run_encoder(model, manifest, args)
+        elif approach == "published":
+            row = run_published(model, manifest, args)
         else:
-            result = run_ours(args.utterances[0], args.batch_seconds, args.worker.removeprefix("ours-"))
-        print(json.dumps(result))
-        return
-    rows = []
-    for count in args.utterances:
-        for worker in ("published", *(f"ours-{dtype}" for dtype in args.dtypes)):
-            command = [sys.executable, __file__, "--worker", worker, "--utterances", str(count), "--batch-seconds", str(args.batch_seconds)]
-            output = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            rows.append({"approach": worker, **json.loads(output)})
-            print(json.dumps(rows[-1]), flush=True)
-    print("\n| approach | utterances | utt/s | peak RSS MiB |\n|---|---|---|---|")
+            row = run_raw_write(work, stored or 0, args.utterances)
+        stored = stored or row.get("bytes")
+        shutil.rmtree(store, ignore_errors=True)
+        rows.append({"approach": approach, **row})
+        print(json.dumps(rows[-1]), flush=True)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    print(f"\n{machine['device']}, {machine['dims']}, {args.dtype}, {args.utterances} clips of 3-15 s, every site\n")
+    print("| approach | utt/s | seconds | GiB written |\n|---|---|---|---|")
     for row in rows:
-        print(f"| {row['approach']} | {row['utterances']} | {row['utt_per_s']:.2f} | {row['peak_rss_mib']:.0f} |")
-    baseline = {row["utterances"]: row["utt_per_s"] for row in rows if row["approach"] == "published"}
-    for row in rows:
-        if row["approach"] != "published":
-            print(f"{row['approach']} at {row['utterances']} utterances: {row['utt_per_s'] / baseline[row['utterances']]:.2f}x the published approach")
+        print(f"| {row['approach']} | {row['utt_per_s']:.2f} | {row['seconds']:.1f} | {row.get('bytes', 0) / 2**30:.2f} |")
+    rates = {row["approach"]: row["utt_per_s"] for row in rows}
+    if "ours" in rates:
+        bounds = [rates[name] for name in ("encoder", "raw-write") if name in rates]
+        if bounds:
+            print(f"\nours / min(encoder, raw-write) = {rates['ours'] / min(bounds):.2f}")
+        if "published" in rates:
+            print(f"ours / published = {rates['ours'] / rates['published']:.2f}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        previous = json.loads(args.json.read_text()) if args.json.exists() else []
+        args.json.write_text(json.dumps(previous + [{"machine": machine, "rows": rows}], indent=1))
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

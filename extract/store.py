@@ -42,8 +42,8 @@ import hashlib
 import json
 import os
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
 from pathlib import Path
