@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     input_argument(parser, "--manifest", required=True)
-    parser.add_argument("--sites", default="all", help="comma-separated site names, or 'all'")
+    parser.add_argument(
+        "--sites", default="all", help="comma-separated site names, 'all', or every:K (every K-th site and the last; see docs/scale.md) (default: all)"
+    )
     output_argument(parser, "--out", required=True, help="store folder")
     parser.add_argument(
         "--label",
@@ -53,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-index", type=int, default=0)
     parser.add_argument("--utterances-per-part", type=int, default=256, help="utterances per part file (the unit of resume)")
     parser.add_argument("--keep-padding", action="store_true", help="Whisper: store all 1500 frames of the padded 30 s input")
+    parser.add_argument("--positions", type=int, help="store only the first N frames of each utterance (enough for per-position probes up to --positions N)")
+    parser.add_argument(
+        "--pool", choices=["mean"], help="store one vector per utterance and site, the mean over its speech frames (enough for --probe mean, LOSO included)"
+    )
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -106,6 +112,10 @@ def check_arguments(args) -> None:
         raise SystemExit(fail("--batch-seconds and --max-seconds must be positive"))
     if args.batch_size is not None and args.batch_size < 1:
         raise SystemExit(fail(f"--batch-size {args.batch_size}: must be at least 1"))
+    if args.positions is not None and args.positions < 1:
+        raise SystemExit(fail(f"--positions {args.positions}: must be at least 1 frame"))
+    if args.positions is not None and args.pool:
+        raise SystemExit(fail("--positions and --pool: give one (a pooled store keeps one vector per utterance, not positions)"))
     if args.intervene_gender and not args.intervene:
         raise SystemExit(fail("--intervene-gender needs at least one --intervene FILE"))
 
@@ -121,6 +131,8 @@ def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
         batch_size=args.batch_size,
         max_seconds=args.max_seconds,
         keep_padding=args.keep_padding,
+        positions=args.positions,
+        pool=args.pool,
         limit=args.limit,
         num_shards=args.num_shards,
         shard_index=args.shard_index,
@@ -175,6 +187,8 @@ def _main(argv: list[str] | None) -> int:
             storage_dtype=args.storage_dtype,
             batch_seconds=args.batch_seconds,
             batch_size=args.batch_size,
+            positions=args.positions,
+            pool=args.pool,
             max_seconds=args.max_seconds,
             num_shards=args.num_shards,
             shard_index=args.shard_index,

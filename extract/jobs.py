@@ -36,6 +36,8 @@ class ExtractionJob:
     batch_size: int | None = None  # utterances per batch instead of seconds (default on a GPU: from its free memory)
     max_seconds: float = 30.0
     keep_padding: bool = False
+    positions: int | None = None  # store the first N frames of each utterance only
+    pool: str | None = None  # "mean": one mean vector per utterance and site
     limit: int | None = None
     num_shards: int = 1
     shard_index: int = 0
@@ -72,7 +74,12 @@ class ExtractionJob:
             "manifest": str(self.manifest),
             "label": self.label or spec.label(),
             "manifest_sha256": file_sha256(self.manifest),
-        }
+        } | self.stored_less()
+
+    def stored_less(self) -> dict:
+        """``positions`` and ``pool`` where set: recorded only then, so that a store written before
+        they existed keeps the configuration it has (and resumes)."""
+        return {key: value for key, value in (("positions", self.positions), ("pool", self.pool)) if value is not None}
 
 
 def load_intervener(paths: tuple[Path, ...], gender: str | None) -> Intervener | None:
@@ -103,6 +110,8 @@ def extract(
         storage_dtype=job.storage_dtype,
         batch_seconds=job.batch_seconds,
         batch_size=job.batch_size,
+        positions=job.positions,
+        pool=job.pool,
         max_seconds=job.max_seconds,
         num_shards=job.num_shards,
         shard_index=job.shard_index,

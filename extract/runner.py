@@ -210,11 +210,15 @@ def run_extraction(
     reclaim_stale: bool = False,
     intervener: Intervener | None = None,
     batch_size: int | None = None,
+    positions: int | None = None,
+    pool: str | None = None,
 ) -> ExtractionReport:
     """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming).
 
     Batches hold ``batch_seconds`` of model input on a CPU; on a GPU ``batch_size`` utterances
     (default :func:`gpu_batch_size`, from the free memory); ``batch_size`` given on a CPU counts too.
+    ``positions`` and ``pool`` store less (:meth:`Extractor.extract`); record them in ``config``
+    (``ExtractionJob.store_config`` does), since probes read them there.
 
     With ``intervener``, its interventions edit the model's states while it runs (checked against
     the model first; random init and seed are read from ``config``), and their records (file, sha256,
@@ -254,6 +258,7 @@ def run_extraction(
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
     batching = {"batch_seconds": batch_seconds, "batch_size": batch_size, "chunk": 4 * batch_size if batch_size else None}
+    stored = {"dtype": storage_dtype, "positions": positions, "pool": pool}
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
@@ -263,7 +268,7 @@ def run_extraction(
                     _resume(path, part, report)
                     bar.update(len(part))
                     continue
-                written = _write_part(extractor, part, sites, path, attributes, storage_dtype, batching, max_seconds, report, bar, claim, intervener)
+                written = _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
             report.parts.append(str(written))
     return report
 
@@ -332,15 +337,16 @@ def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> 
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
-def _write_part(extractor, part, sites, path, attributes, storage_dtype, batching, max_seconds, report, bar, claim, intervener=None) -> Path:
+def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> Path:
     """One part: audio loaded on a thread ahead of the model, states written on a thread behind it
-    (:mod:`extract.pipeline`); the model runs on the calling thread."""
+    (:mod:`extract.pipeline`); the model runs on the calling thread. ``stored``: the storage dtype,
+    positions and pooling (:meth:`Extractor.extract`)."""
     log = AudioLog()
     writer, written_here, background = None, 0, BackgroundWriter()
 
     def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
         recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
-        return PartWriter(path, dims, storage_dtype, recorded, claim=claim)
+        return PartWriter(path, dims, stored["dtype"], recorded, claim=claim)
 
     def write(writer: PartWriter, chosen: list[Utterance], audios: list[np.ndarray], states: list[dict[str, np.ndarray]]) -> None:
         for utterance, samples, state in zip(chosen, audios, states):
@@ -352,7 +358,7 @@ def _write_part(extractor, part, sites, path, attributes, storage_dtype, batchin
         for batch in prefetched(batches):
             chosen = batch.utterances
             with batch_rows(intervener, chosen, batch.audios):
-                states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen], dtype=storage_dtype)
+                states = extractor.extract(batch.audios, sites, ids=[u.id for u in chosen], **stored)
             if writer is None:
                 writer = open_writer({site: states[0][site].shape[1] for site in sites})
             background.submit(partial(write, writer, chosen, batch.audios, states))

@@ -41,6 +41,7 @@ class ProbeKind:
     per_position: bool = False  # one probe per frame position: per-position ``test_*`` arrays, F1_S, ``positions_used``
     options: tuple[str, ...] = ()  # ProbeConfig fields this kind reads beyond the shared ones (store, site, control, seed, task, ...)
     selects_on_dev: str = ""  # what it chooses on the dev split ("" for nothing: then no dev split is held out of LOSO folds)
+    reads: str = "frames"  # what of each utterance it needs: "frames" (all of them, or the first --positions), or "mean" (their mean)
 
     @property
     def applies_to_other_stores(self) -> bool:
@@ -74,7 +75,7 @@ KINDS: dict[str, ProbeKind] = {
             options=("max_epochs", "lr", "apply_to", "memory_gb", "loader_workers"),
             selects_on_dev="the epoch to stop at (early stopping)",
         ),
-        ProbeKind("mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC),
+        ProbeKind("mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC, reads="mean"),
         ProbeKind("max", "probing.run:pooled_probe", "f1_macro", "logistic probe on the maximum over speech frames", options=LOGISTIC),
         ProbeKind(
             "sampled",
@@ -93,6 +94,27 @@ def probe_kind(name: str) -> ProbeKind:
     if name not in KINDS:
         raise ProbeError(f"unknown probe {name!r}; choose from {tuple(KINDS)}")
     return KINDS[name]
+
+
+def refuse_what_the_store_lacks(kind: ProbeKind, stored: dict, store, positions: int) -> None:
+    """A store extracted with ``--pool`` or ``--positions`` (its ``config``, ``stored``) holds less than
+    every frame: a kind that needs what it left out is refused in one line naming the option."""
+    pool, kept = stored.get("pool"), stored.get("positions")
+    if pool and kind.reads != pool:
+        raise ProbeError(
+            f"--probe {kind.name} needs each utterance's frames, but {store} holds one {pool} vector per utterance and site "
+            f"(extract --pool {pool}): re-extract without --pool, or probe it with --probe {pool}"
+        )
+    if kept and not kind.per_position:
+        raise ProbeError(
+            f"--probe {kind.name} reads whole utterances, but {store} holds only the first {kept} frames of each "
+            f"(extract --positions {kept}): re-extract without --positions (or with --pool mean for --probe mean)"
+        )
+    if kept and positions > kept:
+        raise ProbeError(
+            f"--positions {positions} needs {positions} frames of each utterance, but {store} holds the first {kept} "
+            f"(extract --positions {kept}): probe with --positions {kept} or fewer, or re-extract with --positions {positions}"
+        )
 
 
 def headline(name: str) -> str:

@@ -18,7 +18,7 @@ from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from probing import controls, features, metrics
 from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits, leave_one_speaker_out, make_splits, shared_speakers_message
-from probing.kinds import KINDS, probe_kind
+from probing.kinds import KINDS, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
@@ -592,6 +592,9 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     reader = reader or ShardReader(config.store)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
+    refuse_what_the_store_lacks(probe_kind(config.probe), reader.info.config, config.store, config.positions)
+    if config.apply_to:
+        refuse_what_the_store_lacks(probe_kind(config.probe), ShardReader(config.apply_to).info.config, config.apply_to, config.positions)
     runner = probe_kind(config.probe).run
     shared = {}
     if config.split == "loso":

@@ -127,18 +127,35 @@ class Extractor(ABC):
         return {key: value.to(self.dtype) if value.is_floating_point() else value for key, value in moved.items()}
 
     def resolve_sites(self, requested: list[str] | str) -> list[str]:
+        """Site names in forward order: ``"all"``, names, or ``"every:K"`` (every K-th site from the
+        first, and the last site always: what a store of every layer costs divided by about K)."""
         table = self.site_table()
         if requested == "all" or requested == ["all"]:
             return list(table)
         names = [requested] if isinstance(requested, str) else list(requested)
+        if len(names) == 1 and names[0].startswith("every:"):
+            stride = names[0].removeprefix("every:")
+            if not stride.isdigit() or int(stride) < 1:
+                raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
+            return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
         unknown = [name for name in names if name not in table]
         if unknown:
             raise UnknownSiteError(f"unknown site(s) {', '.join(unknown)} for {self.family}; valid sites: {', '.join(table)}")
         return [name for name in table if name in names]  # forward order
 
-    def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None, dtype="float32") -> list[dict[str, np.ndarray]]:
+    def extract(
+        self,
+        audios: list[np.ndarray],
+        sites: list[str],
+        ids: list[str] | None = None,
+        dtype="float32",
+        positions: int | None = None,
+        pool: str | None = None,
+    ) -> list[dict[str, np.ndarray]]:
         """Hidden states per utterance: ``[{site: array [T_site, D]}]`` with its stored frames only
         (:meth:`stored_lengths`), in ``dtype`` (the store's storage dtype when extracting into one).
+        With ``positions``, the first that many of them; with ``pool="mean"``, one row: their mean
+        over the speech frames (:meth:`speech_frames`), computed in float32.
 
         Everything before the copy to the host runs on the model's device: each site's stored
         frames are packed into one tensor, checked for NaN and infinity (:class:`NonFiniteError`),
@@ -154,9 +171,14 @@ class Extractor(ABC):
             run(self.encode, inputs)
             packed, lengths = {}, {}
             for name in sites:
-                lengths[name] = self._checked_lengths(name, prepared, captured.tensors)
+                lengths[name] = [min(length, positions or length) for length in self._checked_lengths(name, prepared, captured.tensors)]
                 states = captured.tensors[name]
-                packed[name] = torch.cat([states[index, :length] for index, length in enumerate(lengths[name])])
+                if pool == "mean":
+                    speech = [max(1, self.speech_frames(name, int(samples), length)) for samples, length in zip(prepared.samples, lengths[name])]
+                    packed[name] = torch.stack([states[index, :frames].float().mean(dim=0) for index, frames in enumerate(speech)]).to(states.dtype)
+                    lengths[name] = [1] * len(audios)
+                else:
+                    packed[name] = torch.cat([states[index, :length] for index, length in enumerate(lengths[name])])
             cast = {name: tensor.to(target) for name, tensor in packed.items()}
             _refuse_non_finite(packed, cast, lengths, ids)
             host = {name: _to_host(tensor) for name, tensor in cast.items()}
