@@ -5,7 +5,7 @@ Three contenders, each timed on the same features:
 
 - ``probing``: standardization with training statistics, then :func:`probing.train.fit_logistic`
   and :func:`probing.mdl.online_code_logistic` (on the CPU: :mod:`probing.solver`, cache-sized
-  position chunks, warm starts, MDL fitted on each prefix, two worker threads);
+  position chunks, warm starts, MDL fitted on each prefix, one worker process per core);
 - the scikit-learn loop on the same standardized features, ``LogisticRegression(max_iter=1000)``
   per position, spread over both cores with joblib (loky workers, one BLAS thread each), on
   ``--loop-positions`` evenly spaced positions (default: all) and scaled linearly to all positions;
@@ -27,7 +27,10 @@ the same solution bit for bit, prints a table and writes JSON (``--out``, or ``$
 when ``$OUT`` is set). A count above the usable cores runs as many workers as there are cores (the
 table says how many ran). ``--before 2 16`` adds the thread pool the solver used before (threads of
 one process, reproduced here) at those counts; ``--quick`` shrinks the data to 512 positions x 800
-utterances x 256 dimensions; ``--repeat`` runs the sweep several times and reports medians::
+utterances x 256 dimensions; ``--repeat`` runs the sweep several times and reports medians;
+``--chunks 0 1`` repeats the sweep with one position per chunk (0: the solver's cache-sized
+default; a smaller chunk leaves more of the cache to each of many workers, and changes the warm
+starts, so its solutions are compared with the first run at that chunk)::
 
     .venv/bin/python benchmarks/probes.py --threads 1 2 4 8 16 --before 2 16
 """
@@ -158,21 +161,21 @@ def thread_sweep(args) -> dict:
     train = n * 3 // 4
     x, y, mask = x[:train], y[:train], np.ones((train, positions), bool)
     solver.fit_positions(x[:, :2], y, mask[:, :2], threads=1)  # imports and first calls, untimed
-    contenders = [("processes", t) for t in args.threads] + [("threads (before)", t) for t in args.before]
+    contenders = [("processes", t, chunk) for chunk in args.chunks for t in args.threads] + [("threads (before)", t, 0) for t in args.before]
     runs: dict = {contender: [] for contender in contenders}
-    reference = None
+    references: dict = {}  # per chunk setting: the first solution, which every other must equal bit for bit
     load_at_start = os.getloadavg()
     for _ in range(args.repeat):
-        for form, threads in contenders:
+        for form, threads, chunk in contenders:
             patch = contextlib.nullcontext() if form == "processes" else mock.patch.object(solver, "map_spans", _threaded_map_spans)
             cpu_before, switches_before = _usage()
             with patch:
                 started = time.perf_counter()
-                solution = solver.fit_positions(x, y, mask, threads=threads)
+                solution = solver.fit_positions(x, y, mask, threads=threads, chunk=chunk or None)
                 seconds = time.perf_counter() - started
             cpu_after, switches_after = _usage()
-            reference = solution if reference is None else reference
-            runs[(form, threads)].append(
+            reference = references.setdefault(chunk, solution)
+            runs[(form, threads, chunk)].append(
                 {
                     "seconds": seconds,
                     "cpu_seconds": cpu_after - cpu_before,
@@ -182,13 +185,13 @@ def thread_sweep(args) -> dict:
                 }
             )
     rows = []
-    for (form, threads), measured in runs.items():
+    for (form, threads, chunk), measured in runs.items():
         median = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
         workers = solver.worker_count(positions, threads) if form == "processes" else threads
-        rows.append({"form": form, "threads": threads, "workers": workers, "runs": measured, **median})
-    two = next((row["seconds"] for row in rows if row["form"] == "processes" and row["threads"] == 2), None)
-    for row in rows:
-        row["speedup_vs_2_processes"] = two / row["seconds"] if two else None
+        rows.append({"form": form, "threads": threads, "workers": workers, "chunk": chunk or solver.chunk_size(train, dim), "runs": measured, **median})
+    for row in rows:  # against 2 processes with the same chunk (the solver's default for the former thread pool)
+        two = [other["seconds"] for other in rows if other["form"] == "processes" and other["threads"] == 2 and other["chunk"] == row["chunk"]]
+        row["speedup_vs_2_processes"] = two[0] / row["seconds"] if two else None
     return {
         "what": "probing.solver.fit_positions, seconds per fit (median over --repeat runs)",
         "utterances_trained": train,
@@ -211,11 +214,11 @@ def print_sweep(result: dict) -> None:
         f"fit_positions: {result['positions']} positions x {result['utterances_trained']} utterances x {result['dim']} dims, "
         f"{result['cores']} cores ({result['cpu']}), median of {result['repeat']}, {load}"
     )
-    print(f"{'form':<17} {'threads':>7} {'workers':>7} {'seconds':>8} {'vs 2':>6} {'busy cores':>10} {'ctx switches':>12} {'max |dw|':>9}")
+    print(f"{'form':<17} {'threads':>7} {'workers':>7} {'chunk':>5} {'seconds':>8} {'vs 2':>6} {'busy cores':>10} {'ctx switches':>12} {'max |dw|':>9}")
     for row in result["rows"]:
         speedup = f"{row['speedup_vs_2_processes']:.2f}x" if row["speedup_vs_2_processes"] else "-"
         print(
-            f"{row['form']:<17} {row['threads']:>7} {row['workers']:>7} {row['seconds']:>8.2f} {speedup:>6} "
+            f"{row['form']:<17} {row['threads']:>7} {row['workers']:>7} {row['chunk']:>5} {row['seconds']:>8.2f} {speedup:>6} "
             f"{row['cpu_seconds'] / row['seconds']:>10.2f} {row['context_switches']:>12.0f} {row['max_abs_weight_difference']:>9.1e}"
         )
 
@@ -241,6 +244,9 @@ def main() -> None:
     parser.add_argument("--raw-scales", action="store_true", help="raw-scale features; adds the published one-core loop on them")
     sweep = parser.add_argument_group("thread sweep (only fit_positions; the comparisons above are skipped)")
     sweep.add_argument("--threads", type=int, nargs="+", help="worker counts to time fit_positions at, e.g. 1 2 4 8 16")
+    sweep.add_argument(
+        "--chunks", type=int, nargs="+", default=[0], help="positions solved together per worker: 0: the solver's cache-sized default; one sweep per value"
+    )
     sweep.add_argument("--before", type=int, nargs="*", default=[], help="also time the former thread pool at these counts")
     sweep.add_argument("--quick", action="store_true", help="512 positions x 800 utterances x 256 dims instead of the sizes above")
     sweep.add_argument("--repeat", type=int, default=1, help="runs of the whole sweep, interleaved; medians are reported")
