@@ -155,3 +155,21 @@ def _fail_on_the_second_span(span):
 def test_an_error_in_a_worker_reaches_the_caller():
     with pytest.raises(ValueError, match=f"span {SPAN}:{2 * SPAN} failed"):
         map_spans(_fail_on_the_second_span, 4 * SPAN, threads=2)
+
+
+def test_the_thread_sweep_of_the_benchmark_finds_the_same_solutions_in_every_form():
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("probes_benchmark", Path(__file__).parents[1] / "benchmarks" / "probes.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(quick=False, utterances=80, positions=2 * SPAN + 5, dim=6, threads=[1, 2, 16], chunks=[0, 1], before=[2], repeat=1)
+    result = bench.thread_sweep(args)
+    forms = [(row["form"], row["threads"], row["workers"]) for row in result["rows"]]
+    cores = len(os.sched_getaffinity(0))
+    assert forms[:3] == [("processes", 1, 1), ("processes", 2, min(2, cores)), ("processes", 16, min(3, cores))]
+    assert forms[-1] == ("threads (before)", 2, 2) and len(forms) == 7
+    assert all(row["max_abs_weight_difference"] == 0.0 for row in result["rows"])
+    assert result["utterances_trained"] == 60
