@@ -224,13 +224,6 @@ def print_sweep(result: dict) -> None:
 
 
 def main() -> None:
-    from joblib import Parallel, delayed, parallel_config
-    from threadpoolctl import threadpool_limits
-
-    from probing.mdl import online_code_logistic
-    from probing.metrics import position_scores
-    from probing.train import fit_logistic
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--utterances", type=int, default=2000)
@@ -260,6 +253,12 @@ def main() -> None:
             out.write_text(json.dumps(result, indent=2))
             print(f"wrote {out}")
         return
+    from joblib import Parallel, delayed, parallel_config
+    from threadpoolctl import threadpool_limits
+
+    from probing.mdl import online_code_logistic
+    from probing.metrics import position_scores
+    from probing.train import fit_logistic
 
     raw, y, speakers = make_data(args.utterances, args.positions, args.dim, args.raw_scales)
     split = int(0.8 * args.utterances)
