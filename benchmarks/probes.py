@@ -5,7 +5,7 @@ Three contenders, each timed on the same features:
 
 - ``probing``: standardization with training statistics, then :func:`probing.train.fit_logistic`
   and :func:`probing.mdl.online_code_logistic` (on the CPU: :mod:`probing.solver`, cache-sized
-  position chunks, warm starts, MDL fitted on each prefix, two worker threads);
+  position chunks, warm starts, MDL fitted on each prefix, one worker process per core);
 - the scikit-learn loop on the same standardized features, ``LogisticRegression(max_iter=1000)``
   per position, spread over both cores with joblib (loky workers, one BLAS thread each), on
   ``--loop-positions`` evenly spaced positions (default: all) and scaled linearly to all positions;
@@ -19,14 +19,34 @@ mixture over five C values). Peak memory: the features ``[N, P, D]`` once in flo
 default size), standardized in place chunk by chunk. Usage::
 
     .venv/bin/python benchmarks/probes.py --positions 1000 --utterances 2000 --dim 512 --raw-scales
+
+``--threads 1 2 4 8 16`` times only :func:`probing.solver.fit_positions` at each worker count on
+the same data (3/4 of ``--utterances`` for training, as in the GPU check; standard normal features
+with the gender signal, already on the scale standardizing gives), checks that every count gives
+the same solution bit for bit, prints a table and writes JSON (``--out``, or ``$OUT/probe_threads.json``
+when ``$OUT`` is set). A count above the usable cores runs as many workers as there are cores (the
+table says how many ran). ``--before 2 16`` adds the thread pool the solver used before (threads of
+one process, reproduced here) at those counts; ``--quick`` shrinks the data to 512 positions x 800
+utterances x 256 dimensions; ``--repeat`` runs the sweep several times and reports medians;
+``--chunks 0 1`` repeats the sweep with one position per chunk (0: the solver's cache-sized
+default; a smaller chunk leaves more of the cache to each of many workers, and changes the warm
+starts, so its solutions are compared with the first run at that chunk)::
+
+    .venv/bin/python benchmarks/probes.py --threads 1 2 4 8 16 --before 2 16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
+import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -100,14 +120,110 @@ def _timed(function):
     return value, time.perf_counter() - started
 
 
+def _threaded_map_spans(function, total, threads=None):
+    """The solver's worker pool before it used processes: ``threads`` threads of this process, each on
+    one intra-op thread, taking spans in turn (for ``--before``)."""
+    from probing.solver import _intra_op_threads, spans
+
+    def single_threaded(span):
+        with _intra_op_threads(1):
+            return function(span)
+
+    with _intra_op_threads(1), ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(single_threaded, spans(total)))
+
+
+def _usage() -> tuple[float, int]:
+    """CPU seconds and context switches so far of this process and its finished children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
+        own.ru_nvcsw + own.ru_nivcsw + children.ru_nvcsw + children.ru_nivcsw,
+    )
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def thread_sweep(args) -> dict:
+    """``fit_positions`` at each of ``args.threads`` worker counts (and the former thread pool at
+    ``args.before``) on the same data, ``args.repeat`` times, interleaved; medians per count."""
+    import torch
+
+    from probing import solver
+
+    n, positions, dim = (800, 512, 256) if args.quick else (args.utterances, args.positions, args.dim)
+    x, y, _ = make_data(n, positions, dim, raw_scales=False)
+    train = n * 3 // 4
+    x, y, mask = x[:train], y[:train], np.ones((train, positions), bool)
+    solver.fit_positions(x[:, :2], y, mask[:, :2], threads=1)  # imports and first calls, untimed
+    contenders = [("processes", t, chunk) for chunk in args.chunks for t in args.threads] + [("threads (before)", t, 0) for t in args.before]
+    runs: dict = {contender: [] for contender in contenders}
+    references: dict = {}  # per chunk setting: the first solution, which every other must equal bit for bit
+    load_at_start = os.getloadavg()
+    for _ in range(args.repeat):
+        for form, threads, chunk in contenders:
+            patch = contextlib.nullcontext() if form == "processes" else mock.patch.object(solver, "map_spans", _threaded_map_spans)
+            cpu_before, switches_before = _usage()
+            with patch:
+                started = time.perf_counter()
+                solution = solver.fit_positions(x, y, mask, threads=threads, chunk=chunk or None)
+                seconds = time.perf_counter() - started
+            cpu_after, switches_after = _usage()
+            reference = references.setdefault(chunk, solution)
+            runs[(form, threads, chunk)].append(
+                {
+                    "seconds": seconds,
+                    "cpu_seconds": cpu_after - cpu_before,
+                    "context_switches": switches_after - switches_before,
+                    "max_abs_weight_difference": float(np.abs(solution.weight - reference.weight).max()),
+                    "mean_iterations": float(solution.iterations.mean()),
+                }
+            )
+    rows = []
+    for (form, threads, chunk), measured in runs.items():
+        median = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
+        workers = solver.worker_count(positions, threads) if form == "processes" else threads
+        rows.append({"form": form, "threads": threads, "workers": workers, "chunk": chunk or solver.chunk_size(train, dim), "runs": measured, **median})
+    for row in rows:  # against 2 processes with the same chunk (the solver's default for the former thread pool)
+        two = [other["seconds"] for other in rows if other["form"] == "processes" and other["threads"] == 2 and other["chunk"] == row["chunk"]]
+        row["speedup_vs_2_processes"] = two[0] / row["seconds"] if two else None
+    return {
+        "what": "probing.solver.fit_positions, seconds per fit (median over --repeat runs)",
+        "utterances_trained": train,
+        "positions": positions,
+        "dim": dim,
+        "cores": len(os.sched_getaffinity(0)),
+        "cpu": _cpu_name(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "repeat": args.repeat,
+        "load_average_at_start": load_at_start,
+        "load_average_at_end": os.getloadavg(),
+        "rows": rows,
+    }
+
+
+def print_sweep(result: dict) -> None:
+    load = f"load {result['load_average_at_start'][0]:.1f} -> {result['load_average_at_end'][0]:.1f}"
+    print(
+        f"fit_positions: {result['positions']} positions x {result['utterances_trained']} utterances x {result['dim']} dims, "
+        f"{result['cores']} cores ({result['cpu']}), median of {result['repeat']}, {load}"
+    )
+    print(f"{'form':<17} {'threads':>7} {'workers':>7} {'chunk':>5} {'seconds':>8} {'vs 2':>6} {'busy cores':>10} {'ctx switches':>12} {'max |dw|':>9}")
+    for row in result["rows"]:
+        speedup = f"{row['speedup_vs_2_processes']:.2f}x" if row["speedup_vs_2_processes"] else "-"
+        print(
+            f"{row['form']:<17} {row['threads']:>7} {row['workers']:>7} {row['chunk']:>5} {row['seconds']:>8.2f} {speedup:>6} "
+            f"{row['cpu_seconds'] / row['seconds']:>10.2f} {row['context_switches']:>12.0f} {row['max_abs_weight_difference']:>9.1e}"
+        )
+
+
 def main() -> None:
-    from joblib import Parallel, delayed, parallel_config
-    from threadpoolctl import threadpool_limits
-
-    from probing.mdl import online_code_logistic
-    from probing.metrics import position_scores
-    from probing.train import fit_logistic
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--utterances", type=int, default=2000)
@@ -119,7 +235,30 @@ def main() -> None:
     parser.add_argument("--skip-mdl", action="store_true")
     parser.add_argument("--mdl-grid", action="store_true", help="also time the default guarded MDL (mixture over five C values)")
     parser.add_argument("--raw-scales", action="store_true", help="raw-scale features; adds the published one-core loop on them")
+    sweep = parser.add_argument_group("thread sweep (only fit_positions; the comparisons above are skipped)")
+    sweep.add_argument("--threads", type=int, nargs="+", help="worker counts to time fit_positions at, e.g. 1 2 4 8 16")
+    sweep.add_argument(
+        "--chunks", type=int, nargs="+", default=[0], help="positions solved together per worker: 0: the solver's cache-sized default; one sweep per value"
+    )
+    sweep.add_argument("--before", type=int, nargs="*", default=[], help="also time the former thread pool at these counts")
+    sweep.add_argument("--quick", action="store_true", help="512 positions x 800 utterances x 256 dims instead of the sizes above")
+    sweep.add_argument("--repeat", type=int, default=1, help="runs of the whole sweep, interleaved; medians are reported")
+    sweep.add_argument("--out", type=Path, help="JSON file (default: $OUT/probe_threads.json when $OUT is set)")
     args = parser.parse_args()
+    if args.threads:
+        result = thread_sweep(args)
+        print_sweep(result)
+        out = args.out or (Path(os.environ["OUT"]) / "probe_threads.json" if os.environ.get("OUT") else None)
+        if out:
+            out.write_text(json.dumps(result, indent=2))
+            print(f"wrote {out}")
+        return
+    from joblib import Parallel, delayed, parallel_config
+    from threadpoolctl import threadpool_limits
+
+    from probing.mdl import online_code_logistic
+    from probing.metrics import position_scores
+    from probing.train import fit_logistic
 
     raw, y, speakers = make_data(args.utterances, args.positions, args.dim, args.raw_scales)
     split = int(0.8 * args.utterances)

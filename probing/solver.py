@@ -6,9 +6,9 @@ on a 2-core CPU each evaluation of the joint objective streams the whole ``[N, P
 memory, and the joint line search moves every position by the same step. Here a chunk of positions
 (a few MB, so it stays in the L2/L3 cache over the hundred-odd passes a fit takes) is solved at a
 time, each position with its own curvature history and its own Armijo backtracking step, starting
-from a given solution (the neighbouring position's, or the previous MDL prefix's). Worker threads,
-one per core, take runs of positions in turn: torch releases the GIL inside its kernels, so both
-cores work.
+from a given solution (the neighbouring position's, or the previous MDL prefix's). Worker processes,
+one per core and each on one thread, take runs of positions in turn (:func:`map_spans` says why
+processes and not threads).
 
 Each problem ``b`` minimises ``(sum_i m_bi logloss(y_bi, x_bi . w_b + c_b) + ||w_b||^2 / (2C)) / n_b``,
 scikit-learn's ``LogisticRegression(C)`` objective (unpenalised intercept) divided by its ``n_b``
@@ -18,10 +18,14 @@ uses the same test at 1e-4 on the same mean objective).
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
+import signal
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -32,7 +36,8 @@ ARMIJO = 1e-4
 MAX_BACKTRACKS = 30
 DEFAULT_TOL = 1e-4
 CACHE_BYTES = 8 << 20  # per chunk of positions: within the L3 cache share of one core
-SPAN = 32  # positions per run of warm starts, the unit the worker threads share out
+SPAN = 32  # positions per run of warm starts, the unit the worker processes share out
+T = TypeVar("T")
 
 
 @dataclass
@@ -140,7 +145,8 @@ def chunk_size(n: int, dim: int, cache_bytes: int = CACHE_BYTES) -> int:
 
 
 def workers() -> int:
-    """Threads that solve chunks side by side: the cores this process may use, at most 2 per chunk stream."""
+    """Worker processes by default: the cores this process may use, at most torch's thread count
+    (so ``torch.set_num_threads`` or ``OMP_NUM_THREADS`` limits them too)."""
     return max(1, min(len(os.sched_getaffinity(0)), torch.get_num_threads()))
 
 
@@ -158,23 +164,22 @@ def fit_positions(
 
     Positions are solved in chunks; each chunk starts from the solution of the position before it
     (neighbouring frames carry similar information) within runs of :data:`SPAN` positions, which
-    ``threads`` workers (default :func:`workers`) take in turn: results do not depend on their number."""
+    worker processes (:func:`map_spans`, at most ``threads``) take in turn: results do not depend on
+    their number."""
     n, positions, dim = x.shape
     chunk = chunk or chunk_size(n, dim)
-    solution = Solution(np.zeros((positions, dim), np.float32), np.zeros(positions, np.float32), np.zeros(positions, np.int64))
     labels = torch.as_tensor(np.asarray(y), dtype=torch.float32)
 
-    def run(span: range) -> None:
-        previous = None
+    def run(span: range) -> Solution:
+        part, previous = _zeros(len(span), dim), None
         for begin in range(span.start, span.stop, chunk):
             end = min(begin + chunk, span.stop)
             start = None if previous is None else previous[-1:].expand(end - begin, -1)
-            previous = _solve_into(
-                solution, range(begin, end), position_major(x, begin, end), labels, _mask_chunk(mask, None, begin, end), c, start, tol, max_iter
-            )
+            x_chunk, mask_chunk = position_major(x, begin, end), _mask_chunk(mask, None, begin, end)
+            previous = _solve_into(part, range(begin - span.start, end - span.start), x_chunk, labels, mask_chunk, c, start, tol, max_iter)
+        return part
 
-    map_spans(run, positions, threads)
-    return solution
+    return _joined(map_spans(run, positions, threads), dim)
 
 
 def fit_prefixes(
@@ -199,24 +204,36 @@ def fit_prefixes(
         if len(longer) < len(shorter) or not np.array_equal(longer[: len(shorter)], shorter):
             raise ValueError("fit_prefixes needs nested prefixes, each the start of the next")
     _, positions, dim = x.shape
-    solutions = [Solution(np.zeros((positions, dim), np.float32), np.zeros(positions, np.float32), np.zeros(positions, np.int64)) for _ in prefixes]
     labels = np.asarray(y)
 
-    def run(span: range) -> None:
+    def run(span: range) -> list[Solution]:
+        parts = [_zeros(len(span), dim) for _ in prefixes]
         for number, rows in enumerate(prefixes):
             chunk = chunk_size(len(rows), dim, cache_bytes)
             y_rows = torch.as_tensor(labels[rows], dtype=torch.float32)
             for begin in range(span.start, span.stop, chunk):
                 end = min(begin + chunk, span.stop)
+                local = slice(begin - span.start, end - span.start)
                 start = None
                 if number:
-                    before = solutions[number - 1]
-                    start = torch.from_numpy(np.concatenate([before.weight[begin:end], before.bias[begin:end, None]], axis=1))
+                    before = parts[number - 1]
+                    start = torch.from_numpy(np.concatenate([before.weight[local], before.bias[local, None]], axis=1))
                 x_rows = position_major(x, begin, end, rows)
-                _solve_into(solutions[number], range(begin, end), x_rows, y_rows, _mask_chunk(mask, rows, begin, end), c, start, tol, max_iter)
+                _solve_into(parts[number], range(local.start, local.stop), x_rows, y_rows, _mask_chunk(mask, rows, begin, end), c, start, tol, max_iter)
+        return parts
 
-    map_spans(run, positions, threads)
-    return solutions
+    per_span = map_spans(run, positions, threads)
+    return [_joined([parts[number] for parts in per_span], dim) for number in range(len(prefixes))]
+
+
+def _zeros(positions: int, dim: int) -> Solution:
+    return Solution(np.zeros((positions, dim), np.float32), np.zeros(positions, np.float32), np.zeros(positions, np.int64))
+
+
+def _joined(parts: list[Solution], dim: int) -> Solution:
+    """The spans' solutions, in order, as one."""
+    parts = [_zeros(0, dim), *parts]
+    return Solution(*(np.concatenate([getattr(part, field) for part in parts]) for field in ("weight", "bias", "iterations")))
 
 
 def position_major(x: np.ndarray, begin: int, end: int, rows: np.ndarray | None = None) -> torch.Tensor:
@@ -245,9 +262,8 @@ def spans(total: int, length: int = SPAN) -> list[range]:
 
 
 class _intra_op_threads:
-    """Sets torch's intra-op threads for a block (OpenMP keeps the count per thread, so each worker
-    thread sets its own): one while worker threads split the chunks between them, since OpenMP
-    threads spinning at barriers on a busy 2-core machine make small kernels ten times slower."""
+    """Sets torch's intra-op threads for a block: one while this process solves spans alone, since
+    OpenMP threads spinning at barriers on a busy 2-core machine make small kernels ten times slower."""
 
     def __init__(self, count: int):
         self.count = count
@@ -260,20 +276,53 @@ class _intra_op_threads:
         torch.set_num_threads(self.saved)
 
 
-def map_spans(function: Callable[[range], None], total: int, threads: int | None = None) -> None:
-    """Runs ``function`` over the :func:`spans` of ``range(total)``, ``threads`` worker threads (default
-    :func:`workers`) taking them in turn, each with one intra-op thread."""
+def worker_count(total: int, threads: int | None = None) -> int:
+    """Processes :func:`map_spans` runs for ``range(total)``: ``threads`` (default :func:`workers`), never
+    more than the cores this process may use (more would take turns on them, each evicting the others'
+    chunks from the cache) nor than the spans."""
+    return max(1, min(threads or workers(), len(os.sched_getaffinity(0)), len(spans(total))))
+
+
+def map_spans(function: Callable[[range], T], total: int, threads: int | None = None) -> list[T]:
+    """``function`` over the :func:`spans` of ``range(total)``, its results in their order, in
+    :func:`worker_count` processes forked from this one, each on one thread, taking spans in turn.
+
+    Processes, not threads: a fit is thousands of small torch calls per span, each of which releases
+    and takes back the GIL, so threads of one process hand the GIL to each other at every call (a
+    context switch each time) and get slower the more there are: on an idle 2-core machine 2 threads
+    took 1.3 times as long as one and 16 threads 2.8 times, with 100 times the context switches.
+    Forked processes share the features ``x`` with this one without a copy (copy-on-write pages they
+    only read) and send back only their spans' solutions. Forked, not started by a fork server, even
+    from a parent whose torch threads have run: a worker runs torch on one thread, so it never enters
+    the OpenMP pool that a fork leaves behind. One worker runs here, on one intra-op thread."""
     runs = spans(total)
-    count = min(len(runs), threads or workers())
-
-    def single_threaded(span: range) -> None:
+    count = worker_count(total, threads)
+    if count == 1:
         with _intra_op_threads(1):
-            function(span)
+            return [function(span) for span in runs]
+    pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork"), initializer=_install, initargs=(function, os.getpid()))
+    try:
+        return list(pool.map(_run_installed, runs))
+    finally:
+        pool.shutdown(cancel_futures=True)  # after an error or an interrupt: the spans not started yet are dropped
 
-    with _intra_op_threads(1):
-        if count <= 1:
-            for span in runs:
-                function(span)
-        else:
-            with ThreadPoolExecutor(count) as pool:
-                list(pool.map(single_threaded, runs))
+
+_installed: Callable[[range], object] | None = None
+PR_SET_PDEATHSIG = 1
+
+
+def _install(function: Callable[[range], object], parent: int) -> None:
+    """In a forked worker: the function to run (inherited with the fork, never pickled), one intra-op
+    thread, ignoring Ctrl-C (the parent handles it and drops the spans not started), and ending when
+    the parent ends however it ends (a killed parent would otherwise leave the workers waiting)."""
+    global _installed
+    _installed = function
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the line above took effect
+        os._exit(1)
+
+
+def _run_installed(span: range):
+    return _installed(span)

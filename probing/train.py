@@ -140,7 +140,7 @@ def fit_logistic_heads(
 def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> FittedLogistic:
     """L2 logistic regression per position: ``x [N, P, D]``, ``y [N]``, ``mask [N, P]`` (valid positions).
 
-    On the CPU: :func:`probing.solver.fit_positions` (chunks, warm starts, both cores; deterministic,
+    On the CPU: :func:`probing.solver.fit_positions` (chunks, warm starts, one process per core; deterministic,
     so ``seed`` changes nothing); elsewhere one batched Lightning fit over every position."""
     if device == "cpu":
         from probing.solver import fit_positions
