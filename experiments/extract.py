@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size",
         type=int,
-        help="utterances per batch, instead of --batch-seconds (default on a GPU: as many as half its free memory holds, at most 64; "
+        help="utterances per batch, instead of --batch-seconds (default on a GPU: as many as half its free memory holds, at most 16; "
         "Whisper pads every clip to 30 s, so there a batch costs its count)",
     )
     parser.add_argument("--max-seconds", type=float, default=30.0, help="trim audio to this length (30 for ASR, 60 for ST)")

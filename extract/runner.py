@@ -59,7 +59,7 @@ from extract.store import (
 )
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
-GPU_BATCH_LIMIT = 64  # utterances per batch on a GPU at most: beyond it throughput no longer grows (docs/benchmarks.md)
+GPU_BATCH_LIMIT = 16  # utterances per batch on a GPU at most: 16 wrote faster than 64 on an H100 (docs/benchmarks.md)
 HYPOTHESIS_ROWS = RowKind("hypothesis row", ("id", "hypothesis"), unique="id")
 
 
