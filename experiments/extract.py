@@ -23,6 +23,7 @@ from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
 from extract.jobs import ExtractionJob
 from extract.manifest import ManifestError, read_manifest
+from extract.provenance import label_argument
 from extract.runner import audio_notes_summary, run_extraction
 from extract.spec import ModelSpec, load_extractor
 from extract.store import StoreError
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     output_argument(parser, "--out", required=True, help="store folder")
     parser.add_argument(
         "--label",
+        type=label_argument,
         help="the model's name in every output built from this store (probe rows, collected tables); "
         "default: from the family and checkpoint, e.g. whisper-base, whisper-base-random with --random-init",
     )

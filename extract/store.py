@@ -220,8 +220,18 @@ class PartWriter:
     a dataset, where it could only print tracebacks and leave a broken file that crashes the process.
     """
 
-    def __init__(self, path: Path, site_dims: dict[str, int], storage_dtype: str, attributes: StoreAttributes | dict, claim: PartClaim | None = None):
-        """``attributes``: the part's :class:`StoreAttributes` (a dict of raw attributes is decoded first)."""
+    def __init__(
+        self,
+        path: Path,
+        site_dims: dict[str, int],
+        storage_dtype: str,
+        attributes: StoreAttributes | dict,
+        claim: PartClaim | None = None,
+        max_rows: int | None = None,
+    ):
+        """``attributes``: the part's :class:`StoreAttributes` (a dict of raw attributes is decoded first).
+        ``max_rows``: the most rows a site will hold, when known: chunks are then no larger than that
+        (a 1 MB chunk of a 3-value site would hold 87 000 rows, and HDF5 writes whole chunks)."""
         import h5py
 
         self.path = Path(path)
@@ -249,7 +259,7 @@ class PartWriter:
                 self.file.attrs[key] = value
             self.file.attrs["complete"] = False
             for site, dim in self.site_dims.items():
-                rows = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
+                rows = max(1, min(CHUNK_BYTES // (dim * self.dtype.itemsize), max_rows or CHUNK_BYTES))
                 self.datasets[site] = self.file.create_dataset(f"sites/{site}/data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(rows, dim))
         self.ids: list[str] = []
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}

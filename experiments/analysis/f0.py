@@ -143,7 +143,7 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
         extra={"pitch_ranges": ranges},
         **provenance(),
     )
-    with PartWriter(out / PART, {F0_SITE: len(F0_FEATURES)}, "float32", attributes) as writer:
+    with PartWriter(out / PART, {F0_SITE: len(F0_FEATURES)}, "float32", attributes, max_rows=len(features)) as writer:
         for utterance in utterances:
             if utterance.id in features:
                 values, seconds = features[utterance.id]
