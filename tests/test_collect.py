@@ -332,7 +332,9 @@ def test_a_malformed_probe_row_is_one_line_naming_file_and_line(tmp_path, capsys
 
 def test_a_probes_file_that_is_not_utf8_is_one_line_naming_the_line(tmp_path, capsys):
     probes = tmp_path / "p.jsonl"
-    probes.write_bytes(json.dumps(_probe_row("r0", f1_s=60.0)).encode() + b"\n" + json.dumps(_probe_row("r1", f1_s=70.0)).replace("r1", "w\xe9").encode("latin-1"))
+    probes.write_bytes(
+        json.dumps(_probe_row("r0", f1_s=60.0)).encode() + b"\n" + json.dumps(_probe_row("r1", f1_s=70.0)).replace("r1", "w\xe9").encode("latin-1")
+    )
     status, error = _run_collect(["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"], capsys)
     assert status == 2 and error.startswith(f"error: {probes}:2: not UTF-8")
 

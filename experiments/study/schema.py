@@ -346,7 +346,11 @@ SHOWN_CHARACTERS = 200  # a value in an error line is cut here (a YAML alias can
 def _shown(value) -> str:
     if value is None:
         return "nothing"
-    text = reprlib.Repr(maxlist=6, maxdict=6, maxstring=SHOWN_CHARACTERS, maxother=SHOWN_CHARACTERS, maxlevel=3).repr(value)
+    shortened = reprlib.Repr()
+    shortened.maxlist = shortened.maxdict = 6
+    shortened.maxstring = shortened.maxother = SHOWN_CHARACTERS
+    shortened.maxlevel = 3
+    text = shortened.repr(value)
     return f"{text[:SHOWN_CHARACTERS]}{'...' if len(text) > SHOWN_CHARACTERS else ''} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
 
 
@@ -502,16 +506,16 @@ def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
 def _distinct_manifests(reader: _Reader, corpora: list[Corpus]) -> None:
     """Each manifest belongs to one corpus: its rows record one ``dataset``, the corpus's name, on which
     the tables join (two corpora reading one manifest would give two probe rows claiming one dataset)."""
-    seen: dict[Path, str] = {}
+    seen: dict[Path, tuple[int, str]] = {}
     for index, corpus in enumerate(corpora):
         for part in corpus.parts:
             where = f"corpora[{index}].manifests.{part.key}"
             identity = part.manifest.resolve()
-            if identity in seen:
+            if identity in seen and seen[identity][0] != index:  # within one corpus, its keys' languages tell the parts apart
                 raise reader.error(
-                    where, f"{part.manifest} is also {seen[identity]}; a manifest's rows record one dataset, so each corpus needs its own manifest"
+                    where, f"{part.manifest} is also {seen[identity][1]}; a manifest's rows record one dataset, so each corpus needs its own manifest"
                 )
-            seen[identity] = where
+            seen.setdefault(identity, (index, where))
 
 
 def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
