@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -223,3 +224,71 @@ def test_an_f0_part_is_sized_by_its_records_not_by_a_megabyte_chunk(tmp_path):
                 {"speaker": "s", "gender": "female", "language": "en", "split": "", "dataset": "d", "duration": 0.5},
             )
     assert path.stat().st_size < 200_000  # 1.07 MB with a 1 MB chunk
+
+
+# --- a study recovers from its own earlier outputs ------------------------------------------------
+
+SMALL = STUDY.replace("{{en: manifests/en.jsonl, it: manifests/it.jsonl, es: manifests/es.jsonl}}", "{{en: manifests/en.jsonl}}").replace(
+    "controls: [none, shuffled]", "controls: [none]"
+)
+
+
+def _probe_runs(out):
+    return [json.loads(line)["run_id"] for line in (out / "probes" / "probes.jsonl").read_text().splitlines()]
+
+
+def test_a_study_recovers_from_changed_options_a_moved_folder_an_edited_manifest_and_a_killed_run(tmp_path, tiny_whisper, capsys):  # noqa: F811
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, SMALL)
+    out = tmp_path / "runs" / "tiny"
+    assert study_main(["run", str(study), "--quiet"]) == 0
+    first = _probe_runs(out)
+    assert len(first) == 2
+
+    # the grid's options changed: the new rows supersede the old ones, which are set aside, not lost
+    study.write_text(study.read_text().replace("positions: 20", "positions: 30"))
+    assert study_main(["run", str(study), "--quiet"]) == 0
+    assert len(_probe_runs(out)) == 2 and not set(_probe_runs(out)) & set(first)
+    (aside,) = (out / ".superseded").iterdir()
+    assert _probe_runs(aside) == first + _probe_runs(out)  # the file as it was
+    capsys.readouterr()
+
+    # the study folder copied: its probes are recomputed (a run id counts the store's path) and supersede the copied rows
+    import shutil
+
+    shutil.copytree(out, tmp_path / "runs" / "copy", symlinks=True)
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(study.read_text().replace("runs/tiny", "runs/copy"))
+    assert study_main(["run", str(copy), "--quiet"]) == 0
+    assert len(_probe_runs(tmp_path / "runs" / "copy")) == 2
+    capsys.readouterr()
+
+    # the manifest edited: the probes and the gap wait for extract and transcribe; --stages without them is refused
+    manifest = tmp_path / "manifests" / "en.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["gender"] = "male" if rows[0]["gender"] == "female" else "female"
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = (out / "RESULTS.md").read_text()
+    assert study_main(["run", str(study), "--quiet", "--stages", "probe,asr_gap,collect,correlate,figures,report"]) == 2
+    line = one_error_line(capsys)
+    assert "not up to date" in line and "add extract to --stages" in line, line
+    assert (out / "RESULTS.md").read_text() == before
+    assert study_main(["run", str(study), "--dry-run"]) == 0
+    planned = capsys.readouterr().out
+    assert "probe       0 of 2 done" in planned and "stores/wt/cv-en, not up to date" in planned, planned
+
+    # --redo sets the old stores and hypotheses aside and computes them anew from the edited manifest
+    assert study_main(["run", str(study), "--quiet", "--redo", "extract,transcribe"]) == 0
+    assert "earlier outputs set aside" in capsys.readouterr().out
+    assert len(list((out / ".superseded").iterdir())) >= 2
+    assert study_main(["run", str(study), "--dry-run"]) == 0
+    assert re.search(r"\d+ to do", capsys.readouterr().out) is None
+
+    # a killed run's claim on probes.jsonl: refused with the advice, which --reclaim-stale follows
+    study.write_text(study.read_text().replace("positions: 30", "positions: 25"))
+    lock = out / "probes" / "probes.jsonl.lock"
+    lock.write_text(json.dumps({"host": socket.gethostname(), "pid": 999_999_999, "since": "2026-11-20T00:00:00+0000"}))
+    assert study_main(["run", str(study), "--quiet"]) == 2
+    assert "rerun with --reclaim-stale" in one_error_line(capsys)
+    assert study_main(["run", str(study), "--quiet", "--reclaim-stale"]) == 0
+    assert len(_probe_runs(out)) == 2 and not lock.exists()
