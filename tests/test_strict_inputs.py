@@ -99,6 +99,7 @@ def test_duplicate_yaml_keys_are_refused_naming_both_lines(tmp_path):
         (("name: tiny", "name: ''"), "tiny.yaml: name: is empty; give the study's name"),
         (("out: runs/tiny", "out: ''"), "tiny.yaml: out: is empty"),
         (("out: runs/tiny", "out: manifests/en.jsonl"), "tiny.yaml: out: {root}/manifests/en.jsonl is a file; give a folder"),
+        (("mdl: false}}", "mdl: false}}\nreport: {{site: encoder.layer.9}}"), "tiny.yaml: report.site: 'encoder.layer.9' is no site of the study's models"),
         (("name: tiny\n", "name: tiny\nname: other\n"), "tiny.yaml: key 'name' is given twice, on line 1 and on line 2"),
         (
             ("es: manifests/es.jsonl}}}}", "es: manifests/es.jsonl}}}}\n  - {{name: cv2, task: asr, manifests: {{en: manifests/en.jsonl}}}}"),
@@ -292,3 +293,15 @@ def test_a_study_recovers_from_changed_options_a_moved_folder_an_edited_manifest
     assert "rerun with --reclaim-stale" in one_error_line(capsys)
     assert study_main(["run", str(study), "--quiet", "--reclaim-stale"]) == 0
     assert len(_probe_runs(out)) == 2 and not lock.exists()
+
+
+def test_the_f0_baseline_refuses_a_file_or_another_models_store_as_out(tmp_path, capsys):
+    from experiments.f0_baseline import main as f0_main
+    from tests.synthetic_store import write_store
+
+    manifests = write_corpus(tmp_path)
+    assert f0_main(["--manifest", str(manifests["en"]), "--out", str(manifests["it"]), "--quiet"]) == 2
+    assert one_error_line(capsys) == f"error: --out {manifests['it']} is a file; give a folder for the F0 store (it is created if missing)"
+    store = write_store(tmp_path / "store")
+    assert f0_main(["--manifest", str(manifests["en"]), "--out", str(store), "--quiet"]) == 2
+    assert "holds the store of another model (label None), not an F0 store; give a new --out" in one_error_line(capsys)

@@ -420,8 +420,19 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         f0=f0,
         gap=gap,
         st_quality=st_quality,
-        report=reader.fields(document.get("report"), REPORT_FIELDS, "report"),
+        report=_report(reader, document.get("report"), models),
     )
+
+
+def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
+    """``report``: its ``site`` must be a site of a model (checked where every model lists its sites;
+    a model with ``sites: all`` has its sites known once extracted)."""
+    report = reader.fields(value, REPORT_FIELDS, "report")
+    if report["site"] is not None and all(model.sites != "all" for model in models):
+        known = sorted({site for model in models for site in model.sites})
+        if report["site"] not in known:
+            raise reader.error("report.site", f"{report['site']!r} is no site of the study's models; their sites: {', '.join(known)}")
+    return report
 
 
 def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, where: str) -> tuple[str, ...]:
