@@ -561,6 +561,8 @@ class ShardReader:
         self._attributes: list[StoreAttributes] = []
         for part_number, part in enumerate(self.parts):
             with _opened(part) as handle:
+                if "config" not in handle.attrs:  # every writer records it (an empty one included): removed afterwards
+                    raise DamagedPartError(part, "no config attribute: the part does not say which model, settings and manifest it holds")
                 attributes = StoreAttributes.from_attrs(handle.attrs, part)
                 self._attributes.append(attributes)
                 _group_by_configuration(configurations, attributes.config, part)

@@ -305,3 +305,17 @@ def test_the_f0_baseline_refuses_a_file_or_another_models_store_as_out(tmp_path,
     store = write_store(tmp_path / "store")
     assert f0_main(["--manifest", str(manifests["en"]), "--out", str(store), "--quiet"]) == 2
     assert "holds the store of another model (label None), not an F0 store; give a new --out" in one_error_line(capsys)
+
+
+def test_a_store_whose_parts_lost_their_config_is_refused_not_relabelled(tmp_path):
+    import h5py
+
+    from extract.store import DamagedPartError, ShardReader
+    from tests.synthetic_store import write_store
+
+    store = write_store(tmp_path / "store")
+    for part in sorted(store.glob("*.h5")):
+        with h5py.File(part, "a") as handle:
+            del handle.attrs["config"]
+    with pytest.raises(DamagedPartError, match="no config attribute"):
+        ShardReader(store)

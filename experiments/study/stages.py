@@ -371,6 +371,7 @@ def skipped_path(hypotheses: Path) -> Path:
 
 
 def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
+    from extract.claims import claim_path, describe_holder, read_holder
     from extract.provenance import read_settings
     from extract.runner import finished_ids
 
@@ -382,6 +383,9 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
     if differing:
         return False, f"written with other settings ({', '.join(differing)}): the transcription will say how"
+    if claim_path(job.out).exists():  # reading it would take the claim: the transcription says whether it may (--reclaim-stale)
+        holder = read_holder(claim_path(job.out))
+        return False, f"claimed by {describe_holder(holder) if holder else 'another writer'}: the transcription will say whether it resumes"
     done = finished_ids(job.out)
     ledger = skipped_path(job.out)
     if ledger.exists():
