@@ -184,7 +184,9 @@ def _pid_reused(holder: dict, pid: int) -> bool:
     if holder.get("start_ticks") is not None:
         return holder["start_ticks"] != started
     since = _parsed_since(holder.get("since"))
-    return since is not None and _started_at(started) > since + SINCE_SLACK_SECONDS
+    if since is None:
+        return True  # every claim written here records a readable since: this one is malformed
+    return _started_at(started) > since + SINCE_SLACK_SECONDS
 
 
 SINCE_SLACK_SECONDS = 2.0  # a claim's ``since`` has one-second resolution, a process start time is computed from the boot time

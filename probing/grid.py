@@ -94,12 +94,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen: dict = {}
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
                 try:
-                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                    first = seen.get(key)
+                    seen[key] = line
                 except TypeError:  # an unhashable key: PyYAML's own error says so
                     break
-                if first != key_node.start_mark.line + 1:
-                    raise DuplicateKeyError(f"key {key!r} is given twice, on line {first} and on line {key_node.start_mark.line + 1}")
+                if first is not None:
+                    where = f"on line {first} and on line {line}" if first != line else f"on line {line}"
+                    raise DuplicateKeyError(f"key {key!r} is given twice, {where}")
         return super().construct_mapping(node, deep)
 
 

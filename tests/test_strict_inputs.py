@@ -80,6 +80,9 @@ def test_duplicate_yaml_keys_are_refused_naming_both_lines(tmp_path):
     with pytest.raises(GridError) as refused:
         load_yaml(path, "study file", "x")
     assert str(refused.value) == f"{path}: key 'name' is given twice, on line 1 and on line 4; keep one of them"
+    path.write_text("m: {name: a, family: whisper, name: b}\n")
+    with pytest.raises(GridError, match="key 'name' is given twice, on line 1; keep one of them"):
+        load_yaml(path, "study file", "x")
     path.write_text("a:\n  b: 1\n  b: 2\n")
     with pytest.raises(GridError, match="key 'b' is given twice, on line 2 and on line 3"):
         load_yaml(path, "study file", "x")
@@ -170,9 +173,11 @@ def test_a_claim_whose_pid_is_another_process_now_is_stale_and_reclaimed(tmp_pat
     assert "reclaimed the stale claim of pid 1" in notes[0]
 
 
-@pytest.mark.parametrize("pid", ["999999", -5, True, None])
-def test_a_claim_with_a_garbage_pid_is_stale(tmp_path, pid):
-    target = _lock(tmp_path, pid=pid)
+@pytest.mark.parametrize("holder", [{"pid": "999999"}, {"pid": -5}, {"pid": True}, {"pid": None}, {"pid": 1, "since": 42}, {"pid": 1, "boot_id": "x"}])
+def test_a_claim_with_a_garbage_pid_or_from_another_boot_is_stale(tmp_path, holder):
+    if holder["pid"] == 1 and not os.path.exists("/proc/1/stat"):
+        pytest.skip("a live pid is told from its writer by /proc's start time and boot id")
+    target = _lock(tmp_path, **holder)
     assert stale_holder(target.with_name("out.jsonl.lock")) is not None
     with pytest.raises(ClaimError, match="stale claim"):
         Claim(target)

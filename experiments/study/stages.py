@@ -754,7 +754,7 @@ def check_subset(planned: dict[str, list[Unit]], stages: tuple[str, ...], study_
         for unit in planned.get(stage, []):
             if unit.waits is not None and unit.waits not in stages:
                 raise StudyError(
-                    f"{study_path}: --stages {','.join(stages)}: {stage} {unit.what} {unit.note}; add {unit.waits} to --stages "
+                    f"{study_path}: --stages {','.join(stages)}: {stage} ({unit.what}) {unit.note}; add {unit.waits} to --stages "
                     f"(or leave --stages out; --redo {unit.waits} sets its outputs aside to compute them anew)"
                 )
 
