@@ -30,7 +30,16 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
-from experiments.scoring.gaps import DEFAULT_COMPARISON, GAP_ESTIMATES, counts_path, gap_report, gap_summary, read_hypotheses, save_gap_report
+from experiments.scoring.gaps import (
+    DEFAULT_COMPARISON,
+    GAP_ESTIMATES,
+    counts_path,
+    gap_report,
+    gap_summary,
+    iterations_problem,
+    read_hypotheses,
+    save_gap_report,
+)
 from experiments.scoring.group_metrics import COMPARISONS
 
 
@@ -89,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     groups = two_groups(parser, args.groups)
-    if args.iterations < 1:
-        parser.error(f"--iterations must be at least 1, got {args.iterations}")
+    if iterations_problem(args.iterations):
+        parser.error(f"--{iterations_problem(args.iterations)}")
     return run_cli(lambda: _run(args, groups))
 
 

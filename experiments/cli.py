@@ -279,7 +279,7 @@ def _user_message(error: BaseException) -> str:
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
     from extract.families import FAMILIES  # here, not at the top: it loads torch, which the scoring CLIs sharing this module never need
-    from extract.spec import DTYPES, default_device
+    from extract.spec import DTYPES, default_device, device_argument
 
     parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
     input_argument(
@@ -290,7 +290,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
-    parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
+    parser.add_argument(
+        "--device", type=device_argument, default=default_device(), help="cpu, cuda, cuda:N or mps (default: cuda if a GPU is visible, else cpu)"
+    )
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
 
 

@@ -23,6 +23,7 @@ from extract.families import NonFiniteError, UnknownSiteError
 from extract.interventions import InterventionError
 from extract.jobs import ExtractionJob
 from extract.manifest import ManifestError, read_manifest
+from extract.provenance import label_argument
 from extract.runner import audio_notes_summary, run_extraction
 from extract.spec import ModelSpec, load_extractor
 from extract.store import StoreError
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     output_argument(parser, "--out", required=True, help="store folder")
     parser.add_argument(
         "--label",
+        type=label_argument,
         help="the model's name in every output built from this store (probe rows, collected tables); "
         "default: from the family and checkpoint, e.g. whisper-base, whisper-base-random with --random-init",
     )
@@ -79,8 +81,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take over part claims left on this host by a process that is gone (a job killed with SIGKILL), with a note",
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="compute the store anew: an existing --out is first moved to OUT_PARENT/.superseded/STAMP/ (nothing is deleted; one shard per run is refused)",
+    )
     add_executor_arguments(parser, "one shard of --num-shards, every shard submitted (--shard-index is not used)")
     return parser
+
+
+def overwrite(args) -> None:
+    """``--overwrite``: an existing, non-empty ``--out`` set aside (:func:`extract.supersede.set_aside`) before
+    anything is written. Refused for one shard of several (the other shards' runs would lose their parts)."""
+    from extract.supersede import SupersedeError, set_aside
+
+    out = Path(args.out)
+    if not (out.is_dir() and any(out.iterdir())):
+        return
+    if args.num_shards > 1 and not args.executor:
+        raise SystemExit(fail(f"--overwrite with --num-shards {args.num_shards}: set {out} aside once (e.g. move it), then run the shards without --overwrite"))
+    try:
+        aside = set_aside([out], out.absolute().parent)
+    except SupersedeError as error:
+        raise SystemExit(fail(str(error))) from None
+    print(f"[extract] --overwrite: the earlier store set aside -> {aside / out.name}")
 
 
 def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
@@ -155,6 +179,8 @@ def _main(argv: list[str] | None) -> int:
         utterances = read_manifest(args.manifest)
     except (ManifestError, OSError) as error:
         return fail(str(error))
+    if args.overwrite:
+        overwrite(args)
     if args.limit is not None:
         utterances = utterances[: args.limit]
     job = extraction_job(args, spec)

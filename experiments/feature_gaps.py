@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
         if len(rows) < 3:
             print("[feature_gaps] note: a correlation needs at least 3 setups; the correlations are left out")
     inputs = [*args.manifest, *args.features, *(path for _, path in args.gaps)]
-    result = identified(result, RESULT_SCHEMA, inputs, feature_gaps_subject(utterances, [model for model, _ in args.gaps]))
+    result = identified(result, RESULT_SCHEMA, inputs, feature_gaps_subject(utterances, [model for model, _ in args.gaps]), kind="feature_gaps")
     args.out.write_text(json.dumps(finite_or_null(result), indent=1, ensure_ascii=False, allow_nan=False))
     print(f"[feature_gaps] wrote {args.out} and {', '.join(map(str, written))}")
     return 0

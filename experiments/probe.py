@@ -61,7 +61,7 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
-from extract.spec import default_device
+from extract.spec import default_device, device_argument
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import DEFAULT_SPLIT, SPLITS, TASKS, ProbeError
@@ -116,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)",
     )
-    parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
+    parser.add_argument(
+        "--device", type=device_argument, default=default_device(), help="cpu, cuda, cuda:N or mps (default: cuda if a GPU is visible, else cpu)"
+    )
     parser.add_argument(
         "--memory-gb",
         type=float,

@@ -34,7 +34,7 @@ from extract.families.zeroswot import DEFAULT_DECODER
 from extract.interventions import Intervener, InterventionError
 from extract.jobs import TranscriptionJob
 from extract.manifest import ManifestError, read_manifest
-from extract.provenance import settings_path
+from extract.provenance import label_argument, settings_path
 from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, hypotheses_log, run_transcription
 from extract.spec import load_generator
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--label",
         "--name",
         dest="label",
+        type=label_argument,
         help="the model label written in each row as model (default: from the family and checkpoint, e.g. whisper-base); --name is its older spelling",
     )
     parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")

@@ -18,6 +18,7 @@ import json
 import os
 import socket
 import time
+from datetime import datetime
 from pathlib import Path
 
 from extract.diskfull import DiskFullError, is_disk_full
@@ -45,7 +46,7 @@ class Claim:
     def __init__(self, target: Path, reclaim_stale: bool = False, on_reclaim=None):
         self.target = Path(target)
         self.lock = claim_path(self.target)
-        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **process_identity(os.getpid())}
         self.held = False
         try:
             descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -117,6 +118,34 @@ def read_holder(lock: Path) -> dict | None:
     return holder if isinstance(holder, dict) else None
 
 
+def boot_id() -> str | None:
+    """This boot's id (Linux): a claim written before a reboot names a process that is gone, whatever its pid now is."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc/PID/stat`` field 22), or
+    None where it cannot be read: with the boot id it tells the claim's writer from a later process
+    that was given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat[stat.rindex(")") + 2 :].split()[19])  # the fields after the command name, which may hold spaces
+    except (ValueError, IndexError):
+        return None
+
+
+def process_identity(pid: int) -> dict:
+    """What a claim records beside the pid (where the system tells it): the boot id and the process's start time."""
+    identity = {"boot_id": boot_id(), "start_ticks": process_start_ticks(pid)}
+    return {key: value for key, value in identity.items() if value is not None}
+
+
 def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -128,8 +157,49 @@ def process_alive(pid: int) -> bool:
 
 
 def stale_holder(lock: Path) -> dict | None:
-    """The holder recorded in ``lock`` when it ran on this host and its process is gone, else None."""
+    """The holder recorded in ``lock`` when it ran on this host and its process is gone, else None.
+
+    Gone means: its pid is no process now, or is no pid at all (a string, a negative number: a
+    malformed claim), or is a process that is not the writer: the claim was written in another boot,
+    or the process now holding the pid started at another time than the one recorded (or, for a
+    claim that recorded no start time, after the claim's ``since``)."""
     holder = read_holder(lock)
-    if holder and holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int) and not process_alive(holder["pid"]):
+    if not holder or holder.get("host") != socket.gethostname():
+        return None
+    pid = holder.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or not process_alive(pid):
         return holder
-    return None
+    return holder if _pid_reused(holder, pid) else None
+
+
+def _pid_reused(holder: dict, pid: int) -> bool:
+    """Whether live process ``pid`` is another process than the one that wrote ``holder``."""
+    booted = boot_id()
+    if holder.get("boot_id") is not None and booted is not None:
+        if holder["boot_id"] != booted:
+            return True
+    started = process_start_ticks(pid)
+    if started is None:
+        return False  # nothing to compare: the pid alone says alive
+    if holder.get("start_ticks") is not None:
+        return holder["start_ticks"] != started
+    since = _parsed_since(holder.get("since"))
+    if since is None:
+        return True  # every claim written here records a readable since: this one is malformed
+    return _started_at(started) > since + SINCE_SLACK_SECONDS
+
+
+SINCE_SLACK_SECONDS = 2.0  # a claim's ``since`` has one-second resolution, a process start time is computed from the boot time
+
+
+def _parsed_since(since) -> float | None:
+    try:
+        return datetime.strptime(since, "%Y-%m-%dT%H:%M:%S%z").timestamp() if isinstance(since, str) else None
+    except (ValueError, OverflowError):
+        return None
+
+
+def _started_at(ticks: int) -> float:
+    """A start time in clock ticks since boot as a Unix time."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")

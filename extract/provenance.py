@@ -6,9 +6,11 @@ Joins between outputs (``experiments.collect``) use these names, never how a pat
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import subprocess
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path, PurePath
@@ -50,6 +52,30 @@ def file_sha256(path: str | Path) -> str:
 def file_identity(path: str | Path) -> dict[str, str]:
     """An input as every output records it: the path as given and the sha256 of its content."""
     return {"path": str(path), "sha256": file_sha256(path)}
+
+
+FORMULA_STARTS = ("=", "+", "-", "@")  # a spreadsheet reads a cell beginning with one of these as a formula
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot be a model label, or None. The label is the join key of collect's tables
+    and a cell of every CSV and RESULTS.md table: a control character (a newline) would break a
+    table row, and a first character that a spreadsheet reads as a formula (``=HYPERLINK(...)``)
+    would run when the CSV is opened."""
+    if label.startswith(FORMULA_STARTS):
+        return f"{label!r} begins with {label[0]!r}, which a spreadsheet reads as a formula; begin the label with a letter or digit"
+    for position, character in enumerate(label):
+        if unicodedata.category(character) == "Cc":
+            return f"{label!r} holds a control character (U+{ord(character):04X} at position {position}); use printable text"
+    return None
+
+
+def label_argument(value: str) -> str:
+    """``--label`` as an argparse type (:func:`label_problem`); an empty label means the default one."""
+    problem = label_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def model_label(family: str | None, checkpoint: str | None, random_init: bool = False) -> str:
@@ -122,8 +148,11 @@ def read_settings(hypotheses: str | Path) -> dict:
     return settings if isinstance(settings, dict) else {}
 
 
-def identified(document: dict, schema: int, inputs: Iterable[str | Path], subject: dict) -> dict:
-    """``document`` headed by what every output records about itself: its ``schema`` version, its
+def identified(document: dict, schema: int, inputs: Iterable[str | Path], subject: dict, kind: str) -> dict:
+    """``document`` headed by what every output records about itself: its ``kind`` (the command that
+    wrote it: ``asr_gap``, ``mustshe``, ``winomt``, ...) and that kind's ``schema`` version, its
     ``subject`` (model label, dataset, languages), the ``inputs`` it was computed from
-    (:func:`file_identity` of each) and the ``provenance`` of the code that computed it."""
-    return {"schema": schema, "subject": subject, "inputs": [file_identity(path) for path in inputs], "provenance": provenance(), **document}
+    (:func:`file_identity` of each) and the ``provenance`` of the code that computed it. A reader
+    such as ``collect`` refuses a document of another kind than it asked for."""
+    header = {"schema": schema, "subject": subject, "inputs": [file_identity(path) for path in inputs], "provenance": provenance(), "kind": kind}
+    return header | document

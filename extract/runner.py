@@ -327,7 +327,7 @@ def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) 
         differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
         raise StoreError(
             f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-            f"another configuration (stored vs this run: {differences}); use a new --out folder or delete them"
+            f"another configuration (stored vs this run: {differences}); use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
         )
 
 

@@ -7,6 +7,7 @@ every command line is :func:`default_device`.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from contextlib import nullcontext
@@ -40,6 +41,33 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+DEVICE = re.compile(r"(cpu|cuda|mps)(:[0-9]+)?")
+
+
+def device_problem(device: str) -> str | None:
+    """Why ``device`` cannot run a model or a probe here, or None: shared by every ``--device`` and
+    a study's ``device`` (torch and Lightning would fail on it only once a model is loaded, with a traceback)."""
+    if not DEVICE.fullmatch(device):
+        return f"{device!r} is not a device; give cpu, cuda, cuda:N or mps"
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            return f"{device}: no GPU is visible here (torch.cuda.is_available() is false); use cpu"
+        if index and int(index) >= torch.cuda.device_count():
+            return f"{device}: only {torch.cuda.device_count()} GPU(s) are visible (cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return f"{device}: the Apple GPU (mps) is not available here; use cpu"
+    return None
+
+
+def device_argument(value: str) -> str:
+    """``--device`` as an argparse type: a device this machine has (:func:`device_problem`)."""
+    problem = device_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model of one family. ``checkpoint``: a hub id, a local folder, ``bundled-NAME`` (weights
@@ -67,6 +95,8 @@ class ModelSpec:
     def check_checkpoint(self) -> None:
         """A checkpoint that is neither bundled, an existing folder nor shaped like a hub id is a mistyped path."""
         checkpoint = self.checkpoint
+        if checkpoint and not checkpoint.startswith(BUNDLED_PREFIX) and Path(checkpoint).expanduser().is_file():
+            raise ModelSpecError(f"{checkpoint} is a file; a local checkpoint is the folder holding config.json and the weights")
         if checkpoint and not checkpoint.startswith(BUNDLED_PREFIX) and not Path(checkpoint).expanduser().exists() and not HUB_ID.fullmatch(checkpoint):
             raise ModelSpecError(f"{checkpoint}: no such folder (and not a hub id such as owner/name); check the path")
 

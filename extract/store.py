@@ -243,9 +243,12 @@ class PartWriter:
         attributes: StoreAttributes | dict,
         claim: PartClaim | None = None,
         flush_bytes: int = FLUSH_BYTES,
+        max_rows: int | None = None,
     ):
         """``attributes``: the part's :class:`StoreAttributes` (a dict of raw attributes is decoded first);
-        ``flush_bytes``: how many bytes of states are buffered (all sites, at least two chunks a site)."""
+        ``flush_bytes``: how many bytes of states are buffered (all sites, at least two chunks a site).
+        ``max_rows``: the most rows a site will hold, when known: chunks are then no larger than that
+        (a 1 MB chunk of a 3-value site would hold 87 000 rows, and HDF5 writes whole chunks)."""
         import h5py
 
         self.path = Path(path)
@@ -276,7 +279,7 @@ class PartWriter:
                 self.file.attrs[key] = value
             self.file.attrs["complete"] = False
             for site, dim in self.site_dims.items():
-                self.chunk_rows[site] = max(1, CHUNK_BYTES // (dim * self.dtype.itemsize))
+                self.chunk_rows[site] = max(1, min(CHUNK_BYTES // (dim * self.dtype.itemsize), max_rows or CHUNK_BYTES))
                 self.datasets[site] = self.file.create_dataset(
                     f"sites/{site}/data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(self.chunk_rows[site], dim)
                 )
@@ -713,6 +716,8 @@ class ShardReader:
         self._attributes: list[StoreAttributes] = []
         for part_number, part in enumerate(self.parts):
             with _opened(part) as handle:
+                if "config" not in handle.attrs:  # every writer records it (an empty one included): removed afterwards
+                    raise DamagedPartError(part, "no config attribute: the part does not say which model, settings and manifest it holds")
                 attributes = StoreAttributes.from_attrs(handle.attrs, part)
                 self._attributes.append(attributes)
                 _group_by_configuration(configurations, attributes.config, part)

@@ -82,6 +82,30 @@ def _example(key: str):
     return "true" if default is False else "false" if default is True else default
 
 
+class DuplicateKeyError(ValueError):
+    """A mapping that names one key twice (PyYAML would keep the last value without a word)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses a key given twice in one mapping, naming both lines."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                    seen[key] = line
+                except TypeError:  # an unhashable key: PyYAML's own error says so
+                    break
+                if first is not None:
+                    where = f"on line {first} and on line {line}" if first != line else f"on line {line}"
+                    raise DuplicateKeyError(f"key {key!r} is given twice, {where}")
+        return super().construct_mapping(node, deep)
+
+
 def load_yaml(path: Path, what: str, example: str) -> object:
     """A YAML file's content; a missing file, bytes that are not UTF-8 and malformed YAML are a
     :class:`GridError` naming the file (and line). ``what`` names the file's kind, ``example`` where
@@ -89,7 +113,9 @@ def load_yaml(path: Path, what: str, example: str) -> object:
     if not path.is_file():
         raise GridError(f"{what} {path} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except DuplicateKeyError as error:
+        raise GridError(f"{path}: {error}; keep one of them") from None
     except UnicodeDecodeError as error:
         raise GridError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
     except yaml.YAMLError as error:

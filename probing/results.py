@@ -173,8 +173,12 @@ def load_rows(out: str | Path) -> dict[str, dict]:
 def load_numbered_rows(out: str | Path) -> dict[str, tuple[int, dict]]:
     """:func:`load_rows` with the line number of each row kept (for messages naming ``file:line``)."""
     rows = {}
-    with Path(out).open() as handle:
-        for number, line in enumerate(handle, start=1):
+    with Path(out).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ResultsError(f"{out}:{number}: not UTF-8 ({error.reason} at byte {error.start}); move the file aside or fix that line") from None
             if line.strip():
                 try:
                     row = json.loads(line)

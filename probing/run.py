@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,19 @@ from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
 ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
+
+
+def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) -> None:
+    """The training options of every probe run (``experiments.probe``'s flags, a grid's or a study's
+    options): an epoch limit of 0 would score an untrained probe, a NaN learning rate fails inside
+    the optimiser. :class:`ProbeError` names the option."""
+    if max_epochs < 1:
+        raise ProbeError(f"max_epochs must be at least 1 (0 epochs would score an untrained probe), got {max_epochs}")
+    if max_iter < 1:
+        raise ProbeError(f"max_iter must be at least 1, got {max_iter}")
+    for name, value in (("lr", lr), ("c", c)):
+        if not (math.isfinite(value) and value > 0):
+            raise ProbeError(f"{name} must be a finite positive number, got {value}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class ProbeConfig:
         if self.apply_to and not kind.applies_to_other_stores:
             applying = " or ".join(name for name, other in KINDS.items() if other.applies_to_other_stores)
             raise ProbeError(f"apply_to works with the {applying} probe only, not {self.probe!r}")
+        check_training_options(self.max_epochs, self.lr, self.c, self.max_iter)
         if self.memory_gb <= 0:
             raise ProbeError(f"memory_gb must be a positive budget in GB, got {self.memory_gb}")
         if self.loader_workers < 0:

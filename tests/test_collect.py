@@ -278,3 +278,68 @@ def test_f1_vs_mustshe_joins_the_probe_applied_to_the_same_manifest(tmp_path, ca
     capsys.readouterr()
     status, error = _run_collect([*argv[:4], "--mustshe", _mustshe(tmp_path / "ms-none.json", "m", None, 62.5), "--out", tmp_path / "out2"], capsys)
     assert status == 2 and "applied to two stores" in error and "records no manifest" in error
+
+
+# --- collect knows what it reads: each document's kind, each probe row's keys (hostile-input round 3) ---
+
+
+def _gap_as_other_kind(tmp_path, flag, capsys):
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("r1", f1_s=70.0)])
+    gap = _gap(tmp_path, model="m", languages=("en",))
+    return gap, _run_collect(["--probes", probes, "--gaps", gap, flag, gap, "--out", tmp_path / "out"], capsys)
+
+
+@pytest.mark.parametrize("flag", ["--mustshe", "--winomt"])
+def test_a_gap_report_given_as_another_kind_is_refused(tmp_path, capsys, flag):
+    gap, (status, error) = _gap_as_other_kind(tmp_path, flag, capsys)
+    assert json.loads(gap.read_text())["kind"] == "asr_gap"
+    assert status == 2 and error == f"error: {gap}: given as {flag}, but it is a asr_gap result; give it as --gaps"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_mustshe_result_given_as_gaps_is_refused_by_its_content_without_a_kind(tmp_path, capsys):
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("r1", f1_s=70.0)])
+    mustshe = _mustshe(tmp_path / "ms.json", "m", "1" * 64, 62.5)  # no kind recorded: written before documents recorded it
+    status, error = _run_collect(["--probes", probes, "--gaps", mustshe, "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error == f"error: {mustshe}: given as --gaps, but it is a mustshe result; give it as --mustshe"
+
+
+def test_a_gap_report_without_languages_is_refused(tmp_path, capsys):
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("r1", f1_s=70.0)])
+    gap = _gap(tmp_path, model="m", languages=("en",))
+    document = json.loads(gap.read_text())
+    del document["languages"], document["kind"]
+    gap.write_text(json.dumps(document))
+    status, error = _run_collect(["--probes", probes, "--gaps", gap, "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error == f"error: {gap}: given as --gaps, but it is no asr_gap result (it holds no 'languages')"
+
+
+@pytest.mark.parametrize(
+    "edit, named",
+    [
+        (lambda row: row["subject"].pop("model"), "no subject.model"),
+        (lambda row: row["config"].pop("site"), "no config.site"),
+        (lambda row: row.update(f1_s="99"), "f1_s is '99' (str), not a number"),
+    ],
+)
+def test_a_malformed_probe_row_is_one_line_naming_file_and_line(tmp_path, capsys, edit, named):
+    rows = [_probe_row("r0", f1_s=60.0, site="encoder.final"), _probe_row("r1", f1_s=70.0)]
+    edit(rows[1])
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    status, error = _run_collect(["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error.startswith(f"error: {probes}:2: ") and named in error and "\n" not in error
+
+
+def test_a_probes_file_that_is_not_utf8_is_one_line_naming_the_line(tmp_path, capsys):
+    probes = tmp_path / "p.jsonl"
+    probes.write_bytes(
+        json.dumps(_probe_row("r0", f1_s=60.0)).encode() + b"\n" + json.dumps(_probe_row("r1", f1_s=70.0)).replace("r1", "w\xe9").encode("latin-1")
+    )
+    status, error = _run_collect(["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error.startswith(f"error: {probes}:2: not UTF-8")
+
+
+def test_a_folder_given_as_probes_is_named_a_folder(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    status, error = _run_collect(["--probes", tmp_path / "d", "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"], capsys)
+    assert status == 2 and error == f"error: {tmp_path / 'd'}: a folder; give the result files in it"

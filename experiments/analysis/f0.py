@@ -121,11 +121,15 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
     ``{"store", "stored", "skipped", "up_to_date"}``. A folder already holding this store (same
     configuration, the manifest compared by content) is left as it is; one holding another is refused."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise F0Error(f"--out {out} is a file; give a folder for the F0 store (it is created if missing)")
     config = f0_store_config(manifest, range_by)
     existing = _existing_config(out)
     if existing is not None:
+        if existing.get("label") != F0_LABEL:
+            raise F0Error(f"{out} holds the store of another model (label {existing.get('label')!r}), not an F0 store; give a new --out")
         if comparable_config(existing) != comparable_config(config):
-            raise F0Error(f"{out} holds an F0 store written with another configuration or manifest; write to a new --out or delete it")
+            raise F0Error(f"{out} holds an F0 store written with another configuration or manifest; write to a new --out or move this one aside")
         return {"store": str(out), "up_to_date": True}
     if out.exists() and any(out.iterdir()):
         raise F0Error(f"{out} is not empty and holds no F0 store; give a new folder")
@@ -143,7 +147,7 @@ def write_f0_store(utterances: Sequence[Utterance], manifest: str | Path, out: s
         extra={"pitch_ranges": ranges},
         **provenance(),
     )
-    with PartWriter(out / PART, {F0_SITE: len(F0_FEATURES)}, "float32", attributes) as writer:
+    with PartWriter(out / PART, {F0_SITE: len(F0_FEATURES)}, "float32", attributes, max_rows=len(features)) as writer:
         for utterance in utterances:
             if utterance.id in features:
                 values, seconds = features[utterance.id]

@@ -64,7 +64,7 @@ F1_VS_GAP = (
 F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "value", "source")
-HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
+HEADER_KEYS = ("schema", "kind", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
 PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "applied_to", "seed", "site_index", "splits", "shared_speakers")
 PROBE_NOT_SCORES += ("control_seeds", "control_f1_per_seed", "control_split", "mdl_c_grid", "mdl_c_per_block", "mdl_positions", "mdl_control_seed")
@@ -72,6 +72,19 @@ PROBE_NOT_SCORES += ("control_seeds", "control_f1_per_seed", "control_split", "m
 
 class CollectError(ValueError):
     """Inputs that cannot be joined honestly: a file without its subject, two records claiming one key."""
+
+
+# what collect reads, per flag: the kind a document records (``kind``, written by extract.provenance.identified),
+# the newest schema version it knows, and for documents written before they recorded their kind, the key only
+# that kind holds (a gap report's per-language entries, MuST-SHE's category-1 scores, WinoMT's stereotype sets)
+DOCUMENT_KINDS = {
+    "asr_gap": {"flag": "--gaps", "schema": 1, "holds": "languages"},
+    "mustshe": {"flag": "--mustshe", "schema": 1, "holds": "category_1"},
+    "winomt": {"flag": "--winomt", "schema": 1, "holds": "by_stereotype"},
+}
+PROBE_SUBJECT_KEYS = ("model", "dataset", "language")
+PROBE_CONFIG_KEYS = ("site", "probe", "control", "seed", "task")
+PROBE_SCORES = ("f1_s", "f1_macro", "applied_f1_macro")  # the scores the joins read: a number or null, never a string
 
 
 @dataclass(frozen=True)
@@ -184,6 +197,7 @@ def read_probes(paths: Sequence[Path]) -> tuple[list[Probe], list[dict]]:
                     {"source": f"{path}:{line}", "run_id": run_id, "reason": "no subject: written before probe rows recorded their model, dataset and language"}
                 )
                 continue
+            _check_probe_row(row, f"{path}:{line}")
             if (run_id, row.get("store_identity")) in seen:
                 continue
             seen.add((run_id, row.get("store_identity")))
@@ -191,14 +205,46 @@ def read_probes(paths: Sequence[Path]) -> tuple[list[Probe], list[dict]]:
     return probes, skipped
 
 
+def _check_probe_row(row: dict, where: str) -> None:
+    """A probe row that records its subject must record every key the joins read, and its scores as numbers."""
+    missing = [f"subject.{key}" for key in PROBE_SUBJECT_KEYS if key not in row["subject"]]
+    missing += [f"config.{key}" for key in PROBE_CONFIG_KEYS if key not in row["config"]]
+    if missing or "run_id" not in row:
+        raise CollectError(f"{where}: not a probe row of experiments.probe (no {', '.join(missing or ['run_id'])}); move the file aside or rerun the probes")
+    for score in PROBE_SCORES:
+        value = row.get(score)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise CollectError(f"{where}: {score} is {value!r} ({type(value).__name__}), not a number; move the file aside or rerun the probes")
+
+
+def _check_kind(kind: str, doc: dict, path: Path) -> None:
+    """``doc`` must be of ``kind``: the kind it records, or (documents written before they recorded it)
+    the key only that kind holds; and of a schema version this code reads."""
+    expected = DOCUMENT_KINDS[kind]
+    recorded = doc.get("kind")
+    if recorded is None:
+        recorded = next((name for name, other in DOCUMENT_KINDS.items() if other["holds"] in doc), None)
+    if recorded != kind:
+        what = f"a {recorded} result" if recorded else f"no {kind} result (it holds no {expected['holds']!r})"
+        flag = f"; give it as {DOCUMENT_KINDS[recorded]['flag']}" if recorded in DOCUMENT_KINDS else ""
+        raise CollectError(f"{path}: given as {expected['flag']}, but it is {what}{flag}")
+    schema = doc.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > expected["schema"]:
+        raise CollectError(f"{path}: a {kind} result of schema {schema}, newer than this code reads ({expected['schema']}); update the package")
+    if expected["holds"] not in doc or kind == "asr_gap" and not (isinstance(doc["languages"], dict) and doc["languages"]):
+        raise CollectError(f"{path}: an {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{kind}")
+
+
 def read_document(kind: str, path: Path, command: str) -> Document:
-    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label."""
+    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label
+    and be of ``kind`` (:func:`_check_kind`)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CollectError(f"{path}: not a readable {command} result ({type(error).__name__}: {error})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("subject"), dict):
         raise CollectError(f"{path}: no subject (written before {command} recorded its model, dataset and languages); rerun python -m experiments.{command}")
+    _check_kind(kind, doc, Path(path))
     if not doc["subject"].get("model"):
         raise CollectError(
             f"{path}: its subject names no model label (its hypotheses carry no model: give transcribe's .jsonl rows); rerun python -m experiments.{command}"
@@ -425,7 +471,7 @@ def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path], mustshe: S
     probe_paths, gap_paths, mustshe_paths, winomt_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt))
     for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]:
         if not path.is_file():
-            raise CollectError(f"{path}: no such file")
+            raise CollectError(f"{path}: " + ("a folder; give the result files in it" if path.is_dir() else "no such file"))
     result = Collected(inputs=[file_identity(path) for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]])
     result.unmatched = {name: [] for name in ("probes_without_gap", "gaps_without_probe", "applied_probes_without_mustshe", "mustshe_without_probe")}
     rows, result.skipped = read_probes(probe_paths)

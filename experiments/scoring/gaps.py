@@ -46,6 +46,12 @@ P_VALUE_NOTE = (
 )
 
 
+def iterations_problem(iterations: int) -> str | None:
+    """Why ``iterations`` cannot run (the speaker bootstrap needs one resample at least), or None;
+    shared by ``asr_gap --iterations`` and a study's ``behaviour.gap.iterations``."""
+    return None if iterations >= 1 else f"iterations must be at least 1, got {iterations}"
+
+
 def error_rate(errors: np.ndarray, lengths: np.ndarray) -> float:
     total = float(np.sum(lengths))
     if total <= 0:
@@ -328,7 +334,8 @@ def gap_report(
     for row in rows:
         by_language.setdefault(row["language"], []).append(row)
     settings = gap_settings(groups, iterations, seed, scoring, estimate, compare)
-    report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, [hypotheses] if hypotheses else [], hypotheses_subject(rows, hypotheses))
+    inputs = [hypotheses] if hypotheses else []
+    report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, inputs, hypotheses_subject(rows, hypotheses), kind="asr_gap")
     all_counts = []
     for language in sorted(by_language):
         report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate, compare)

@@ -165,7 +165,7 @@ def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokeniz
     hypotheses, unmatched = read_hypotheses(path, entries)
     rows = sentence_rows(entries, hypotheses, language, pretokenized)
     subject = hypotheses_file_subject(path) | {"tgt_lang": language}
-    result = identified(score_sentences(rows), SCORES_SCHEMA, [p for p in (definition, path) if p], subject)
+    result = identified(score_sentences(rows), SCORES_SCHEMA, [p for p in (definition, path) if p], subject, kind="mustshe")
     if unmatched:
         result["unmatched_hypotheses"] = {"count": len(unmatched), "ids": unmatched}
     return result, rows

@@ -137,4 +137,4 @@ def quality_report(rows: list[dict], hypotheses: Path, scorer: Scorer | None = N
     ``inputs`` and ``provenance``."""
     language = target_language(rows, hypotheses)
     result = {"groups": evaluate(rows, scorer, language), "target_language": language, "comet_model": comet_model if scorer is not None else None}
-    return identified(result, SCORES_SCHEMA, [hypotheses], hypotheses_subject(rows, hypotheses))
+    return identified(result, SCORES_SCHEMA, [hypotheses], hypotheses_subject(rows, hypotheses), kind="st_quality")

@@ -401,7 +401,7 @@ def evaluate_translations(
         "st", source, translations, pro=str(pro), anti=str(anti), tgt_lang=tgt_lang, analyser=analyser.name, alignment=alignment, alignments_used=str(saved)
     )
     inputs = [source, pro, anti, translations, *([alignments] if alignments else [])]
-    result = identified(result, RESULT_SCHEMA, inputs, hypotheses_file_subject(translations) | {"tgt_lang": tgt_lang})
+    result = identified(result, RESULT_SCHEMA, inputs, hypotheses_file_subject(translations) | {"tgt_lang": tgt_lang}, kind="winomt")
     return result, save_result(result, rows, out)
 
 
@@ -417,5 +417,5 @@ def evaluate_transcripts(
     if unmatched_ids:
         result["unmatched_outputs"] = {"count": len(unmatched_ids), "ids": unmatched_ids}
     result["settings"] = settings_record("asr", source, transcripts, pro=str(pro), anti=str(anti))
-    result = identified(result, RESULT_SCHEMA, [source, pro, anti, transcripts], hypotheses_file_subject(transcripts))
+    result = identified(result, RESULT_SCHEMA, [source, pro, anti, transcripts], hypotheses_file_subject(transcripts), kind="winomt")
     return result, save_result(result, rows, out)

@@ -10,6 +10,16 @@ and loads no model and writes nothing. ``--stages`` runs a subset (in that order
 finished output (a finished study only checks, in seconds); see ``experiments.study.stages`` for
 each stage's rule, and ``experiments.study.schema`` for the study file.
 
+Each unit is finished only when what it reads is up to date too: after a manifest edit, the probes
+of the stores built from the old manifest wait for ``extract`` (and ``collect`` for the probes), so
+``--stages`` without the stage that must run first is refused, naming it. ``--redo STAGE[,STAGE]``
+computes those stages anew: their outputs are first moved to ``OUT/.superseded/STAMP/`` (with their
+paths under ``OUT``; nothing is deleted: move a folder back to undo, delete ``.superseded`` to free
+the space). Probe rows of earlier runs of the same probes (the grid's options changed, or the study
+folder was moved or copied) are set aside the same way once the new rows are there, so ``collect``
+reads one row per probe. ``--reclaim-stale`` takes over the claims a killed run left on this host
+(the run's process is gone, or its pid now belongs to another process).
+
 ``--executor slurm|local`` submits extraction (one task per store shard), transcription (one per
 hypotheses file) and the probe grid (``--cells-per-task`` cells per task) as one submitit job array
 per stage, waits, and goes on; the scoring, collect and report stages run here. Logs go to
@@ -30,10 +40,10 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, run_cli
+from experiments.cli import CommandParser, add_reclaim_stale_argument, input_argument, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
-from experiments.study.stages import STAGES, Context, describe, plan, print_lines, run, study_errors
+from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -48,6 +58,13 @@ def _stages(text: str) -> tuple[str, ...]:
     return tuple(stage for stage in STAGES if stage in chosen)
 
 
+def _device(text: str) -> str:
+    """``--device``: one this machine has (:func:`extract.spec.device_problem`, which imports torch: here, not at the top)."""
+    from extract.spec import device_argument
+
+    return device_argument(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -57,7 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
     runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
     runner.add_argument("--root", type=Path, help="resolve the study's relative paths against this folder (default: the study file's folder)")
-    runner.add_argument("--device", help="where models and probes run (default: the study's device, else cuda if a GPU is visible, else cpu)")
+    runner.add_argument(
+        "--device",
+        type=_device,
+        help="where models and probes run: cpu, cuda, cuda:N, mps (default: the study's device, else cuda if a GPU is visible)",
+    )
+    runner.add_argument(
+        "--redo",
+        type=_stages,
+        default=(),
+        metavar="STAGE[,STAGE]",
+        help="compute these stages' outputs anew: the existing ones are moved to OUT/.superseded/STAMP/ first (nothing is deleted)",
+    )
+    add_reclaim_stale_argument(runner, "an output of the study")
     runner.add_argument("--quiet", action="store_true", help="no progress bars")
     runner.add_argument("--cells-per-task", type=int, default=1, help="with --executor: probe grid cells per task (default 1)")
     add_executor_arguments(runner, "a store shard (extract), a hypotheses file (transcribe), --cells-per-task grid cells (probe)", pick_tasks=False)
@@ -65,12 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from extract.spec import default_device
+    from extract.spec import default_device, device_problem
 
     started = time.time()
     study = load_study(args.study, args.root)
-    context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet, write=not args.dry_run)
+    if args.device is None and study.device is not None and device_problem(study.device):
+        raise StudyError(f"{study.path}: device: {device_problem(study.device)} (or give --device)")
+    device = args.device or study.device or default_device()
+    context = Context(study, device, show_progress=not args.quiet, write=not args.dry_run, reclaim_stale=args.reclaim_stale)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
+    if args.redo:
+        if args.dry_run:
+            aside = study.out / ".superseded"
+            print(f"[study] --redo {','.join(args.redo)}: a run would set their outputs aside under {aside}/ (the plan below shows them as they are)")
+        else:
+            aside = redo(context, args.redo)
+            print(f"[study] --redo {','.join(args.redo)}: " + (f"earlier outputs set aside -> {aside}" if aside else "no earlier output to set aside"))
     print_lines(["[study] plan:", *describe(plan(context, args.stages))])
     if args.dry_run:
         print("[study] dry run: nothing loaded, nothing written")

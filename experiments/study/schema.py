@@ -70,6 +70,7 @@ sha256 is what the store records). Two grids must not produce one run twice: a r
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -217,6 +218,7 @@ class ProbeGrid:
     models: tuple[str, ...] | None = None
     sites: tuple[str, ...] | None = None
     languages: tuple[str | None, ...] = (None,)
+    where: str = "probes"  # its key in the study file, for errors
 
     def probes_model(self, model: str) -> bool:
         return self.models is None or model in self.models
@@ -338,8 +340,18 @@ def _is(value, kinds) -> bool:
     return isinstance(value, tuple(kinds))
 
 
+SHOWN_CHARACTERS = 200  # a value in an error line is cut here (a YAML alias can expand a short file into gigabytes)
+
+
 def _shown(value) -> str:
-    return "nothing" if value is None else f"{value!r} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
+    if value is None:
+        return "nothing"
+    shortened = reprlib.Repr()
+    shortened.maxlist = shortened.maxdict = 6
+    shortened.maxstring = shortened.maxother = SHOWN_CHARACTERS
+    shortened.maxlevel = 3
+    text = shortened.repr(value)
+    return f"{text[:SHOWN_CHARACTERS]}{'...' if len(text) > SHOWN_CHARACTERS else ''} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
 
 
 def load_study(path: str | Path, root: str | Path | None = None) -> Study:
@@ -360,6 +372,12 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     for key in ("name", "out", "device"):
         if key in document and not isinstance(document[key], str):
             raise reader.error(key, f"expected a string, got {_shown(document[key])}")
+        if key in document and not document[key].strip():
+            wanted = {"name": "the study's name", "out": "the folder of its outputs", "device": "a device such as cpu"}[key]
+            raise reader.error(key, f"is empty; give {wanted}")
+    out = reader.resolve(document["out"])
+    if out.exists() and not out.is_dir():
+        raise reader.error("out", f"{out} is a file; give a folder for the study's outputs")
     sites = _sites(reader, document.get("sites", "all"), "sites")
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
@@ -370,6 +388,10 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
     gap = reader.fields(behaviour["gap"], GAP_FIELDS, "behaviour.gap") if "gap" in given else None
     if gap is not None:
+        from experiments.scoring.gaps import iterations_problem
+
+        if iterations_problem(gap["iterations"]):
+            raise reader.error("behaviour.gap.iterations", iterations_problem(gap["iterations"]))
         gap["groups"] = list(reader.names(gap["groups"], "behaviour.gap.groups", choices=GENDERS))
         if len(gap["groups"]) != 2:
             raise reader.error("behaviour.gap.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
@@ -381,10 +403,14 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     transcribe = reader.fields(document.get("transcribe"), TRANSCRIBE_FIELDS, "transcribe")
     _positive(reader, extract, ("batch_seconds", "max_seconds", "utterances_per_part", "num_shards"), "extract")
     _positive(reader, transcribe, ("batch_seconds", "max_seconds", "num_beams", "max_new_tokens"), "transcribe")
+    if st_quality is not None:
+        _positive(reader, st_quality, ("batch_size",), "behaviour.st_quality")
+        if st_quality["gpus"] < 0:
+            raise reader.error("behaviour.st_quality.gpus", f"must be 0 or more, got {st_quality['gpus']}")
     return Study(
         path=path,
         name=document["name"],
-        out=reader.resolve(document["out"]),
+        out=out,
         device=document.get("device"),
         models=models,
         corpora=corpora,
@@ -394,8 +420,19 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         f0=f0,
         gap=gap,
         st_quality=st_quality,
-        report=reader.fields(document.get("report"), REPORT_FIELDS, "report"),
+        report=_report(reader, document.get("report"), models),
     )
+
+
+def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
+    """``report``: its ``site`` must be a site of a model (checked where every model lists its sites;
+    a model with ``sites: all`` has its sites known once extracted)."""
+    report = reader.fields(value, REPORT_FIELDS, "report")
+    if report["site"] is not None and all(model.sites != "all" for model in models):
+        known = sorted({site for model in models for site in model.sites})
+        if report["site"] not in known:
+            raise reader.error("report.site", f"{report['site']!r} is no site of the study's models; their sites: {', '.join(known)}")
+    return report
 
 
 def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, where: str) -> tuple[str, ...]:
@@ -473,7 +510,23 @@ def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
         if task not in TASKS:
             raise reader.error(f"{where}.task", f"{task!r} is not one of {', '.join(TASKS)}")
         corpora.append(Corpus(name, task, _parts(reader, checked, where)))
+    _distinct_manifests(reader, corpora)
     return tuple(corpora)
+
+
+def _distinct_manifests(reader: _Reader, corpora: list[Corpus]) -> None:
+    """Each manifest belongs to one corpus: its rows record one ``dataset``, the corpus's name, on which
+    the tables join (two corpora reading one manifest would give two probe rows claiming one dataset)."""
+    seen: dict[Path, tuple[int, str]] = {}
+    for index, corpus in enumerate(corpora):
+        for part in corpus.parts:
+            where = f"corpora[{index}].manifests.{part.key}"
+            identity = part.manifest.resolve()
+            if identity in seen and seen[identity][0] != index:  # within one corpus, its keys' languages tell the parts apart
+                raise reader.error(
+                    where, f"{part.manifest} is also {seen[identity][1]}; a manifest's rows record one dataset, so each corpus needs its own manifest"
+                )
+            seen.setdefault(identity, (index, where))
 
 
 def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
@@ -583,4 +636,17 @@ def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Co
                 ProbeConfig(store="-", site="-", probe=probe, control=control, **options)
             except (ProbeError, TypeError) as error:
                 raise reader.error(where, str(error)) from None
-    return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options, model_names, sites, languages)
+    if sites is not None:
+        _grid_sites(reader, sites, [model for model in models if model_names is None or model.name in model_names], model_names, where)
+    return ProbeGrid(probes, controls, seeds, learn_from, apply_to, options, model_names, sites, languages, where)
+
+
+def _grid_sites(reader: _Reader, sites: tuple[str, ...], models: list[Model], model_names, where: str) -> None:
+    """A grid's ``sites`` must each be a site of one of its models whose sites are listed (a model with
+    ``sites: all`` has its sites known once extracted: the probe stage checks those)."""
+    if any(model.sites == "all" for model in models):
+        return
+    known = {site for model in models for site in model.sites} | ({F0} if model_names and F0 in model_names else set())
+    unknown = [site for site in sites if site not in known]
+    if unknown:
+        raise reader.error(f"{where}.sites", f"{unknown[0]!r} is no site of the models it probes; their sites: {', '.join(sorted(known))}")

@@ -52,6 +52,7 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from experiments.scheduling import SchedulingError
     from experiments.scoring.collect import CollectError
     from experiments.scoring.correlation import CorrelationError
+    from extract.claims import ClaimError
     from extract.corpora.must_she import MustSheError
     from extract.families import NonFiniteError
     from extract.families.generation import LanguageCodeError
@@ -59,12 +60,13 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from extract.runner import SettingsMismatchError
     from extract.spec import LOAD_ERRORS
     from extract.store import StoreError
+    from extract.supersede import SupersedeError
     from probing.data import ProbeError
     from probing.grid import GridError
     from probing.results import ResultsError
 
     stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
-    return (StudyError, *stages, F0Error, SchedulingError, InterventionError, LanguageCodeError, *LOAD_ERRORS)
+    return (StudyError, *stages, F0Error, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ class Unit:
     model: Model | None = None
     job: object = None  # ExtractionJob, TranscriptionJob, ProbeConfig or a Behaviour
     size: int = 0  # utterances (extract, transcribe)
+    waits: str | None = None  # the earlier stage whose output it reads is not up to date (it is then not done)
 
 
 @dataclass
@@ -133,6 +136,9 @@ class Context:
     show_progress: bool = True
     manifests: dict[Path, list] = field(default_factory=dict)
     write: bool = True
+    reclaim_stale: bool = False  # take over the claims of a killed run (--reclaim-stale)
+    unfinished: set[str] = field(default_factory=set)  # the stages planned with work to do (see plan)
+    outdated: dict[Path, tuple[str, str]] = field(default_factory=dict)  # an existing output not up to date -> (its stage, why)
 
     @property
     def layout(self) -> Layout:
@@ -244,6 +250,8 @@ def plan_extract(context: Context) -> list[Unit]:
                 job = extraction_job(context, model, corpus, part)
                 size = len(context.model_utterances(model, corpus, part))
                 done, note = store_status(job, size)
+                if not done and Path(job.out).exists():
+                    context.outdated[Path(job.out)] = ("extract", note or "not complete")
                 units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
     return units
 
@@ -260,7 +268,7 @@ def run_extract(context: Context, units: list[Unit]) -> None:
             started = time.time()
             for shard in range(unit.job.num_shards):
                 try:
-                    sites, report = extract(replace(unit.job, shard_index=shard), context.show_progress, extractor=extractor)
+                    sites, report = extract(replace(unit.job, shard_index=shard), context.show_progress, context.reclaim_stale, extractor=extractor)
                 except UnknownSiteError as error:
                     raise StudyError(f"{context.study.path}: models {model.name}: sites: {error.args[0]}") from None
             print(
@@ -314,6 +322,8 @@ def plan_f0(context: Context) -> list[Unit]:
             size = len(context.utterances(corpus, part))
             out = context.layout.f0_store(part)
             done = f0_store_current(part.manifest, out, study.f0["range_by"])
+            if not done and out.exists():
+                context.outdated[out] = ("f0", "another manifest or pitch range rule")
             units.append(Unit("f0", f"{F0} {part.name}", done, f"{size} utterances" if done else "", None, (corpus, part, out), size))
     return units
 
@@ -361,6 +371,7 @@ def skipped_path(hypotheses: Path) -> Path:
 
 
 def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
+    from extract.claims import claim_path, describe_holder, read_holder
     from extract.provenance import read_settings
     from extract.runner import finished_ids
 
@@ -372,6 +383,9 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
     if differing:
         return False, f"written with other settings ({', '.join(differing)}): the transcription will say how"
+    if claim_path(job.out).exists():  # reading it would take the claim: the transcription says whether it may (--reclaim-stale)
+        holder = read_holder(claim_path(job.out))
+        return False, f"claimed by {describe_holder(holder) if holder else 'another writer'}: the transcription will say whether it resumes"
     done = finished_ids(job.out)
     ledger = skipped_path(job.out)
     if ledger.exists():
@@ -390,6 +404,8 @@ def plan_transcribe(context: Context) -> list[Unit]:
                 for target in part.targets:
                     job = transcription_job(context, model, corpus, part, target)
                     done, note = hypotheses_status(job, ids)
+                    if not done and job.out.exists():
+                        context.outdated[job.out] = ("transcribe", note)
                     units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))
     return units
 
@@ -403,7 +419,7 @@ def run_transcribe(context: Context, units: list[Unit]) -> None:
         generator = _loaded(model, load_generator, todo[0].job.spec, todo[0].job.options)
         for unit in todo:
             started = time.time()
-            report = transcribe(unit.job, context.show_progress, generator=generator)
+            report = transcribe(unit.job, context.show_progress, generator=generator, reclaim_stale=context.reclaim_stale)
             if report.skipped:
                 record = {"manifest_sha256": file_sha256(unit.job.manifest), "skipped": report.skipped}
                 skipped_path(unit.job.out).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -439,6 +455,7 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
     layout = context.layout
     configs, unknown = [], []
     for grid in context.study.probes:
+        had, known_sites = len(unknown), set()
         for model in context.study.models:
             if not grid.probes_model(model.name):
                 continue
@@ -450,10 +467,16 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                         unknown.append(f"{model.name} {part.name}")
                         continue
                     sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                    known_sites.update(sites)
                     languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):
                         configs += grid_runs(grid, store, site, languages, context.device, applied)
         configs += f0_configs(context, grid)
+        missing = [site for site in grid.sites or () if site not in known_sites and site != F0]
+        if missing and len(unknown) == had and known_sites:
+            raise StudyError(
+                f"{context.study.path}: {grid.where}.sites: {missing[0]!r} is no site of the stores it probes; their sites: {', '.join(sorted(known_sites))}"
+            )
     return configs, sorted(set(unknown), key=unknown.index)
 
 
@@ -489,10 +512,24 @@ def plan_probe(context: Context) -> list[Unit]:
     todo, stale = pending(extracted, context.layout.probes) if extracted else ([], 0)
     waiting = {config.run_id() for config in todo} | {config.run_id() for config in configs} - {config.run_id() for config in extracted}
     units = [Unit("probe", _describe(config), config.run_id() not in waiting, "", None, config) for config in configs]
+    for unit in units:
+        _wait_for_outdated(context, unit, [Path(store) for store in (unit.job.store, unit.job.apply_to) if store])
     if stale:
         units.append(Unit("probe", f"{stale} runs finished on stores that changed since", False, "recomputed"))
     units += [Unit("probe", f"{what}: every site", False, "known once extracted") for what in unknown]
     return units
+
+
+def _wait_for_outdated(context: Context, unit: Unit, inputs: list[Path]) -> None:
+    """``unit`` is not up to date when an input of it exists but is not (its manifest changed, other
+    settings): it waits for the stage that writes that input."""
+    for path in inputs:
+        if path in context.outdated:
+            stage, why = context.outdated[path]
+            unit.done, unit.waits = False, stage
+            shown = path.relative_to(context.study.out) if path.is_relative_to(context.study.out) else path
+            unit.note = f"reads {shown}, not up to date ({why}): {stage} first"
+            return
 
 
 def _describe(config) -> str:
@@ -599,6 +636,7 @@ def plan_behaviour(context: Context, stage: str) -> list[Unit]:
                         continue
                     done, note = behaviour_status(behaviour)
                     units.append(Unit(stage, f"{model.name} {part.output_name(target)}", done, note, model, behaviour))
+                    _wait_for_outdated(context, units[-1], behaviour.inputs)
     return units
 
 
@@ -626,14 +664,29 @@ def collected_tables(layout: Layout) -> list[Path]:
 def plan_collect(context: Context) -> list[Unit]:
     probes, gaps, mustshe = collect_paths(context)
     if not probes:
-        return [Unit("collect", "probe rows with behaviour", False, "waits for probe rows")] if context.study.probes else []
+        return [Unit("collect", "probe rows with behaviour", False, "waits for probe rows", waits="probe")] if context.study.probes else []
     done = newer(collected_tables(context.layout), [*probes, *gaps, *mustshe])
-    return [Unit("collect", f"{len(gaps)} gap and {len(mustshe)} MuST-SHE results with the probe rows", done, "", None, (probes, gaps, mustshe))]
+    unit = Unit("collect", f"{len(gaps)} gap and {len(mustshe)} MuST-SHE results with the probe rows", done, "", None, (probes, gaps, mustshe))
+    return [_after(context, unit, ("probe", "asr_gap", "mustshe"))]
+
+
+def _after(context: Context, unit: Unit, stages: tuple[str, ...]) -> Unit:
+    """``unit`` is up to date only when every one of ``stages`` (the stages whose outputs it reads) is."""
+    waiting = [stage for stage in stages if stage in context.unfinished]
+    if waiting and unit.done:
+        unit.done, unit.waits, unit.note = False, waiting[0], f"{waiting[0]} has work to do first"
+    return unit
 
 
 def run_collect(context: Context, unit: Unit) -> None:
     from experiments.scoring.collect import collect, write_collected
 
+    if unit.job is None:
+        grids = ", ".join(grid.where for grid in context.study.probes)
+        raise StudyError(f"{context.study.path}: {grids}: the probe stage wrote no row to {context.layout.probes}; check the grids' models, corpora and sites")
+    configs, unknown = probe_configs(context)
+    if not unknown:
+        supersede_probe_rows(context, configs)  # a probe stage stopped before it could
     probes, gaps, mustshe = unit.job
     result = collect(probes, gaps, mustshe)
     written = write_collected(result, context.layout.results)
@@ -652,7 +705,8 @@ def plan_reporting(context: Context, stage: str) -> list[Unit]:
     if not layout.results.joinpath("collect.json").exists():
         return [Unit(stage, stage, False, "waits for collect")] if context.study.probes else []
     inputs, outputs = report.stage_files(stage, layout, context.study)
-    return [Unit(stage, {"correlate": "correlations", "figures": "figures", "report": str(layout.results_md)}[stage], newer(outputs, inputs))]
+    unit = Unit(stage, {"correlate": "correlations", "figures": "figures", "report": str(layout.results_md)}[stage], newer(outputs, inputs))
+    return [_after(context, unit, ("collect",) if stage != "report" else ("collect", "correlate", "figures"))]
 
 
 def run_reporting(context: Context, stage: str) -> None:
@@ -680,7 +734,29 @@ PLANS: dict[str, Callable[[Context], list[Unit]]] = {
 
 
 def plan(context: Context, stages: Iterable[str] = STAGES) -> dict[str, list[Unit]]:
-    return {stage: PLANS[stage](context) for stage in stages}
+    """The units of ``stages``. Every stage up to the last of them is planned, in order, whether asked
+    for or not: a unit is up to date only when the outputs it reads are (a store whose manifest
+    changed makes its probes wait for extract, a probe to do makes collect wait, ...)."""
+    stages = tuple(stages)
+    context.outdated, context.unfinished = {}, set()
+    planned = {}
+    for stage in STAGES[: max(STAGES.index(stage) for stage in stages) + 1] if stages else ():
+        planned[stage] = PLANS[stage](context)
+        if any(not unit.done for unit in planned[stage]):
+            context.unfinished.add(stage)
+    return {stage: planned[stage] for stage in stages}
+
+
+def check_subset(planned: dict[str, list[Unit]], stages: tuple[str, ...], study_path: Path) -> None:
+    """A stage run without an earlier stage (``--stages``) whose output one of its units reads and
+    which is not up to date is refused, naming both: it would compute from stale inputs."""
+    for stage in stages:
+        for unit in planned.get(stage, []):
+            if unit.waits is not None and unit.waits not in stages:
+                raise StudyError(
+                    f"{study_path}: --stages {','.join(stages)}: {stage} ({unit.what}) {unit.note}; add {unit.waits} to --stages "
+                    f"(or leave --stages out; --redo {unit.waits} sets its outputs aside to compute them anew)"
+                )
 
 
 def describe(planned: dict[str, list[Unit]]) -> list[str]:
@@ -701,7 +777,7 @@ def run_stage(context: Context, stage: str, executor: argparse.Namespace | None 
     """Computes the unfinished outputs of ``stage`` (planned anew: earlier stages may have written
     their inputs); with ``executor`` (the ``--executor`` options), extraction, transcription and the
     probe grid go to submitit as one job array. Returns 0, or 1 when a submitted task failed."""
-    units = PLANS[stage](context)
+    units = plan(context, [stage])[stage]
     todo = [unit for unit in units if not unit.done]
     if not todo:
         return 0
@@ -736,9 +812,58 @@ def _run_probes(context: Context, executor: argparse.Namespace | None) -> int:
     if unknown:
         raise StudyError(f"the stores of {', '.join(unknown)} do not exist yet: run the extract stage first")
     if executor is None:
-        run_all(configs, context.layout.probes)
-        return 0
-    return submit_grid(executor, configs, context.layout.probes, executor.cells_per_task)
+        run_all(configs, context.layout.probes, reclaim_stale=context.reclaim_stale)
+        status = 0
+    else:
+        status = submit_grid(executor, configs, context.layout.probes, executor.cells_per_task, context.reclaim_stale)
+    if status == 0 and context.layout.probes.exists():
+        supersede_probe_rows(context, configs)
+    return status
+
+
+def supersede_probe_rows(context: Context, configs: list) -> None:
+    """Rows of earlier runs that a row of this grid's runs replaces: the same (model, dataset,
+    language, site, probe, control, seed, task, applied store, split), which collect reads as one
+    key, from a run id the grid no longer has (its options changed, or the study folder was moved or
+    copied: a run id counts the store's path). They are moved out of ``probes.jsonl``: the whole file
+    as it was goes to ``OUT/.superseded/STAMP/probes/probes.jsonl`` (:mod:`extract.supersede`)."""
+    import os
+    import shutil
+
+    from experiments.scoring.collect import Probe
+    from extract.claims import Claim
+    from extract.supersede import superseded_folder
+    from probing.results import load_numbered_rows
+
+    path = context.layout.probes
+    current = {config.run_id() for config in configs}
+    with Claim(path, context.reclaim_stale):
+        numbered = load_numbered_rows(path)
+        keys = {}
+        for run_id, (line, row) in numbered.items():
+            try:
+                keys[run_id] = Probe(row, path, line).key
+            except (KeyError, TypeError, AttributeError):
+                continue  # not a row collect joins: left for collect to name
+        replaced = {keys[run_id] for run_id in current if run_id in keys}
+        superseded = {run_id for run_id, key in keys.items() if run_id not in current and key in replaced}
+        if not superseded:
+            return
+        folder = superseded_folder(context.study.out)
+        kept = folder / "kept.jsonl"
+        with path.open("rb") as source, kept.open("wb") as target:
+            for line in source:
+                try:
+                    run_id = json.loads(line).get("run_id")
+                except (ValueError, AttributeError):
+                    run_id = None
+                if run_id not in superseded:
+                    target.write(line)
+        old = folder / path.relative_to(context.study.out)
+        old.parent.mkdir(parents=True)
+        shutil.copy2(path, old)
+        os.replace(kept, path)
+    print(f"[study] probe: {len(superseded)} rows of earlier runs of the same probes (other options, or the study folder moved) set aside -> {old}", flush=True)
 
 
 def _submit(executor: argparse.Namespace, stage: str, tasks: list, finished: int) -> int:
@@ -757,15 +882,47 @@ def _named(executor: argparse.Namespace, context: Context, stage: str) -> argpar
 def run(context: Context, stages: Iterable[str], executor: argparse.Namespace | None = None) -> int:
     """Runs ``stages`` in order; stops after a stage whose submitted tasks failed (1), or that was
     submitted without waiting (``--no-wait``: rerun to go on)."""
+    stages = tuple(stages)
+    check_subset(plan(context, stages), stages, context.study.path)
     for stage in stages:
         options = _named(executor, context, stage) if executor is not None and stage in EXECUTOR_STAGES else None
         status = run_stage(context, stage, options)
         if status:
             return status
-        if options is not None and options.no_wait and any(not unit.done for unit in PLANS[stage](context)):
+        if options is not None and options.no_wait and any(not unit.done for unit in plan(context, [stage])[stage]):
             print(f"[study] {stage}: submitted without waiting; rerun the same study to go on once its tasks have finished", flush=True)
             return 0
     return 0
+
+
+def stage_outputs(context: Context, stage: str) -> list[Path]:
+    """What ``stage`` has written for this study and ``--redo`` sets aside (each with its sidecars:
+    a hypotheses file's settings and skipped-ids files, a gap report's per-utterance counts)."""
+    layout = context.layout
+    if stage == "probe":
+        return [layout.probes.parent]
+    if stage == "collect":
+        return collected_tables(layout)
+    if stage in ("correlate", "figures", "report"):
+        from experiments.study import report
+
+        return report.stage_files(stage, layout, context.study)[1]
+    units = PLANS[stage](context)
+    if stage == "f0":
+        return [unit.job[2] for unit in units]
+    outputs = [Path(unit.job.out) for unit in units]
+    if stage == "extract":
+        return outputs
+    return [sidecar for path in outputs for sidecar in sorted(path.parent.glob(f"{path.name}*")) if not sidecar.name.endswith(".lock")]
+
+
+def redo(context: Context, stages: Iterable[str]) -> Path | None:
+    """``--redo``: the outputs of ``stages`` that exist moved to ``OUT/.superseded/STAMP/`` (:mod:`extract.supersede`),
+    so that the run computes them anew; returns that folder (None: nothing was there)."""
+    from extract.supersede import set_aside
+
+    paths = [path for stage in stages for path in stage_outputs(context, stage)]
+    return set_aside([path for path in paths if path.exists()], context.study.out)
 
 
 def print_lines(lines: list[str]) -> None:
