@@ -271,8 +271,11 @@ def test_a_tiny_translation_study_joins_the_applied_probe_with_mustshe_accuracy(
     assert float(row["category_1_accuracy"]) == pytest.approx(scores["category_1"]["accuracy"])
     assert probe["applied_to"]["subject"]["dataset"] == "must_she" and probe["subject"]["dataset"] == "must_c"
     results = (out / "RESULTS.md").read_text()
-    assert f"| wt | encoder.final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
-    assert "No correlation: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    assert row["site_role"] == "final"
+    assert f"| wt | encoder.final | final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
+    assert "No correlation at the final sites: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    correlations = json.loads((out / "results" / "correlations.json").read_text())
+    assert correlations["f1_vs_mustshe"]["where"] == {"site_role": "final"}
     assert not (out / "hyps" / "wt" / "must_c-en-es.jsonl").exists()  # the probe's training corpus is not translated
     capsys.readouterr()
 

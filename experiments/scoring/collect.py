@@ -16,6 +16,12 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
   its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
   the applied store recorded) or, where it does not know its manifest, the model's only applied store.
+- ``site_role`` (in all three tables): what the probed site is in its model, from the family's
+  site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
+  where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
+  ``layer``; ``baseline`` for the F0 baseline; empty for a store that records no known family.
+  ``correlate --where site_role=final`` keeps one point per model, its last encoder-side site, as
+  Fucci et al. 2025's Figure 1 does.
 - ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
   control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
   is the probe's (``fixed``, ``loso``: leave one speaker out; rows written before it read ``fixed``);
@@ -50,6 +56,7 @@ F1_VS_GAP = (
     "language",
     "site",
     "site_index",
+    "site_role",
     "task",
     "f1_s",
     "seeds",
@@ -61,9 +68,11 @@ F1_VS_GAP = (
     "probe_runs",
     "gap_source",
 )
-F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
+F1_VS_MUSTSHE = ("model", "site", "site_index", "site_role", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
-LONG = (*LONG_KEY, "site_index", "value", "source")
+LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
+BASELINE_ROLE = "baseline"  # the site_role of the F0 baseline's store (family praat: experiments.analysis.f0)
+BASELINE_FAMILIES = ("praat",)
 HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
 PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "applied_to", "seed", "site_index", "splits", "shared_speakers")
@@ -98,6 +107,18 @@ class Probe:
             return ""
         subject = applied.get("subject") or {}
         return f"{subject.get('dataset') or ''}@{(subject.get('manifest_sha256') or '')[:12]}"
+
+    @property
+    def site_role(self) -> str | None:
+        """The probed site's role in its model (``final``, ``pre_adapter``, ``final_variant``, ``layer``:
+        :meth:`extract.families.base.Family.site_role`), ``baseline`` for the F0 baseline, None for a
+        store that does not record a known family (an empty cell)."""
+        family = self.subject.get("family")
+        if family in BASELINE_FAMILIES:
+            return BASELINE_ROLE
+        from extract.families import site_role  # here, not at the top: the family modules load torch
+
+        return site_role(family, self.config["site"])
 
     @property
     def split(self) -> str:
@@ -259,6 +280,7 @@ def probe_long_rows(probe: Probe) -> list[dict]:
         "split": probe.split,
         "applied_to": probe.applied_to,
         "site_index": probe.row.get("site_index"),
+        "site_role": probe.site_role,
         "source": str(probe),
     }
     return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
@@ -354,6 +376,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 "language": language,
                 "site": site,
                 "site_index": members[0].row.get("site_index"),
+                "site_role": members[0].site_role,
                 "task": task,
                 "f1_s": _mean(members, "f1_s"),
                 "seeds": _seeds(members),
@@ -406,6 +429,7 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
                     "model": key[0],
                     "site": key[1],
                     "site_index": members[0].row.get("site_index"),
+                    "site_role": members[0].site_role,
                     "tgt_lang": subject.get("tgt_lang"),
                     "applied_f1_macro": _mean(members, "applied_f1_macro"),
                     "seeds": _seeds(members),
@@ -420,8 +444,9 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
     return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["site_index"] if r["site_index"] is not None else -1, r["site"]))
 
 
-def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path], mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
-    """The joins of the module docstring over these inputs (each file once, however spelled)."""
+def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path] = (), mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
+    """The joins of the module docstring over these inputs (each file once, however spelled); any of
+    the behaviour inputs may be empty (MuST-SHE results without gap reports, and the reverse)."""
     probe_paths, gap_paths, mustshe_paths, winomt_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt))
     for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]:
         if not path.is_file():

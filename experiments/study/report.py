@@ -3,13 +3,15 @@
 - ``results/correlations.json``: F1_S against the gap E over the (dataset, language) rows of
   ``f1_vs_gap.csv``, one entry per (model, dataset, site, task) (Attanasio et al. 2024 correlate 19
   languages of one model, dataset and site); the probe's applied F1 against MuST-SHE category-1
-  accuracy over every row of ``f1_vs_mustshe.csv`` (Fucci et al. 2025 pool models, sites and
-  directions). A group that cannot be correlated (fewer than 3 rows, a constant column) keeps its
+  accuracy over the rows of ``f1_vs_mustshe.csv`` at each model's final site (``site_role`` final:
+  post-adapter, or the encoder output of a model without adapter) over models and directions, as
+  Fucci et al. 2025's Figure 1 does (9 points; a model's pre- and post-adapter rows share one
+  accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group that cannot be correlated (fewer than 3 rows, a constant column) keeps its
   ``n`` and says why in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
 - ``figures/`` (PNG + PDF, listed in ``figures/figures.json``): per model and dataset, F1_S against
   E at the headline site (``report.site``, else the model's last site) and F1_S per site and
   language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
-  accuracy. Drawn by :mod:`experiments.reports.plots`.
+  accuracy at the final sites. Drawn by :mod:`experiments.reports.plots`.
 - ``RESULTS.md``: the study, its code and inputs, the correlations, the headline rows and the figures,
   in the way ESPnet collects a recipe's results. It is rewritten whenever the tables change.
 """
@@ -27,6 +29,7 @@ from extract.provenance import file_identity, file_sha256, provenance
 
 SCHEMA = 1
 GAP_KEY = ("model", "dataset", "site", "task")
+MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
 
 
 def _files(layout) -> dict[str, Path]:
@@ -87,8 +90,8 @@ def write_correlations(layout, study: Study) -> Path:
         by_gap.append(where | {"site_index": site_index, "x": "f1_s", "y": "gap_relative"} | statistics)
     mustshe = None
     if _rows(files["f1_vs_mustshe"]):
-        mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy"} | _correlation(
-            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", {}
+        mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy", "where": MUSTSHE_WHERE} | _correlation(
+            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", MUSTSHE_WHERE
         )
     inputs = [file_identity(path) for path in (files["f1_vs_gap"], files["f1_vs_mustshe"]) if path.exists()]
     document = {"schema": SCHEMA, "inputs": inputs, "provenance": provenance(), "f1_vs_gap": by_gap, "f1_vs_mustshe": mustshe}
@@ -139,7 +142,11 @@ def write_figures(layout, study: Study) -> Path:
     mustshe_rows = _rows(files["f1_vs_mustshe"])
     if mustshe_rows:
         fit = correlations.get("f1_vs_mustshe") or {}
-        rows = [row for row in mustshe_rows if _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
+        rows = [
+            row
+            for row in mustshe_rows
+            if _final(row) and _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None
+        ]
         paths = plots.scatter_with_fit(
             [_number(row["applied_f1_macro"]) for row in rows],
             [_number(row["category_1_accuracy"]) for row in rows],
@@ -148,11 +155,16 @@ def write_figures(layout, study: Study) -> Path:
             "probe F1 on MuST-SHE speakers (%)",
             "category-1 gender accuracy (%)",
             layout.figures / "f1_vs_mustshe",
+            title="final sites",
         )
         figures.append({"kind": "f1_vs_mustshe", "paths": [p.name for p in paths]})
     files["figures"].parent.mkdir(parents=True, exist_ok=True)
     files["figures"].write_text(json.dumps({"schema": SCHEMA, "figures": figures}, indent=2) + "\n", encoding="utf-8")
     return files["figures"]
+
+
+def _final(row: dict) -> bool:
+    return all(row.get(column) == value for column, value in MUSTSHE_WHERE.items())
 
 
 def _site_heatmaps(layout, plots) -> list[dict]:
@@ -286,20 +298,25 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
     lines = [
         "## Probe F1 on MuST-SHE speakers against category-1 gender accuracy (Fucci et al. 2025)",
         "",
-        "Applied F1: the attention probe, trained elsewhere, predicting the MuST-SHE speakers (macro F1, mean over seeds).",
+        "Applied F1: the attention probe, trained elsewhere, predicting the MuST-SHE speakers (macro F1, mean over seeds). "
+        "The correlation takes each model's final site (site role `final`: post-adapter, or the encoder output of a model "
+        "without adapter), as the paper's Figure 1; the other sites are listed, not correlated.",
         "",
     ]
     lines += _table(
-        ["model", "site", "target", "applied F1", "category-1 accuracy"],
-        [[row["model"], row["site"], row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])] for row in rows],
+        ["model", "site", "site role", "target", "applied F1", "category-1 accuracy"],
+        [
+            [row["model"], row["site"], row.get("site_role") or "n/a", row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])]
+            for row in rows
+        ],
     )
     fit = correlations.get("f1_vs_mustshe") or {}
     if "pearson_r" in fit:
         lines += [
             "",
-            f"Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
+            f"Final sites: Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
             f"R² {_cell(fit['r2'], 3)}, n = {fit['n']}.",
         ]
     elif fit:
-        lines += ["", f"No correlation: {fit['note']} (n = {fit['n']})."]
+        lines += ["", f"No correlation at the final sites: {fit['note']} (n = {fit['n']})."]
     return lines + [""]
