@@ -6,8 +6,9 @@
   accuracy over the rows of ``f1_vs_mustshe.csv`` at each model's final site (``site_role`` final:
   post-adapter, or the encoder output of a model without adapter) over models and directions, as
   Fucci et al. 2025's Figure 1 does (9 points; a model's pre- and post-adapter rows share one
-  accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group that cannot be correlated (fewer than 3 rows, a constant column) keeps its
-  ``n`` and says why in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
+  accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group
+  that cannot be correlated (fewer than 3 rows, a constant column) keeps its ``n`` and says why
+  in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
 - ``figures/`` (PNG + PDF, listed in ``figures/figures.json``): per model and dataset, F1_S against
   E at the headline site (``report.site``, else the model's last site) and F1_S per site and
   language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
@@ -142,11 +143,7 @@ def write_figures(layout, study: Study) -> Path:
     mustshe_rows = _rows(files["f1_vs_mustshe"])
     if mustshe_rows:
         fit = correlations.get("f1_vs_mustshe") or {}
-        rows = [
-            row
-            for row in mustshe_rows
-            if _final(row) and _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None
-        ]
+        rows = [row for row in mustshe_rows if _final(row) and _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
         paths = plots.scatter_with_fit(
             [_number(row["applied_f1_macro"]) for row in rows],
             [_number(row["category_1_accuracy"]) for row in rows],
