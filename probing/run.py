@@ -208,7 +208,8 @@ def positional_probe(config, reader, splits, labels):
 def pooled_probe(config, reader, splits, labels):
     """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames."""
     fitted = _pooled_fit(config, reader, splits, labels)
-    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, fitted.arrays, fitted.code, splits)
+    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, 0]}
+    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, arrays, fitted.code, splits)
 
 
 def sampled_probe(config, reader, splits, labels):
@@ -220,7 +221,8 @@ def sampled_probe(config, reader, splits, labels):
         dev_scores = metrics.position_scores(labels["dev"], (fitted.model.probabilities(fitted.x["dev"]) > 0.5).astype(int))
         chosen = int(np.argmax(dev_scores["f1_macro"]))
     extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
-    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, fitted.arrays, fitted.code, splits)
+    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, chosen]}
+    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, arrays, fitted.code, splits)
 
 
 @dataclass
@@ -228,6 +230,7 @@ class _PooledFit:
     model: object
     x: dict  # standardized features per split (None for an empty split)
     scores: dict  # test scores per pooled position
+    predictions: np.ndarray  # [test utterances, pooled positions]: the predicted class
     arrays: dict
     code: OnlineCode | None
     lengths: dict  # mean_test_length, and stored_positions where it differs
@@ -251,7 +254,7 @@ def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
         code = online_code_logistic(
             x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
         )
-    return _PooledFit(model, x, scores, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
+    return _PooledFit(model, x, scores, predictions, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
 
 
 def _lengths(mean_test_length: float, stored_positions: float) -> dict:
@@ -485,7 +488,11 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     away from its own values), so with few speakers scores below chance happen (F1 24.5 on 6 voices
     of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
     A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
-    fold's ``accuracy_real``. Returns the splits' description and (scores, arrays, attention)."""
+    fold's ``accuracy_real``. Probes that predict one class per utterance (mean, max, sampled) also
+    save ``test_ids`` (every utterance, in fold order) and ``test_correct`` (1 where its fold's probe
+    predicted it right, 0 where not; for a control run the share of control seeds that did) in the
+    run's arrays: accuracy per any grouping of utterances, e.g. per voice where a speaker reads two
+    languages. Returns the splits' description and (scores, arrays, attention)."""
     kind = probe_kind(config.probe)
     folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
     real = ("none", config.seed)
@@ -526,6 +533,9 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     if stored_positions != mean_test_length:
         scores["stored_positions"] = stored_positions
     arrays |= {"fold_speakers": np.array([fold.speaker for fold in folds]), "fold_accuracy": np.array([entry["accuracy"] for entry in entries])}
+    if all("utterance_correct" in outcome for outcome in outcomes[real]):
+        correct = [np.concatenate([outcome["utterance_correct"] for outcome in outcomes[labelling]]) for labelling in shown]
+        arrays |= {"test_ids": np.array(tested), "test_correct": np.mean(correct, axis=0)}
     attention = {**attention, "probabilities": np.asarray(attention["probabilities"])} if attention["ids"] else {}
     return _loso_sizes(folds, bool(kind.selects_on_dev)), (scores, arrays, attention)
 
@@ -538,7 +548,15 @@ def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -
         accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
     else:
         count, accuracy = np.array([float(len(fold.splits.test))]), np.array([scores["accuracy"]])
-    return {"correct": np.rint(accuracy * count / 100), "count": count, "accuracy": scores["accuracy"], **{k: scores[k] for k in FOLD_DETAILS if k in scores}}
+    outcome = {
+        "correct": np.rint(accuracy * count / 100),
+        "count": count,
+        "accuracy": scores["accuracy"],
+        **{k: scores[k] for k in FOLD_DETAILS if k in scores},
+    }
+    if "test_predicted" in arrays:  # one prediction per utterance (mean, max, sampled): right or wrong, per utterance
+        outcome["utterance_correct"] = (np.asarray(arrays["test_predicted"]) == fold.splits.test.labels).astype(float)
+    return outcome
 
 
 def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict], mean_test_length: float, names: tuple[str, str]) -> tuple[dict, dict]:
