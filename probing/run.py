@@ -17,9 +17,19 @@ from torch.utils.data import Subset
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from probing import controls, features, metrics
-from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits, leave_one_speaker_out, make_splits, shared_speakers_message
+from probing.data import (
+    DEFAULT_SPLIT,
+    SPLITS,
+    Fold,
+    ProbeError,
+    ProbeSplits,
+    leave_one_speaker_out,
+    make_splits,
+    shared_speakers_message,
+    speaker_stratified_splits,
+)
 from probing.kinds import KINDS, probe_kind
-from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
@@ -45,7 +55,11 @@ class ProbeConfig:
     lr: float = 1e-4  # attention probe (Fucci et al. 2025)
     apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
     allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
-    split: str = DEFAULT_SPLIT  # "loso": one fold per speaker, pooled (_loso_run); the default is left out of the run id
+    # "loso": one fold per speaker, pooled (_loso_run); "stratified": speakers shared (Attanasio et al.); the default is left out of the run id
+    split: str = DEFAULT_SPLIT
+    # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
+    # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
+    mdl_guard: bool = True
     device: str = "cpu"
     memory_gb: float = 4.0  # budget for features: positional probes read positions in chunks that fit it; attention sequences beyond it are read per batch
     loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
@@ -75,12 +89,14 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out. So is the default ``split``: a run from before
-        leave-one-speaker-out existed keeps its id."""
+        without workers the field is left out. So are the default ``split`` and ``mdl_guard``: a run
+        from before leave-one-speaker-out or the unguarded MDL option existed keeps its id."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.split == DEFAULT_SPLIT:
             del identity["split"]
+        if self.mdl_guard:
+            del identity["mdl_guard"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -168,11 +184,7 @@ def _positional_run(config, reader, splits, labels):
             model = fit_logistic(x["train"], labels["train"], mask["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
             scores.append(metrics.position_scores(labels["test"], (model.probabilities(x["test"]) > 0.5).astype(int), mask["test"]))
             if config.mdl:
-                codes.append(
-                    online_code_logistic(
-                        x["train"], labels["train"], mask["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
-                    )
-                )
+                codes.append(online_code_logistic(x["train"], labels["train"], mask["train"], splits.train.speakers, **_mdl_options(config)))
     joined = {key: np.concatenate([part[key] for part in scores]) for key in scores[0]}
     return joined, width, join_codes(codes) if codes else None
 
@@ -251,10 +263,18 @@ def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
     code = None
     if config.mdl:
-        code = online_code_logistic(
-            x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
-        )
+        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, **_mdl_options(config))
     return _PooledFit(model, x, scores, predictions, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
+
+
+def _mdl_options(config: ProbeConfig) -> dict:
+    """The logistic online code's options: the guarded mixture over :data:`probing.mdl.DEFAULT_C_GRID`,
+    or (``mdl_guard`` false) every block at the run's fixed ``c``."""
+    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device}
+    return options | ({"c_grid": DEFAULT_C_GRID} if config.mdl_guard else {"c_grid": None, "c": config.c})
+
+
+UNGUARDED = "none: every block at the fixed C"
 
 
 def _lengths(mean_test_length: float, stored_positions: float) -> dict:
@@ -275,7 +295,7 @@ def _logistic_row(scores, span, extra, arrays, code, splits):
     row_metrics = _row_metrics(scores, span, splits.class_names)
     if code is not None:
         arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
-        extra |= _mdl_summary(code, span, MIXTURE_GUARD)
+        extra |= _mdl_summary(code, span, MIXTURE_GUARD if code.grid else UNGUARDED)
     return row_metrics | extra, arrays, {}
 
 
@@ -615,7 +635,10 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
     else:
-        splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+        if config.split == "stratified":
+            splits = speaker_stratified_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
+        else:
+            splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
         if applied_shared:

@@ -150,7 +150,7 @@ def test_loso_refuses_what_does_not_combine_with_it():
     ):
         with pytest.raises(ProbeError, match=f"^split loso: {message}"):
             ProbeConfig("s", SITE, split="loso", **options)
-    with pytest.raises(ProbeError, match=r"unknown split 'speaker'; choose from \('fixed', 'loso'\)"):
+    with pytest.raises(ProbeError, match=r"unknown split 'speaker'; choose from \('fixed', 'loso', 'stratified'\)"):
         ProbeConfig("s", SITE, split="speaker")
 
 
