@@ -109,6 +109,7 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         "site_index",
         "site_role",
         "task",
+        "split",
         "f1_s",
         "seeds",
         "gap_relative",
@@ -236,7 +237,7 @@ def test_unmatched_keys_are_listed_and_old_rows_left_out(tmp_path, capsys):
     assert "unmatched: 1 probes without gap, 1 gaps without probe" in printed and "1 probe rows left out" in printed
     summary = json.loads((tmp_path / "out" / "collect.json").read_text())
     assert summary["unmatched"]["probes_without_gap"] == [
-        {"model": "other", "dataset": "cv", "language": "en", "site": SITE, "task": "female-male", "runs": "r2"}
+        {"model": "other", "dataset": "cv", "language": "en", "site": SITE, "task": "female-male", "split": "fixed", "runs": "r2"}
     ]
     assert summary["unmatched"]["gaps_without_probe"] == [{"model": "m", "dataset": "cv", "language": "it", "task": "female-male", "source": str(gap)}]
     assert summary["skipped_probe_rows"][0]["source"] == f"{probes}:1"
@@ -269,7 +270,7 @@ def test_f1_vs_mustshe_joins_the_probe_applied_to_the_same_manifest(tmp_path, ca
     argv = ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--mustshe", mustshe, "--out", tmp_path / "out"]
     assert collect_main([str(a) for a in argv]) == 0
     table = _read_csv(tmp_path / "out" / "f1_vs_mustshe.csv")
-    assert list(table[0])[:6] == ["model", "site", "site_index", "site_role", "tgt_lang", "applied_f1_macro"]
+    assert list(table[0])[:7] == ["model", "site", "site_index", "site_role", "split", "tgt_lang", "applied_f1_macro"]
     assert [(r["site"], r["tgt_lang"], float(r["applied_f1_macro"]), r["seeds"], float(r["category_1_accuracy"])) for r in table] == [
         (SITE, "es", 80.0, "0", 62.5),
         ("encoder.final", "es", 80.0, "0 1", 62.5),
@@ -338,3 +339,13 @@ def test_collect_takes_mustshe_without_gaps_and_gaps_without_mustshe(tmp_path, c
     assert collect_main([str(a) for a in ["--probes", probes, "--gaps", gap, "--out", tmp_path / "gap"]]) == 0
     assert [r["site_role"] for r in _read_csv(tmp_path / "gap" / "f1_vs_gap.csv")] == ["final"]
     assert _read_csv(tmp_path / "gap" / "f1_vs_mustshe.csv") == []
+
+
+def test_a_stratified_and_a_fixed_split_probe_are_two_rows_of_the_tables_never_averaged(tmp_path, capsys):
+    stratified = _probe_row("s1", f1_s=90.0) | {"config": _probe_row("s1")["config"] | {"split": "stratified"}}
+    loso = _probe_row("l1", f1_s=10.0) | {"config": _probe_row("l1")["config"] | {"split": "loso"}}
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("f1", f1_s=70.0), stratified, loso])
+    assert collect_main([str(a) for a in ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"]]) == 0
+    table = _read_csv(tmp_path / "out" / "f1_vs_gap.csv")
+    assert [(row["split"], float(row["f1_s"])) for row in table] == [("fixed", 70.0), ("stratified", 90.0)]  # loso: long.csv only
+    assert table[0]["gap_relative"] == table[1]["gap_relative"]

@@ -136,9 +136,9 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
 
     results = (out / "RESULTS.md").read_text()
     assert results.startswith("# tiny: results")
-    assert f"| wt | cv | encoder.final | 3 | {final['pearson_r']:+.3f} |" in results
+    assert f"| wt | cv | encoder.final | fixed | 3 | {final['pearson_r']:+.3f} |" in results
     for row in (row for row in table if row["site"] == "encoder.final"):
-        assert f"| {row['language']} | female-male | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
+        assert f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
     figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
     assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
     assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])

@@ -24,8 +24,10 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   Fucci et al. 2025's Figure 1 does.
 - ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
   control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
-  is the probe's (``fixed``, ``loso``: leave one speaker out; rows written before it read ``fixed``);
-  the two joins above take the ``fixed`` rows only, so a probe scored both ways is never averaged.
+  is the probe's (``fixed``, ``stratified``: speakers shared between train and test, Attanasio et
+  al.'s sampling; ``loso``: leave one speaker out; rows written before it read ``fixed``). The two
+  joins above take the ``fixed`` and ``stratified`` rows, one table row per split (their ``split``
+  column), so a probe scored both ways is never averaged; ``loso`` rows are in ``long.csv`` only.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
@@ -58,6 +60,7 @@ F1_VS_GAP = (
     "site_index",
     "site_role",
     "task",
+    "split",
     "f1_s",
     "seeds",
     "gap_relative",
@@ -68,11 +71,24 @@ F1_VS_GAP = (
     "probe_runs",
     "gap_source",
 )
-F1_VS_MUSTSHE = ("model", "site", "site_index", "site_role", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
+F1_VS_MUSTSHE = (
+    "model",
+    "site",
+    "site_index",
+    "site_role",
+    "split",
+    "tgt_lang",
+    "applied_f1_macro",
+    "seeds",
+    "category_1_accuracy",
+    "probe_runs",
+    "mustshe_source",
+)
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
 BASELINE_ROLE = "baseline"  # the site_role of the F0 baseline's store (family praat: experiments.analysis.f0)
 BASELINE_FAMILIES = ("praat",)
+JOINED_SPLITS = (DEFAULT_SPLIT, "stratified")  # one train/test split each, kept apart by the tables' split column
 HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
 PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "applied_to", "seed", "site_index", "splits", "shared_speakers")
@@ -355,14 +371,14 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split == DEFAULT_SPLIT]
-    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"]))
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split in JOINED_SPLITS]
+    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"], p.split))
     rows, used = [], set()
-    for (model, dataset, language, site, task), members in groups.items():
+    for (model, dataset, language, site, task, split), members in groups.items():
         gap_key = (model, dataset, language, task)
         if gap_key not in gaps:
             unmatched["probes_without_gap"].append(
-                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "runs": _runs(members)}
+                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "split": split, "runs": _runs(members)}
             )
             continue
         used.add(gap_key)
@@ -378,6 +394,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 "site_index": members[0].row.get("site_index"),
                 "site_role": members[0].site_role,
                 "task": task,
+                "split": split,
                 "f1_s": _mean(members, "f1_s"),
                 "seeds": _seeds(members),
                 "gap_relative": entry.get("gap_relative"),
@@ -393,14 +410,15 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         if (model, dataset, language, task) not in used:
             unmatched["gaps_without_probe"].append({"model": model, "dataset": dataset, "language": language, "task": task, "source": str(document)})
     return sorted(
-        rows, key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["site_index"] if r["site_index"] is not None else -1, r["site"])
+        rows,
+        key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
 
 
 def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_mustshe.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
     applied = [p for p in probes if p.row.get("applied_to") and p.config["control"] == "none" and "applied_f1_macro" in p.row]
-    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to))
+    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to, p.split))
     rows, used = [], set()
     for document in documents:
         subject = document.subject
@@ -412,7 +430,7 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
         }
         by_site: dict[tuple, tuple] = {}
         for key, members in candidates.items():
-            site = key[1:3]
+            site = (key[1], key[2], key[4])
             if site in by_site:
                 raise CollectError(
                     f"{document}: its model {subject['model']} has probes at {key[1]} applied to two stores ({by_site[site][0]} and {members[0]}) and "
@@ -430,6 +448,7 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
                     "site": key[1],
                     "site_index": members[0].row.get("site_index"),
                     "site_role": members[0].site_role,
+                    "split": key[4],
                     "tgt_lang": subject.get("tgt_lang"),
                     "applied_f1_macro": _mean(members, "applied_f1_macro"),
                     "seeds": _seeds(members),
@@ -440,8 +459,10 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
             )
     for key, members in groups.items():
         if key not in used:
-            unmatched["applied_probes_without_mustshe"].append({"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "runs": _runs(members)})
-    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["site_index"] if r["site_index"] is not None else -1, r["site"]))
+            unmatched["applied_probes_without_mustshe"].append(
+                {"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "split": key[4], "runs": _runs(members)}
+            )
+    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]))
 
 
 def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path] = (), mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:

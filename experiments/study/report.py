@@ -29,7 +29,7 @@ from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
 
 SCHEMA = 1
-GAP_KEY = ("model", "dataset", "site", "task")
+GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
 MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
 
 
@@ -85,7 +85,7 @@ def write_correlations(layout, study: Study) -> Path:
         key = tuple(row[name] for name in GAP_KEY)
         groups[key] = int(row["site_index"]) if row.get("site_index") else -1
     by_gap = []
-    for key, site_index in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[1], item[0][2])):
+    for key, site_index in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[0][4], item[1], item[0][2])):
         where = dict(zip(GAP_KEY, key))
         statistics = _correlation(files["f1_vs_gap"], "f1_s", "gap_relative", "language", where)
         by_gap.append(where | {"site_index": site_index, "x": "f1_s", "y": "gap_relative"} | statistics)
@@ -123,10 +123,15 @@ def write_figures(layout, study: Study) -> Path:
     fits = {tuple(entry[name] for name in GAP_KEY): entry for entry in correlations["f1_vs_gap"]}
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
-        for task in sorted({row["task"] for row in chosen}):
-            rows = [row for row in chosen if row["task"] == task and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None]
-            fit = fits.get((model, dataset, site, task), {})
-            stem = layout.figures / (f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}"))
+        for task, split in sorted({(row["task"], row["split"]) for row in chosen}):
+            rows = [
+                row
+                for row in chosen
+                if (row["task"], row["split"]) == (task, split) and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None
+            ]
+            fit = fits.get((model, dataset, site, task, split), {})
+            name = f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}") + ("" if split == "fixed" else f"-{split}")
+            stem = layout.figures / name
             paths = plots.scatter_with_fit(
                 [_number(row["f1_s"]) for row in rows],
                 [_number(row["gap_relative"]) for row in rows],
@@ -135,9 +140,11 @@ def write_figures(layout, study: Study) -> Path:
                 "probe F1_S (%)",
                 "E (%)",
                 stem,
-                title=f"{model}, {dataset}, {site}",
+                title=f"{model}, {dataset}, {site}" + ("" if split == "fixed" else f", {split} split"),
             )
-            figures.append({"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "paths": [p.name for p in paths]})
+            figures.append(
+                {"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "split": split, "paths": [p.name for p in paths]}
+            )
     figures += _site_heatmaps(layout, plots)
     figures += _gap_bars(layout, plots)
     mustshe_rows = _rows(files["f1_vs_mustshe"])
@@ -260,7 +267,9 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
         "## Probe F1_S against the ASR gap E (Attanasio et al. 2024)",
         "",
         "F1_S: positional probe without control, mean F1 over the speech positions and the seeds. E(A, B): relative gap of the "
-        "error rates (the gap report's estimate). One correlation per model, dataset and site over the languages.",
+        "error rates (the gap report's estimate). One correlation per model, dataset, site and split over the languages. Split "
+        "`stratified`: each speaker's utterances spread over train and test (the paper's sampling, speakers shared); `fixed`: "
+        "speaker-disjoint (or the manifest's splits), the stricter variant.",
         "",
     ]
     rows = []
@@ -271,16 +280,16 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
             else [entry["note"], "", "", ""]
         )
         task = "" if entry["task"] == "female-male" else f" ({entry['task']})"
-        rows.append([entry["model"], entry["dataset"], entry["site"] + task, str(entry["n"]), *stats])
-    lines += _table(["model", "dataset", "site", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
+        rows.append([entry["model"], entry["dataset"], entry["site"] + task, entry["split"], str(entry["n"]), *stats])
+    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
     gap_rows = _rows(files["f1_vs_gap"])
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
         lines += _table(
-            ["language", "task", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
+            ["language", "task", "split", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
             [
-                [row["language"], row["task"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
+                [row["language"], row["task"], row["split"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
                 + [_interval(row["ci95_low"], row["ci95_high"]), row["seeds"]]
                 for row in chosen
             ],
