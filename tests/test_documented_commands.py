@@ -19,7 +19,15 @@ import pytest
 from experiments.stages import parser_of, stages
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ("docs/papers.md", "docs/getting-started.md", "experiments/studies/README.md", "README.md", "docs/stages/results.md", "docs/stages/study.md")
+DOCUMENTS = (
+    "docs/papers.md",
+    "docs/getting-started.md",
+    "experiments/studies/README.md",
+    "README.md",
+    "docs/stages/results.md",
+    "docs/stages/study.md",
+    "docs/real-voices.md",
+)
 SEPARATORS = {";", "&&", "||", "|", ">", ">>", "<", "(", ")", "&"}
 SHELL_WORDS = {"do", "then", "else", "done", "fi"}
 

@@ -86,8 +86,8 @@ F1_VS_MUSTSHE = (
 )
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
-BASELINE_ROLE = "baseline"  # the site_role of the F0 baseline's store (family praat: experiments.analysis.f0)
-BASELINE_FAMILIES = ("praat",)
+BASELINE_ROLE = "baseline"  # the site_role of the baselines' one-frame stores: F0 (family praat), speaker embeddings
+BASELINE_FAMILIES = ("praat", "speaker-embedding")  # experiments.analysis.f0, experiments.embedding_store
 JOINED_SPLITS = (DEFAULT_SPLIT, "stratified")  # one train/test split each, kept apart by the tables' split column
 HEADER_KEYS = ("schema", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
@@ -127,7 +127,7 @@ class Probe:
     @property
     def site_role(self) -> str | None:
         """The probed site's role in its model (``final``, ``pre_adapter``, ``final_variant``, ``layer``:
-        :meth:`extract.families.base.Family.site_role`), ``baseline`` for the F0 baseline, None for a
+        :meth:`extract.families.base.Family.site_role`), ``baseline`` for the F0 and speaker-embedding baselines, None for a
         store that does not record a known family (an empty cell)."""
         family = self.subject.get("family")
         if family in BASELINE_FAMILIES:
