@@ -246,6 +246,7 @@ def write_results_md(layout, study: Study) -> Path:
         "",
     ]
     lines += _gap_section(files, correlations, study)
+    lines += _other_gaps_section(files)
     lines += _mustshe_section(files, correlations)
     lines += ["## Figures", ""] + [f"- `{figure['kind']}`: " + ", ".join(f"[{name}](figures/{name})" for name in figure["paths"]) for figure in figures]
     unmatched = {name: items for name, items in collected["unmatched"].items() if items}
@@ -294,6 +295,22 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
                 for row in chosen
             ],
         )
+    return lines + [""]
+
+
+def _other_gaps_section(files: dict) -> list[str]:
+    """E of the gap comparisons other than female-male (e.g. other-male, Attanasio et al. 2024 §4.2), from ``long.csv``."""
+    rows = [
+        row for row in _rows(files["long"]) if row["kind"] == "asr_gap" and row["metric"] == "gap_relative" and row["task"] and row["task"] != "female-male"
+    ]
+    if not rows:
+        return []
+    lines = ["## Other gap comparisons", "", "E(A, B) for the groups named (positive: B is recognised better), per model, dataset and language.", ""]
+    ordered = sorted(rows, key=lambda row: (row["task"], row["model"], row["dataset"], row["language"]))
+    lines += _table(
+        ["groups (A-B)", "model", "dataset", "language", "E"],
+        [[row["task"], row["model"], row["dataset"], row["language"], _cell(row["value"], sign=True)] for row in ordered],
+    )
     return lines + [""]
 
 
