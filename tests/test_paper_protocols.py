@@ -71,3 +71,39 @@ def test_scikit_learn_defaults_variant_matches_sklearn_and_codes_mdl_at_c_1_ungu
     predicted = LogisticRegression(max_iter=1000).fit(x["train"], splits.train.labels).predict(x["test"])
     accuracy = 100 * float(np.mean(predicted == splits.test.labels))
     assert row["accuracy"] == pytest.approx(accuracy, abs=100 / len(splits.test) + 1e-9)  # at most one utterance apart (solver tolerance)
+
+
+def test_the_study_report_correlates_and_draws_each_split_apart(tmp_path):
+    """The paper's protocol (split stratified) and the stricter one (fixed) of one model, dataset and
+    site: two correlations and two figures, never one pooled over both."""
+    import json
+    from types import SimpleNamespace
+
+    from experiments.scoring.collect import F1_VS_GAP, F1_VS_MUSTSHE, write_csv
+    from experiments.study.report import write_correlations, write_figures
+
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    results.mkdir()
+    f1 = {"stratified": (90.0, 80.0, 70.0), "fixed": (60.0, 65.0, 50.0)}
+    gaps = (-10.0, 0.0, 15.0)
+    rows = [
+        {"model": "w", "dataset": "cv", "language": language, "site": "encoder.final", "site_index": 2, "site_role": "final", "task": "female-male"}
+        | {"split": split, "f1_s": f1[split][k], "gap_relative": gaps[k], "gap_estimate": "resampled", "seeds": "0"}
+        for split in f1
+        for k, language in enumerate(("en", "es", "it"))
+    ]
+    write_csv(rows, F1_VS_GAP, results / "f1_vs_gap.csv")
+    write_csv([], F1_VS_MUSTSHE, results / "f1_vs_mustshe.csv")
+    (results / "long.csv").write_text("kind,model,dataset,language,site,probe,control,metric,applied_to,site_index,value\n")
+    layout = SimpleNamespace(results=results, figures=figures, out=tmp_path)
+    study = SimpleNamespace(report={"site": "encoder.final"})
+    correlations = json.loads(write_correlations(layout, study).read_text())["f1_vs_gap"]
+    assert [(entry["split"], entry["n"], round(entry["pearson_r"], 6)) for entry in correlations] == [
+        ("fixed", 3, round(float(np.corrcoef(f1["fixed"], gaps)[0, 1]), 6)),
+        ("stratified", 3, round(float(np.corrcoef(f1["stratified"], gaps)[0, 1]), 6)),
+    ]
+    drawn = json.loads(write_figures(layout, study).read_text())["figures"]
+    assert sorted(figure["paths"][0] for figure in drawn if figure["kind"] == "f1_vs_gap") == [
+        "f1_vs_gap-w-cv-stratified.png",
+        "f1_vs_gap-w-cv.png",
+    ]
