@@ -2,13 +2,14 @@
 missing flag fails here rather than in a reader's shell (issue 29, item 4).
 
 The commands are the ``python -m experiments.X ...`` and ``speech-gender X ...`` lines of the
-```` ```bash ```` blocks of ``docs/papers.md``, ``docs/getting-started.md`` and
-``experiments/studies/README.md`` (continuation lines joined, each command of a ``for`` loop or a
-``&&`` chain on its own). A ``for`` loop's variable takes its first value; other shell variables
-stay as they are written (``$DATA`` is a value like any other). Parsing needs no file and no model: it checks the stage, the subcommand, every flag, the
-choices and the required arguments. The papers' study files themselves are planned with
-``--dry-run`` against placeholder manifests in tests/test_study.py, and the Fucci data block of
-experiments/studies/README.md runs, as written, on placeholder MuST-C and MuST-SHE files.
+```` ```bash ```` blocks of :data:`DOCUMENTS` (docs/papers.md, docs/getting-started.md,
+experiments/studies/README.md, the README and the results, study and real-voices pages), with
+continuation lines joined and each command of a ``for`` loop or a ``&&`` chain on its own. A
+``for`` loop's variable takes its first value; other shell variables stay as written (``$DATA``
+is a value like any other). Parsing needs no file and no model: it checks the stage, the
+subcommand, every flag, the choices and the required arguments. The papers' study files are
+planned with ``--dry-run`` against placeholder manifests in tests/test_study.py, and the Fucci data
+block of experiments/studies/README.md runs, as written, on placeholder MuST-C and MuST-SHE files.
 """
 
 import re
