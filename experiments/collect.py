@@ -1,7 +1,10 @@
 """``python -m experiments.collect``: probe rows joined with behaviour results, as tables.
 
-    python -m experiments.collect --probes results/probes.jsonl [P2.jsonl ...] --gaps results/gap-*.json \\
+    python -m experiments.collect --probes results/probes.jsonl [P2.jsonl ...] [--gaps results/gap-*.json ...] \\
         [--mustshe results/mustshe-*.json ...] [--winomt results/winomt-*.json ...] --out results/collected
+
+Each behaviour input is optional: an ST study gives ``--mustshe`` without ``--gaps``, an ASR study
+``--gaps`` without ``--mustshe``.
 
 Writes ``OUT/f1_vs_gap.csv`` (per model, dataset, language, site and task: the positional probe's
 F1_S without control, averaged over seeds, beside that model's gap E for the dataset and language,
@@ -10,11 +13,14 @@ language: the attention probe's F1 on the MuST-SHE store it was applied to, besi
 gender accuracy), ``OUT/long.csv`` (every score, one per row) and ``OUT/collect.json`` (the inputs'
 path and sha256, every key that found no partner, probe rows left out). Outputs are joined by the
 model label, dataset and language each records (``--label`` of extract and transcribe), never by
-path. Two records claiming one key are one ``error:`` line naming both, exit status 2. The library
+path. Every row names its site's role in the model (``site_role``: ``final``, ``pre_adapter``,
+``layer``, ...). Two records claiming one key are one ``error:`` line naming both, exit status 2. The library
 is ``experiments.scoring.collect``; then::
 
     python -m experiments.correlate --table results/collected/f1_vs_gap.csv --where site=encoder.final \\
         --x f1_s --y gap_relative --label model,dataset,language --out results/correlation.json --plot figures/f1_vs_gap.png
+    python -m experiments.correlate --table results/collected/f1_vs_mustshe.csv --where site_role=final \\
+        --x applied_f1_macro --y category_1_accuracy --label model,site,tgt_lang --out results/mustshe-correlation.json
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from experiments.scoring.collect import CollectError, collect, collected_files, 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--probes", required=True, nargs="+", type=Path, help="results JSONL of experiments.probe")
-    input_argument(parser, "--gaps", required=True, nargs="+", type=Path, help="experiments.asr_gap JSON, one per model and hypotheses file")
+    input_argument(parser, "--gaps", nargs="+", type=Path, default=[], help="experiments.asr_gap JSON, one per model and hypotheses file")
     input_argument(parser, "--mustshe", nargs="+", type=Path, default=[], help="experiments.mustshe JSON")
     input_argument(parser, "--winomt", nargs="+", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
     output_argument(parser, "--out", required=True, type=Path, help="folder for the tables and collect.json", sidecars=collected_files)

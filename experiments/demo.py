@@ -76,9 +76,10 @@ def set_threads(threads: int) -> int:
 
 # the work folder's own version: raised when stores, transcripts or probe rows written by older code can
 # no longer be resumed (3: store configs and transcription settings record the model label, the
-# manifest's sha256 and the model's fingerprint; 4: the demo is a study, with the study's layout),
+# manifest's sha256 and the model's fingerprint; 4: the demo is a study, with the study's layout;
+# 5: leave-one-speaker-out probe arrays carry per-utterance outcomes, the report's per-voice accuracy),
 # so an old cache is set aside instead of refused
-WORK_VERSION = 4
+WORK_VERSION = 5
 
 
 def work_root(seed: int, trim: bool) -> Path:

@@ -99,10 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--split",
         choices=SPLITS,
         default=DEFAULT_SPLIT,
-        help="fixed (default): the manifest's train/dev/test, else speaker-disjoint 80/20; loso: leave one speaker out, "
-        "one fold per speaker, scores pooled over folds (not with --mdl, --control speaker or --apply-to)",
+        help="fixed (default): the manifest's train/dev/test, else speaker-disjoint 70/10/20; loso: leave one speaker out, "
+        "one fold per speaker, scores pooled over folds (not with --mdl, --control speaker or --apply-to); stratified: each "
+        "speaker's utterances spread 70/10/20 over train/dev/test, speakers shared (Attanasio et al. 2024, B.3)",
     )
-    parser.add_argument("--no-standardize", dest="standardize", action="store_false")
+    parser.add_argument("--no-standardize", dest="standardize", action="store_false", help="logistic probes: raw features (scikit-learn's default)")
+    parser.add_argument("--no-mdl-guard", dest="mdl_guard", action="store_false", help="logistic MDL: every block at the fixed C = 1, no mixture over a C grid")
     parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
     parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
     input_argument(
@@ -206,6 +208,7 @@ def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> P
             apply_to=args.apply_to,
             allow_shared_speakers=args.allow_shared_speakers,
             split=args.split,
+            mdl_guard=args.mdl_guard,
             device=args.device,
             memory_gb=args.memory_gb,
             loader_workers=args.loader_workers,

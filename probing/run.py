@@ -18,9 +18,19 @@ from torch.utils.data import Subset
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from probing import controls, features, metrics
-from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits, leave_one_speaker_out, make_splits, shared_speakers_message
+from probing.data import (
+    DEFAULT_SPLIT,
+    SPLITS,
+    Fold,
+    ProbeError,
+    ProbeSplits,
+    leave_one_speaker_out,
+    make_splits,
+    shared_speakers_message,
+    speaker_stratified_splits,
+)
 from probing.kinds import KINDS, probe_kind, refuse_what_the_store_lacks
-from probing.mdl import MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
@@ -59,7 +69,11 @@ class ProbeConfig:
     lr: float = 1e-4  # attention probe (Fucci et al. 2025)
     apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
     allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
-    split: str = DEFAULT_SPLIT  # "loso": one fold per speaker, pooled (_loso_run); the default is left out of the run id
+    # "loso": one fold per speaker, pooled (_loso_run); "stratified": speakers shared (Attanasio et al.); the default is left out of the run id
+    split: str = DEFAULT_SPLIT
+    # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
+    # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
+    mdl_guard: bool = True
     device: str = "cpu"
     memory_gb: float = 4.0  # budget for features: positional probes read positions in chunks that fit it; attention sequences beyond it are read per batch
     loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
@@ -90,12 +104,14 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out. So is the default ``split``: a run from before
-        leave-one-speaker-out existed keeps its id."""
+        without workers the field is left out. So are the default ``split`` and ``mdl_guard``: a run
+        from before leave-one-speaker-out or the unguarded MDL option existed keeps its id."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.split == DEFAULT_SPLIT:
             del identity["split"]
+        if self.mdl_guard:
+            del identity["mdl_guard"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -183,11 +199,7 @@ def _positional_run(config, reader, splits, labels):
             model = fit_logistic(x["train"], labels["train"], mask["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
             scores.append(metrics.position_scores(labels["test"], (model.probabilities(x["test"]) > 0.5).astype(int), mask["test"]))
             if config.mdl:
-                codes.append(
-                    online_code_logistic(
-                        x["train"], labels["train"], mask["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
-                    )
-                )
+                codes.append(online_code_logistic(x["train"], labels["train"], mask["train"], splits.train.speakers, **_mdl_options(config)))
     joined = {key: np.concatenate([part[key] for part in scores]) for key in scores[0]}
     return joined, width, join_codes(codes) if codes else None
 
@@ -223,7 +235,8 @@ def positional_probe(config, reader, splits, labels):
 def pooled_probe(config, reader, splits, labels):
     """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames."""
     fitted = _pooled_fit(config, reader, splits, labels)
-    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, fitted.arrays, fitted.code, splits)
+    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, 0]}
+    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, arrays, fitted.code, splits)
 
 
 def sampled_probe(config, reader, splits, labels):
@@ -235,7 +248,8 @@ def sampled_probe(config, reader, splits, labels):
         dev_scores = metrics.position_scores(labels["dev"], (fitted.model.probabilities(fitted.x["dev"]) > 0.5).astype(int))
         chosen = int(np.argmax(dev_scores["f1_macro"]))
     extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
-    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, fitted.arrays, fitted.code, splits)
+    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, chosen]}
+    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, arrays, fitted.code, splits)
 
 
 @dataclass
@@ -243,6 +257,7 @@ class _PooledFit:
     model: object
     x: dict  # standardized features per split (None for an empty split)
     scores: dict  # test scores per pooled position
+    predictions: np.ndarray  # [test utterances, pooled positions]: the predicted class
     arrays: dict
     code: OnlineCode | None
     lengths: dict  # mean_test_length, and stored_positions where it differs
@@ -263,10 +278,18 @@ def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
     arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
     code = None
     if config.mdl:
-        code = online_code_logistic(
-            x["train"], labels["train"], masks["train"], splits.train.speakers, seed=config.seed, max_iter=config.max_iter, device=config.device
-        )
-    return _PooledFit(model, x, scores, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
+        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, **_mdl_options(config))
+    return _PooledFit(model, x, scores, predictions, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
+
+
+def _mdl_options(config: ProbeConfig) -> dict:
+    """The logistic online code's options: the guarded mixture over :data:`probing.mdl.DEFAULT_C_GRID`,
+    or (``mdl_guard`` false) every block at the run's fixed ``c``."""
+    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device}
+    return options | ({"c_grid": DEFAULT_C_GRID} if config.mdl_guard else {"c_grid": None, "c": config.c})
+
+
+UNGUARDED = "none: every block at the fixed C"
 
 
 def _lengths(mean_test_length: float, stored_positions: float) -> dict:
@@ -287,7 +310,7 @@ def _logistic_row(scores, span, extra, arrays, code, splits):
     row_metrics = _row_metrics(scores, span, splits.class_names)
     if code is not None:
         arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
-        extra |= _mdl_summary(code, span, MIXTURE_GUARD)
+        extra |= _mdl_summary(code, span, MIXTURE_GUARD if code.grid else UNGUARDED)
     return row_metrics | extra, arrays, {}
 
 
@@ -500,7 +523,11 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     away from its own values), so with few speakers scores below chance happen (F1 24.5 on 6 voices
     of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
     A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
-    fold's ``accuracy_real``. Returns the splits' description and (scores, arrays, attention)."""
+    fold's ``accuracy_real``. Probes that predict one class per utterance (mean, max, sampled) also
+    save ``test_ids`` (every utterance, in fold order) and ``test_correct`` (1 where its fold's probe
+    predicted it right, 0 where not; for a control run the share of control seeds that did) in the
+    run's arrays: accuracy per any grouping of utterances, e.g. per voice where a speaker reads two
+    languages. Returns the splits' description and (scores, arrays, attention)."""
     kind = probe_kind(config.probe)
     folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
     real = ("none", config.seed)
@@ -541,6 +568,9 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     if stored_positions != mean_test_length:
         scores["stored_positions"] = stored_positions
     arrays |= {"fold_speakers": np.array([fold.speaker for fold in folds]), "fold_accuracy": np.array([entry["accuracy"] for entry in entries])}
+    if all("utterance_correct" in outcome for outcome in outcomes[real]):
+        correct = [np.concatenate([outcome["utterance_correct"] for outcome in outcomes[labelling]]) for labelling in shown]
+        arrays |= {"test_ids": np.array(tested), "test_correct": np.mean(correct, axis=0)}
     attention = {**attention, "probabilities": np.asarray(attention["probabilities"])} if attention["ids"] else {}
     return _loso_sizes(folds, bool(kind.selects_on_dev)), (scores, arrays, attention)
 
@@ -553,7 +583,15 @@ def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -
         accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
     else:
         count, accuracy = np.array([float(len(fold.splits.test))]), np.array([scores["accuracy"]])
-    return {"correct": np.rint(accuracy * count / 100), "count": count, "accuracy": scores["accuracy"], **{k: scores[k] for k in FOLD_DETAILS if k in scores}}
+    outcome = {
+        "correct": np.rint(accuracy * count / 100),
+        "count": count,
+        "accuracy": scores["accuracy"],
+        **{k: scores[k] for k in FOLD_DETAILS if k in scores},
+    }
+    if "test_predicted" in arrays:  # one prediction per utterance (mean, max, sampled): right or wrong, per utterance
+        outcome["utterance_correct"] = (np.asarray(arrays["test_predicted"]) == fold.splits.test.labels).astype(float)
+    return outcome
 
 
 def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict], mean_test_length: float, names: tuple[str, str]) -> tuple[dict, dict]:
@@ -615,7 +653,10 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
     else:
-        splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+        if config.split == "stratified":
+            splits = speaker_stratified_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
+        else:
+            splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
         if applied_shared:

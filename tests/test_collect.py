@@ -107,7 +107,9 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         "language",
         "site",
         "site_index",
+        "site_role",
         "task",
+        "split",
         "f1_s",
         "seeds",
         "gap_relative",
@@ -179,13 +181,13 @@ def test_correlate_and_heatmap_read_the_collected_tables(study, tmp_path):
     assert figure.with_suffix(".png").stat().st_size > 2000
 
 
-def _probe_row(run_id, model="m", language="en", site=SITE, seed=0, positions=8, probe="positional", applied=None, **scores):
+def _probe_row(run_id, model="m", language="en", site=SITE, seed=0, positions=8, probe="positional", applied=None, family=None, **scores):
     config = {"store": f"stores/{run_id}", "site": site, "probe": probe, "control": "none", "seed": seed, "positions": positions, "task": "female-male"}
     row = {
         "schema": 1,
         "run_id": run_id,
         "store_identity": "s",
-        "subject": {"model": model, "dataset": "cv", "language": language},
+        "subject": {"model": model, "dataset": "cv", "language": language} | ({"family": family} if family else {}),
         "site_index": 0 if site == SITE else 1,
         "config": config,
         "seed": seed,
@@ -235,7 +237,7 @@ def test_unmatched_keys_are_listed_and_old_rows_left_out(tmp_path, capsys):
     assert "unmatched: 1 probes without gap, 1 gaps without probe" in printed and "1 probe rows left out" in printed
     summary = json.loads((tmp_path / "out" / "collect.json").read_text())
     assert summary["unmatched"]["probes_without_gap"] == [
-        {"model": "other", "dataset": "cv", "language": "en", "site": SITE, "task": "female-male", "runs": "r2"}
+        {"model": "other", "dataset": "cv", "language": "en", "site": SITE, "task": "female-male", "split": "fixed", "runs": "r2"}
     ]
     assert summary["unmatched"]["gaps_without_probe"] == [{"model": "m", "dataset": "cv", "language": "it", "task": "female-male", "source": str(gap)}]
     assert summary["skipped_probe_rows"][0]["source"] == f"{probes}:1"
@@ -268,7 +270,7 @@ def test_f1_vs_mustshe_joins_the_probe_applied_to_the_same_manifest(tmp_path, ca
     argv = ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--mustshe", mustshe, "--out", tmp_path / "out"]
     assert collect_main([str(a) for a in argv]) == 0
     table = _read_csv(tmp_path / "out" / "f1_vs_mustshe.csv")
-    assert list(table[0])[:5] == ["model", "site", "site_index", "tgt_lang", "applied_f1_macro"]
+    assert list(table[0])[:7] == ["model", "site", "site_index", "site_role", "split", "tgt_lang", "applied_f1_macro"]
     assert [(r["site"], r["tgt_lang"], float(r["applied_f1_macro"]), r["seeds"], float(r["category_1_accuracy"])) for r in table] == [
         (SITE, "es", 80.0, "0", 62.5),
         ("encoder.final", "es", 80.0, "0 1", 62.5),
@@ -343,3 +345,72 @@ def test_a_folder_given_as_probes_is_named_a_folder(tmp_path, capsys):
     (tmp_path / "d").mkdir()
     status, error = _run_collect(["--probes", tmp_path / "d", "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"], capsys)
     assert status == 2 and error == f"error: {tmp_path / 'd'}: a folder; give the result files in it"
+
+
+@pytest.mark.parametrize(
+    ("family", "site", "role"),
+    [
+        ("whisper", "encoder.final", "final"),
+        ("whisper", "encoder.layer.3", "layer"),
+        ("whisper", "encoder.embed", "layer"),
+        ("s2t", "encoder.final", "final"),
+        ("seamless", "post_adapter", "final"),
+        ("seamless", "pre_adapter", "pre_adapter"),
+        ("seamless", "encoder.layer.23", "layer"),
+        ("zeroswot", "post_adapter", "final"),
+        ("zeroswot", "pre_adapter", "pre_adapter"),
+        ("zeroswot", "post_adapter_no_special", "final_variant"),
+        ("praat", "f0", "baseline"),
+        (None, "encoder.final", ""),  # a store that records no family: an empty cell, never a guess
+    ],
+)
+def test_every_table_names_the_site_role_from_the_family_site_table(tmp_path, capsys, family, site, role):
+    rows = [
+        _probe_row("p1", site=site, family=family, f1_s=70.0),
+        _probe_row("a1", probe="attention", site=site, family=family, applied="1" * 64, applied_f1_macro=80.0),
+    ]
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    argv = ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--mustshe", _mustshe(tmp_path / "ms.json", "m", "1" * 64, 62.5)]
+    assert collect_main([str(a) for a in [*argv, "--out", tmp_path / "out"]]) == 0
+    (gap_row,), (mustshe_row,) = _read_csv(tmp_path / "out" / "f1_vs_gap.csv"), _read_csv(tmp_path / "out" / "f1_vs_mustshe.csv")
+    assert gap_row["site_role"] == role and mustshe_row["site_role"] == role
+    long = _read_csv(tmp_path / "out" / "long.csv")
+    assert {r["site_role"] for r in long if r["kind"] == "probe"} == {role} and {r["site_role"] for r in long if r["kind"] != "probe"} == {""}
+
+
+def test_each_family_declares_roles_of_sites_in_its_table_and_one_final_site():
+    from extract.families import FAMILIES
+    from extract.families.base import SITE_ROLES
+
+    for name, family in FAMILIES.items():
+        table = family.tiny_extractor().site_table()
+        assert set(family.site_roles) <= set(table), name
+        assert len([site for site in table if family.site_role(site) == "final"]) == 1, name  # a model counts once among final sites
+        assert {family.site_role(site) for site in table} <= set(SITE_ROLES), name
+    assert FAMILIES["seamless"].site_role("post_adapter") == "final" and FAMILIES["whisper"].site_role("encoder.final") == "final"
+
+
+def test_collect_takes_mustshe_without_gaps_and_gaps_without_mustshe(tmp_path, capsys):
+    rows = [
+        _probe_row("p1", family="seamless", site="post_adapter", f1_s=70.0),
+        _probe_row("a1", probe="attention", family="seamless", site="post_adapter", applied="1" * 64, applied_f1_macro=80.0),
+    ]
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    mustshe = _mustshe(tmp_path / "ms.json", "m", "1" * 64, 62.5)
+    assert collect_main([str(a) for a in ["--probes", probes, "--mustshe", mustshe, "--out", tmp_path / "ms"]]) == 0
+    assert [(r["site_role"], r["category_1_accuracy"]) for r in _read_csv(tmp_path / "ms" / "f1_vs_mustshe.csv")] == [("final", "62.5")]
+    assert _read_csv(tmp_path / "ms" / "f1_vs_gap.csv") == []
+    gap = _gap(tmp_path, model="m", languages=("en",))
+    assert collect_main([str(a) for a in ["--probes", probes, "--gaps", gap, "--out", tmp_path / "gap"]]) == 0
+    assert [r["site_role"] for r in _read_csv(tmp_path / "gap" / "f1_vs_gap.csv")] == ["final"]
+    assert _read_csv(tmp_path / "gap" / "f1_vs_mustshe.csv") == []
+
+
+def test_a_stratified_and_a_fixed_split_probe_are_two_rows_of_the_tables_never_averaged(tmp_path, capsys):
+    stratified = _probe_row("s1", f1_s=90.0) | {"config": _probe_row("s1")["config"] | {"split": "stratified"}}
+    loso = _probe_row("l1", f1_s=10.0) | {"config": _probe_row("l1")["config"] | {"split": "loso"}}
+    probes = _write_rows(tmp_path / "p.jsonl", [_probe_row("f1", f1_s=70.0), stratified, loso])
+    assert collect_main([str(a) for a in ["--probes", probes, "--gaps", _gap(tmp_path, model="m", languages=("en",)), "--out", tmp_path / "out"]]) == 0
+    table = _read_csv(tmp_path / "out" / "f1_vs_gap.csv")
+    assert [(row["split"], float(row["f1_s"])) for row in table] == [("fixed", 70.0), ("stratified", 90.0)]  # loso: long.csv only
+    assert table[0]["gap_relative"] == table[1]["gap_relative"]

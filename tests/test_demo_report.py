@@ -259,3 +259,17 @@ def test_the_report_names_no_machine_folder(monkeypatch, tmp_path):
     assert shown_path(tmp_path / "cache" / "demo" / "v2.4-seed0" / "demo.yaml") == "$SPEECH_GENDER_CACHE/demo/v2.4-seed0/demo.yaml"
     assert shown_path(source_checkout() / "figures" / "demo") == "figures/demo"
     assert shown_path(tmp_path / "elsewhere") == str((tmp_path / "elsewhere").resolve())
+
+
+def test_per_voice_accuracy_comes_from_each_voices_own_clips_not_its_speakers_fold():
+    """A speaker reading two languages is one fold but two voices (the audit's case: Allison Smith, 4 of
+    6 English clips right and 6 of 6 Spanish, fold accuracy 83.3, per voice 66.7 and 100)."""
+    from experiments.reports.demo_report import voice_accuracy
+
+    ids = [f"allison-en-{k}" for k in range(6)] + [f"allison-es-{k}" for k in range(6)] + ["carlo-it-0", "carlo-it-1"]
+    correct = [1, 1, 0, 1, 0, 1] + [1] * 6 + [0.0, 1.0]
+    voice_of = {i: ("carlo", "it") if i.startswith("carlo") else ("allison", i.split("-")[1]) for i in ids}
+    accuracy = voice_accuracy(ids, correct, voice_of)
+    assert accuracy == pytest.approx({("allison", "en"): 400 / 6, ("allison", "es"): 100.0, ("carlo", "it"): 50.0})
+    with pytest.raises(KeyError):
+        voice_accuracy(["unknown-0"], [1], voice_of)  # an utterance the manifest does not know is an error, not a silent drop

@@ -103,6 +103,18 @@ def test_loso_row_by_hand(voices, probe):
         assert row["f1_s"] == pytest.approx(row["f1_macro"]) and row["positions_used"] == 5 and row["mean_test_length"] == 5
 
 
+def test_loso_saves_each_utterance_right_or_wrong_for_accuracy_per_voice(voices):
+    """Per-utterance outcomes (mean probe): male-0's four utterances wrong, every other one right; a
+    control run keeps the share of its control seeds that read each utterance right."""
+    arrays = run_probe(ProbeConfig(str(voices), SITE, probe="mean", split="loso")).arrays
+    outcome = dict(zip(arrays["test_ids"].tolist(), arrays["test_correct"].tolist()))
+    assert len(outcome) == 24 and outcome == {i: 0.0 if i.startswith("male-0-") else 1.0 for i in outcome}
+    control = run_probe(ProbeConfig(str(voices), SITE, probe="mean", split="loso", control="shuffled")).arrays
+    assert control["test_ids"].tolist() == arrays["test_ids"].tolist()
+    assert set(np.round(control["test_correct"] * 3).tolist()) <= {0.0, 1.0, 2.0, 3.0}  # three control seeds
+    assert "test_correct" not in run_probe(ProbeConfig(str(voices), SITE, probe="positional", split="loso")).arrays  # per position: no one class per utterance
+
+
 def test_loso_shuffled_control_runs_per_fold(voices):
     row = run_probe(ProbeConfig(str(voices), SITE, probe="mean", split="loso", control="shuffled")).row
     real = run_probe(ProbeConfig(str(voices), SITE, probe="mean", split="loso")).row
@@ -138,7 +150,7 @@ def test_loso_refuses_what_does_not_combine_with_it():
     ):
         with pytest.raises(ProbeError, match=f"^split loso: {message}"):
             ProbeConfig("s", SITE, split="loso", **options)
-    with pytest.raises(ProbeError, match=r"unknown split 'speaker'; choose from \('fixed', 'loso'\)"):
+    with pytest.raises(ProbeError, match=r"unknown split 'speaker'; choose from \('fixed', 'loso', 'stratified'\)"):
         ProbeConfig("s", SITE, split="speaker")
 
 

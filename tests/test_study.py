@@ -136,9 +136,9 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
 
     results = (out / "RESULTS.md").read_text()
     assert results.startswith("# tiny: results")
-    assert f"| wt | cv | encoder.final | 3 | {final['pearson_r']:+.3f} |" in results
+    assert f"| wt | cv | encoder.final | fixed | 3 | {final['pearson_r']:+.3f} |" in results
     for row in (row for row in table if row["site"] == "encoder.final"):
-        assert f"| {row['language']} | female-male | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
+        assert f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
     figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
     assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
     assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])
@@ -271,8 +271,11 @@ def test_a_tiny_translation_study_joins_the_applied_probe_with_mustshe_accuracy(
     assert float(row["category_1_accuracy"]) == pytest.approx(scores["category_1"]["accuracy"])
     assert probe["applied_to"]["subject"]["dataset"] == "must_she" and probe["subject"]["dataset"] == "must_c"
     results = (out / "RESULTS.md").read_text()
-    assert f"| wt | encoder.final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
-    assert "No correlation: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    assert row["site_role"] == "final"
+    assert f"| wt | encoder.final | final | es | {float(row['applied_f1_macro']):.2f} | {float(row['category_1_accuracy']):.2f} |" in results
+    assert "No correlation at the final sites: a correlation needs at least 3 rows, got 1 (n = 1)." in results
+    correlations = json.loads((out / "results" / "correlations.json").read_text())
+    assert correlations["f1_vs_mustshe"]["where"] == {"site_role": "final"}
     assert not (out / "hyps" / "wt" / "must_c-en-es.jsonl").exists()  # the probe's training corpus is not translated
     capsys.readouterr()
 
@@ -338,7 +341,7 @@ def placeholder_manifests(study_file: Path, root: Path) -> int:
 @pytest.mark.parametrize(
     "name, manifests, plan",
     [
-        ("attanasio2024", 49, ["  extract     0 of 98 done, 98 to do", "  transcribe  0 of 98 done, 98 to do", "  asr_gap     0 of 98 done, 98 to do"]),
+        ("attanasio2024", 49, ["  extract     0 of 98 done, 98 to do", "  transcribe  0 of 98 done, 98 to do", "  asr_gap     0 of 108 done, 108 to do"]),
         (
             "fucci2025",
             4,
@@ -484,3 +487,62 @@ def test_the_tiny_random_checkpoint_is_each_familys_tiny_model_labelled_so():
         assert spec.label() == spec.fingerprint() == spec.resolved_checkpoint() == f"tiny-random-{family}"
     extractor = load_extractor(ModelSpec("s2t", "tiny-random", device="cpu"))
     assert (extractor.checkpoint, extractor.fingerprint) == ("tiny-random-s2t", "tiny-random-s2t")
+
+
+TWO_GAPS_STUDY = """\
+name: tiny
+out: runs/tiny
+device: cpu
+models:
+  - {{name: wt, family: whisper, checkpoint: {checkpoint}, sites: [encoder.final]}}
+corpora:
+  - {{name: cv, task: asr, manifests: {{en: manifests/en.jsonl, it: manifests/it.jsonl}}}}
+transcribe: {{max_new_tokens: 6}}
+probes: {{probes: [positional], controls: [none], seeds: [0], positions: 20}}
+behaviour:
+  gap:
+    - {{iterations: 50}}
+    - {{groups: [other, male], languages: [en], iterations: 50}}
+"""
+
+
+def test_a_second_gap_comparison_is_scored_on_its_languages_and_reported_apart(tmp_path, tiny_whisper, capsys):
+    """Attanasio et al. 2024 §4.2: "other" against "male" on some languages, beside female against male."""
+    manifests = write_corpus(tmp_path)
+    from extract.manifest import read_manifest
+
+    english = read_manifest(manifests["en"])
+    others = [Utterance(f"en-other-{k}", row.audio, "en", "one two three four", "other", f"en-o{k // 3}", dataset="cv") for k, row in enumerate(english[:9])]
+    write_manifest(manifests["en"], [*english, *others])
+    study = write_study(tmp_path, tiny_whisper, TWO_GAPS_STUDY)
+    assert main(["run", str(study), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    out = tmp_path / "runs" / "tiny"
+    behaviour = sorted(path.name for path in (out / "behaviour" / "wt").iterdir() if path.suffix == ".json")
+    assert behaviour == ["gap-cv-en.json", "gap-cv-it.json", "gap_other-male-cv-en.json"], printed
+    other = json.loads((out / "behaviour" / "wt" / "gap_other-male-cv-en.json").read_text())
+    assert other["settings"]["groups"] == ["other", "male"] and list(other["languages"]) == ["en"]
+    long = _rows(out / "results" / "long.csv")
+    (row,) = [r for r in long if r["kind"] == "asr_gap" and r["task"] == "other-male" and r["metric"] == "gap_relative"]
+    assert float(row["value"]) == pytest.approx(other["languages"]["en"]["gap_relative"])
+    results = (out / "RESULTS.md").read_text()
+    assert "## Other gap comparisons" in results and f"| other-male | wt | cv | en | {float(row['value']):+.2f} |" in results
+    figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
+    assert [figure["model"] for figure in figures if figure["kind"] == "gaps"] == ["wt"]  # the bars: female against male only
+
+
+@pytest.mark.parametrize(
+    "gap, expected",
+    [
+        ("[{groups: [other, male]}, {groups: [other, male], languages: [en]}]", "behaviour.gap[1].groups: other,male is compared in behaviour.gap[0] already"),
+        ("[{groups: [other, male], languages: [de]}]", "behaviour.gap[0].languages: 'de' is not one of en, es, it"),
+        ("[]", "behaviour.gap: expected a mapping or a non-empty list of mappings"),
+    ],
+)
+def test_a_gap_list_error_is_one_line_naming_the_comparison(tmp_path, tiny_whisper, capsys, gap, expected):
+    write_corpus(tmp_path)
+    study = write_study(
+        tmp_path, tiny_whisper, STUDY.replace("behaviour: {{gap: {{iterations: 50}}}}", "behaviour: {{gap: " + gap.replace("{", "{{").replace("}", "}}") + "}}")
+    )
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert expected in one_error_line(capsys)

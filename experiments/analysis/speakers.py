@@ -95,8 +95,9 @@ def mfcc_statistics(samples: np.ndarray) -> np.ndarray:
     return np.concatenate([frames.mean(axis=1), frames.std(axis=1)]).astype(np.float32)
 
 
-def audio_embeddings(utterances: Sequence, embed, show_progress: bool = True) -> np.ndarray:
-    """``embed(samples)`` for each record's first 30 s; unreadable audio is an error naming the file."""
+def audio_embeddings(utterances: Sequence, embed, show_progress: bool = True, seconds: list[float] | None = None) -> np.ndarray:
+    """``embed(samples)`` for each record's first 30 s; unreadable audio is an error naming the file.
+    ``seconds``, when given, receives each record's duration as read."""
     from tqdm.auto import tqdm
 
     rows = []
@@ -106,6 +107,8 @@ def audio_embeddings(utterances: Sequence, embed, show_progress: bool = True) ->
         except AudioError as error:
             raise SpeakerError(f"{utterance.id}: {error}; drop the record from the manifest (experiments.vad_filter lists unreadable ones)") from None
         rows.append(embed(samples))
+        if seconds is not None:
+            seconds.append(len(samples) / SAMPLE_RATE)
     return np.stack(rows)
 
 

@@ -310,6 +310,7 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
     control = collected.probe("whisper-base", last, probe="mean", control="shuffled", dataset=REAL, split="loso")
     per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
     gap = json.loads(work.gap("whisper-base", REAL).read_text())
+    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     lines += [
         f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({len({s for s, _ in voices})} speakers; "
         f"{card['settings']['per_speaker']} clips per voice, "
@@ -321,31 +322,37 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
         "",
         "### Leave-one-speaker-out probes (mean-pooled logistic probe per site; the F0-only baseline)",
         "",
-        "Each voice is held out in turn, the probe trained on the others; macro-F1 pools every fold's predictions; `per-voice mean`",
-        "is the mean over held-out voices of their accuracy (each voice weighs alike).",
+        "Each speaker is held out in turn, the probe trained on the others; macro-F1 pools every fold's predictions. `per-speaker mean`",
+        "is the mean over the held-out speakers of their fold's accuracy (each speaker weighs alike); `per-voice mean` the mean over",
+        "voices of their accuracy from the per-utterance predictions (a speaker reading two languages is two voices, one fold).",
         "",
-        "| features | macro-F1 | per-voice mean accuracy |",
-        "|---|---|---|",
-        *(f"| whisper-base {site} | {format_number(row['f1_macro'])} | {format_number(row['fold_accuracy_mean'])} |" for site, row in per_site.items()),
-        f"| F0 alone (Praat: ln median, mean, sd) | {format_number(f0['f1_macro'])} | {format_number(f0['fold_accuracy_mean'])} |",
-        f"| shuffled control, whisper-base {last} | {format_number(control['f1_macro'])} | {format_number(control['fold_accuracy_mean'])} |",
-        f"| shuffled control, F0 | {format_number(f0_control['f1_macro'])} | {format_number(f0_control['fold_accuracy_mean'])} |",
+        "| features | macro-F1 | per-speaker mean accuracy | per-voice mean accuracy |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {format_number(row['f1_macro'])} | {format_number(row['fold_accuracy_mean'])} | "
+            f"{format_number(_mean(collected_voice_accuracy(collected, row, voice_of)))} |"
+            for name, row in [
+                *((f"whisper-base {site}", row) for site, row in per_site.items()),
+                ("F0 alone (Praat: ln median, mean, sd)", f0),
+                (f"shuffled control, whisper-base {last}", control),
+                ("shuffled control, F0", f0_control),
+            ]
+        ),
         "",
-        f"Per held-out voice (accuracy, whisper-base {last} and F0):",
+        f"Per voice (accuracy over its clips, from the per-utterance predictions of its speaker's fold; whisper-base {last} and F0):",
         "",
         "| voice | language | gender | clips | whisper-base | F0 | Whisper base error rate (%, the gap's metric) |",
         "|---|---|---|---|---|---|---|",
     ]
-    folds = {entry["speaker"]: entry for entry in per_site[last]["folds"]}
-    f0_folds = {entry["speaker"]: entry for entry in f0["folds"]}
+    whisper_voices, f0_voices = collected_voice_accuracy(collected, per_site[last], voice_of), collected_voice_accuracy(collected, f0, voice_of)
     rates = voice_error_rates(work)
     for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0])):
         lines.append(
             f"| {voice['name'] or speaker} | {language} | {voice['gender']} | {voice['clips']} | "
-            f"{format_number(folds.get(speaker, {}).get('accuracy'))} | {format_number(f0_folds.get(speaker, {}).get('accuracy'))} | "
+            f"{format_number(whisper_voices.get((speaker, language)))} | {format_number(f0_voices.get((speaker, language)))} | "
             f"{format_number(rates.get((speaker, language)), 2)} |"
         )
-    lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both."]
+    lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both, and each row scores its own clips."]
     lines += [
         "",
         "### The gap per language (Whisper base)",
@@ -357,6 +364,31 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
         "",
     ]
     return lines
+
+
+def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """Accuracy (%) per voice, (speaker, language), from a leave-one-speaker-out run's per-utterance
+    outcomes (``test_ids``, ``test_correct``: :func:`probing.run._loso_run`)."""
+    outcomes: dict[tuple[str, str], list[float]] = {}
+    for utterance, right in zip(ids, correct):
+        outcomes.setdefault(voice_of[str(utterance)], []).append(float(right))
+    return {voice: 100.0 * float(np.mean(found)) for voice, found in outcomes.items()}
+
+
+def collected_voice_accuracy(collected: Collected, row: dict, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """:func:`voice_accuracy` of one leave-one-speaker-out run of the demo's results."""
+    arrays = collected.arrays(row)
+    return voice_accuracy(arrays["test_ids"].tolist(), arrays["test_correct"], voice_of)
+
+
+def _voices_by_id(manifest: Path) -> dict[str, tuple[str, str]]:
+    from extract.manifest import read_manifest
+
+    return {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(manifest)}
+
+
+def _mean(values: dict) -> float | None:
+    return float(np.mean(list(values.values()))) if values else None
 
 
 def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:

@@ -16,10 +16,18 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
   its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
   the applied store recorded) or, where it does not know its manifest, the model's only applied store.
+- ``site_role`` (in all three tables): what the probed site is in its model, from the family's
+  site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
+  where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
+  ``layer``; ``baseline`` for the F0 baseline; empty for a store that records no known family.
+  ``correlate --where site_role=final`` keeps one point per model, its last encoder-side site, as
+  Fucci et al. 2025's Figure 1 does.
 - ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
   control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
-  is the probe's (``fixed``, ``loso``: leave one speaker out; rows written before it read ``fixed``);
-  the two joins above take the ``fixed`` rows only, so a probe scored both ways is never averaged.
+  is the probe's (``fixed``, ``stratified``: speakers shared between train and test, Attanasio et
+  al.'s sampling; ``loso``: leave one speaker out; rows written before it read ``fixed``). The two
+  joins above take the ``fixed`` and ``stratified`` rows, one table row per split (their ``split``
+  column), so a probe scored both ways is never averaged; ``loso`` rows are in ``long.csv`` only.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
@@ -50,7 +58,9 @@ F1_VS_GAP = (
     "language",
     "site",
     "site_index",
+    "site_role",
     "task",
+    "split",
     "f1_s",
     "seeds",
     "gap_relative",
@@ -61,9 +71,24 @@ F1_VS_GAP = (
     "probe_runs",
     "gap_source",
 )
-F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
+F1_VS_MUSTSHE = (
+    "model",
+    "site",
+    "site_index",
+    "site_role",
+    "split",
+    "tgt_lang",
+    "applied_f1_macro",
+    "seeds",
+    "category_1_accuracy",
+    "probe_runs",
+    "mustshe_source",
+)
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
-LONG = (*LONG_KEY, "site_index", "value", "source")
+LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
+BASELINE_ROLE = "baseline"  # the site_role of the baselines' one-frame stores: F0 (family praat), speaker embeddings
+BASELINE_FAMILIES = ("praat", "speaker-embedding")  # experiments.analysis.f0, experiments.embedding_store
+JOINED_SPLITS = (DEFAULT_SPLIT, "stratified")  # one train/test split each, kept apart by the tables' split column
 HEADER_KEYS = ("schema", "kind", "subject", "inputs", "provenance", "settings")  # what a behaviour document says about itself, not a score
 # row keys that are not scores: identity, bookkeeping, and per-seed or per-block detail
 PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "applied_to", "seed", "site_index", "splits", "shared_speakers")
@@ -111,6 +136,18 @@ class Probe:
             return ""
         subject = applied.get("subject") or {}
         return f"{subject.get('dataset') or ''}@{(subject.get('manifest_sha256') or '')[:12]}"
+
+    @property
+    def site_role(self) -> str | None:
+        """The probed site's role in its model (``final``, ``pre_adapter``, ``final_variant``, ``layer``:
+        :meth:`extract.families.base.Family.site_role`), ``baseline`` for the F0 and speaker-embedding baselines, None for a
+        store that does not record a known family (an empty cell)."""
+        family = self.subject.get("family")
+        if family in BASELINE_FAMILIES:
+            return BASELINE_ROLE
+        from extract.families import site_role  # here, not at the top: the family modules load torch
+
+        return site_role(family, self.config["site"])
 
     @property
     def split(self) -> str:
@@ -305,6 +342,7 @@ def probe_long_rows(probe: Probe) -> list[dict]:
         "split": probe.split,
         "applied_to": probe.applied_to,
         "site_index": probe.row.get("site_index"),
+        "site_role": probe.site_role,
         "source": str(probe),
     }
     return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
@@ -379,14 +417,14 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split == DEFAULT_SPLIT]
-    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"]))
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split in JOINED_SPLITS]
+    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"], p.split))
     rows, used = [], set()
-    for (model, dataset, language, site, task), members in groups.items():
+    for (model, dataset, language, site, task, split), members in groups.items():
         gap_key = (model, dataset, language, task)
         if gap_key not in gaps:
             unmatched["probes_without_gap"].append(
-                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "runs": _runs(members)}
+                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "split": split, "runs": _runs(members)}
             )
             continue
         used.add(gap_key)
@@ -400,7 +438,9 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 "language": language,
                 "site": site,
                 "site_index": members[0].row.get("site_index"),
+                "site_role": members[0].site_role,
                 "task": task,
+                "split": split,
                 "f1_s": _mean(members, "f1_s"),
                 "seeds": _seeds(members),
                 "gap_relative": entry.get("gap_relative"),
@@ -416,14 +456,15 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         if (model, dataset, language, task) not in used:
             unmatched["gaps_without_probe"].append({"model": model, "dataset": dataset, "language": language, "task": task, "source": str(document)})
     return sorted(
-        rows, key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["site_index"] if r["site_index"] is not None else -1, r["site"])
+        rows,
+        key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
 
 
 def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_mustshe.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
     applied = [p for p in probes if p.row.get("applied_to") and p.config["control"] == "none" and "applied_f1_macro" in p.row]
-    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to))
+    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to, p.split))
     rows, used = [], set()
     for document in documents:
         subject = document.subject
@@ -435,7 +476,7 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
         }
         by_site: dict[tuple, tuple] = {}
         for key, members in candidates.items():
-            site = key[1:3]
+            site = (key[1], key[2], key[4])
             if site in by_site:
                 raise CollectError(
                     f"{document}: its model {subject['model']} has probes at {key[1]} applied to two stores ({by_site[site][0]} and {members[0]}) and "
@@ -452,6 +493,8 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
                     "model": key[0],
                     "site": key[1],
                     "site_index": members[0].row.get("site_index"),
+                    "site_role": members[0].site_role,
+                    "split": key[4],
                     "tgt_lang": subject.get("tgt_lang"),
                     "applied_f1_macro": _mean(members, "applied_f1_macro"),
                     "seeds": _seeds(members),
@@ -462,12 +505,15 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
             )
     for key, members in groups.items():
         if key not in used:
-            unmatched["applied_probes_without_mustshe"].append({"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "runs": _runs(members)})
-    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["site_index"] if r["site_index"] is not None else -1, r["site"]))
+            unmatched["applied_probes_without_mustshe"].append(
+                {"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "split": key[4], "runs": _runs(members)}
+            )
+    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]))
 
 
-def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path], mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
-    """The joins of the module docstring over these inputs (each file once, however spelled)."""
+def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path] = (), mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
+    """The joins of the module docstring over these inputs (each file once, however spelled); any of
+    the behaviour inputs may be empty (MuST-SHE results without gap reports, and the reverse)."""
     probe_paths, gap_paths, mustshe_paths, winomt_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt))
     for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]:
         if not path.is_file():

@@ -3,13 +3,16 @@
 - ``results/correlations.json``: F1_S against the gap E over the (dataset, language) rows of
   ``f1_vs_gap.csv``, one entry per (model, dataset, site, task) (Attanasio et al. 2024 correlate 19
   languages of one model, dataset and site); the probe's applied F1 against MuST-SHE category-1
-  accuracy over every row of ``f1_vs_mustshe.csv`` (Fucci et al. 2025 pool models, sites and
-  directions). A group that cannot be correlated (fewer than 3 rows, a constant column) keeps its
-  ``n`` and says why in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
+  accuracy over the rows of ``f1_vs_mustshe.csv`` at each model's final site (``site_role`` final:
+  post-adapter, or the encoder output of a model without adapter) over models and directions, as
+  Fucci et al. 2025's Figure 1 does (9 points; a model's pre- and post-adapter rows share one
+  accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group
+  that cannot be correlated (fewer than 3 rows, a constant column) keeps its ``n`` and says why
+  in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
 - ``figures/`` (PNG + PDF, listed in ``figures/figures.json``): per model and dataset, F1_S against
   E at the headline site (``report.site``, else the model's last site) and F1_S per site and
   language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
-  accuracy. Drawn by :mod:`experiments.reports.plots`.
+  accuracy at the final sites. Drawn by :mod:`experiments.reports.plots`.
 - ``RESULTS.md``: the study, its code and inputs, the correlations, the headline rows and the figures,
   in the way ESPnet collects a recipe's results. It is rewritten whenever the tables change.
 """
@@ -26,7 +29,8 @@ from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
 
 SCHEMA = 1
-GAP_KEY = ("model", "dataset", "site", "task")
+GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
+MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
 
 
 def _files(layout) -> dict[str, Path]:
@@ -81,14 +85,14 @@ def write_correlations(layout, study: Study) -> Path:
         key = tuple(row[name] for name in GAP_KEY)
         groups[key] = int(row["site_index"]) if row.get("site_index") else -1
     by_gap = []
-    for key, site_index in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[1], item[0][2])):
+    for key, site_index in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[0][4], item[1], item[0][2])):
         where = dict(zip(GAP_KEY, key))
         statistics = _correlation(files["f1_vs_gap"], "f1_s", "gap_relative", "language", where)
         by_gap.append(where | {"site_index": site_index, "x": "f1_s", "y": "gap_relative"} | statistics)
     mustshe = None
     if _rows(files["f1_vs_mustshe"]):
-        mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy"} | _correlation(
-            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", {}
+        mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy", "where": MUSTSHE_WHERE} | _correlation(
+            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", MUSTSHE_WHERE
         )
     inputs = [file_identity(path) for path in (files["f1_vs_gap"], files["f1_vs_mustshe"]) if path.exists()]
     document = {"schema": SCHEMA, "inputs": inputs, "provenance": provenance(), "f1_vs_gap": by_gap, "f1_vs_mustshe": mustshe}
@@ -119,10 +123,15 @@ def write_figures(layout, study: Study) -> Path:
     fits = {tuple(entry[name] for name in GAP_KEY): entry for entry in correlations["f1_vs_gap"]}
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
-        for task in sorted({row["task"] for row in chosen}):
-            rows = [row for row in chosen if row["task"] == task and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None]
-            fit = fits.get((model, dataset, site, task), {})
-            stem = layout.figures / (f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}"))
+        for task, split in sorted({(row["task"], row["split"]) for row in chosen}):
+            rows = [
+                row
+                for row in chosen
+                if (row["task"], row["split"]) == (task, split) and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None
+            ]
+            fit = fits.get((model, dataset, site, task, split), {})
+            name = f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}") + ("" if split == "fixed" else f"-{split}")
+            stem = layout.figures / name
             paths = plots.scatter_with_fit(
                 [_number(row["f1_s"]) for row in rows],
                 [_number(row["gap_relative"]) for row in rows],
@@ -131,15 +140,17 @@ def write_figures(layout, study: Study) -> Path:
                 "probe F1_S (%)",
                 "E (%)",
                 stem,
-                title=f"{model}, {dataset}, {site}",
+                title=f"{model}, {dataset}, {site}" + ("" if split == "fixed" else f", {split} split"),
             )
-            figures.append({"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "paths": [p.name for p in paths]})
+            figures.append(
+                {"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "split": split, "paths": [p.name for p in paths]}
+            )
     figures += _site_heatmaps(layout, plots)
     figures += _gap_bars(layout, plots)
     mustshe_rows = _rows(files["f1_vs_mustshe"])
     if mustshe_rows:
         fit = correlations.get("f1_vs_mustshe") or {}
-        rows = [row for row in mustshe_rows if _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
+        rows = [row for row in mustshe_rows if _final(row) and _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
         paths = plots.scatter_with_fit(
             [_number(row["applied_f1_macro"]) for row in rows],
             [_number(row["category_1_accuracy"]) for row in rows],
@@ -148,11 +159,16 @@ def write_figures(layout, study: Study) -> Path:
             "probe F1 on MuST-SHE speakers (%)",
             "category-1 gender accuracy (%)",
             layout.figures / "f1_vs_mustshe",
+            title="final sites",
         )
         figures.append({"kind": "f1_vs_mustshe", "paths": [p.name for p in paths]})
     files["figures"].parent.mkdir(parents=True, exist_ok=True)
     files["figures"].write_text(json.dumps({"schema": SCHEMA, "figures": figures}, indent=2) + "\n", encoding="utf-8")
     return files["figures"]
+
+
+def _final(row: dict) -> bool:
+    return all(row.get(column) == value for column, value in MUSTSHE_WHERE.items())
 
 
 def _site_heatmaps(layout, plots) -> list[dict]:
@@ -230,6 +246,7 @@ def write_results_md(layout, study: Study) -> Path:
         "",
     ]
     lines += _gap_section(files, correlations, study)
+    lines += _other_gaps_section(files)
     lines += _mustshe_section(files, correlations)
     lines += ["## Figures", ""] + [f"- `{figure['kind']}`: " + ", ".join(f"[{name}](figures/{name})" for name in figure["paths"]) for figure in figures]
     unmatched = {name: items for name, items in collected["unmatched"].items() if items}
@@ -251,7 +268,9 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
         "## Probe F1_S against the ASR gap E (Attanasio et al. 2024)",
         "",
         "F1_S: positional probe without control, mean F1 over the speech positions and the seeds. E(A, B): relative gap of the "
-        "error rates (the gap report's estimate). One correlation per model, dataset and site over the languages.",
+        "error rates (the gap report's estimate). One correlation per model, dataset, site and split over the languages. Split "
+        "`stratified`: each speaker's utterances spread over train and test (the paper's sampling, speakers shared); `fixed`: "
+        "speaker-disjoint (or the manifest's splits), the stricter variant.",
         "",
     ]
     rows = []
@@ -262,20 +281,36 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
             else [entry["note"], "", "", ""]
         )
         task = "" if entry["task"] == "female-male" else f" ({entry['task']})"
-        rows.append([entry["model"], entry["dataset"], entry["site"] + task, str(entry["n"]), *stats])
-    lines += _table(["model", "dataset", "site", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
+        rows.append([entry["model"], entry["dataset"], entry["site"] + task, entry["split"], str(entry["n"]), *stats])
+    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
     gap_rows = _rows(files["f1_vs_gap"])
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
         lines += _table(
-            ["language", "task", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
+            ["language", "task", "split", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
             [
-                [row["language"], row["task"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
+                [row["language"], row["task"], row["split"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
                 + [_interval(row["ci95_low"], row["ci95_high"]), row["seeds"]]
                 for row in chosen
             ],
         )
+    return lines + [""]
+
+
+def _other_gaps_section(files: dict) -> list[str]:
+    """E of the gap comparisons other than female-male (e.g. other-male, Attanasio et al. 2024 §4.2), from ``long.csv``."""
+    rows = [
+        row for row in _rows(files["long"]) if row["kind"] == "asr_gap" and row["metric"] == "gap_relative" and row["task"] and row["task"] != "female-male"
+    ]
+    if not rows:
+        return []
+    lines = ["## Other gap comparisons", "", "E(A, B) for the groups named (positive: B is recognised better), per model, dataset and language.", ""]
+    ordered = sorted(rows, key=lambda row: (row["task"], row["model"], row["dataset"], row["language"]))
+    lines += _table(
+        ["groups (A-B)", "model", "dataset", "language", "E"],
+        [[row["task"], row["model"], row["dataset"], row["language"], _cell(row["value"], sign=True)] for row in ordered],
+    )
     return lines + [""]
 
 
@@ -286,20 +321,25 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
     lines = [
         "## Probe F1 on MuST-SHE speakers against category-1 gender accuracy (Fucci et al. 2025)",
         "",
-        "Applied F1: the attention probe, trained elsewhere, predicting the MuST-SHE speakers (macro F1, mean over seeds).",
+        "Applied F1: the attention probe, trained elsewhere, predicting the MuST-SHE speakers (macro F1, mean over seeds). "
+        "The correlation takes each model's final site (site role `final`: post-adapter, or the encoder output of a model "
+        "without adapter), as the paper's Figure 1; the other sites are listed, not correlated.",
         "",
     ]
     lines += _table(
-        ["model", "site", "target", "applied F1", "category-1 accuracy"],
-        [[row["model"], row["site"], row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])] for row in rows],
+        ["model", "site", "site role", "target", "applied F1", "category-1 accuracy"],
+        [
+            [row["model"], row["site"], row.get("site_role") or "n/a", row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])]
+            for row in rows
+        ],
     )
     fit = correlations.get("f1_vs_mustshe") or {}
     if "pearson_r" in fit:
         lines += [
             "",
-            f"Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
+            f"Final sites: Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
             f"R² {_cell(fit['r2'], 3)}, n = {fit['n']}.",
         ]
     elif fit:
-        lines += ["", f"No correlation: {fit['note']} (n = {fit['n']})."]
+        lines += ["", f"No correlation at the final sites: {fit['note']} (n = {fit['n']})."]
     return lines + [""]

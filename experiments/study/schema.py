@@ -50,6 +50,8 @@ relative to a folder of the user's)::
                                       # a grid probes them by naming the model f0 (site f0), e.g. {models: [f0], probes: [mean], split: loso}
     behaviour:
       gap: {iterations: 1000, seed: 0, groups: [female, male], gap_estimate: resampled, normalizer: whisper, cer_spaces: drop}
+      # or a list of comparisons, each with its groups, e.g. [{groups: [female, male]}, {groups: [other, male], languages: [ca, de]}];
+      # languages: only the parts with these keys (default: every part of its corpora)
       st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
       # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
     report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
@@ -134,6 +136,7 @@ GAP_FIELDS = {
     "normalizer": ((str,), "whisper"),
     "cer_spaces": ((str,), "drop"),
     "corpora": ((list, NONE), None),
+    "languages": ((list, NONE), None),
 }
 ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
 REPORT_FIELDS = {"site": ((str, NONE), None)}
@@ -241,9 +244,18 @@ class Study:
     transcribe: dict
     probes: tuple[ProbeGrid, ...]  # empty: no probes
     f0: dict | None  # the F0 baseline: {"corpora": (...), "range_by": ...}
-    gap: dict | None
+    gaps: tuple[dict, ...]  # one per comparison (behaviour.gap: a mapping, or a list of them); empty: no gap
     st_quality: dict | None
     report: dict
+
+    @property
+    def gap(self) -> dict | None:
+        """The first gap comparison (the study's headline one), or None."""
+        return self.gaps[0] if self.gaps else None
+
+    def gaps_of(self, corpus: Corpus, part: Part) -> tuple[dict, ...]:
+        """The gap comparisons that score ``part`` of ``corpus`` (its corpus named, its key among ``languages`` where given)."""
+        return tuple(gap for gap in self.gaps if corpus.name in gap["corpora"] and (gap["languages"] is None or part.key in gap["languages"]))
 
     def corpus(self, name: str) -> Corpus:
         return next(corpus for corpus in self.corpora if corpus.name == name)
@@ -255,8 +267,10 @@ class Study:
 
     def scored(self, behaviour: str, corpus: Corpus) -> bool:
         """Whether ``behaviour`` (``gap`` or ``st_quality``) scores ``corpus``: one of its task named in the behaviour's ``corpora``."""
-        options = {"gap": self.gap, "st_quality": self.st_quality}[behaviour]
-        return options is not None and corpus.task == ("asr" if behaviour == "gap" else "st") and corpus.name in options["corpora"]
+        if behaviour == "gap":
+            return corpus.task == "asr" and any(corpus.name in gap["corpora"] for gap in self.gaps)
+        options = self.st_quality
+        return options is not None and corpus.task == "st" and corpus.name in options["corpora"]
 
     def transcribed(self, model: Model, corpus: Corpus) -> tuple[Part, ...]:
         """The parts of ``corpus`` whose hypotheses of ``model`` a behaviour needs (none with ``transcribe: false``)."""
@@ -384,18 +398,9 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     f0 = _f0(reader, document.get("baselines"), models, corpora)
     probes = _grids(reader, document.get("probes"), models, corpora, f0)
     models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
-    behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
+    behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, list, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
     given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
-    gap = reader.fields(behaviour["gap"], GAP_FIELDS, "behaviour.gap") if "gap" in given else None
-    if gap is not None:
-        from experiments.scoring.gaps import iterations_problem
-
-        if iterations_problem(gap["iterations"]):
-            raise reader.error("behaviour.gap.iterations", iterations_problem(gap["iterations"]))
-        gap["groups"] = list(reader.names(gap["groups"], "behaviour.gap.groups", choices=GENDERS))
-        if len(gap["groups"]) != 2:
-            raise reader.error("behaviour.gap.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
-        gap["corpora"] = _scored(reader, gap["corpora"], corpora, "asr", "behaviour.gap.corpora")
+    gaps = _gaps(reader, behaviour["gap"], corpora) if "gap" in given else ()
     st_quality = reader.fields(behaviour["st_quality"], ST_QUALITY_FIELDS, "behaviour.st_quality") if "st_quality" in given else None
     if st_quality is not None:
         st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
@@ -418,7 +423,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         transcribe=transcribe,
         probes=probes,
         f0=f0,
-        gap=gap,
+        gaps=gaps,
         st_quality=st_quality,
         report=_report(reader, document.get("report"), models),
     )
@@ -433,6 +438,34 @@ def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
         if report["site"] not in known:
             raise reader.error("report.site", f"{report['site']!r} is no site of the study's models; their sites: {', '.join(known)}")
     return report
+
+
+def _gaps(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> tuple[dict, ...]:
+    """``behaviour.gap``: one comparison (a mapping) or several (a list of mappings, each its own
+    ``groups``, e.g. [female, male] and, on some languages, [other, male])."""
+    from experiments.scoring.gaps import iterations_problem
+
+    listed = isinstance(value, list)
+    if listed and not value:
+        raise reader.error("behaviour.gap", "expected a mapping or a non-empty list of mappings")
+    gaps, seen = [], {}
+    for index, item in enumerate(value if listed else [value]):
+        where = f"behaviour.gap[{index}]" if listed else "behaviour.gap"
+        gap = reader.fields(item, GAP_FIELDS, where)
+        if problem := iterations_problem(gap["iterations"]):
+            raise reader.error(f"{where}.iterations", problem)
+        gap["groups"] = list(reader.names(gap["groups"], f"{where}.groups", choices=GENDERS))
+        if len(gap["groups"]) != 2:
+            raise reader.error(f"{where}.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
+        if tuple(gap["groups"]) in seen:
+            raise reader.error(f"{where}.groups", f"{','.join(gap['groups'])} is compared in {seen[tuple(gap['groups'])]} already; give each comparison once")
+        seen[tuple(gap["groups"])] = where
+        gap["corpora"] = _scored(reader, gap["corpora"], corpora, "asr", f"{where}.corpora")
+        if gap["languages"] is not None:
+            keys = sorted({part.key for corpus in corpora if corpus.name in gap["corpora"] for part in corpus.parts})
+            gap["languages"] = list(reader.names(gap["languages"], f"{where}.languages", choices=tuple(keys)))
+        gaps.append(gap)
+    return tuple(gaps)
 
 
 def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, where: str) -> tuple[str, ...]:

@@ -21,7 +21,8 @@ own rule:
 
 Layout under the study's ``out``: ``manifests/MODEL/CORPUS-all.jsonl`` (a pooled part restricted to a
 model's languages), ``stores/MODEL/CORPUS-KEY`` (``stores/f0/CORPUS-KEY``: the F0 baseline), ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
-``behaviour/MODEL/{gap,mustshe,st_quality}-CORPUS-KEY[-TGT].json``, ``probes/probes.jsonl``,
+``behaviour/MODEL/{gap,gap_A-B,mustshe,st_quality}-CORPUS-KEY[-TGT].json`` (``gap_other-male``: a
+second gap comparison), ``probes/probes.jsonl``,
 ``results/`` (collect's tables, ``correlations.json``), ``figures/``, ``RESULTS.md``, ``logs/``.
 """
 
@@ -572,11 +573,16 @@ def behaviour_status(behaviour: Behaviour) -> tuple[bool, str]:
     return True, ""
 
 
-def gap_behaviour(context: Context, hypotheses: Path, out: Path) -> Behaviour:
+def gap_kind(options: dict) -> str:
+    """The name of a gap comparison's outputs: ``gap`` for female against male (``gap-CORPUS-KEY.json``),
+    ``gap_A-B`` for another (``gap_other-male-CORPUS-KEY.json``), so the two never share a file."""
+    return "gap" if options["groups"] == ["female", "male"] else f"gap_{'-'.join(options['groups'])}"
+
+
+def gap_behaviour(options: dict, hypotheses: Path, out: Path) -> Behaviour:
     from experiments.scoring.asr_metrics import Scoring
     from experiments.scoring.gaps import gap_report, gap_settings, read_hypotheses, save_gap_report
 
-    options = context.study.gap
     groups, scoring = tuple(options["groups"]), Scoring(options["normalizer"], options["cer_spaces"])
     settings = gap_settings(groups, options["iterations"], options["seed"], scoring, options["gap_estimate"])
 
@@ -626,9 +632,14 @@ def plan_behaviour(context: Context, stage: str) -> list[Unit]:
             for part in study.transcribed(model, corpus):
                 for target in part.targets:
                     hypotheses = layout.hypotheses(model, part, target)
-                    if stage == "asr_gap" and study.scored("gap", corpus):
-                        behaviour = gap_behaviour(context, hypotheses, layout.behaviour("gap", model, part, target))
-                    elif stage == "mustshe" and part.mustshe is not None:
+                    if stage == "asr_gap":
+                        for options in study.gaps_of(corpus, part):
+                            behaviour = gap_behaviour(options, hypotheses, layout.behaviour(gap_kind(options), model, part, target))
+                            done, note = behaviour_status(behaviour)
+                            compared = "" if gap_kind(options) == "gap" else f" ({','.join(options['groups'])})"
+                            units.append(Unit(stage, f"{model.name} {part.output_name(target)}{compared}", done, note, model, behaviour))
+                        continue
+                    if stage == "mustshe" and part.mustshe is not None:
                         behaviour = mustshe_behaviour(part.mustshe, hypotheses, target, layout.behaviour("mustshe", model, part, target))
                     elif stage == "st_quality" and study.scored("st_quality", corpus):
                         behaviour = quality_behaviour(context, hypotheses, layout.behaviour("st_quality", model, part, target), scorers)

@@ -20,9 +20,15 @@ FAMILY_MODULES = (  # one line per family (the demo runs its tiny random models 
 FAMILIES: dict[str, Family] = {family.name: family for family in (import_module(f"{__name__}.{name}").FAMILY for name in FAMILY_MODULES)}
 
 
+def site_role(family: str | None, site: str) -> str | None:
+    """The role of ``site`` in a model of ``family`` (:meth:`Family.site_role`); None for a family not
+    in the registry (a store written without its family, the F0 baseline's ``praat``)."""
+    return FAMILIES[family].site_role(site) if family in FAMILIES else None
+
+
 def tiny_extractor(family: str, **kwargs) -> Extractor:
     """The tiny random model of ``family`` (built offline from a config), as an extractor."""
     return FAMILIES[family].tiny_extractor(**kwargs)
 
 
-__all__ = ["FAMILIES", "Extractor", "Family", "NonFiniteError", "UnknownSiteError", "tiny_extractor"]
+__all__ = ["FAMILIES", "Extractor", "Family", "NonFiniteError", "UnknownSiteError", "site_role", "tiny_extractor"]

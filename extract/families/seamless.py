@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import Extractor, Family, Prepared, lengths_from_mask, padded_batch, seeded
+from extract.families.base import FINAL, PRE_ADAPTER, Extractor, Family, Prepared, lengths_from_mask, padded_batch, seeded
 from extract.families.generation import Generator, language_code
 from extract.hooks import Site
 
@@ -146,4 +146,11 @@ def tiny_model():
     return SeamlessM4Tv2ForSpeechToText(config), SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
 
 
-FAMILY = Family(SeamlessExtractor, SeamlessGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"), display_name="SeamlessM4T v2")
+FAMILY = Family(
+    SeamlessExtractor,
+    SeamlessGenerator,
+    tiny_model,
+    demo_sites=("pre_adapter", "post_adapter"),
+    display_name="SeamlessM4T v2",
+    site_roles={"pre_adapter": PRE_ADAPTER, "post_adapter": FINAL},
+)

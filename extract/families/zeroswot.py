@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch, seeded
+from extract.families.base import FINAL, FINAL_VARIANT, PRE_ADAPTER, Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
 
@@ -353,4 +353,12 @@ def tiny_model():
     return ZeroSwotStandIn(), Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, do_normalize=True, return_attention_mask=True)
 
 
-FAMILY = Family(ZeroSwotExtractor, ZeroSwotGenerator, tiny_model, demo_sites=("pre_adapter", "post_adapter"), display_name="ZeroSwot", tiny_stand_in=True)
+FAMILY = Family(
+    ZeroSwotExtractor,
+    ZeroSwotGenerator,
+    tiny_model,
+    demo_sites=("pre_adapter", "post_adapter"),
+    display_name="ZeroSwot",
+    tiny_stand_in=True,
+    site_roles={"pre_adapter": PRE_ADAPTER, "post_adapter": FINAL, "post_adapter_no_special": FINAL_VARIANT},
+)
