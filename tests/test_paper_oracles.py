@@ -89,7 +89,7 @@ def _fucci_inputs(folder):
     for model, accuracies in FUCCI_TABLE_2.items():
         for tgt, accuracy in zip(DIRECTIONS, accuracies):
             subject = {"model": model, "tgt_lang": tgt, "manifest_sha256": _sha(f"must_she-en-{tgt}")}
-            document = identified({"category_1": {"accuracy": accuracy}}, SCORES_SCHEMA, [], subject)
+            document = identified({"category_1": {"accuracy": accuracy}}, SCORES_SCHEMA, [], subject, kind="mustshe")
             path = folder / f"mustshe-{model}-{tgt}.json"
             path.write_text(json.dumps(document))
             documents.append(path)
@@ -140,7 +140,7 @@ def test_attanasio2024_table_1_other_vs_male_gaps_pass_through_collect_unchanged
         family, site = ("whisper", "encoder.final") if model.startswith("whisper") else ("seamless", "post_adapter")
         entries = {language: {"gap_relative": value, "gap_estimate": "resampled"} for language, value in values.items()}
         subject = {"model": model, "family": family, "dataset": "common_voice", "languages": sorted(values)}
-        document = identified({"settings": gap_settings(("other", "male"), 1000, 0), "languages": entries}, GAP_SCHEMA, [], subject)
+        document = identified({"settings": gap_settings(("other", "male"), 1000, 0), "languages": entries}, GAP_SCHEMA, [], subject, kind="asr_gap")
         gaps.append(tmp_path / f"gap-{model}.json")
         gaps[-1].write_text(json.dumps(document))
         for language in values:
