@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from extract.claims import ClaimError
+from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
@@ -278,10 +279,9 @@ def _user_message(error: BaseException) -> str:
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
-    from extract.families import FAMILIES  # here, not at the top: it loads torch, which the scoring CLIs sharing this module never need
-    from extract.spec import DTYPES, default_device
+    from extract.families import FAMILY_NAMES  # the names only: the family modules load torch, which --help never needs
 
-    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
+    parser.add_argument("--model", required=True, choices=sorted(FAMILY_NAMES))
     input_argument(
         parser,
         "--checkpoint",
@@ -290,8 +290,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
-    parser.add_argument("--device", default=default_device(), help="default: cuda if a GPU is visible, else cpu")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
+    add_device_argument(parser)
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPE_NAMES), help="model compute dtype")
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+    """``--device`` (``args.device``): ``auto``, the default, is resolved once the flags are parsed
+    (:func:`extract.device.resolve_device`), so building the parser imports no torch."""
+    return parser.add_argument("--device", default=AUTO, type=resolve_device, help=DEVICE_HELP)
 
 
 def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 0) -> ModelSpec:

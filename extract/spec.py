@@ -2,7 +2,7 @@
 
 Every family is loaded the same way (:func:`load_extractor`, :func:`load_generator`); what differs
 between families lives in their modules under ``extract.families``. The device default rule of
-every command line is :func:`default_device`.
+every command line is :func:`extract.device.default_device`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from pathlib import Path
 
 import torch
 
+from extract.device import DTYPE_NAMES, default_device
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
 BUNDLED_PREFIX = "bundled-"
 TINY_RANDOM = "tiny-random"  # the family's tiny model built offline from a config, random weights (tests, the demo)
@@ -33,11 +34,6 @@ class ModelSpecError(ValueError):
 
 # what loading raises for a mistake the user can fix (besides OSError: a checkpoint that cannot be read)
 LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError)
-
-
-def default_device() -> str:
-    """``cuda`` when a GPU is visible, else ``cpu``: the default of every ``--device``."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @dataclass(frozen=True)

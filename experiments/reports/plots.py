@@ -34,7 +34,6 @@ from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
-from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
 PAPER_STYLE = {
@@ -244,6 +243,8 @@ def error_distribution(distribution: dict[str, list[float]], out, metric: str = 
 def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int = 100, title: str = "") -> list[Path]:
     """``profiles``: label (model and site) -> one weight vector per utterance; each is resampled to
     ``points`` positions, then mean ± std across utterances."""
+    from probing.modules import interpolate_weights  # torch: imported when drawn, so that --help stays fast
+
     plt = pyplot()
     figure, axes = plt.subplots(len(profiles), 1, figsize=(4.8, 1.5 * len(profiles) + 0.4), sharex=True, squeeze=False, layout="constrained")
     grid = np.arange(points)

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from extract.spec import default_device
+    from extract.device import default_device
 
     started = time.time()
     study = load_study(args.study, args.root)

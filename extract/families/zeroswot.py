@@ -45,9 +45,6 @@ from extract.families.base import Extractor, Family, Prepared, RemoteCodeError, 
 from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
 
-# the default decoder, in words: transcribe's --decoder help prints it
-DEFAULT_DECODER = "the NLLB model named by the checkpoint's config (nllb_model_name_or_path)"
-
 # ISO 639-1 -> NLLB / FLORES-200 (the decoder's target codes). Covers the languages of Common Voice,
 # Fleurs and VoxPopuli in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a code already in
 # FLORES-200 form passes through unchanged.
