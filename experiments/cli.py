@@ -286,7 +286,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--checkpoint",
         help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper; "
-        "'tiny-random': the family's tiny model with random weights (offline)",
+        "'tiny-random': the family's tiny model with random weights (offline; Whisper's also transcribes offline, with the bundled tokenizer)",
     )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
