@@ -13,6 +13,7 @@ import pytest
 import soundfile
 
 from experiments.study.__main__ import main
+from experiments.study.placeholders import write_placeholders
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
 from extract.provenance import file_sha256
@@ -288,7 +289,10 @@ def one_error_line(capsys) -> str:
     [
         (("checkpoint:", "chekpoint:"), "tiny.yaml: models[0]: unknown key 'chekpoint'; did you mean 'checkpoint'?"),
         (("task: asr", "task: mt"), "tiny.yaml: corpora[0].task: 'mt' is not one of asr, st"),
-        (("it: manifests/it.jsonl", "it: manifests/missing.jsonl"), "tiny.yaml: corpora[0].manifests.it: {root}/manifests/missing.jsonl does not exist"),
+        (
+            ("it: manifests/it.jsonl", "it: manifests/missing.jsonl"),
+            "tiny.yaml: 1 input file(s) do not exist, relative to the study file's folder {root}: corpora[0].manifests.it: {root}/manifests/missing.jsonl; ",
+        ),
         (("probes: {{probes", "probe: {{probes"), "tiny.yaml: top level: unknown key 'probe'; did you mean 'probes'?"),
         (("positions: 20", "positions: twenty"), "tiny.yaml: probes: positions is int, got 'twenty' (str)"),
         (("iterations: 50", "iteration: 50"), "tiny.yaml: behaviour.gap: unknown key 'iteration'; did you mean 'iterations'?"),
@@ -317,24 +321,6 @@ def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_ru
     assert "is in 'es', not 'it'; give each language its own manifest" in one_error_line(capsys)
 
 
-def placeholder_manifests(study_file: Path, root: Path) -> int:
-    """One valid row in every manifest (and a header-only MuST-SHE definition) the study names, under ``root``."""
-    import yaml
-
-    document = yaml.safe_load(study_file.read_text())
-    written = 0
-    for corpus in document["corpora"]:
-        for key, manifest in corpus["manifests"].items():
-            language = key.split("-")[0]
-            utterance = Utterance(f"{corpus['name']}-{key}-0", "clip.wav", language, "text", "female", "s0", dataset=corpus["name"], translation="t")
-            write_manifest(root / manifest, [utterance])
-            written += 1
-        for definition in (corpus.get("mustshe") or {}).values():
-            (root / definition).parent.mkdir(parents=True, exist_ok=True)
-            (root / definition).write_text("ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n")
-    return written
-
-
 @pytest.mark.parametrize(
     "name, manifests, plan",
     [
@@ -353,7 +339,7 @@ def placeholder_manifests(study_file: Path, root: Path) -> int:
 )
 def test_the_papers_studies_plan_against_placeholder_manifests(tmp_path, capsys, name, manifests, plan):
     study_file = STUDIES / f"{name}.yaml"
-    assert placeholder_manifests(study_file, tmp_path) == manifests
+    assert len([path for path in write_placeholders(study_file, tmp_path) if path.suffix == ".jsonl"]) == manifests
     assert main(["run", str(study_file), "--root", str(tmp_path), "--dry-run"]) == 0
     printed = capsys.readouterr().out
     for line in plan:
@@ -484,3 +470,34 @@ def test_the_tiny_random_checkpoint_is_each_familys_tiny_model_labelled_so():
         assert spec.label() == spec.fingerprint() == spec.resolved_checkpoint() == f"tiny-random-{family}"
     extractor = load_extractor(ModelSpec("s2t", "tiny-random", device="cpu"))
     assert (extractor.checkpoint, extractor.fingerprint) == ("tiny-random-s2t", "tiny-random-s2t")
+
+
+def test_every_missing_manifest_is_named_at_once_with_what_to_do(capsys):
+    study_file = STUDIES / "attanasio2024.yaml"
+    assert main(["run", str(study_file), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert "49 input file(s) do not exist, relative to the study file's folder" in line and "(49 in all)" in line
+    assert "corpora[0].manifests.ar:" in line and "give --root the folder that holds them" in line and "--placeholders DIR" in line
+
+
+def test_placeholders_are_written_by_the_command_never_over_a_file_and_the_plan_reads_them(tmp_path, capsys):
+    study_file = STUDIES / "fucci2025.yaml"
+    root = tmp_path / "data"
+    assert main(["run", str(study_file), "--placeholders", str(root)]) == 0
+    printed = capsys.readouterr().out
+    written = sorted(path for path in root.rglob("*") if path.is_file())
+    assert f"wrote {len(written)} placeholder files under {root}" in printed and f"--root {root} --dry-run" in printed
+    manifest = next(path for path in written if path.suffix == ".jsonl")
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert sorted((row["gender"], row["speaker"]) for row in rows) == [("female", f"f{i}") for i in range(3)] + [("male", f"m{i}") for i in range(3)]
+    before = {path: path.read_bytes() for path in written}
+    assert main(["run", str(study_file), "--placeholders", str(root)]) == 2
+    assert "exists" in one_error_line(capsys) and {path: path.read_bytes() for path in written} == before
+    assert main(["run", str(study_file), "--root", str(root), "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("argv", [["--root"], ["--root", ""], ["--root", "  "]])
+def test_root_without_a_folder_is_one_line_naming_the_unset_variable(argv, capsys):
+    assert main(["run", str(STUDIES / "fucci2025.yaml"), *argv, "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert "--root needs a folder, and got none: is the shell variable it names unset or empty" in line

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, run_cli
+from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, run, study_errors
@@ -56,7 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(runner, "study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
     runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
     runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
-    runner.add_argument("--root", type=Path, help="resolve the study's relative paths against this folder (default: the study file's folder)")
+    runner.add_argument(
+        "--root",
+        nargs="?",
+        const="",
+        help="resolve the study's relative paths against this folder (default: the study file's folder)",
+    )
+    output_argument(
+        runner,
+        "--placeholders",
+        metavar="DIR",
+        help="only write a placeholder (six rows) for every manifest the study names under DIR (never over a file), "
+        "so that --root DIR --dry-run shows the plan before the corpora are downloaded; then stop",
+    )
     runner.add_argument("--device", help="where models and probes run (default: the study's device, else cuda if a GPU is visible, else cpu)")
     runner.add_argument("--quiet", action="store_true", help="no progress bars")
     runner.add_argument("--cells-per-task", type=int, default=1, help="with --executor: probe grid cells per task (default 1)")
@@ -64,9 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _write_placeholders(args: argparse.Namespace) -> int:
+    from experiments.study.placeholders import write_placeholders
+
+    root = Path(args.placeholders)
+    written = write_placeholders(args.study, root)
+    print(f"[study] wrote {len(written)} placeholder files under {root}")
+    print(f"[study] now: speech-gender study run {args.study} --root {root} --dry-run")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from extract.device import default_device
 
+    if args.placeholders:
+        return _write_placeholders(args)
     started = time.time()
     study = load_study(args.study, args.root)
     context = Context(study, args.device or study.device or default_device(), show_progress=not args.quiet, write=not args.dry_run)
@@ -93,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cells_per_task < 1:
         parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")
+    if args.root is not None and not args.root.strip():
+        return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
     return run_cli(lambda: _run(args), StudyError, *study_errors())
 
 
