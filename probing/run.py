@@ -609,7 +609,8 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
     else:
-        splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+        dev_needed = bool(probe_kind(config.probe).selects_on_dev)
+        splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
         if applied_shared:

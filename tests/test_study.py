@@ -501,3 +501,98 @@ def test_root_without_a_folder_is_one_line_naming_the_unset_variable(argv, capsy
     assert main(["run", str(STUDIES / "fucci2025.yaml"), *argv, "--dry-run"]) == 2
     line = one_error_line(capsys)
     assert "--root needs a folder, and got none: is the shell variable it names unset or empty" in line
+
+
+def write_four_voices(root: Path, splits: dict[str, str] | None = None) -> None:
+    """The newcomer audit's corpus: 2 speakers per gender (f0, f1, m0, m1), English and Italian, 2
+    half-second tones each; ``splits``: speaker -> the manifest's split."""
+    for language in ("en", "it"):
+        rows = []
+        for gender in ("female", "male"):
+            for speaker in range(2):
+                name = f"{gender[0]}{speaker}"
+                for clip in range(2):
+                    path = root / "audio" / f"{language}-{name}-{clip}.wav"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    t = np.arange(RATE // 2) / RATE
+                    soundfile.write(path, (0.3 * np.sin(2 * np.pi * (220.0 if gender == "female" else 110.0 + 10 * speaker) * t)).astype(np.float32), RATE)
+                    split = (splits or {}).get(name)
+                    rows.append(Utterance(path.stem, str(path), language, "one two", gender, name, dataset="toy", **({"split": split} if split else {})))
+        write_manifest(root / f"toy-{language}.jsonl", rows)
+
+
+FOUR_VOICES = """\
+name: four
+out: runs/four
+device: cpu
+models:
+  - {{name: tiny, family: {family}, checkpoint: tiny-random, sites: [encoder.final]}}
+corpora:
+  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl, it: toy-it.jsonl}}}}
+probes: {{probes: [{probe}], controls: [none], seeds: [0], positions: 10{options}}}
+behaviour: {{gap: {{iterations: 10}}}}
+"""
+
+
+def four_voices_study(folder: Path, family: str = "whisper", probe: str = "positional", options: str = "") -> Path:
+    path = folder / "four.yaml"
+    path.write_text(FOUR_VOICES.format(family=family, probe=probe, options=options))
+    return path
+
+
+@pytest.mark.parametrize(
+    "splits, probe, options, expected",
+    [
+        (
+            None,
+            "attention",
+            "",
+            "(attention probe): the speakers in language en (the manifest gives no train and test split): the fixed split needs at least 3 ",
+        ),
+        (
+            {"f0": "train", "m0": "train", "f1": "test", "m1": "test"},
+            "attention",
+            "",
+            "the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ",
+        ),
+        ({"f0": "train", "m0": "train", "f1": "train", "m1": "test"}, "positional", "", "the test split in language en lacks one of the classes male/female"),
+        (None, "attention", ", split: loso", "leave-one-speaker-out needs at least 3 "),
+    ],
+)
+def test_the_dry_run_refuses_a_probe_split_the_run_would_refuse(tmp_path, capsys, splits, probe, options, expected):
+    write_four_voices(tmp_path, splits)
+    study = four_voices_study(tmp_path, probe=probe, options=options)
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {study}: probes: tiny toy-en") and expected in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_dry_run_refuses_transcribing_with_a_tiny_random_model_that_has_no_tokenizer_offline(tmp_path, capsys):
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path, family="s2t")
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "models[0] (tiny): the tiny random s2t model (checkpoint tiny-random) has no tokenizer offline" in one_error_line(capsys)
+    study.write_text(study.read_text().replace("checkpoint: tiny-random,", "checkpoint: tiny-random, transcribe: false,"))
+    assert main(["run", str(study), "--dry-run"]) == 0
+
+
+def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_changed_manifest_is_refused_by_the_plan(tmp_path, capsys, monkeypatch):
+    """The audit's first study: tiny-random Whisper (transcribing offline), 2 speakers per gender in two
+    languages, the default split with positional probes: one run, no failed attempt, probe rows joined
+    with the gaps. Then a manifest edited after extraction is refused by the dry run, naming the store."""
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("no hub in this test")))
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path)
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    out = tmp_path / "runs" / "four"
+    assert [(row["language"], row["site"]) for row in _rows(out / "results" / "f1_vs_gap.csv")] == [("en", "encoder.final"), ("it", "encoder.final")]
+    capsys.readouterr()
+    manifest = tmp_path / "toy-en.jsonl"
+    manifest.write_text(manifest.read_text().replace('"speaker": "m1"', '"speaker": "m2"'))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
+    assert "the extraction would refuse to add to it; move it aside (or delete it) and rerun" in line
