@@ -100,19 +100,18 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
     for c in (0, 1):
         names = sorted(set(speakers[labels == c].tolist()))
         order = [names[i] for i in rng.permutation(len(names))]
-        needed = 1 + (test_share > 0) + (dev_share > 0)
-        if len(order) < needed and not dev_needed and dev_share > 0 and len(order) == needed - 1:
-            dev_share = 0.0  # one speaker short of a dev split that this probe would not use
-        elif len(order) < needed:
-            roles = ", ".join(
-                role for role, used in (("one to test", test_share > 0), ("one for the dev split", dev_share > 0), ("one to train", True)) if used
-            )
+        dev = dev_share
+        if dev > 0 and not dev_needed and len(order) < 1 + (test_share > 0) + 1:
+            dev = 0.0  # one speaker short of a dev split that this probe would not use
+        needed = 1 + (test_share > 0) + (dev > 0)
+        if len(order) < needed:
+            roles = ", ".join(role for role, used in (("one to test", test_share > 0), ("one for the dev split", dev > 0), ("one to train", True)) if used)
             raise ProbeError(
                 f"{where}: the fixed split needs at least {needed} {class_names[c]} speakers ({roles}), and has {len(order)} "
                 f"({', '.join(order) or 'none'}); add {class_names[c]} speakers, give train/dev/test per speaker in the manifest, {LOSO_HINT}"
             )
         n_test = max(1, int(round(test_share * len(order)))) if test_share > 0 else 0
-        n_dev = max(1, int(round(dev_share * len(order)))) if dev_share > 0 else 0
+        n_dev = max(1, int(round(dev * len(order)))) if dev > 0 else 0
         for position, name in enumerate(order):
             assignment[name] = "test" if position < n_test else "dev" if position < n_test + n_dev else "train"
     return np.array([assignment[s] for s in speakers])

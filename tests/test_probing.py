@@ -305,10 +305,10 @@ def test_the_manifest_train_split_is_counted_as_such_when_dev_is_carved_from_it(
     with pytest.raises(ProbeError) as refused:
         make_splits(metadata, ids, dev_needed=True)
     message = str(refused.value)
-    assert message.startswith("the manifest's train split (its dev split is carved from it): the fixed split needs at least 2 ")
+    assert message.startswith("the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ")
     assert "(one for the dev split, one to train), and has 1 (s" in message and "split: loso" in message
     metadata["split"] = ["train" if name in ("s1", "s2", "s3") else "test" for name in metadata["speaker"]]
-    with pytest.raises(ProbeError, match=r"the test split lacks one of the classes male/female \(its speakers: s4\); give both genders speakers"):
+    with pytest.raises(ProbeError, match=r"the test split in language en lacks one of the classes male/female \(its speakers: s4\); give both"):
         make_splits(metadata, ids, dev_needed=False)
 
 

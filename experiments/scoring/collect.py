@@ -19,7 +19,9 @@ records it in its ``subject`` (the model label, dataset and language), never by 
 - ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
   control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
   is the probe's (``fixed``, ``loso``: leave one speaker out; rows written before it read ``fixed``);
-  the two joins above take the ``fixed`` rows only, so a probe scored both ways is never averaged.
+  the two joins above never average the two: ``f1_vs_gap.csv`` takes a key's ``fixed`` rows, or its
+  ``loso`` rows where the probe was scored by leave-one-speaker-out only (its ``split`` column says
+  which: the docs recommend LOSO for small corpora), ``f1_vs_mustshe.csv`` the ``fixed`` rows.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
@@ -40,7 +42,7 @@ import numpy as np
 
 from experiments.scoring.gaps import DEFAULT_COMPARISON
 from extract.provenance import file_identity, provenance
-from probing.data import DEFAULT_SPLIT
+from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.results import ResultsError, load_numbered_rows
 
 COLLECT_SCHEMA = 1
@@ -60,6 +62,7 @@ F1_VS_GAP = (
     "ci95_of",
     "probe_runs",
     "gap_source",
+    "split",  # added last: fixed, or loso where the probe was scored by leave-one-speaker-out only
 )
 F1_VS_MUSTSHE = ("model", "site", "site_index", "tgt_lang", "applied_f1_macro", "seeds", "category_1_accuracy", "probe_runs", "mustshe_source")
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
@@ -333,8 +336,11 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split == DEFAULT_SPLIT]
-    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"]))
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
+    by_split = {split: [p for p in positional if p.split == split] for split in SPLITS}
+    groups = _seed_groups(by_split[DEFAULT_SPLIT], _gap_probe_key)
+    for key, members in _seed_groups(by_split["loso"], _gap_probe_key).items():
+        groups.setdefault(key, members)  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
     rows, used = [], set()
     for (model, dataset, language, site, task), members in groups.items():
         gap_key = (model, dataset, language, task)
@@ -355,6 +361,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 "site": site,
                 "site_index": members[0].row.get("site_index"),
                 "task": task,
+                "split": members[0].split,
                 "f1_s": _mean(members, "f1_s"),
                 "seeds": _seeds(members),
                 "gap_relative": entry.get("gap_relative"),
@@ -372,6 +379,10 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
     return sorted(
         rows, key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["site_index"] if r["site_index"] is not None else -1, r["site"])
     )
+
+
+def _gap_probe_key(probe: Probe) -> tuple:
+    return probe.subject["model"], probe.subject["dataset"], probe.subject["language"], probe.config["site"], probe.config["task"]
 
 
 def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:
