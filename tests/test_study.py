@@ -139,7 +139,10 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
     assert results.startswith("# tiny: results")
     assert f"| wt | cv | encoder.final | 3 | {final['pearson_r']:+.3f} |" in results
     for row in (row for row in table if row["site"] == "encoder.final"):
-        assert f"| {row['language']} | female-male | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
+        entry = json.loads(Path(row["gap_source"]).read_text())["languages"][row["language"]]
+        rates = f"{entry['metric'].upper()} female {entry['groups']['female']['error_rate']:.2f}, male {entry['groups']['male']['error_rate']:.2f}"
+        shown = f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {rates} | {float(row['gap_relative']):+.2f} |"
+        assert shown in results, results
     figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
     assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
     assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])
@@ -589,6 +592,8 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
     out = tmp_path / "runs" / "four"
     assert [(row["language"], row["site"]) for row in _rows(out / "results" / "f1_vs_gap.csv")] == [("en", "encoder.final"), ("it", "encoder.final")]
+    results = (out / "RESULTS.md").read_text()
+    assert "| error rate per group |" in results and " female " in results and "† unreliable interval: en: only 2 speakers in a group" in results
     capsys.readouterr()
     manifest = tmp_path / "toy-en.jsonl"
     manifest.write_text(manifest.read_text().replace('"speaker": "m1"', '"speaker": "m2"'))
@@ -596,3 +601,16 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     line = one_error_line(capsys)
     assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
     assert "the extraction would refuse to add to it; move it aside (or delete it) and rerun" in line
+
+
+def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(tmp_path, capsys):
+    """The docs recommend leave-one-speaker-out for small corpora: its positional rows are joined with
+    the gaps (split loso), and a kind no gap joins (mean) still has its numbers in RESULTS.md."""
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path, probe="positional, mean", options=", split: loso")
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    out = tmp_path / "runs" / "four"
+    assert [(row["language"], row["split"]) for row in _rows(out / "results" / "f1_vs_gap.csv")] == [("en", "loso"), ("it", "loso")]
+    results = (out / "RESULTS.md").read_text()
+    assert "## Probe scores without a gap" in results
+    assert "| tiny | toy | en | encoder.final | mean | loso | F1 |" in results and "| tiny | toy | it | encoder.final | mean | loso | F1 |" in results

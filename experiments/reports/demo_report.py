@@ -91,7 +91,7 @@ def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: st
         reason = None
     except CorrelationError as error:
         fit, reason = None, str(error)
-    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot)
+    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot, reason=reason or "")
     return fit, reason
 
 
