@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from extract.claims import ClaimError
-from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, resolve_device
+from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, dtype_name, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
@@ -138,6 +138,15 @@ class CommandParser(argparse.ArgumentParser):
         if problem is not None:
             raise SystemExit(fail(problem))
         return parsed
+
+
+def program_name(module: str) -> str:
+    """A command's program name in its usage lines: ``speech-gender STAGE`` (or ``python -m experiments
+    STAGE``) when it runs through the entry point, which names ``sys.argv[0]`` so
+    (:func:`experiments.stages.program_name`), else ``python -m MODULE`` (run as a module,
+    ``sys.argv[0]`` is its file: a package's would read ``__main__.py``)."""
+    called = sys.argv[0] if sys.argv else ""
+    return f"python -m {module}" if not called or called.endswith(".py") else called
 
 
 def add_reclaim_stale_argument(parser: argparse.ArgumentParser, what: str = "--out") -> None:
@@ -291,7 +300,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
     add_device_argument(parser)
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPE_NAMES), help="model compute dtype")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        type=dtype_name,
+        metavar="{" + ",".join(DTYPE_NAMES) + "}",
+        help="model compute dtype (default float32); fp32, fp16 and bf16 are accepted too",
+    )
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> argparse.Action:

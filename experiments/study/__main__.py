@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, fail, input_argument, output_argument, program_name, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, run, study_errors
@@ -49,7 +49,7 @@ def _stages(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog=program_name("experiments.study"), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     formatter = argparse.RawDescriptionHelpFormatter
     runner = commands.add_parser("run", help="plan a study file and run what is not finished", description=__doc__, formatter_class=formatter)
