@@ -601,6 +601,13 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     line = one_error_line(capsys)
     assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
     assert "the extraction would refuse to add to it; move it aside (or delete it) and rerun" in line
+    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2  # the hypotheses too, planned alone
+    line = one_error_line(capsys)
+    assert (
+        f"{out / 'hyps' / 'tiny' / 'toy-en.jsonl'} was written from {manifest} as it was before or with other settings "
+        "(other settings: manifest_sha256: " in line
+    )
+    assert "the transcription would refuse to add to it" in line
 
 
 def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(tmp_path, capsys):
