@@ -621,3 +621,23 @@ def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(
     results = (out / "RESULTS.md").read_text()
     assert "## Probe scores without a gap" in results
     assert "| tiny | toy | en | encoder.final | mean | loso | F1 |" in results and "| tiny | toy | it | encoder.final | mean | loso | F1 |" in results
+
+
+def test_the_site_heatmap_never_averages_fixed_and_loso_rows(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.scoring.collect import LONG, write_csv
+    from experiments.study import report
+
+    def row(model, split, value, site="encoder.final"):
+        return {"kind": "probe", "model": model, "dataset": "toy", "language": "en", "site": site, "probe": "positional", "control": "none"} | {
+            "seed": 0, "task": "female-male", "split": split, "applied_to": "", "metric": "f1_s", "site_index": 1, "value": value, "source": "p:1"
+        }  # fmt: skip
+
+    layout = SimpleNamespace(results=tmp_path / "results", figures=tmp_path / "figures", out=tmp_path)
+    layout.results.mkdir()
+    write_csv([row("both", "fixed", 80.0), row("both", "loso", 20.0), row("loso-only", "loso", 60.0)], LONG, layout.results / "long.csv")
+    drawn = []
+    plots = SimpleNamespace(site_heatmap=lambda scores, sites, languages, out, **options: drawn.append((scores, options["title"])) or [out])
+    report._site_heatmaps(layout, plots)
+    assert drawn == [({("encoder.final", "en"): 80.0}, "both, toy (fixed split)"), ({("encoder.final", "en"): 60.0}, "loso-only, toy (loso split)")]

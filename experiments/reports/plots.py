@@ -293,8 +293,17 @@ def confusion(predictions: list[str], translation_genders: list[str], out, class
 
 
 @paper_style
-def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditions: list[str], out, label: str = "F1_S (%)", title: str = "") -> list[Path]:
-    """``scores``: (site, condition) -> score; missing cells stay blank."""
+def site_heatmap(
+    scores: dict[tuple[str, str], float],
+    sites: list[str],
+    conditions: list[str],
+    out,
+    label: str = "F1_S (%)",
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+) -> list[Path]:
+    """``scores``: (site, condition) -> score; missing cells stay blank; ``xlabel``, ``ylabel``: the axes' titles."""
     plt = pyplot()
     matrix = np.full((len(conditions), len(sites)), np.nan)
     for (site, condition), value in scores.items():
@@ -308,6 +317,8 @@ def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditi
     axis.set_yticks(range(len(conditions)), conditions)
     axis.spines[:].set_visible(False)
     figure.colorbar(image, ax=axis, label=label, fraction=0.04)
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
     if title:
         axis.set_title(title)
     return save(figure, out)

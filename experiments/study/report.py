@@ -158,21 +158,25 @@ def write_figures(layout, study: Study) -> Path:
 
 def _site_heatmaps(layout, plots) -> list[dict]:
     """F1_S per site (columns) and language (rows) of each model and dataset, positional probes
-    without control and not applied elsewhere, the mean over seeds (from ``long.csv``)."""
-    values: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
+    fixed-split rows, or the leave-one-speaker-out ones where a model and dataset has no other
+    (never the two averaged; the title names the split)."""
+    values: dict[tuple[str, str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for row in _rows(_files(layout)["long"]):
         if row["kind"] != "probe" or row["probe"] != "positional" or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
             continue
-        key = (row["model"], row["dataset"])
-        values[key][(row["site"], row["language"])].append(float(row["value"]))
-        order[key][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
+        values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], row["language"])].append(float(row["value"]))
+        order[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
     figures = []
-    for (model, dataset), cells in sorted(values.items()):
+    for (model, dataset, split), cells in sorted(values.items()):
+        if split != "fixed" and (model, dataset, "fixed") in values:
+            continue
         scores = {cell: sum(found) / len(found) for cell, found in cells.items()}
         sites = sorted(order[(model, dataset)], key=lambda site: (order[(model, dataset)][site], site))
         languages = sorted({language for _, language in scores})
-        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=f"{model}, {dataset}")
+        title = f"{model}, {dataset} ({split} split)"
+        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=title, xlabel="site", ylabel="language")
         figures.append({"kind": "f1_s_by_site", "model": model, "dataset": dataset, "paths": [p.name for p in paths]})
     return figures
 
