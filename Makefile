@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figures test lint docs format clean-cache
+.PHONY: install shell demo demo-figures test lint docs format clean-cache
 
 install: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip check
 	$(BIN)/python -c "from extract.weights import bundled_whisper; print('bundled Whisper base at', bundled_whisper('base'))"
 	touch $(STAMP)
+
+# an interactive shell with .venv first on PATH, so that `speech-gender` runs (the same as `source .venv/bin/activate`)
+shell: install
+	@echo "speech-gender is on PATH in this shell (.venv); exit to leave it"
+	@VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" exec "$${SHELL:-/bin/bash}" -i
 
 demo: install
 	$(BIN)/python -m experiments.demo

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from extract.claims import ClaimError
+from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, dtype_name, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
@@ -133,10 +134,31 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
-        problem = overwritten_input(*file_flags(self, parsed))
+        problem = overwritten_input(*file_flags(self, parsed)) or device_missing_here(parsed)
         if problem is not None:
             raise SystemExit(fail(problem))
         return parsed
+
+
+def device_missing_here(parsed: argparse.Namespace) -> str | None:
+    """``--device`` names a device this machine lacks, and the command runs here (no ``--executor``:
+    a submitted job runs on a node that may have it): the problem, as ``--device``'s line."""
+    device = getattr(parsed, "device", None)
+    if not isinstance(device, str) or getattr(parsed, "executor", None):
+        return None
+    from extract.device import device_problem
+
+    problem = device_problem(device)
+    return f"--device {problem}" if problem else None
+
+
+def program_name(module: str) -> str:
+    """A command's program name in its usage lines: ``speech-gender STAGE`` (or ``python -m experiments
+    STAGE``) when it runs through the entry point, which names ``sys.argv[0]`` so
+    (:func:`experiments.stages.program_name`), else ``python -m MODULE`` (run as a module,
+    ``sys.argv[0]`` is its file: a package's would read ``__main__.py``)."""
+    called = sys.argv[0] if sys.argv else ""
+    return f"python -m {module}" if not called or called.endswith(".py") else called
 
 
 def add_reclaim_stale_argument(parser: argparse.ArgumentParser, what: str = "--out") -> None:
@@ -278,22 +300,31 @@ def _user_message(error: BaseException) -> str:
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
-    from extract.families import FAMILIES  # here, not at the top: it loads torch, which the scoring CLIs sharing this module never need
-    from extract.spec import DTYPES, default_device, device_argument
+    from extract.families import FAMILY_NAMES  # the names only: the family modules load torch, which --help never needs
 
-    parser.add_argument("--model", required=True, choices=sorted(FAMILIES))
+    parser.add_argument("--model", required=True, choices=sorted(FAMILY_NAMES))
     input_argument(
         parser,
         "--checkpoint",
         help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper; "
-        "'tiny-random': the family's tiny model with random weights (offline)",
+        "'tiny-random': the family's tiny model with random weights (offline; Whisper's also transcribes offline, with the bundled tokenizer)",
     )
     parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
+    add_device_argument(parser)
     parser.add_argument(
-        "--device", type=device_argument, default=default_device(), help="cpu, cuda, cuda:N or mps (default: cuda if a GPU is visible, else cpu)"
+        "--dtype",
+        default="float32",
+        type=dtype_name,
+        metavar="{" + ",".join(DTYPE_NAMES) + "}",
+        help="model compute dtype (default float32); fp32, fp16 and bf16 are accepted too",
     )
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="model compute dtype")
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+    """``--device`` (``args.device``): ``auto``, the default, is resolved once the flags are parsed
+    (:func:`extract.device.resolve_device`), so building the parser imports no torch."""
+    return parser.add_argument("--device", default=AUTO, type=resolve_device, help=DEVICE_HELP)
 
 
 def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 0) -> ModelSpec:

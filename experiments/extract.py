@@ -15,18 +15,17 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from experiments.cli import CommandParser, add_model_arguments, fail, input_argument, load_or_exit, model_spec, output_argument, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
-from extract.families import NonFiniteError, UnknownSiteError
-from extract.interventions import InterventionError
-from extract.jobs import ExtractionJob
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import label_argument
-from extract.runner import audio_notes_summary, run_extraction
-from extract.spec import ModelSpec, load_extractor
 from extract.store import StoreError
+
+if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
+    from extract.jobs import ExtractionJob
+    from extract.spec import ModelSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +145,8 @@ def check_arguments(args) -> None:
 
 def extraction_job(args, spec: ModelSpec) -> ExtractionJob:
     """The run the flags describe (its ``store_config`` is what a resumed run must match)."""
+    from extract.jobs import ExtractionJob
+
     return ExtractionJob(
         spec,
         args.manifest,
@@ -173,6 +174,11 @@ def _stop_on_sigterm(signum, frame) -> NoReturn:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    from extract.families import NonFiniteError, UnknownSiteError  # after parsing: they load torch, which --help never needs
+    from extract.interventions import InterventionError
+    from extract.runner import audio_notes_summary, run_extraction
+    from extract.spec import load_extractor
+
     check_arguments(args)
     spec = model_spec(args, random_init=args.random_init, seed=args.seed)
     try:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, run_cli
-from experiments.finetuning.module import LoraOptions
+from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.corpus import MODES
 from experiments.normalisation.transform import GrafnError
@@ -159,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from extract.spec import LOAD_ERRORS
-
     args = build_parser().parse_args(argv)
+    from extract.spec import LOAD_ERRORS  # after parsing: it loads torch, which --help never needs
+
     return run_cli(lambda: run(args), FinetuneError, GrafnError, *LOAD_ERRORS)
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from experiments.cli import (
     CommandParser,
+    add_device_argument,
     add_groups_argument,
     add_reclaim_stale_argument,
     input_argument,
@@ -61,7 +62,6 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
-from extract.spec import default_device, device_argument
 from extract.store import StoreError
 from probing.controls import CONTROLS
 from probing.data import DEFAULT_SPLIT, SPLITS, TASKS, ProbeError
@@ -118,9 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)",
     )
-    parser.add_argument(
-        "--device", type=device_argument, default=default_device(), help="cpu, cuda, cuda:N or mps (default: cuda if a GPU is visible, else cpu)"
-    )
+    add_device_argument(parser)
     parser.add_argument(
         "--memory-gb",
         type=float,

@@ -25,18 +25,17 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from experiments.cli import CommandParser, add_model_arguments, add_reclaim_stale_argument, input_argument, load_or_exit, model_spec, output_argument, run_cli
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.claims import ClaimError
-from extract.families.generation import GenerationError, GenerationOptions
-from extract.families.zeroswot import DEFAULT_DECODER
-from extract.interventions import Intervener, InterventionError
-from extract.jobs import TranscriptionJob
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import label_argument, settings_path
-from extract.runner import SettingsMismatchError, audio_notes_summary, check_settings, hypotheses_log, run_transcription
-from extract.spec import load_generator
+
+if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
+    from extract.families.generation import GenerationOptions
+    from extract.jobs import TranscriptionJob
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=float, help="trim audio to this length (default 30 for asr, 60 for st)")
     parser.add_argument("--num-beams", type=int, help="override the model's generation config")
     parser.add_argument("--max-new-tokens", type=int, help="override the model's generation config")
-    input_argument(parser, "--decoder", help=f"ZeroSwot: the NLLB decoder checkpoint (default {DEFAULT_DECODER})")
+    input_argument(
+        parser, "--decoder", help="ZeroSwot: the NLLB decoder checkpoint (default: the NLLB model named by the checkpoint's config, nllb_model_name_or_path)"
+    )
     parser.add_argument(
         "--whisper-translate-by-forcing",
         action="store_true",
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def transcription_job(args, spec, options: GenerationOptions) -> TranscriptionJob:
     """The run the flags describe (its ``settings`` are what a resumed run must match)."""
+    from extract.jobs import TranscriptionJob
+
     return TranscriptionJob(
         spec=spec,
         manifest=Path(args.manifest),
@@ -113,6 +116,10 @@ def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    from extract.families.generation import GenerationError, GenerationOptions  # after parsing: it loads torch, which --help never needs
+    from extract.interventions import Intervener, InterventionError
+    from extract.runner import SettingsMismatchError, hypotheses_log
+
     if args.task == "st" and not args.tgt_lang:
         print("error: --task st needs --tgt-lang", file=sys.stderr)
         return 2
@@ -150,6 +157,9 @@ def _main(argv: list[str] | None) -> int:
 
 def _transcribe(args, job: TranscriptionJob, intervener, utterances, hypotheses, checkpoint: str) -> int:
     """Loads the model, checks (or writes) the settings and appends the rows ``hypotheses`` (claimed by the caller) lacks."""
+    from extract.runner import audio_notes_summary, check_settings, run_transcription
+    from extract.spec import load_generator
+
     spec, out, max_seconds, model_name = job.spec, hypotheses.path, job.trim_seconds, job.model_name()
     generator = load_or_exit(lambda: load_generator(spec, job.options), spec)
     generator.check(args.task, args.tgt_lang)

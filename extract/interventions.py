@@ -39,11 +39,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from extract.fingerprint import FINGERPRINT  # compared instead of the checkpoint's spelling when the file or the model has one
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT = "speech-gender-probing/intervention"
 VERSION = 2  # 2: the record carries its digest
@@ -405,6 +408,8 @@ class Intervener:
             self._rows = None
 
     def _editor(self, extractor, site: str, chosen: list[tuple[Path, Intervention]]):
+        import torch  # here, not at the top: reading and checking an intervention file needs no torch (nor does --help)
+
         device = extractor.device
         tensors = [{name: torch.as_tensor(value, dtype=torch.float32, device=device) for name, value in _operands(i).items()} for _, i in chosen]
 

@@ -30,16 +30,14 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
-from extract.families.base import Extractor
-from extract.families.generation import Generator
 from extract.fingerprint import compared
-from extract.interventions import Intervener
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, prefetched
 from extract.provenance import provenance
@@ -57,6 +55,11 @@ from extract.store import (
     part_ids,
     same_configuration,
 )
+
+if TYPE_CHECKING:  # annotations only: the model modules load torch, which planning and --help never need
+    from extract.families.base import Extractor
+    from extract.families.generation import Generator
+    from extract.interventions import Intervener
 
 TRANSCRIPTION_CHUNK = 256  # utterances whose audio a transcription holds in memory at once
 GPU_BATCH_LIMIT = 16  # utterances per batch on a GPU at most: 16 wrote faster than 64 on an H100 (docs/benchmarks.md)

@@ -2,12 +2,11 @@
 
 Every family is loaded the same way (:func:`load_extractor`, :func:`load_generator`); what differs
 between families lives in their modules under ``extract.families``. The device default rule of
-every command line is :func:`default_device`.
+every command line is :func:`extract.device.default_device`.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from contextlib import nullcontext
@@ -16,13 +15,14 @@ from pathlib import Path
 
 import torch
 
+from extract.device import DTYPE_NAMES, default_device, device_problem  # noqa: F401 (device_problem: re-exported from its old home)
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
 BUNDLED_PREFIX = "bundled-"
 TINY_RANDOM = "tiny-random"  # the family's tiny model built offline from a config, random weights (tests, the demo)
@@ -34,38 +34,6 @@ class ModelSpecError(ValueError):
 
 # what loading raises for a mistake the user can fix (besides OSError: a checkpoint that cannot be read)
 LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError)
-
-
-def default_device() -> str:
-    """``cuda`` when a GPU is visible, else ``cpu``: the default of every ``--device``."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-DEVICE = re.compile(r"(cpu|cuda|mps)(:[0-9]+)?")
-
-
-def device_problem(device: str) -> str | None:
-    """Why ``device`` cannot run a model or a probe here, or None: shared by every ``--device`` and
-    a study's ``device`` (torch and Lightning would fail on it only once a model is loaded, with a traceback)."""
-    if not DEVICE.fullmatch(device):
-        return f"{device!r} is not a device; give cpu, cuda, cuda:N or mps"
-    kind, _, index = device.partition(":")
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            return f"{device}: no GPU is visible here (torch.cuda.is_available() is false); use cpu"
-        if index and int(index) >= torch.cuda.device_count():
-            return f"{device}: only {torch.cuda.device_count()} GPU(s) are visible (cuda:0 to cuda:{torch.cuda.device_count() - 1})"
-    if kind == "mps" and not torch.backends.mps.is_available():
-        return f"{device}: the Apple GPU (mps) is not available here; use cpu"
-    return None
-
-
-def device_argument(value: str) -> str:
-    """``--device`` as an argparse type: a device this machine has (:func:`device_problem`)."""
-    problem = device_problem(value)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return value
 
 
 @dataclass(frozen=True)

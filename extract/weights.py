@@ -64,6 +64,13 @@ def _package_file(package: str, relative: str, pip_names: tuple[str, ...]):
     return root.joinpath(relative)
 
 
+def bundled_tokenizer_file(size: str):
+    """The ``tokenizer.json`` that the package of the bundled Whisper ``size`` carries (read in place,
+    nothing converted): the tiny random Whisper's tokenizer, so that it transcribes offline."""
+    source = BUNDLED[size]
+    return _package_file(source.assets_package, f"{source.assets_dir}/tokenizer.json", source.pip_names)
+
+
 def _converted(stamp: Path) -> bool:
     return stamp.exists() and json.loads(stamp.read_text()).get("converter_version") == CONVERTER_VERSION
 

@@ -90,20 +90,30 @@ def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng:
     return np.sort(np.concatenate(kept))
 
 
-def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_share=0.1):
-    """Assign whole speakers to train/dev/test per class, so each split keeps both classes."""
+LOSO_HINT = "or use split: loso (leave one speaker out: 2 speakers per gender, 3 for probes that select on a dev split)"
+
+
+def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_share=0.1, dev_needed=True, where="the store"):
+    """Assign whole speakers to train/dev/test per class, so each split keeps both classes. Without
+    ``dev_needed`` (a probe kind that selects nothing on dev), a class with one speaker too few for a
+    dev split gets none rather than failing; with enough speakers the dev split is carved as always,
+    so a run's training set never depends on the kind. ``where`` names the speakers counted in errors."""
     assignment = {}
     for c in (0, 1):
         names = sorted(set(speakers[labels == c].tolist()))
         order = [names[i] for i in rng.permutation(len(names))]
-        needed = 1 + (test_share > 0) + (dev_share > 0)
+        dev = dev_share
+        if dev > 0 and not dev_needed and len(order) < 1 + (test_share > 0) + 1:
+            dev = 0.0  # one speaker short of a dev split that this probe would not use
+        needed = 1 + (test_share > 0) + (dev > 0)
         if len(order) < needed:
+            roles = ", ".join(role for role, used in (("one to test", test_share > 0), ("one for the dev split", dev > 0), ("one to train", True)) if used)
             raise ProbeError(
-                f"speaker-disjoint splits need at least {needed} {class_names[c]} speakers, got {len(order)} "
-                f"({', '.join(order)}); add speakers or give train/dev/test in the manifest"
+                f"{where}: the fixed split needs at least {needed} {class_names[c]} speakers ({roles}), and has {len(order)} "
+                f"({', '.join(order) or 'none'}); add {class_names[c]} speakers, give train/dev/test per speaker in the manifest, {LOSO_HINT}"
             )
         n_test = max(1, int(round(test_share * len(order)))) if test_share > 0 else 0
-        n_dev = max(1, int(round(dev_share * len(order)))) if dev_share > 0 else 0
+        n_dev = max(1, int(round(dev * len(order)))) if dev > 0 else 0
         for position, name in enumerate(order):
             assignment[name] = "test" if position < n_test else "dev" if position < n_test + n_dev else "train"
     return np.array([assignment[s] for s in speakers])
@@ -132,17 +142,31 @@ def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: st
 
 
 def make_splits(
-    metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, allow_shared_speakers: bool = False
+    metadata: dict[str, list],
+    ids: list[str],
+    task: str = "female-male",
+    seed: int = 0,
+    language: str | None = None,
+    allow_shared_speakers: bool = False,
+    dev_needed: bool = True,
 ) -> ProbeSplits:
     """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
 
     Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
-    the shared speakers are then listed in ``ProbeSplits.shared_speakers``.
+    the shared speakers are then listed in ``ProbeSplits.shared_speakers``. ``dev_needed`` false (a
+    kind that selects nothing on dev, :attr:`probing.kinds.ProbeKind.selects_on_dev`): where a class
+    has one speaker too few for a dev split, there is none (see :func:`_speaker_disjoint`).
+
+    What the fixed split needs, per gender and language: without train/test in the manifest, 3
+    speakers (one to test, one for dev, one to train; 2 without ``dev_needed``); with the manifest's
+    train and test but no dev, 2 train speakers (1 without ``dev_needed``) and a test speaker.
     """
     all_ids, labels, speakers, given = _labelled(metadata, ids, task, language)
     negative, positive = TASKS[task]
     rng = np.random.default_rng(seed)
     shared = {}
+    present = sorted(set(metadata["language"]))
+    language_shown = language or (present[0] if len(present) == 1 else None)  # for the errors: the store's one language
     if {"train", "test"} <= set(given.tolist()):
         split_of, source = given, "manifest"
         shared = speakers_shared_with_train(split_of, speakers)
@@ -150,16 +174,24 @@ def make_splits(
             raise ProbeError(shared_speakers_message({f"the manifest's {name} split": names for name, names in shared.items()}))
         if "dev" not in set(given.tolist()):
             train_only = split_of == "train"
-            carved = _speaker_disjoint(labels[train_only], speakers[train_only], rng, TASKS[task], test_share=0.0, dev_share=0.1)
+            scope = f"the manifest's train split{_in(language_shown)} (its dev split is carved from it)"
+            carved = _speaker_disjoint(
+                labels[train_only], speakers[train_only], rng, TASKS[task], test_share=0.0, dev_share=0.1, dev_needed=dev_needed, where=scope
+            )
             split_of = split_of.copy()
             split_of[train_only] = np.where(carved == "dev", "dev", "train")
     else:
-        split_of, source = _speaker_disjoint(labels, speakers, rng, TASKS[task]), "speaker-disjoint"
+        scope = f"the speakers{_in(language_shown)} (the manifest gives no train and test split)"
+        split_of, source = _speaker_disjoint(labels, speakers, rng, TASKS[task], dev_needed=dev_needed, where=scope), "speaker-disjoint"
     parts = {}
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
         if name != "dev" and (len(members) == 0 or len(set(labels[members].tolist())) < 2):
-            raise ProbeError(f"the {name} split lacks one of the classes {negative}/{positive}")
+            given_here = sorted(set((speakers[members]).tolist()))
+            raise ProbeError(
+                f"the {name} split{_in(language_shown)} lacks one of the classes {negative}/{positive} (its speakers: {', '.join(given_here) or 'none'}); "
+                f"give both genders speakers in the manifest's {name} split, {LOSO_HINT}"
+            )
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
     return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source, shared)
@@ -194,6 +226,10 @@ def speaker_stratified_splits(
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
     return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_of, speakers))
+
+
+def _in(language: str | None) -> str:
+    return f" in language {language}" if language else ""
 
 
 @dataclass

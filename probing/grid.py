@@ -18,7 +18,7 @@ import yaml
 
 from extract.appendlog import note_on_stderr
 from extract.claims import Claim
-from extract.spec import default_device
+from extract.device import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
 from probing.kinds import probe_kind

@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from torch.utils.data import Subset
 
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
@@ -31,7 +30,9 @@ from probing.data import (
 )
 from probing.kinds import KINDS, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
-from probing.train import SequenceDataset, StoreSequenceDataset, fit_attention, fit_logistic
+
+# probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
+# reading a grid, planning a study and every --help stay fast (tests/test_entry_point.py checks it)
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
 ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
@@ -175,6 +176,8 @@ def _positional_run(config, reader, splits, labels):
     ``config.memory_gb`` rather than N x P x D. When that takes more than one chunk, the positions are
     first copied position-major to a scratch file under ``$TMPDIR`` (N x P x D in the store's dtype),
     deleted afterwards. Returns per-position scores, the positions used and the code."""
+    from probing.train import fit_logistic
+
     ids = {n: getattr(splits, n).ids for n in ("train", "test")}  # positional probes select nothing on dev
     stored = {n: reader.stored_lengths(config.site, ids[n]) for n in ids}
     width = min(config.positions, int(max(stored["train"].max(), stored["test"].max())))
@@ -266,6 +269,8 @@ class _PooledFit:
 def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
     """A logistic regression on pooled features (``features.pooled`` named by the kind), scored on test
     and MDL-coded when asked."""
+    from probing.train import fit_logistic
+
     ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
     x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
     masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
@@ -340,6 +345,10 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
 
 def attention_probe(config, reader, splits, labels):
     """The attention kind's runner: attention pooling trained with early stopping on the dev split."""
+    from torch.utils.data import Subset
+
+    from probing.train import fit_attention
+
     if not len(splits.dev):
         raise ProbeError(
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
@@ -379,6 +388,8 @@ def _sequence_data(config, reader, splits, labels):
     Held in memory when the speech frames (and their standardized copy) fit ``config.memory_gb``;
     otherwise read from the store batch by batch (statistics computed in one streaming pass), so a
     run's memory does not grow with the corpus."""
+    from probing.train import SequenceDataset, StoreSequenceDataset
+
     ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
     held = sum(features.sequence_bytes(reader, config.site, ids[n]) for n in ids)
     if 2 * held <= (config.memory_gb - features.BASE_GB) * 2**30:
@@ -396,6 +407,7 @@ def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, d
     need both classes among the labelled utterances (a macro F1 over one class means nothing).
     """
     from extract.store import ShardReader
+    from probing.train import StoreSequenceDataset
 
     other = ShardReader(config.apply_to)
     applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
@@ -656,7 +668,8 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         if config.split == "stratified":
             splits = speaker_stratified_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
         else:
-            splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers)
+            dev_needed = bool(probe_kind(config.probe).selects_on_dev)
+            splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
         if applied_shared:

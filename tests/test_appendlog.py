@@ -121,10 +121,11 @@ class StandIn:
 TRANSCRIBER = """
 import sys
 from pathlib import Path
+import extract.spec
 from experiments import transcribe as cli
 from tests.test_appendlog import StandIn
 
-cli.load_generator = lambda spec, options: StandIn(Path(sys.argv[1]), sys.argv[2])
+extract.spec.load_generator = lambda spec, options: StandIn(Path(sys.argv[1]), sys.argv[2])
 sys.exit(cli.main(sys.argv[3:]))
 """
 
@@ -198,7 +199,7 @@ def test_a_killed_transcription_leaves_a_claim_that_only_reclaim_stale_takes_ove
 def test_a_cut_hypothesis_line_is_redone_and_a_manifest_given_as_out_is_refused(tmp_path, capsys, monkeypatch):
     from experiments import transcribe
 
-    monkeypatch.setattr(transcribe, "load_generator", lambda spec, options: StandIn())
+    monkeypatch.setattr("extract.spec.load_generator", lambda spec, options: StandIn())
     manifest = _manifest(tmp_path)
     out = tmp_path / "hyps.jsonl"
     row = {"id": "u0", "reference": "text 0", "hypothesis": "words", "gender": "male", "speaker": "s0", "language": "en", "model": "m", "task": "asr"}

@@ -119,7 +119,9 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         "ci95_of",
         "probe_runs",
         "gap_source",
+        "split",
     ]
+    assert {row["split"] for row in table} == {"fixed"}
     rows = {row["language"]: row for row in table}
     probes, report = load_rows(root / "probes.jsonl"), json.loads(gap.read_text())
     assert set(rows) == {"en", "it", "es"}
@@ -414,3 +416,24 @@ def test_a_stratified_and_a_fixed_split_probe_are_two_rows_of_the_tables_never_a
     table = _read_csv(tmp_path / "out" / "f1_vs_gap.csv")
     assert [(row["split"], float(row["f1_s"])) for row in table] == [("fixed", 70.0), ("stratified", 90.0)]  # loso: long.csv only
     assert table[0]["gap_relative"] == table[1]["gap_relative"]
+
+
+def test_loso_rows_reach_f1_vs_gap_where_no_fixed_row_exists_and_are_never_averaged_with_one(tmp_path, capsys):
+    """The docs recommend leave-one-speaker-out for small corpora: a probe scored that way only joins
+    its gap (split loso); a key scored both ways keeps its fixed rows."""
+
+    def loso(run_id, **kwargs):
+        row = _probe_row(run_id, **kwargs)
+        row["config"]["split"] = "loso"
+        return row
+
+    rows = [loso("l-en", f1_s=60.0), _probe_row("f-it", language="it", f1_s=70.0), loso("l-it", language="it", f1_s=10.0)]
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    gap = _gap(tmp_path, model="m", languages=("en", "it"))
+    assert collect_main(["--probes", str(probes), "--gaps", str(gap), "--out", str(tmp_path / "out")]) == 0
+    assert "2 f1_vs_gap rows" in capsys.readouterr().out
+    table = _read_csv(tmp_path / "out" / "f1_vs_gap.csv")
+    assert [(row["language"], row["split"], float(row["f1_s"]), row["probe_runs"]) for row in table] == [
+        ("en", "loso", 60.0, "l-en"),
+        ("it", "fixed", 70.0, "f-it"),
+    ]

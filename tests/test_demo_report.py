@@ -142,7 +142,7 @@ def test_the_demo_study_runs_each_probe_once_and_mdl_only_at_the_last_site(tmp_p
     control, language, apply_to), MDL runs once, and the per-language probes are at encoder.final."""
     from types import SimpleNamespace
 
-    from experiments.reports.demo_work import TINY_FAMILIES, WHISPER_BASE_SITES, Work, demo_study, write_study
+    from experiments.reports.demo_work import WHISPER_BASE_SITES, Work, demo_study, tiny_families, write_study
     from experiments.study.schema import load_study
 
     corpus = SimpleNamespace(root=tmp_path, manifest=tmp_path / "manifest.jsonl", mustshe_manifest=tmp_path / "mustshe.jsonl", mustshe_tsv=tmp_path / "m.tsv")
@@ -150,7 +150,7 @@ def test_the_demo_study_runs_each_probe_once_and_mdl_only_at_the_last_site(tmp_p
         path.write_text("")
     work = Work(tmp_path / "work", corpus, tmp_path / "report", "float32", 2)
     study = load_study(write_study(work, positions=250))
-    assert [model.name for model in study.models] == ["whisper-base", "whisper-base-random", "whisper-tiny.en", *(f"tiny-random-{f}" for f in TINY_FAMILIES)]
+    assert [model.name for model in study.models] == ["whisper-base", "whisper-base-random", "whisper-tiny.en", *(f"tiny-random-{f}" for f in tiny_families())]
     assert [corpus.parts[0].name for corpus in study.corpora] == ["demo-all", "must_she-en-es"]
     runs = []
     for grid in study.probes:

@@ -161,3 +161,70 @@ def test_the_reference_has_every_stage_and_subcommand_at_a_fixed_width(monkeypat
 def test_the_reference_is_what_the_entry_point_prints(capsys):
     assert entry.main(["--reference"], prog="speech-gender") == 0
     assert capsys.readouterr().out == stage_list.cli_reference()
+
+
+HEAVY = ("torch", "lightning", "transformers")  # seconds each to import on a busy 2-core machine (torch 1.7 s, Lightning 5.5 s)
+PARSER_IMPORTS = """
+import contextlib, io, json, sys
+from experiments.stages import parser_of, run, stages
+heavy, found = {heavy!r}, {{}}
+for stage in stages():
+    parser_of(stage)
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        run(stage, ["--help"], "speech-gender")
+    for name in heavy:
+        found.setdefault(name, stage.name) if name in sys.modules else None
+print(json.dumps(found))
+"""
+
+
+def test_no_stage_imports_torch_lightning_or_transformers_for_its_help():
+    """``speech-gender STAGE --help`` answers in a second: importing a stage, building its parser and
+    running it with ``--help`` loads none of the heavy libraries (they are imported where a model runs or a probe trains). A
+    structural check, not a timed one: a stage that pulls one in is named, whatever the machine's load."""
+    script = PARSER_IMPORTS.format(heavy=HEAVY)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=True)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {}, "the first stage whose parser imported each library"
+
+
+def test_the_heavy_library_check_can_fail():
+    script = PARSER_IMPORTS.format(heavy=HEAVY).replace("parser_of(stage)", "parser_of(stage)\n    import torch")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=True)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"torch": stage_list.stages()[0].name}
+
+
+def test_planning_a_study_or_reading_a_grid_loads_no_lightning():
+    """``study run --dry-run`` and a probe grid's expansion plan without training: the modules they use
+    leave Lightning and transformers (seconds to import) to the functions that train and run models."""
+    script = "import sys, experiments.study.stages, probing.grid, probing.run; print(sorted(n for n in ('lightning', 'transformers') if n in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_every_stage_and_subcommand_names_itself_speech_gender_stage_through_the_entry_point():
+    """One program name in every usage line (the reference's anchors follow it: ``cli.md#study-run``)."""
+    for stage in stage_list.stages():
+        module = stage.load()
+        build = next(getattr(module, name) for name in stage_list.PARSER_FUNCTIONS if hasattr(module, name))
+        with stage_list.program_name(f"speech-gender {stage.name}"):
+            parser = build()
+        for current in [parser, *stage_list.subcommands(parser)]:
+            assert current.prog.startswith(f"speech-gender {stage.name}"), (stage.name, current.prog)
+
+
+def test_run_as_a_module_a_package_stage_names_its_module_not_its_main_file():
+    result = subprocess.run([sys.executable, "-m", "experiments.study", "run", "--help"], capture_output=True, text=True, cwd=CHECKOUT, check=True)
+    assert result.stdout.startswith("usage: python -m experiments.study run ")
+
+
+def test_dtype_takes_the_torch_names_and_the_short_ones_and_refuses_others(capsys):
+    from experiments import extract, transcribe
+
+    argv = ["--model", "whisper", "--manifest", "m.jsonl", "--out", "o.jsonl", "--task", "asr"]
+    for cli, args in ((extract, argv[:6]), (transcribe, argv)):
+        for given, expected in (("fp16", "float16"), ("bf16", "bfloat16"), ("fp32", "float32"), ("float16", "float16")):
+            assert cli.build_parser().parse_args([*args, "--dtype", given]).dtype == expected
+        assert cli.build_parser().parse_args(args).dtype == "float32"
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args([*args, "--dtype", "fp8"])
+        assert "'fp8' is not a dtype; choose from float32 (fp32), float16 (fp16), bfloat16 (bf16)" in capsys.readouterr().err

@@ -87,12 +87,12 @@ def test_every_layer_site_is_listed(family):
 def test_every_family_record_is_complete(family):
     """The registry key is the family's name; reports can name it (and its tiny model, which the
     demo labels); the sites the demo probes exist on its tiny model."""
-    from experiments.reports.demo_report import TINY_LABELS
+    from experiments.reports.demo_report import tiny_labels
 
     record = FAMILIES[family]
     assert record.name == family and record.display_name and record.tiny_label.startswith(record.display_name)
     assert set(record.demo_sites) <= set(tiny_extractor(family).resolve_sites("all"))
-    assert TINY_LABELS.get(family) == (record.tiny_label if record.demo_sites else None)
+    assert tiny_labels().get(family) == (record.tiny_label if record.demo_sites else None)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -263,7 +263,7 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
 
     utterances = _corpus(tmp_path, count=4)
     manifest = write_manifest(tmp_path / "m.jsonl", utterances)
-    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("seamless"))
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("seamless"))
     assert (
         cli.main(
             [

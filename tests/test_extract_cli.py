@@ -10,7 +10,7 @@ def no_model(monkeypatch):
     def refuse(spec, **options):
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr(cli, "load_extractor", refuse)
+    monkeypatch.setattr("extract.spec.load_extractor", refuse)
 
 
 def _error_of(argv, capsys):
@@ -62,6 +62,6 @@ def test_a_checkpoint_that_cannot_be_loaded_is_one_line(tmp_path, capsys, monkey
     def offline(spec, **options):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
-    monkeypatch.setattr(cli, "load_extractor", offline)
+    monkeypatch.setattr("extract.spec.load_extractor", offline)
     error = _error_of(["--model", "whisper", "--checkpoint", "someone/whisper-x", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s")], capsys)
     assert error == "error: cannot load --checkpoint someone/whisper-x: We couldn't connect to 'https://huggingface.co' to load the files."

@@ -24,6 +24,7 @@ needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/fu
 
 LIMITED_EXTRACTION = r"""
 import resource, signal, sys
+import extract.spec
 from experiments import extract as cli
 from extract.families import tiny_extractor
 
@@ -31,7 +32,7 @@ limit = int(sys.argv[1])
 if limit:  # writes past this size fail with EFBIG, through the same HDF5 paths as a full disk
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-cli.load_extractor = lambda spec, **options: tiny_extractor("whisper")
+extract.spec.load_extractor = lambda spec, **options: tiny_extractor("whisper")
 sys.exit(cli.main(sys.argv[2:]))
 """
 

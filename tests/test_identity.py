@@ -99,7 +99,7 @@ def _manifest(path: Path, tone, genders=("female", "male", "female", "male")) ->
 @pytest.fixture
 def tiny_whisper(monkeypatch):
     monkeypatch.setattr(jobs, "load_extractor", lambda spec, keep_padding=False: tiny_extractor("whisper"))
-    monkeypatch.setattr(extract_cli, "load_extractor", lambda spec, keep_padding=False: tiny_extractor("whisper"))
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, keep_padding=False: tiny_extractor("whisper"))
 
 
 def test_a_changed_manifest_refuses_the_resume_and_another_spelling_does_not(tmp_path, tone, tiny_whisper, monkeypatch):

@@ -301,7 +301,7 @@ def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monk
     manifest = tmp_path / "m.jsonl"
     write_manifest(manifest, _utterances(tone, 2))
     path = _saved(tmp_path, _steer(tiny_extractor("whisper")))
-    monkeypatch.setattr(extract_cli, "load_extractor", lambda spec, keep_padding=False: tiny_extractor("seamless"))
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, keep_padding=False: tiny_extractor("seamless"))
     argv = ["--model", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
     error = _cli_error(extract_cli.main, argv, capsys)
     assert error.startswith(f"error: {path} was fitted on another model or site (family: file 'whisper' vs loaded 'seamless'"), error

@@ -268,7 +268,10 @@ def test_cli_input_errors_are_one_line_each(tmp_path, capsys):
     cases = [
         (["--store", good, "--out", out, "--positions", "0"], ["--positions must be a positive number"]),
         (["--store", female_only, "--out", out], [str(female_only), "no utterances labelled male"]),
-        (["--store", one_speaker_each, "--out", out], [str(one_speaker_each), "at least 3 male speakers, got 1 (male-speaker)"]),
+        (
+            ["--store", one_speaker_each, "--out", out],
+            [str(one_speaker_each), "the fixed split needs at least 2 male speakers (one to test, one to train), and has 1 (male-speaker)"],
+        ),
         (["--store", good, "--out", tmp_path], ["is a folder"]),
         (["--store", tmp_path / "missing", "--out", out], ["missing does not exist"]),
         (["--store", good, "--out", out, "--site", "encoder.layer.9"], ["no site 'encoder.layer.9'"]),

@@ -6,7 +6,7 @@ import pytest
 from extract.store import ShardReader
 from probing import metrics
 from probing.controls import selectivity, shuffled, speaker_labels
-from probing.data import make_splits
+from probing.data import ProbeError, make_splits
 from probing.mdl import block_ends, online_code, speaker_order
 from probing.modules import interpolate_weights
 from probing.run import ProbeConfig, run_probe
@@ -272,3 +272,52 @@ def test_finished_ids_skip_only_rows_read_from_the_stores_as_they_are(tmp_path, 
     rows = {same.run_id(): {"store_identity": config_store_identity(same)}, changed.run_id(): {"store_identity": "an older store"}}
     assert finished_ids([same, changed, missing], rows) == {same.run_id()}
     assert finished_ids([same], {}) == set()
+
+
+def _voices(speakers: dict[str, tuple[str, str]], clips: int = 3, language: str = "en") -> tuple[dict, list[str]]:
+    """Store metadata of ``clips`` utterances per speaker: name -> (gender, manifest split or "")."""
+    rows = [(f"{name}-{clip}", gender, name, split) for name, (gender, split) in speakers.items() for clip in range(clips)]
+    metadata = {"gender": [r[1] for r in rows], "speaker": [r[2] for r in rows], "split": [r[3] for r in rows], "language": [language] * len(rows)}
+    return metadata, [r[0] for r in rows]
+
+
+FOUR = {"s1": ("female", "train"), "s2": ("female", "test"), "s3": ("male", "train"), "s4": ("male", "test")}
+
+
+def test_a_probe_that_selects_nothing_on_dev_needs_no_dev_speaker():
+    """The audit's corpus: 2 speakers per gender. Positional, mean and max probes select nothing on dev,
+    so one speaker per gender trains and one tests; a probe that selects on dev needs a third."""
+    metadata, ids = _voices({name: (gender, "") for name, (gender, _) in FOUR.items()})
+    splits = make_splits(metadata, ids, dev_needed=False)
+    assert len(splits.dev) == 0 and len(set(splits.train.speakers)) == 2 and len(set(splits.test.speakers)) == 2
+    assert not set(splits.train.speakers) & set(splits.test.speakers)
+    with pytest.raises(ProbeError) as refused:
+        make_splits(metadata, ids, dev_needed=True, language="en")
+    message = str(refused.value)
+    assert message.startswith("the speakers in language en (the manifest gives no train and test split): the fixed split needs at least 3 ")
+    assert "speakers (one to test, one for the dev split, one to train), and has 2 (" in message and "or use split: loso" in message
+
+
+def test_the_manifest_train_split_is_counted_as_such_when_dev_is_carved_from_it():
+    metadata, ids = _voices(FOUR)
+    splits = make_splits(metadata, ids, dev_needed=False)
+    assert splits.source == "manifest" and set(splits.train.speakers) == {"s1", "s3"} and len(splits.dev) == 0
+    with pytest.raises(ProbeError) as refused:
+        make_splits(metadata, ids, dev_needed=True)
+    message = str(refused.value)
+    assert message.startswith("the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ")
+    assert "(one for the dev split, one to train), and has 1 (s" in message and "split: loso" in message
+    metadata["split"] = ["train" if name in ("s1", "s2", "s3") else "test" for name in metadata["speaker"]]
+    with pytest.raises(ProbeError, match=r"the test split in language en lacks one of the classes male/female \(its speakers: s4\); give both"):
+        make_splits(metadata, ids, dev_needed=False)
+
+
+def test_with_enough_speakers_the_split_does_not_depend_on_the_kind(tmp_path):
+    """Existing results stay: a dev split is carved wherever it could be before, whatever the kind."""
+    reader = ShardReader(write_store(tmp_path / "s", speakers_per_gender=5, utterances_per_speaker=3))
+    metadata = reader.metadata()
+    metadata["split"] = [""] * len(reader.ids)
+    for seed in (0, 1):
+        needed, not_needed = (make_splits(metadata, reader.ids, seed=seed, dev_needed=flag) for flag in (True, False))
+        for part in ("train", "dev", "test"):
+            assert getattr(needed, part).ids == getattr(not_needed, part).ids

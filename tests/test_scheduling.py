@@ -24,7 +24,7 @@ RESULT_KEYS = ("run_id", "store_identity", "f1_macro", "accuracy", "recall", "f1
 def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("scheduling")
     good = write_store(root / "good", speakers_per_gender=5, utterances_per_speaker=6, dim=4, length_range=(4, 10))
-    no_test = write_store(root / "no-test", speakers_per_gender=2, utterances_per_speaker=4, dim=4, length_range=(4, 10))  # 6:2:2 of 2 speakers: no test split
+    no_test = write_store(root / "no-test", speakers_per_gender=1, utterances_per_speaker=4, dim=4, length_range=(4, 10))  # one voice per gender: no split
     return good, no_test
 
 
@@ -65,7 +65,7 @@ def test_a_failed_task_is_reported_with_its_log_and_resubmitted_alone(tmp_path, 
         "task 1 (positional encoder.layer.0 seed 0" in failed and "ProbeError: positional probe on" in failed and "resubmit it alone with --tasks 1" in failed
     )
     log = Path(failed.split("log: ")[1].split(" (output")[0])
-    assert log.is_file() and "speaker-disjoint splits need at least 3" in log.read_text()
+    assert log.is_file() and "the fixed split needs at least 2" in log.read_text()
     assert len(load_rows(out)) == 1  # the good store's cell was merged
     assert probe_cli.main(["--grid", str(path), *options, "--tasks", "1"]) == 1
     assert "2 tasks: 1 finished already, 1 to submit" in capsys.readouterr().out

@@ -47,11 +47,28 @@ def test_the_device_default_is_cuda_only_when_a_gpu_is_visible(monkeypatch):
 
 
 def test_every_cli_with_a_device_flag_takes_the_one_default(monkeypatch):
-    from experiments import extract, transcribe
+    """``--device auto`` (the default) is resolved once the flags are parsed, not when the parser is
+    built (building it imports no torch: tests/test_entry_point.py)."""
+    from experiments import extract, probe, transcribe
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    for cli in (extract, transcribe):
-        assert cli.build_parser().get_default("device") == "cuda"
+    required = {
+        extract: ["--model", "whisper", "--manifest", "m.jsonl", "--out", "s"],
+        transcribe: ["--model", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"],
+        probe: [],
+    }
+    for available, expected in ((True, "cuda"), (False, "cpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        for cli, argv in required.items():
+            assert cli.build_parser().get_default("device") == "auto"
+            assert cli.build_parser().parse_args(argv).device == expected
+            assert cli.build_parser().parse_args([*argv, "--device", "auto"]).device == expected
+            assert cli.build_parser().parse_args([*argv, "--device", "cuda:1"]).device == "cuda:1"
+
+
+def test_the_family_names_a_parser_offers_are_the_registry_without_loading_it():
+    from extract.families import FAMILIES, FAMILY_NAMES
+
+    assert set(FAMILY_NAMES) == set(FAMILIES)
 
 
 def test_a_saved_checkpoint_loads_through_the_spec_with_its_weights(tmp_path, capsys):
@@ -91,7 +108,7 @@ def test_transcribe_names_a_checkpoint_that_cannot_be_loaded_in_one_line(tmp_pat
     def offline(spec, options=None):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
-    monkeypatch.setattr(cli, "load_generator", offline)
+    monkeypatch.setattr("extract.spec.load_generator", offline)
     argv = [
         "--model",
         "whisper",

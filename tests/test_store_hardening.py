@@ -340,7 +340,7 @@ def test_the_extraction_cli_stops_on_float16_overflow(tmp_path, monkeypatch, cap
     extractor = tiny_extractor("whisper")
     with torch.no_grad():
         extractor.encoder.layer_norm.bias.fill_(1e5)
-    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: extractor)
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: extractor)
     code = cli.main(["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(tmp_path / "s"), "--quiet"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and error.startswith("error: values at site encoder.final, utterance u") and "overflow float16" in error
@@ -372,7 +372,7 @@ def test_readers_reject_non_finite_features_naming_part_site_and_utterance(tmp_p
 
 def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypatch, capsys):
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7)))
-    monkeypatch.setattr(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper"))
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper"))
     real_append, calls = PartWriter._append, {"n": 0}
 
     def append_until_full(self, site, array):  # one write per site and part here (states are buffered until close)
@@ -404,6 +404,7 @@ def test_disk_full_is_recognised_as_python_and_hdf5_report_it():
 TERMINATED_CLI = r"""
 import sys, time
 from pathlib import Path
+import extract.spec
 from experiments import extract as cli
 from extract.families import tiny_extractor
 
@@ -419,7 +420,7 @@ def extract_then_hang(*args, **kwargs):
     return real_extract(*args, **kwargs)
 
 extractor.extract = extract_then_hang
-cli.load_extractor = lambda spec, **options: extractor
+extract.spec.load_extractor = lambda spec, **options: extractor
 sys.exit(cli.main(sys.argv[2:]))
 """
 
@@ -451,7 +452,7 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]
     assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
-    with mock.patch.object(cli, "load_extractor", lambda spec, **options: tiny_extractor("whisper")):
+    with mock.patch("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper")):
         assert cli.main(argv) == 0
     assert len(ShardReader(out)) == 4
 

@@ -13,6 +13,7 @@ import pytest
 import soundfile
 
 from experiments.study.__main__ import main
+from experiments.study.placeholders import write_placeholders
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
 from extract.provenance import file_sha256
@@ -138,7 +139,10 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
     assert results.startswith("# tiny: results")
     assert f"| wt | cv | encoder.final | fixed | 3 | {final['pearson_r']:+.3f} |" in results
     for row in (row for row in table if row["site"] == "encoder.final"):
-        assert f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {float(row['gap_relative']):+.2f} |" in results
+        entry = json.loads(Path(row["gap_source"]).read_text())["languages"][row["language"]]
+        rates = f"{entry['metric'].upper()} female {entry['groups']['female']['error_rate']:.2f}, male {entry['groups']['male']['error_rate']:.2f}"
+        shown = f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {rates} | {float(row['gap_relative']):+.2f} |"
+        assert shown in results, results
     figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
     assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
     assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])
@@ -291,7 +295,10 @@ def one_error_line(capsys) -> str:
     [
         (("checkpoint:", "chekpoint:"), "tiny.yaml: models[0]: unknown key 'chekpoint'; did you mean 'checkpoint'?"),
         (("task: asr", "task: mt"), "tiny.yaml: corpora[0].task: 'mt' is not one of asr, st"),
-        (("it: manifests/it.jsonl", "it: manifests/missing.jsonl"), "tiny.yaml: corpora[0].manifests.it: {root}/manifests/missing.jsonl does not exist"),
+        (
+            ("it: manifests/it.jsonl", "it: manifests/missing.jsonl"),
+            "tiny.yaml: 1 input file(s) do not exist, relative to the study file's folder {root}: corpora[0].manifests.it: {root}/manifests/missing.jsonl; ",
+        ),
         (("probes: {{probes", "probe: {{probes"), "tiny.yaml: top level: unknown key 'probe'; did you mean 'probes'?"),
         (("positions: 20", "positions: twenty"), "tiny.yaml: probes: positions is int, got 'twenty' (str)"),
         (("iterations: 50", "iteration: 50"), "tiny.yaml: behaviour.gap: unknown key 'iteration'; did you mean 'iterations'?"),
@@ -320,24 +327,6 @@ def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_ru
     assert "is in 'es', not 'it'; give each language its own manifest" in one_error_line(capsys)
 
 
-def placeholder_manifests(study_file: Path, root: Path) -> int:
-    """One valid row in every manifest (and a header-only MuST-SHE definition) the study names, under ``root``."""
-    import yaml
-
-    document = yaml.safe_load(study_file.read_text())
-    written = 0
-    for corpus in document["corpora"]:
-        for key, manifest in corpus["manifests"].items():
-            language = key.split("-")[0]
-            utterance = Utterance(f"{corpus['name']}-{key}-0", "clip.wav", language, "text", "female", "s0", dataset=corpus["name"], translation="t")
-            write_manifest(root / manifest, [utterance])
-            written += 1
-        for definition in (corpus.get("mustshe") or {}).values():
-            (root / definition).parent.mkdir(parents=True, exist_ok=True)
-            (root / definition).write_text("ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n")
-    return written
-
-
 @pytest.mark.parametrize(
     "name, manifests, plan",
     [
@@ -356,7 +345,7 @@ def placeholder_manifests(study_file: Path, root: Path) -> int:
 )
 def test_the_papers_studies_plan_against_placeholder_manifests(tmp_path, capsys, name, manifests, plan):
     study_file = STUDIES / f"{name}.yaml"
-    assert placeholder_manifests(study_file, tmp_path) == manifests
+    assert len([path for path in write_placeholders(study_file, tmp_path) if path.suffix == ".jsonl"]) == manifests
     assert main(["run", str(study_file), "--root", str(tmp_path), "--dry-run"]) == 0
     printed = capsys.readouterr().out
     for line in plan:
@@ -546,3 +535,171 @@ def test_a_gap_list_error_is_one_line_naming_the_comparison(tmp_path, tiny_whisp
     )
     assert main(["run", str(study), "--dry-run"]) == 2
     assert expected in one_error_line(capsys)
+
+
+def test_every_missing_manifest_is_named_at_once_with_what_to_do(capsys):
+    study_file = STUDIES / "attanasio2024.yaml"
+    assert main(["run", str(study_file), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert "49 input file(s) do not exist, relative to the study file's folder" in line and "(49 in all)" in line
+    assert "corpora[0].manifests.ar:" in line and "give --root the folder that holds them" in line and "--placeholders DIR" in line
+
+
+def test_placeholders_are_written_by_the_command_never_over_a_file_and_the_plan_reads_them(tmp_path, capsys):
+    study_file = STUDIES / "fucci2025.yaml"
+    root = tmp_path / "data"
+    assert main(["run", str(study_file), "--placeholders", str(root)]) == 0
+    printed = capsys.readouterr().out
+    written = sorted(path for path in root.rglob("*") if path.is_file())
+    assert f"wrote {len(written)} placeholder files under {root}" in printed and f"--root {root} --dry-run" in printed
+    manifest = next(path for path in written if path.suffix == ".jsonl")
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert sorted((row["gender"], row["speaker"]) for row in rows) == [("female", f"f{i}") for i in range(3)] + [("male", f"m{i}") for i in range(3)]
+    before = {path: path.read_bytes() for path in written}
+    assert main(["run", str(study_file), "--placeholders", str(root)]) == 2
+    assert "exists" in one_error_line(capsys) and {path: path.read_bytes() for path in written} == before
+    assert main(["run", str(study_file), "--root", str(root), "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("argv", [["--root"], ["--root", ""], ["--root", "  "]])
+def test_root_without_a_folder_is_one_line_naming_the_unset_variable(argv, capsys):
+    assert main(["run", str(STUDIES / "fucci2025.yaml"), *argv, "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert "--root needs a folder, and got none: is the shell variable it names unset or empty" in line
+
+
+def write_four_voices(root: Path, splits: dict[str, str] | None = None) -> None:
+    """The newcomer audit's corpus: 2 speakers per gender (f0, f1, m0, m1), English and Italian, 2
+    half-second tones each; ``splits``: speaker -> the manifest's split."""
+    for language in ("en", "it"):
+        rows = []
+        for gender in ("female", "male"):
+            for speaker in range(2):
+                name = f"{gender[0]}{speaker}"
+                for clip in range(2):
+                    path = root / "audio" / f"{language}-{name}-{clip}.wav"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    t = np.arange(RATE // 2) / RATE
+                    soundfile.write(path, (0.3 * np.sin(2 * np.pi * (220.0 if gender == "female" else 110.0 + 10 * speaker) * t)).astype(np.float32), RATE)
+                    split = (splits or {}).get(name)
+                    rows.append(Utterance(path.stem, str(path), language, "one two", gender, name, dataset="toy", **({"split": split} if split else {})))
+        write_manifest(root / f"toy-{language}.jsonl", rows)
+
+
+FOUR_VOICES = """\
+name: four
+out: runs/four
+device: cpu
+models:
+  - {{name: tiny, family: {family}, checkpoint: tiny-random, sites: [encoder.final]}}
+corpora:
+  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl, it: toy-it.jsonl}}}}
+probes: {{probes: [{probe}], controls: [none], seeds: [0], positions: 10{options}}}
+behaviour: {{gap: {{iterations: 10}}}}
+"""
+
+
+def four_voices_study(folder: Path, family: str = "whisper", probe: str = "positional", options: str = "") -> Path:
+    path = folder / "four.yaml"
+    path.write_text(FOUR_VOICES.format(family=family, probe=probe, options=options))
+    return path
+
+
+@pytest.mark.parametrize(
+    "splits, probe, options, expected",
+    [
+        (
+            None,
+            "attention",
+            "",
+            "(attention probe): the speakers in language en (the manifest gives no train and test split): the fixed split needs at least 3 ",
+        ),
+        (
+            {"f0": "train", "m0": "train", "f1": "test", "m1": "test"},
+            "attention",
+            "",
+            "the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ",
+        ),
+        ({"f0": "train", "m0": "train", "f1": "train", "m1": "test"}, "positional", "", "the test split in language en lacks one of the classes male/female"),
+        (None, "attention", ", split: loso", "leave-one-speaker-out needs at least 3 "),
+    ],
+)
+def test_the_dry_run_refuses_a_probe_split_the_run_would_refuse(tmp_path, capsys, splits, probe, options, expected):
+    write_four_voices(tmp_path, splits)
+    study = four_voices_study(tmp_path, probe=probe, options=options)
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {study}: probes: tiny toy-en") and expected in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_dry_run_refuses_transcribing_with_a_tiny_random_model_that_has_no_tokenizer_offline(tmp_path, capsys):
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path, family="s2t")
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "models[0] (tiny): the tiny random s2t model (checkpoint tiny-random) has no tokenizer offline" in one_error_line(capsys)
+    study.write_text(study.read_text().replace("checkpoint: tiny-random,", "checkpoint: tiny-random, transcribe: false,"))
+    assert main(["run", str(study), "--dry-run"]) == 0
+
+
+def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_changed_manifest_is_refused_by_the_plan(tmp_path, capsys, monkeypatch):
+    """The audit's first study: tiny-random Whisper (transcribing offline), 2 speakers per gender in two
+    languages, the default split with positional probes: one run, no failed attempt, probe rows joined
+    with the gaps. Then a manifest edited after extraction is refused by the dry run, naming the store."""
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("no hub in this test")))
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path)
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    out = tmp_path / "runs" / "four"
+    assert [(row["language"], row["site"]) for row in _rows(out / "results" / "f1_vs_gap.csv")] == [("en", "encoder.final"), ("it", "encoder.final")]
+    results = (out / "RESULTS.md").read_text()
+    assert "| error rate per group |" in results and " female " in results and "† unreliable interval: en: only 2 speakers in a group" in results
+    capsys.readouterr()
+    manifest = tmp_path / "toy-en.jsonl"
+    manifest.write_text(manifest.read_text().replace('"speaker": "m1"', '"speaker": "m2"'))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
+    assert "the extraction would refuse to add to it; move it aside (or delete it) and rerun" in line
+    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2  # the hypotheses too, planned alone
+    line = one_error_line(capsys)
+    assert (
+        f"{out / 'hyps' / 'tiny' / 'toy-en.jsonl'} was written from {manifest} as it was before or with other settings "
+        "(other settings: manifest_sha256: " in line
+    )
+    assert "the transcription would refuse to add to it" in line
+
+
+def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(tmp_path, capsys):
+    """The docs recommend leave-one-speaker-out for small corpora: its positional rows are joined with
+    the gaps (split loso), and a kind no gap joins (mean) still has its numbers in RESULTS.md."""
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path, probe="positional, mean", options=", split: loso")
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    out = tmp_path / "runs" / "four"
+    assert [(row["language"], row["split"]) for row in _rows(out / "results" / "f1_vs_gap.csv")] == [("en", "loso"), ("it", "loso")]
+    results = (out / "RESULTS.md").read_text()
+    assert "## Probe scores without a gap" in results
+    assert "| tiny | toy | en | encoder.final | mean | loso | F1 |" in results and "| tiny | toy | it | encoder.final | mean | loso | F1 |" in results
+
+
+def test_the_site_heatmap_never_averages_fixed_and_loso_rows(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.scoring.collect import LONG, write_csv
+    from experiments.study import report
+
+    def row(model, split, value, site="encoder.final"):
+        return {"kind": "probe", "model": model, "dataset": "toy", "language": "en", "site": site, "probe": "positional", "control": "none"} | {
+            "seed": 0, "task": "female-male", "split": split, "applied_to": "", "metric": "f1_s", "site_index": 1, "value": value, "source": "p:1"
+        }  # fmt: skip
+
+    layout = SimpleNamespace(results=tmp_path / "results", figures=tmp_path / "figures", out=tmp_path)
+    layout.results.mkdir()
+    write_csv([row("both", "fixed", 80.0), row("both", "loso", 20.0), row("loso-only", "loso", 60.0)], LONG, layout.results / "long.csv")
+    drawn = []
+    plots = SimpleNamespace(site_heatmap=lambda scores, sites, languages, out, **options: drawn.append((scores, options["title"])) or [out])
+    report._site_heatmaps(layout, plots)
+    assert drawn == [({("encoder.final", "en"): 80.0}, "both, toy (fixed split)"), ({("encoder.final", "en"): 60.0}, "loso-only, toy (loso split)")]

@@ -10,7 +10,7 @@ import torch
 from transformers import GenerationConfig
 
 from extract.families import tiny_extractor
-from extract.families.generation import GenerationError
+from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.s2t import S2TGenerator
 from extract.families.seamless import SeamlessGenerator
 from extract.families.whisper import WhisperGenerator
@@ -261,3 +261,42 @@ def test_language_codes_map_and_pass_through():
     assert (seamless_code("it"), seamless_code("spa"), nllb_code("sr"), nllb_code("fra_Latn")) == ("ita", "spa", "srp_Cyrl", "fra_Latn")
     with pytest.raises(LanguageCodeError, match="3-letter"):
         seamless_code("xx")
+
+
+def _no_hub(*args, **kwargs):
+    raise OSError("We couldn't connect to 'https://huggingface.co' (the test forbids the hub)")
+
+
+def test_the_tiny_random_whisper_transcribes_offline_with_the_bundled_tokenizer(monkeypatch, tmp_path):
+    """``tiny-random`` is offline for every stage: its tokenizer is the bundled tiny.en one (no hub),
+    it forces any language, and the encoder (so every stored state) is the extractor's, unchanged."""
+    import transformers
+
+    from extract.families.base import tiny_checkpoint
+    from extract.spec import ModelSpec, load_generator
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", _no_hub)
+    generator = load_generator(ModelSpec("whisper", "tiny-random", device="cpu"))
+    assert generator.extractor.checkpoint == tiny_checkpoint("whisper") and WhisperGenerator.tiny_transcribes
+    for language in ("en", "it", "ar"):
+        texts = generator.generate(audios((0.5,)), language, "asr")
+        assert len(texts) == 1 and isinstance(texts[0], str)
+    fresh = tiny_extractor("whisper").model.model.encoder.state_dict()
+    assert all(torch.equal(value, generator.model.model.encoder.state_dict()[name]) for name, value in fresh.items())
+    assert load_generator(ModelSpec("whisper", "tiny-random", device="cpu")).generate(audios((0.5,)), "it", "asr") == generator.generate(
+        audios((0.5,)), "it", "asr"
+    )
+
+
+@pytest.mark.parametrize("family", ["seamless", "s2t", "zeroswot"])
+def test_a_tiny_random_model_without_an_offline_tokenizer_refuses_to_transcribe_in_one_line(family, monkeypatch):
+    import transformers
+
+    from extract.families import FAMILIES
+    from extract.spec import ModelSpec, load_generator
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", _no_hub)
+    assert not FAMILIES[family].generator.tiny_can_transcribe(GenerationOptions())
+    with pytest.raises(GenerationError, match=f"the tiny random {family} model .* cannot transcribe: give it transcribe: false") as refused:
+        load_generator(ModelSpec(family, "tiny-random", device="cpu"))
+    assert "\n" not in str(refused.value)

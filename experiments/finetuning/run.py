@@ -25,20 +25,20 @@ import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments.finetuning.data import GrafnFrontEnd, SeededBatches, UtteranceDataset, WhisperCollator
-from experiments.finetuning.module import RANDOM_STATE_KEY, LastCheckpoint, LoraOptions, TrainingDiverged, WhisperLora, add_lora, save_checkpoint
+from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.subsets import SubsetError, draw_subset
-from experiments.finetuning.tracking import GenderGapTracker, history_log, read_history
 from experiments.normalisation.filters import file_digest
-from extract.families.generation import GenerationOptions
 from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
 from extract.provenance import provenance
-from extract.spec import ModelSpec, load_generator
-from probing.train import quiet_lightning
+
+if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run trains, so that --help stays fast
+    from experiments.finetuning.module import WhisperLora
+    from experiments.finetuning.tracking import GenderGapTracker
 
 FILTERS_NAME = "grafn-filters.json"
 FLOAT32_MAX = 3.4028234663852886e38  # the adapters and AdamW's step scalars are float32
@@ -143,6 +143,8 @@ def balanced_sample(utterances, size: int, seed: int):
 def _settings(config: FinetuneConfig, training_ids: list[str]) -> dict:
     """What ``run.json`` records and a resume must match; ``model_fingerprint``: the base model's
     (``ModelSpec.fingerprint``), so that weights changed in place refuse the resume."""
+    from extract.spec import ModelSpec
+
     return {
         "config": config.to_json(),
         FINGERPRINT: ModelSpec("whisper", config.checkpoint, config.revision).fingerprint(),
@@ -159,6 +161,8 @@ def _check_run_file(out: Path, settings: dict, resume: bool) -> Path | None:
     ``--resume`` and the same settings only. A run that stopped before its first checkpoint (killed
     early, or failed at its first forward pass) kept nothing trained: it starts over, and with other
     settings its files (run.json, the step-0 validation, Lightning's logs) are replaced."""
+    from experiments.finetuning.tracking import read_history
+
     path, last = out / "run.json", out / "checkpoints" / "last.ckpt"
     if not path.exists():
         if resume:
@@ -200,6 +204,8 @@ def _check_checkpoint(path: Path) -> None:
 
     import torch
 
+    from experiments.finetuning.module import RANDOM_STATE_KEY
+
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
@@ -221,6 +227,8 @@ def _check_checkpoint(path: Path) -> None:
 
 def _check_audio(config: FinetuneConfig, subset, validation) -> None:
     """Every training and validation utterance's audio loads, or one line naming the first that does not."""
+    from experiments.finetuning.data import UtteranceDataset
+
     for name, utterances, manifest in (("training", subset, config.manifest), ("validation", validation, config.val_manifest or config.manifest)):
         problems = UtteranceDataset(utterances).audio_problems()
         if problems:
@@ -249,8 +257,8 @@ def _write_run_file(out: Path, settings: dict) -> None:
 
 
 def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, device: str, show_progress: bool):
-    import lightning as L
-    from lightning.pytorch.loggers import CSVLogger
+    from experiments.finetuning.module import LastCheckpoint
+    from probing.lightning_import import L  # with the filter of its pkg_resources warning (see there)
 
     return L.Trainer(
         accelerator="gpu" if device.startswith("cuda") else "cpu",
@@ -261,7 +269,7 @@ def _trainer(config: FinetuneConfig, out: Path, tracker: GenderGapTracker, devic
         val_check_interval=config.val_every,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
-        logger=CSVLogger(out, name="logs"),
+        logger=L.pytorch.loggers.CSVLogger(out, name="logs"),
         callbacks=[tracker, LastCheckpoint(out / "checkpoints" / "last.ckpt")],
         enable_checkpointing=False,  # LastCheckpoint is the only one
         enable_progress_bar=show_progress,
@@ -275,9 +283,16 @@ def run_finetuning(
 ) -> FinetuneResult:
     """Train (or resume) ``config`` into ``out``; returns where the merged model is and the history.
     ``reclaim_stale``: take over the claim a killed run left on the history (:func:`history_log`)."""
-    import lightning as L
     import torch
     from torch.utils.data import DataLoader
+
+    from experiments.finetuning.data import GrafnFrontEnd, SeededBatches, UtteranceDataset, WhisperCollator
+    from experiments.finetuning.module import TrainingDiverged, WhisperLora, add_lora, save_checkpoint
+    from experiments.finetuning.tracking import GenderGapTracker, history_log, read_history
+    from extract.families.generation import GenerationOptions
+    from extract.spec import ModelSpec, load_generator
+    from probing.lightning_import import L  # with the filter of its pkg_resources warning (see there)
+    from probing.train import quiet_lightning
 
     out = Path(out)
     model_dir = out / "model"

@@ -8,11 +8,14 @@ reason for it in docs/stages/normalisation.md.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.signal import ShortTimeFFT, get_window
 
 from extract.audio import SAMPLE_RATE
+
+if TYPE_CHECKING:  # scipy takes a second to import: the functions that filter import it, so that --help stays fast
+    from scipy.signal import ShortTimeFFT
 
 TARGETS = ("geometric", "arithmetic", "pooled", "female", "male")
 AVERAGES = ("speaker", "utterance")
@@ -89,6 +92,8 @@ class GrafnParameters:
             raise GrafnError(f"average {self.average!r}: expected one of {', '.join(AVERAGES)}")
         if self.sample_rate != SAMPLE_RATE:
             raise GrafnError(f"sample_rate must be {SAMPLE_RATE} (the package loads all audio at 16 kHz), got {self.sample_rate}")
+        from scipy.signal import get_window
+
         try:
             get_window(self.window, self.n_fft)
         except ValueError as error:
@@ -181,6 +186,8 @@ def local_normalise(samples: np.ndarray, params: GrafnParameters) -> np.ndarray:
 
 
 def short_time_fft(params: GrafnParameters) -> ShortTimeFFT:
+    from scipy.signal import ShortTimeFFT, get_window
+
     return ShortTimeFFT(get_window(params.window, params.n_fft), hop=params.hop, fs=params.sample_rate)
 
 

@@ -16,15 +16,22 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reports import plots as figures
-from experiments.reports.demo_work import ASR, REAL, TINY_FAMILIES, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped
+from experiments.reports.demo_work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.scoring.collect import read_csv
-from extract.families import FAMILIES
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
 
 CONDITIONS = ("pretrained", "random init", "shuffled control")
 CONDITION_RUNS = {"pretrained": ("whisper-base", "none"), "random init": ("whisper-base-random", "none"), "shuffled control": ("whisper-base", "shuffled")}
-TINY_LABELS = {name: family.tiny_label for name, family in FAMILIES.items() if family.demo_sites}  # the demo's tiny models, by family
+
+
+def tiny_labels() -> dict[str, str]:
+    """How the report names the demo's tiny models, by family (a function: the family modules load torch)."""
+    from extract.families import FAMILIES
+
+    return {name: family.tiny_label for name, family in FAMILIES.items() if family.demo_sites}
+
+
 # ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
 GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
@@ -84,7 +91,7 @@ def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: st
         reason = None
     except CorrelationError as error:
         fit, reason = None, str(error)
-    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot)
+    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot, reason=reason or "")
     return fit, reason
 
 
@@ -263,7 +270,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     tiny = tiny_attention(collected)
     profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
     for model, site, row in tiny:
-        profiles[f"{TINY_LABELS[model.removeprefix(TINY_PREFIX)]} {site} (random weights)"] = collected.attention_weights(row)
+        profiles[f"{tiny_labels()[model.removeprefix(TINY_PREFIX)]} {site} (random weights)"] = collected.attention_weights(row)
     figures.attention_profiles(profiles, out / "attention_profiles", title="attention weights, mean ± std")
 
     applied = collected.arrays(attention)
@@ -410,7 +417,7 @@ def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:
     """(model, site, row) of the attention probes on the tiny random models, in the families' order."""
     return [
         (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
-        for family, sites in TINY_FAMILIES.items()
+        for family, sites in tiny_families().items()
         for site in sites
     ]
 

@@ -16,15 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.recipes.democorpus.build import DemoCorpus
-from extract.families import FAMILIES
 
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY
-TINY_FAMILIES = {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}  # tiny random models
 WHISPER_BASE_SITES = ("encoder.embed", *(f"encoder.layer.{index}" for index in range(6)), "encoder.final")
 ASR, MUSTSHE, REAL = "demo", "must_she", "realvoices"  # the demo's corpora (the datasets its manifests' rows record)
 REAL_PER_SPEAKER = {False: 6, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the 20-minute budget
 POOLED = f"{ASR}-all"  # the part name of the pooled English and Spanish manifest
+
+
+def tiny_families() -> dict[str, list[str]]:
+    """The tiny random models the demo runs: family -> its demo sites. A function, not a constant: the
+    family modules load torch, which ``python -m experiments.demo --help`` never needs."""
+    from extract.families import FAMILIES
+
+    return {name: list(family.demo_sites) for name, family in FAMILIES.items() if family.demo_sites}
 
 
 @dataclass
@@ -89,7 +95,7 @@ def demo_study(work: Work, positions: int, real: bool = False) -> dict:
     whisper = {"family": "whisper", "dtype": work.dtype}
     base = {**whisper, "checkpoint": "bundled-base"}
     last, earlier = WHISPER_BASE_SITES[-1], list(WHISPER_BASE_SITES[:-1])
-    tiny = [f"{TINY_PREFIX}{family}" for family in TINY_FAMILIES]
+    tiny = [f"{TINY_PREFIX}{family}" for family in tiny_families()]
     positional = {"probes": ["positional"], "corpora": [ASR], "positions": positions}
     study = {
         "name": "demo",
@@ -100,7 +106,7 @@ def demo_study(work: Work, positions: int, real: bool = False) -> dict:
             {"name": "whisper-tiny.en", **whisper, "checkpoint": "bundled-tiny.en", "languages": ["en"], "transcribe": [ASR], "sites": [last]},
             *(
                 {"name": name, "family": family, "checkpoint": "tiny-random", "languages": ["en"], "transcribe": False, "sites": sites}
-                for name, (family, sites) in zip(tiny, TINY_FAMILIES.items())
+                for name, (family, sites) in zip(tiny, tiny_families().items())
             ),
         ],
         "corpora": [

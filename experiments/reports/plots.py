@@ -34,7 +34,6 @@ from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
-from probing.modules import interpolate_weights
 
 FONT_SIZE = 9
 PAPER_STYLE = {
@@ -183,18 +182,20 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
         axis.bar(list(entries), gaps, color=["C1" if g > 0 else "C0" for g in gaps])
         for index, entry in enumerate(entries.values()):
             low, high = entry["bootstrap"].get("ci95") or [None, None]
-            top = gaps[index]
+            top = max(gaps[index], 0.0)
             if low is not None and high is not None:  # drawn around its own centre: the resampled E may lie outside it
-                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="k", capsize=3, linewidth=0.8)
+                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="_", color="k", ecolor="k", capsize=4, linewidth=0.8)
                 top = max(top, high)
-            if gap_mark(entry):
-                axis.text(index, top, gap_mark(entry), ha="center", va="bottom")
+            # the value, so that E = 0 (no bar) and a zero-width interval still show; † no or an unreliable interval
+            unreliable = low is None or high is None or entry["bootstrap"].get("ci95_note")
+            text = f"{gaps[index]:+.1f}" + (" †" if unreliable else "") + (f" {gap_mark(entry)}" if gap_mark(entry) else "")
+            axis.text(index, top, text, ha="center", va="bottom", fontsize=FONT_SIZE - 2)
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
     axes[0, 0].set_ylabel(gap_axis_label(results))
     figure.supxlabel(
-        "error bars: 95 % speaker-bootstrap interval\n* p < 0.05, ** p < 0.01: published resampling t-test\n"
-        "(pseudo-replicated), marked only where the interval excludes 0",
+        "error bars: 95 % speaker-bootstrap interval († none, or too few speakers for a reliable one)\n"
+        "* p < 0.05, ** p < 0.01: published resampling t-test\n(pseudo-replicated), marked only where the interval excludes 0",
         fontsize=FONT_SIZE - 2,
     )
     if title:
@@ -203,24 +204,29 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
 
 
 @paper_style
-def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "") -> list[Path]:
-    """Points (labelled) and, when ``fit`` holds an OLS fit, its line and the correlation."""
+def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
+    """Points (labelled) and, when ``fit`` holds an OLS fit of at least
+    :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
+    and the demo), its line and the correlation; else ``reason`` (why there is none, e.g. the
+    correlation's note). The statistics go above the axes, where no point's label can cover them."""
+    from experiments.scoring.correlation import MIN_ROWS
+
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.6, 3.0), layout="constrained")
     axis.scatter(xs, ys, color="C0", zorder=3)
     for x, y, label in zip(xs, ys, labels or []):
         if label:
             axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=FONT_SIZE - 1)
-    if fit:
+    axis.margins(x=0.25, y=0.15)  # room for the labels of the outermost points
+    if fit and fit.get("n", len(xs)) >= MIN_ROWS:
         grid = np.linspace(min(xs), max(xs), 50)
         axis.plot(grid, fit["slope"] * grid + fit["intercept"], color="C3", linewidth=1.2)
-        axis.text(0.02, 0.98, f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}", transform=axis.transAxes, va="top")
+        statistics = f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}"
     else:
-        axis.text(0.02, 0.98, f"n = {len(xs)}: too few points for a fit", transform=axis.transAxes, va="top")
+        statistics = f"n = {len(xs)}, no fit: {reason}" if reason else f"n = {len(xs)}: no fit (a fit needs {MIN_ROWS} points)"
+    axis.set_title("\n".join(part for part in (title, statistics) if part), fontsize=FONT_SIZE)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
-    if title:
-        axis.set_title(title)
     return save(figure, out)
 
 
@@ -244,6 +250,8 @@ def error_distribution(distribution: dict[str, list[float]], out, metric: str = 
 def attention_profiles(profiles: dict[str, list[np.ndarray]], out, points: int = 100, title: str = "") -> list[Path]:
     """``profiles``: label (model and site) -> one weight vector per utterance; each is resampled to
     ``points`` positions, then mean ± std across utterances."""
+    from probing.modules import interpolate_weights  # torch: imported when drawn, so that --help stays fast
+
     plt = pyplot()
     figure, axes = plt.subplots(len(profiles), 1, figsize=(4.8, 1.5 * len(profiles) + 0.4), sharex=True, squeeze=False, layout="constrained")
     grid = np.arange(points)
@@ -285,8 +293,17 @@ def confusion(predictions: list[str], translation_genders: list[str], out, class
 
 
 @paper_style
-def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditions: list[str], out, label: str = "F1_S (%)", title: str = "") -> list[Path]:
-    """``scores``: (site, condition) -> score; missing cells stay blank."""
+def site_heatmap(
+    scores: dict[tuple[str, str], float],
+    sites: list[str],
+    conditions: list[str],
+    out,
+    label: str = "F1_S (%)",
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+) -> list[Path]:
+    """``scores``: (site, condition) -> score; missing cells stay blank; ``xlabel``, ``ylabel``: the axes' titles."""
     plt = pyplot()
     matrix = np.full((len(conditions), len(sites)), np.nan)
     for (site, condition), value in scores.items():
@@ -300,6 +317,8 @@ def site_heatmap(scores: dict[tuple[str, str], float], sites: list[str], conditi
     axis.set_yticks(range(len(conditions)), conditions)
     axis.spines[:].set_visible(False)
     figure.colorbar(image, ax=axis, label=label, fraction=0.04)
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
     if title:
         axis.set_title(title)
     return save(figure, out)

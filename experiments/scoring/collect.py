@@ -27,7 +27,9 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   is the probe's (``fixed``, ``stratified``: speakers shared between train and test, Attanasio et
   al.'s sampling; ``loso``: leave one speaker out; rows written before it read ``fixed``). The two
   joins above take the ``fixed`` and ``stratified`` rows, one table row per split (their ``split``
-  column), so a probe scored both ways is never averaged; ``loso`` rows are in ``long.csv`` only.
+  column), so a probe scored both ways is never averaged; ``f1_vs_gap.csv`` also takes a key's
+  ``loso`` rows where the probe was scored by leave-one-speaker-out only (the docs recommend LOSO
+  for small corpora); other ``loso`` rows are in ``long.csv`` only.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
@@ -70,6 +72,7 @@ F1_VS_GAP = (
     "ci95_of",
     "probe_runs",
     "gap_source",
+    "split",  # added last: fixed, or loso where the probe was scored by leave-one-speaker-out only
 )
 F1_VS_MUSTSHE = (
     "model",
@@ -417,8 +420,12 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none" and p.split in JOINED_SPLITS]
-    groups = _seed_groups(positional, lambda p: (p.subject["model"], p.subject["dataset"], p.subject["language"], p.config["site"], p.config["task"], p.split))
+    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
+    groups = _seed_groups([p for p in positional if p.split in JOINED_SPLITS], _gap_probe_key)
+    scored_fixed = {key[:-1] for key in groups if key[-1] == DEFAULT_SPLIT}
+    for key, members in _seed_groups([p for p in positional if p.split == "loso"], _gap_probe_key).items():
+        if key[:-1] not in scored_fixed:  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
+            groups[key] = members
     rows, used = [], set()
     for (model, dataset, language, site, task, split), members in groups.items():
         gap_key = (model, dataset, language, task)
@@ -459,6 +466,11 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         rows,
         key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
+
+
+def _gap_probe_key(probe: Probe) -> tuple:
+    """What a row of ``f1_vs_gap.csv`` is about: model, dataset, language, site, task and split."""
+    return probe.subject["model"], probe.subject["dataset"], probe.subject["language"], probe.config["site"], probe.config["task"], probe.split
 
 
 def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:

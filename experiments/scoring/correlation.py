@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 MIN_ROWS = 3
 
@@ -26,6 +25,8 @@ class CorrelationError(ValueError):
 
 def correlate(x, y, bootstrap: int = 10_000, seed: int = 0) -> dict:
     """Correlation statistics of paired samples (needs at least 3 pairs and variation in both)."""
+    from scipy import stats  # here: scipy takes a second to import, which --help never needs
+
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise CorrelationError(f"x and y must be 1-d and of equal length, got {x.shape} and {y.shape}")

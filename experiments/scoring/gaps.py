@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import ttest_ind
 
 from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import GroupMetricFrame, Members, comparison, relative_gap
@@ -177,6 +176,8 @@ def published_resampling(a: Group, b: Group, iterations: int = 1000, fraction: f
     if np.ptp(rates[0]) == 0 and np.ptp(rates[1]) == 0:  # no variation to test (e.g. one speaker, all records drawn)
         p_value = float("nan")
     else:
+        from scipy.stats import ttest_ind  # here: scipy takes a second to import, which --help and a study's plan never need
+
         p_value = float(ttest_ind(rates[0], rates[1]).pvalue)  # two-sided Student's t-test
     return Resampled(iterations, n, rates[0], rates[1], p_value)
 

@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_reclaim_stale_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, program_name, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
@@ -59,25 +59,38 @@ def _stages(text: str) -> tuple[str, ...]:
 
 
 def _device(text: str) -> str:
-    """``--device``: one this machine has (:func:`extract.spec.device_problem`, which imports torch: here, not at the top)."""
-    from extract.spec import device_argument
+    """``--device``: spelled as a device (whether this machine has it is checked after parsing, unless
+    ``--executor`` sends the work elsewhere: :func:`experiments.cli.device_missing_here`)."""
+    from extract.device import resolve_device
 
-    return device_argument(text)
+    return resolve_device(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(prog="python -m experiments.study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog=program_name("experiments.study"), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     formatter = argparse.RawDescriptionHelpFormatter
     runner = commands.add_parser("run", help="plan a study file and run what is not finished", description=__doc__, formatter_class=formatter)
     input_argument(runner, "study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
     runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
     runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
-    runner.add_argument("--root", type=Path, help="resolve the study's relative paths against this folder (default: the study file's folder)")
+    runner.add_argument(
+        "--root",
+        nargs="?",
+        const="",
+        help="resolve the study's relative paths against this folder (default: the study file's folder)",
+    )
+    output_argument(
+        runner,
+        "--placeholders",
+        metavar="DIR",
+        help="only write a placeholder (six rows) for every manifest the study names under DIR (never over a file), "
+        "so that --root DIR --dry-run shows the plan before the corpora are downloaded; then stop",
+    )
     runner.add_argument(
         "--device",
         type=_device,
-        help="where models and probes run: cpu, cuda, cuda:N, mps (default: the study's device, else cuda if a GPU is visible)",
+        help="where models and probes run: cpu, cuda, cuda:N, mps (default: the study's device, else cuda if a GPU is visible, else cpu)",
     )
     runner.add_argument(
         "--redo",
@@ -93,9 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
-    from extract.spec import default_device, device_problem
+def _write_placeholders(args: argparse.Namespace) -> int:
+    from experiments.study.placeholders import write_placeholders
 
+    root = Path(args.placeholders)
+    written = write_placeholders(args.study, root)
+    print(f"[study] wrote {len(written)} placeholder files under {root}")
+    print(f"[study] now: speech-gender study run {args.study} --root {root} --dry-run")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from extract.device import default_device, device_problem
+
+    if args.placeholders:
+        return _write_placeholders(args)
     started = time.time()
     study = load_study(args.study, args.root)
     if args.device is None and study.device is not None and device_problem(study.device):
@@ -132,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cells_per_task < 1:
         parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")
+    if args.root is not None and not args.root.strip():
+        return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
     return run_cli(lambda: _run(args), StudyError, *study_errors())
 
 

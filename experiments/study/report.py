@@ -141,6 +141,7 @@ def write_figures(layout, study: Study) -> Path:
                 "E (%)",
                 stem,
                 title=f"{model}, {dataset}, {site}" + ("" if split == "fixed" else f", {split} split"),
+                reason=fit.get("note", ""),
             )
             figures.append(
                 {"kind": "f1_vs_gap", "model": model, "dataset": dataset, "site": site, "task": task, "split": split, "paths": [p.name for p in paths]}
@@ -173,21 +174,25 @@ def _final(row: dict) -> bool:
 
 def _site_heatmaps(layout, plots) -> list[dict]:
     """F1_S per site (columns) and language (rows) of each model and dataset, positional probes
-    without control and not applied elsewhere, the mean over seeds (from ``long.csv``)."""
-    values: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
+    fixed-split rows, or the leave-one-speaker-out ones where a model and dataset has no other
+    (never the two averaged; the title names the split)."""
+    values: dict[tuple[str, str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for row in _rows(_files(layout)["long"]):
         if row["kind"] != "probe" or row["probe"] != "positional" or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
             continue
-        key = (row["model"], row["dataset"])
-        values[key][(row["site"], row["language"])].append(float(row["value"]))
-        order[key][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
+        values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], row["language"])].append(float(row["value"]))
+        order[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
     figures = []
-    for (model, dataset), cells in sorted(values.items()):
+    for (model, dataset, split), cells in sorted(values.items()):
+        if split != "fixed" and (model, dataset, "fixed") in values:
+            continue
         scores = {cell: sum(found) / len(found) for cell, found in cells.items()}
         sites = sorted(order[(model, dataset)], key=lambda site: (order[(model, dataset)][site], site))
         languages = sorted({language for _, language in scores})
-        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=f"{model}, {dataset}")
+        title = f"{model}, {dataset} ({split} split)"
+        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=title, xlabel="site", ylabel="language")
         figures.append({"kind": "f1_s_by_site", "model": model, "dataset": dataset, "paths": [p.name for p in paths]})
     return figures
 
@@ -247,6 +252,7 @@ def write_results_md(layout, study: Study) -> Path:
     ]
     lines += _gap_section(files, correlations, study)
     lines += _other_gaps_section(files)
+    lines += _probe_section(files)
     lines += _mustshe_section(files, correlations)
     lines += ["## Figures", ""] + [f"- `{figure['kind']}`: " + ", ".join(f"[{name}](figures/{name})" for name in figure["paths"]) for figure in figures]
     unmatched = {name: items for name, items in collected["unmatched"].items() if items}
@@ -287,14 +293,71 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
-        lines += _table(
-            ["language", "task", "split", "F1_S", "E", "estimate", "95 % CI of E", "seeds"],
-            [
-                [row["language"], row["task"], row["split"], _cell(row["f1_s"]), _cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a"]
-                + [_interval(row["ci95_low"], row["ci95_high"]), row["seeds"]]
-                for row in chosen
-            ],
-        )
+        table, notes = [], []
+        for row in chosen:
+            entry = _gap_entry(row)
+            first, second = entry.get("groups_compared") or ("A", "B")
+            rates = entry.get("groups") or {}
+            metric = (entry.get("metric") or "error rate").upper()
+            note = (entry.get("bootstrap") or {}).get("ci95_note")
+            if note:
+                notes.append(f"{row['language']}: {note}")
+            table.append(
+                [row["language"], row["task"], row.get("split") or "fixed", _cell(row["f1_s"])]
+                + [f"{metric} {first} {_cell((rates.get(first) or {}).get('error_rate'))}, {second} {_cell((rates.get(second) or {}).get('error_rate'))}"]
+                + [_cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a", _interval(row["ci95_low"], row["ci95_high"]) + (" †" if note else "")]
+                + [row["seeds"]]
+            )
+        lines += _table(["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds"], table)
+        lines += ["", "† unreliable interval: " + "; ".join(notes) + "."] if notes else []
+    return lines + [""]
+
+
+def _gap_entry(row: dict) -> dict:
+    """The gap report's entry for a ``f1_vs_gap.csv`` row's language (its error rates per group and the
+    interval's note), with ``groups_compared`` (A, B) from its settings; {} if the report is gone."""
+    path = Path(row.get("gap_source") or "")
+    if not path.is_file():
+        return {}
+    document = json.loads(path.read_text(encoding="utf-8"))
+    entry = dict((document.get("languages") or {}).get(row["language"]) or {})
+    groups = (document.get("settings") or {}).get("groups")
+    return entry | ({"groups_compared": tuple(groups)} if groups else {})
+
+
+PROBES_SHOWN = 40  # rows of RESULTS.md's table of probe scores without a gap (every score is in long.csv)
+
+
+def _probe_section(files: dict) -> list[str]:
+    """The probe scores no gap was joined to (other kinds, sites or languages without a gap, a study
+    without behaviour): the headline of each kind, without control, mean over seeds, from long.csv."""
+    from probing.kinds import KINDS
+
+    joined = {(row["model"], row["dataset"], row["language"], row["site"], row["task"], row.get("split") or "fixed") for row in _rows(files["f1_vs_gap"])}
+    scores: dict[tuple, list[float]] = defaultdict(list)
+    for row in _rows(files["long"]):
+        if (
+            row["kind"] != "probe"
+            or row["control"] != "none"
+            or row["applied_to"]
+            or row["probe"] not in KINDS
+            or row["metric"] != KINDS[row["probe"]].headline
+        ):
+            continue
+        key = (row["model"], row["dataset"], row["language"], row["site"], row["task"], row["split"] or "fixed", row["probe"], row["metric"])
+        if row["probe"] == "positional" and key[:6] in joined:
+            continue
+        scores[key].append(float(row["value"]))
+    if not scores:
+        return []
+    rows = [
+        [*key[:4], key[6], key[5], "F1_S" if key[7] == "f1_s" else "F1", _cell(sum(found) / len(found)), str(len(found))]
+        for key, found in sorted(scores.items())
+    ]
+    lines = ["## Probe scores without a gap", "", "Each probe kind's headline without control, mean over seeds (every score: `results/long.csv`).", ""]
+    lines += _table(["model", "dataset", "language", "site", "probe", "split", "score", "value", "seeds"], rows[:PROBES_SHOWN])
+    if len(rows) > PROBES_SHOWN:
+        lines += ["", f"... and {len(rows) - PROBES_SHOWN} more in `results/long.csv`."]
     return lines + [""]
 
 

@@ -286,6 +286,27 @@ class _Reader:
 
     def __init__(self, path: Path, root: Path):
         self.path, self.root = path, root
+        self.missing: list[tuple[str, Path]] = []  # (key, path) of every input file that does not exist, said at once
+
+    def input_file(self, value, where: str) -> Path:
+        """A manifest or MuST-SHE definition: like :meth:`file`, but one that does not exist is noted
+        (:meth:`check_missing` names them all in one line) instead of ending the check at the first."""
+        if isinstance(value, str) and value and not self.resolve(value).exists():
+            self.missing.append((where, self.resolve(value)))
+            return self.resolve(value)
+        return self.file(value, where)
+
+    def check_missing(self, shown: int = 3) -> None:
+        """Every missing input file at once (a paper's study names 49), with what to do."""
+        if not self.missing:
+            return
+        listed = "; ".join(f"{where}: {path}" for where, path in self.missing[:shown])
+        more = f"; ... ({len(self.missing)} in all)" if len(self.missing) > shown else ""
+        folder = f"--root {self.root}" if self.root != self.path.resolve().parent else f"the study file's folder {self.root}"
+        raise StudyError(
+            f"{self.path}: {len(self.missing)} input file(s) do not exist, relative to {folder}: {listed}{more}; "
+            "give --root the folder that holds them, or write placeholders to try the plan (study run STUDY --placeholders DIR, then --root DIR --dry-run)"
+        )
 
     def error(self, where: str, message: str) -> StudyError:
         return StudyError(f"{self.path}: {where}: {message}")
@@ -395,6 +416,7 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     sites = _sites(reader, document.get("sites", "all"), "sites")
     models = _models(reader, document["models"], sites)
     corpora = _corpora(reader, document["corpora"])
+    reader.check_missing()
     f0 = _f0(reader, document.get("baselines"), models, corpora)
     probes = _grids(reader, document.get("probes"), models, corpora, f0)
     models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
@@ -580,8 +602,8 @@ def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
         key_where = f"{where}.manifests.{key}"
         reader.name(str(key), key_where)
         language, direction = _language(reader, str(key), task, targets, key_where)
-        mustshe = reader.file(definitions[key], f"{where}.mustshe.{key}") if key in definitions else None
-        parts.append(Part(corpus["name"], str(key), language, reader.file(manifest, key_where), direction or targets or (None,), mustshe))
+        mustshe = reader.input_file(definitions[key], f"{where}.mustshe.{key}") if key in definitions else None
+        parts.append(Part(corpus["name"], str(key), language, reader.input_file(manifest, key_where), direction or targets or (None,), mustshe))
     unknown = [key for key in definitions if key not in manifests]
     if unknown:
         raise reader.error(f"{where}.mustshe.{unknown[0]}", f"no manifest has this key; keys: {', '.join(map(str, manifests))}")

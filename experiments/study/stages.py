@@ -225,10 +225,14 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     """Whether the store of ``job`` is finished (see the module docstring), and a note saying what is there."""
     from experiments.scheduling import shard_parts
     from extract.fingerprint import compared
-    from extract.store import ShardReader, comparable_config, is_complete
+    from extract.store import ShardReader, comparable_config, differing_keys, is_complete
 
     if not Path(job.manifest).exists():
         return False, "its manifest is written when the study runs"
+    if any(is_complete(path) for path in Path(job.out).glob("*.h5")):
+        before, now = ShardReader(job.out).info.config.get("manifest_sha256"), file_sha256(job.manifest)
+        if before is not None and before != now:
+            raise StudyError(stale_output(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction"))
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
@@ -239,8 +243,22 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them
     differing = sorted(key for key in set(stored) | set(expected) if stored.get(key) != expected.get(key))
     if differing:
-        return False, f"written with other settings ({', '.join(differing)}): the extraction will say how"
+        raise StudyError(stale_output(job.out, job.manifest, f"other settings: {differing_keys(stored, expected)}", "extraction"))
     return True, f"{utterances} utterances, {len(stored.get('sites', []))} sites"
+
+
+def stale_output(out: Path, manifest: Path, how: str, stage: str) -> str:
+    """Why the plan refuses an output written from another manifest or with other settings: the
+    stage would refuse to add to it, after the stages before it had run."""
+    return (
+        f"{out} was written from {manifest} as it was before or with other settings ({how}): the {stage} would refuse to add to it; "
+        f"rerun with --redo {_stage_name(stage)} to set it aside and rebuild it and what depends on it"
+    )
+
+
+def _stage_name(stage: str) -> str:
+    """The ``--redo`` name of the stage ``stale_output`` calls by what it does."""
+    return {"extraction": "extract", "transcription": "transcribe"}.get(stage, stage)
 
 
 def plan_extract(context: Context) -> list[Unit]:
@@ -374,7 +392,7 @@ def skipped_path(hypotheses: Path) -> Path:
 def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     from extract.claims import claim_path, describe_holder, read_holder
     from extract.provenance import read_settings
-    from extract.runner import finished_ids
+    from extract.runner import finished_ids, holds_rows
 
     if not job.out.exists() or not Path(job.manifest).exists():
         return False, ""
@@ -382,8 +400,11 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     expected = {"model": job.model_name(), "family": job.spec.family, "task": job.task, "tgt_lang": job.tgt_lang, "dtype": job.spec.dtype}
     expected |= {"max_seconds": job.trim_seconds, "manifest_sha256": manifest_sha256}
     differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
+    if differing and holds_rows(job.out):  # the settings of a run that wrote no row are replaced, not refused (check_settings)
+        shown = ", ".join(f"{key}: {recorded.get(key)!r} vs {expected[key]!r}" for key in differing)
+        raise StudyError(stale_output(job.out, job.manifest, f"other settings: {shown}", "transcription"))
     if differing:
-        return False, f"written with other settings ({', '.join(differing)}): the transcription will say how"
+        return False, "its settings are rewritten: no row was written with them"
     if claim_path(job.out).exists():  # reading it would take the claim: the transcription says whether it may (--reclaim-stale)
         holder = read_holder(claim_path(job.out))
         return False, f"claimed by {describe_holder(holder) if holder else 'another writer'}: the transcription will say whether it resumes"
@@ -396,10 +417,22 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     return not todo, f"{todo} of {len(ids)} utterances to do" if todo else f"{len(ids)} utterances"
 
 
+def check_tiny_transcription(context: Context, model: Model) -> None:
+    """A tiny random model the study transcribes with must have a tokenizer offline (Whisper's does)."""
+    from extract.families import FAMILIES
+    from extract.families.generation import GenerationOptions, tiny_refusal
+    from extract.spec import TINY_RANDOM
+
+    if model.checkpoint == TINY_RANDOM and not FAMILIES[model.family].generator.tiny_can_transcribe(GenerationOptions(decoder=model.decoder)):
+        raise StudyError(f"{context.study.path}: models[{context.study.models.index(model)}] ({model.name}): {tiny_refusal(model.family)}")
+
+
 def plan_transcribe(context: Context) -> list[Unit]:
     units = []
     for model in context.study.models:
         for corpus in context.study.corpora:
+            if context.study.transcribed(model, corpus):
+                check_tiny_transcription(context, model)
             for part in context.study.transcribed(model, corpus):
                 ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
                 for target in part.targets:
@@ -505,9 +538,46 @@ def f0_configs(context: Context, grid) -> list:
     return [config for part in parts for config in grid_runs(grid, context.layout.f0_store(part), F0_SITE, grid.languages, context.device)]
 
 
+def check_probe_splits(context: Context) -> None:
+    """Make every grid's split on every manifest it will probe, as the probe run will make it (from the
+    rows' gender, speaker, language and split: what the store's metadata will hold), so that a split the
+    run would refuse is refused by the plan, in one line, before anything is extracted."""
+    from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits
+    from probing.kinds import KINDS
+
+    study, checked = context.study, set()
+    for number, grid in enumerate(study.probes):
+        where = f"{study.path}: probes" + (f" (grid {number + 1} of {len(study.probes)})" if len(study.probes) > 1 else "")
+        task, split = grid.options.get("task", "female-male"), grid.options.get("split", DEFAULT_SPLIT)
+        shared = grid.options.get("allow_shared_speakers", False)
+        read = [(model, part, context.model_utterances(model, corpus, part)) for model in study.models if grid.probes_model(model.name)
+                for corpus in map(study.corpus, grid.corpora) for part in corpus.parts]  # fmt: skip
+        if grid.models and F0 in grid.models:
+            read += [(None, part, context.utterances(corpus, part)) for corpus in map(study.corpus, grid.corpora) for part in corpus.parts]
+        for model, part, utterances in read:
+            metadata = {key: [getattr(utterance, key) for utterance in utterances] for key in ("gender", "speaker", "language", "split")}
+            ids = [utterance.id for utterance in utterances]
+            languages = [language for language in grid.languages if language is None or model is None or model.languages is None or language in model.languages]
+            for language, probe in product(languages, grid.probes):
+                dev = bool(KINDS[probe].selects_on_dev)
+                key = (part.manifest, model.languages if model else None, task, split, dev, shared, language)
+                if key in checked:
+                    continue
+                checked.add(key)
+                try:
+                    if split == "loso":
+                        leave_one_speaker_out(metadata, ids, task, grid.seeds[0], language, dev=dev)
+                    else:
+                        make_splits(metadata, ids, task, grid.seeds[0], language, shared, dev_needed=dev)
+                except ProbeError as error:
+                    whose = f"{model.name if model else F0} {part.name}" + (f" ({probe} probe)" if dev else "")
+                    raise StudyError(f"{where}: {whose}: {error}") from None
+
+
 def plan_probe(context: Context) -> list[Unit]:
     from probing.grid import pending
 
+    check_probe_splits(context)
     configs, unknown = probe_configs(context)
     extracted = [config for config in configs if all(Path(store).exists() for store in (config.store, config.apply_to) if store)]
     todo, stale = pending(extracted, context.layout.probes) if extracted else ([], 0)

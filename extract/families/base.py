@@ -261,6 +261,11 @@ def lengths_from_mask(mask: torch.Tensor) -> np.ndarray:
     return mask.long().sum(dim=1).cpu().numpy()
 
 
+def tiny_checkpoint(family: str) -> str:
+    """The checkpoint name (and default label) of ``family``'s tiny random model."""
+    return f"tiny-random-{family}"
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family as the rest of the package sees it; each module of ``extract.families``
@@ -295,4 +300,4 @@ class Family:
     def tiny_extractor(self, **kwargs) -> Extractor:
         """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""
         model, processor = self.tiny_model()
-        return self.extractor(model, processor, checkpoint=f"tiny-random-{self.name}", **kwargs)
+        return self.extractor(model, processor, checkpoint=tiny_checkpoint(self.name), **kwargs)

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from extract.families.base import Extractor
+from extract.families.base import Extractor, tiny_checkpoint
 
 
 class GenerationError(ValueError):
@@ -44,6 +44,7 @@ class GenerationOptions:
 class Generator(ABC):
     family: ClassVar[str]
     family_defaults: ClassVar[dict] = {}  # the authors' decoding settings where the hub config lacks them
+    tiny_transcribes: ClassVar[bool] = False  # whether the family's tiny random model has a tokenizer offline (:meth:`tiny_tokenizer`)
 
     def __init__(self, extractor: Extractor, tokenizer, num_beams: int | None = None, max_new_tokens: int | None = None):
         self.extractor, self.tokenizer = extractor, tokenizer
@@ -52,11 +53,27 @@ class Generator(ABC):
 
     @classmethod
     def load(cls, extractor: Extractor, options: GenerationOptions) -> Generator:
-        """The generator for a loaded extractor, with the tokenizer of its checkpoint (hub or local folder)."""
+        """The generator for a loaded extractor, with the tokenizer of its checkpoint (hub or local
+        folder; for the tiny random model, :meth:`tiny_tokenizer`, offline)."""
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(extractor.checkpoint, revision=extractor.revision)
+        if extractor.checkpoint == tiny_checkpoint(cls.family):
+            tokenizer = cls.tiny_tokenizer(extractor)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(extractor.checkpoint, revision=extractor.revision)
         return cls(extractor, tokenizer, num_beams=options.num_beams, max_new_tokens=options.max_new_tokens, **cls.family_options(options))
+
+    @classmethod
+    def tiny_can_transcribe(cls, options: GenerationOptions) -> bool:
+        """Whether the family's tiny random model transcribes with ``options`` (checked before
+        anything loads: ``study run --dry-run``)."""
+        return cls.tiny_transcribes
+
+    @classmethod
+    def tiny_tokenizer(cls, extractor: Extractor):
+        """The tokenizer of the family's tiny random model, offline, fitting ``extractor``'s model to it;
+        a family whose tiny model has none (:attr:`tiny_transcribes` false) refuses in one line."""
+        raise GenerationError(tiny_refusal(cls.family))
 
     @classmethod
     def family_options(cls, options: GenerationOptions) -> dict:
@@ -96,6 +113,14 @@ class Generator(ABC):
     @abstractmethod
     def _generate(self, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> torch.Tensor:
         """Token ids [batch, length]; ``target`` is the output language (the source language for ASR)."""
+
+
+def tiny_refusal(family: str) -> str:
+    """Why the tiny random model of ``family`` cannot transcribe, and what to do."""
+    return (
+        f"the tiny random {family} model (checkpoint tiny-random) has no tokenizer offline, so it extracts states but cannot transcribe: "
+        "give it transcribe: false in a study, or transcribe with another checkpoint (whisper's tiny-random transcribes offline)"
+    )
 
 
 @contextmanager

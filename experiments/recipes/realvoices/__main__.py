@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, output_argument, run_cli
+from experiments.cli import CommandParser, output_argument, program_name, run_cli
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
@@ -29,7 +29,7 @@ def positive(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="python -m experiments.recipes.realvoices",
+        prog=program_name("experiments.recipes.realvoices"),
         description="Build a corpus of real, credited voices from Debian packages (apt-get download, no install): "
         "16 kHz WAVs in the cache, DIR/manifest.jsonl and DIR/CARD.md.",
     )
