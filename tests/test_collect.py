@@ -119,7 +119,6 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
         "ci95_of",
         "probe_runs",
         "gap_source",
-        "split",
     ]
     assert {row["split"] for row in table} == {"fixed"}
     rows = {row["language"]: row for row in table}

@@ -32,7 +32,12 @@ def file_actions(parser: argparse.ArgumentParser, kind: str) -> list[argparse.Ac
     return [action for action in parser._actions if file_role(action) is not None and file_role(action).kind == kind]
 
 
+FILLERS = {"--train": "2,2", "--dev": "1,1"}  # flags whose type reads a shape, not any word (probe_data: female,male counts)
+
+
 def _filler(action: argparse.Action, tmp_path: Path, number: int) -> str:
+    if action.option_strings and action.option_strings[0] in FILLERS:
+        return FILLERS[action.option_strings[0]]
     if action.choices:
         return str(next(iter(action.choices)))
     if action.type in (int, float):

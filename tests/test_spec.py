@@ -56,13 +56,18 @@ def test_every_cli_with_a_device_flag_takes_the_one_default(monkeypatch):
         transcribe: ["--model", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"],
         probe: [],
     }
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     for available, expected in ((True, "cuda"), (False, "cpu")):
         monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
         for cli, argv in required.items():
             assert cli.build_parser().get_default("device") == "auto"
             assert cli.build_parser().parse_args(argv).device == expected
             assert cli.build_parser().parse_args([*argv, "--device", "auto"]).device == expected
-            assert cli.build_parser().parse_args([*argv, "--device", "cuda:1"]).device == "cuda:1"
+            if available:
+                assert cli.build_parser().parse_args([*argv, "--device", "cuda:1"]).device == "cuda:1"
+            else:  # a device this machine lacks: one line, unless --executor sends the work elsewhere
+                with pytest.raises(SystemExit):
+                    cli.build_parser().parse_args([*argv, "--device", "cuda:1"])
 
 
 def test_the_family_names_a_parser_offers_are_the_registry_without_loading_it():

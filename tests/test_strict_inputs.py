@@ -269,7 +269,8 @@ def test_a_study_recovers_from_changed_options_a_moved_folder_an_edited_manifest
     assert len(_probe_runs(tmp_path / "runs" / "copy")) == 2
     capsys.readouterr()
 
-    # the manifest edited: the probes and the gap wait for extract and transcribe; --stages without them is refused
+    # the manifest edited: the store written from it as it was is refused by the plan (the run and the
+    # dry run alike), naming --redo; nothing is rebuilt from stale labels
     manifest = tmp_path / "manifests" / "en.jsonl"
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
     rows[0]["gender"] = "male" if rows[0]["gender"] == "female" else "female"
@@ -277,11 +278,10 @@ def test_a_study_recovers_from_changed_options_a_moved_folder_an_edited_manifest
     before = (out / "RESULTS.md").read_text()
     assert study_main(["run", str(study), "--quiet", "--stages", "probe,asr_gap,collect,correlate,figures,report"]) == 2
     line = one_error_line(capsys)
-    assert "not up to date" in line and "add extract to --stages" in line, line
+    assert "stores/wt/cv-en was written from" in line and "rerun with --redo extract" in line, line
     assert (out / "RESULTS.md").read_text() == before
-    assert study_main(["run", str(study), "--dry-run"]) == 0
-    planned = capsys.readouterr().out
-    assert "probe       0 of 2 done" in planned and "stores/wt/cv-en, not up to date" in planned, planned
+    assert study_main(["run", str(study), "--dry-run"]) == 2
+    assert "rerun with --redo extract" in one_error_line(capsys)
 
     # --redo sets the old stores and hypotheses aside and computes them anew from the edited manifest
     assert study_main(["run", str(study), "--quiet", "--redo", "extract,transcribe"]) == 0

@@ -5,6 +5,7 @@ placeholder manifests."""
 
 import csv
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -662,8 +663,9 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     assert main(["run", str(study), "--dry-run"]) == 2
     line = one_error_line(capsys)
     assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
-    assert "the extraction would refuse to add to it; move it aside (or delete it) and rerun" in line
-    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2  # the hypotheses too, planned alone
+    assert "the extraction would refuse to add to it; rerun with --redo extract" in line
+    shutil.rmtree(out / "stores")  # the hypotheses too, once the stores are gone (the plan reads them first)
+    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2
     line = one_error_line(capsys)
     assert (
         f"{out / 'hyps' / 'tiny' / 'toy-en.jsonl'} was written from {manifest} as it was before or with other settings "

@@ -33,7 +33,7 @@ import gc
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
@@ -261,17 +261,23 @@ def _stage_name(stage: str) -> str:
     return {"extraction": "extract", "transcription": "transcribe"}.get(stage, stage)
 
 
-def plan_extract(context: Context) -> list[Unit]:
-    units = []
+def _extraction_jobs(context: Context) -> Iterator[tuple[Model, object, object, object]]:
+    """Each store the study extracts: its model, job, corpus and part (no status: ``--redo`` lists
+    them to set aside, where a status would refuse a stale one)."""
     for model in context.study.models:
         for corpus in context.study.probed(model):
             for part in corpus.parts:
-                job = extraction_job(context, model, corpus, part)
-                size = len(context.model_utterances(model, corpus, part))
-                done, note = store_status(job, size)
-                if not done and Path(job.out).exists():
-                    context.outdated[Path(job.out)] = ("extract", note or "not complete")
-                units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
+                yield model, extraction_job(context, model, corpus, part), corpus, part
+
+
+def plan_extract(context: Context) -> list[Unit]:
+    units = []
+    for model, job, corpus, part in _extraction_jobs(context):
+        size = len(context.model_utterances(model, corpus, part))
+        done, note = store_status(job, size)
+        if not done and Path(job.out).exists():
+            context.outdated[Path(job.out)] = ("extract", note or "not complete")
+        units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
     return units
 
 
@@ -427,20 +433,27 @@ def check_tiny_transcription(context: Context, model: Model) -> None:
         raise StudyError(f"{context.study.path}: models[{context.study.models.index(model)}] ({model.name}): {tiny_refusal(model.family)}")
 
 
+def _transcription_jobs(context: Context) -> Iterator[tuple[Model, object, object, object, object]]:
+    """Each hypotheses file the study writes: its model, corpus, part, target and job (no status, as
+    :func:`_extraction_jobs`)."""
+    for model in context.study.models:
+        for corpus in context.study.corpora:
+            for part in context.study.transcribed(model, corpus):
+                for target in part.targets:
+                    yield model, corpus, part, target, transcription_job(context, model, corpus, part, target)
+
+
 def plan_transcribe(context: Context) -> list[Unit]:
     units = []
     for model in context.study.models:
-        for corpus in context.study.corpora:
-            if context.study.transcribed(model, corpus):
-                check_tiny_transcription(context, model)
-            for part in context.study.transcribed(model, corpus):
-                ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
-                for target in part.targets:
-                    job = transcription_job(context, model, corpus, part, target)
-                    done, note = hypotheses_status(job, ids)
-                    if not done and job.out.exists():
-                        context.outdated[job.out] = ("transcribe", note)
-                    units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))
+        if any(context.study.transcribed(model, corpus) for corpus in context.study.corpora):
+            check_tiny_transcription(context, model)
+    for model, corpus, part, target, job in _transcription_jobs(context):
+        ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
+        done, note = hypotheses_status(job, ids)
+        if not done and job.out.exists():
+            context.outdated[job.out] = ("transcribe", note)
+        units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))
     return units
 
 
@@ -988,12 +1001,15 @@ def stage_outputs(context: Context, stage: str) -> list[Path]:
         from experiments.study import report
 
         return report.stage_files(stage, layout, context.study)[1]
-    units = PLANS[stage](context)
-    if stage == "f0":
-        return [unit.job[2] for unit in units]
-    outputs = [Path(unit.job.out) for unit in units]
     if stage == "extract":
-        return outputs
+        return [Path(job.out) for _, job, _, _ in _extraction_jobs(context)]
+    if stage == "transcribe":
+        outputs = [Path(job.out) for *_, job in _transcription_jobs(context)]
+    else:
+        units = PLANS[stage](context)
+        if stage == "f0":
+            return [unit.job[2] for unit in units]
+        outputs = [Path(unit.job.out) for unit in units]
     return [sidecar for path in outputs for sidecar in sorted(path.parent.glob(f"{path.name}*")) if not sidecar.name.endswith(".lock")]
 
 
