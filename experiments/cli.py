@@ -141,10 +141,10 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def device_missing_here(parsed: argparse.Namespace) -> str | None:
-    """``--device`` names a device this machine lacks, and the command runs here (no ``--executor``:
-    a submitted job runs on a node that may have it): the problem, as ``--device``'s line."""
+    """``--device`` names a device this machine lacks, and the command runs here (anything but
+    ``--executor slurm``, whose jobs run on nodes that may have it): the problem, as ``--device``'s line."""
     device = getattr(parsed, "device", None)
-    if not isinstance(device, str) or getattr(parsed, "executor", None):
+    if not isinstance(device, str) or getattr(parsed, "executor", None) == "slurm":
         return None
     from extract.device import device_problem
 

@@ -181,3 +181,20 @@ def test_transcribe_refuses_a_folder_as_out_before_loading(tmp_path, capsys):
     argv = ["--model", "whisper", "--checkpoint", "nobody/never-loaded", "--task", "asr", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path)]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip() == f"error: --out {tmp_path} is a folder; give the path of the hypotheses JSONL file"
+
+
+def test_a_device_this_machine_lacks_is_refused_unless_the_work_is_submitted_elsewhere(monkeypatch, capsys):
+    """A login node has no GPU; the job array it submits runs where one is (docs/scale.md)."""
+    from experiments import extract
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["--model", "whisper", "--manifest", "m.jsonl", "--out", "s", "--device", "cuda"]
+    with pytest.raises(SystemExit) as stopped:
+        extract.build_parser().parse_args(argv)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: --device cuda: no GPU is visible here (torch.cuda.is_available() is false); use cpu"
+    assert extract.build_parser().parse_args([*argv, "--executor", "slurm"]).device == "cuda"
+    with pytest.raises(SystemExit):
+        extract.build_parser().parse_args([*argv, "--executor", "local"])  # local jobs run on this machine
+    with pytest.raises(SystemExit):
+        extract.build_parser().parse_args([*argv[:-1], "tpu"])  # not a device at all: refused wherever the work runs

@@ -60,7 +60,7 @@ def _stages(text: str) -> tuple[str, ...]:
 
 def _device(text: str) -> str:
     """``--device``: spelled as a device (whether this machine has it is checked after parsing, unless
-    ``--executor`` sends the work elsewhere: :func:`experiments.cli.device_missing_here`)."""
+    ``--executor slurm`` sends the work elsewhere: :func:`experiments.cli.device_missing_here`)."""
     from extract.device import resolve_device
 
     return resolve_device(text)
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         return _write_placeholders(args)
     started = time.time()
     study = load_study(args.study, args.root)
-    if args.device is None and study.device is not None and device_problem(study.device):
+    if args.device is None and study.device is not None and args.executor != "slurm" and device_problem(study.device):
         raise StudyError(f"{study.path}: device: {device_problem(study.device)} (or give --device)")
     device = args.device or study.device or default_device()
     context = Context(study, device, show_progress=not args.quiet, write=not args.dry_run, reclaim_stale=args.reclaim_stale)
