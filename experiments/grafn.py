@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
 from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
 from experiments.normalisation.transform import TARGETS, GrafnError, GrafnParameters
 
-DEFAULTS = GrafnParameters()
+# the parameters' defaults, unchecked: checking them imports scipy, which --help does not need
+DEFAULTS = SimpleNamespace(**{item.name: item.default for item in fields(GrafnParameters)})
 
 
 def _add_parameters(parser: argparse.ArgumentParser) -> None:

@@ -324,3 +324,24 @@ def test_a_store_whose_parts_lost_their_config_is_refused_not_relabelled(tmp_pat
             del handle.attrs["config"]
     with pytest.raises(DamagedPartError, match="no config attribute"):
         ShardReader(store)
+
+
+def test_every_stale_output_is_named_in_one_line_with_the_redo_that_sets_them_all_aside(tmp_path, tiny_whisper, capsys):  # noqa: F811
+    """A manifest edit makes the store and the hypotheses built from it stale: one line names the first,
+    counts the rest and gives ``--redo extract,transcribe``; a dry run with that ``--redo`` previews the
+    plan instead of refusing it (the newcomer walkthrough's finding after issue 30)."""
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, SMALL)
+    assert study_main(["run", str(study), "--quiet"]) == 0
+    capsys.readouterr()
+    manifest = tmp_path / "manifests" / "en.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["gender"] = "male" if rows[0]["gender"] == "female" else "female"
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert study_main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert "stores/wt/cv-en was written from" in line and "(and 1 more output(s) of extract, transcribe)" in line, line
+    assert line.endswith("rerun with --redo extract,transcribe to set them aside and rebuild them and what depends on them"), line
+    assert study_main(["run", str(study), "--dry-run", "--redo", "extract,transcribe"]) == 0
+    planned = capsys.readouterr().out
+    assert "set aside by --redo" in planned and "a run would set their outputs aside" in planned, planned

@@ -663,7 +663,7 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     assert main(["run", str(study), "--dry-run"]) == 2
     line = one_error_line(capsys)
     assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
-    assert "the extraction would refuse to add to it; rerun with --redo extract" in line
+    assert "the extraction would refuse to add to it (and 1 more output(s) of extract, transcribe); rerun with --redo extract,transcribe" in line
     shutil.rmtree(out / "stores")  # the hypotheses too, once the stores are gone (the plan reads them first)
     assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2
     line = one_error_line(capsys)

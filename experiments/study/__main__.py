@@ -126,14 +126,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.device is None and study.device is not None and args.executor != "slurm" and device_problem(study.device):
         raise StudyError(f"{study.path}: device: {device_problem(study.device)} (or give --device)")
     device = args.device or study.device or default_device()
-    context = Context(study, device, show_progress=not args.quiet, write=not args.dry_run, reclaim_stale=args.reclaim_stale)
+    context = Context(study, device, show_progress=not args.quiet, write=not args.dry_run, reclaim_stale=args.reclaim_stale, redo=tuple(args.redo))
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
     if args.redo:
         if args.dry_run:
             aside = study.out / ".superseded"
-            print(f"[study] --redo {','.join(args.redo)}: a run would set their outputs aside under {aside}/ (the plan below shows them as they are)")
+            print(f"[study] --redo {','.join(args.redo)}: a run would set their outputs aside under {aside}/ (the plan below shows them to do)")
         else:
             aside = redo(context, args.redo)
+            context.redo = ()  # set aside: the plan now finds them missing, as after any deletion
             print(f"[study] --redo {','.join(args.redo)}: " + (f"earlier outputs set aside -> {aside}" if aside else "no earlier output to set aside"))
     print_lines(["[study] plan:", *describe(plan(context, args.stages))])
     if args.dry_run:

@@ -140,6 +140,8 @@ class Context:
     reclaim_stale: bool = False  # take over the claims of a killed run (--reclaim-stale)
     unfinished: set[str] = field(default_factory=set)  # the stages planned with work to do (see plan)
     outdated: dict[Path, tuple[str, str]] = field(default_factory=dict)  # an existing output not up to date -> (its stage, why)
+    redo: tuple[str, ...] = ()  # the stages given to --redo: their outputs are set aside (or, in a dry run, would be)
+    stale: list = field(default_factory=list)  # the StaleOutput errors the plan met (see refuse_stale)
 
     @property
     def layout(self) -> Layout:
@@ -232,7 +234,7 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     if any(is_complete(path) for path in Path(job.out).glob("*.h5")):
         before, now = ShardReader(job.out).info.config.get("manifest_sha256"), file_sha256(job.manifest)
         if before is not None and before != now:
-            raise StudyError(stale_output(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction"))
+            raise StaleOutput(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction")
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
@@ -243,22 +245,39 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them
     differing = sorted(key for key in set(stored) | set(expected) if stored.get(key) != expected.get(key))
     if differing:
-        raise StudyError(stale_output(job.out, job.manifest, f"other settings: {differing_keys(stored, expected)}", "extraction"))
+        raise StaleOutput(job.out, job.manifest, f"other settings: {differing_keys(stored, expected)}", "extraction")
     return True, f"{utterances} utterances, {len(stored.get('sites', []))} sites"
 
 
-def stale_output(out: Path, manifest: Path, how: str, stage: str) -> str:
-    """Why the plan refuses an output written from another manifest or with other settings: the
-    stage would refuse to add to it, after the stages before it had run."""
-    return (
-        f"{out} was written from {manifest} as it was before or with other settings ({how}): the {stage} would refuse to add to it; "
-        f"rerun with --redo {_stage_name(stage)} to set it aside and rebuild it and what depends on it"
-    )
+class StaleOutput(StudyError):
+    """An output written from a manifest since edited, or with other settings: its stage would refuse
+    to add to it. The plan gathers every one (:func:`refuse_stale`), then names them in one line."""
+
+    def __init__(self, out: Path, manifest: Path, how: str, stage: str):
+        self.stage = {"extraction": "extract", "transcription": "transcribe"}[stage]
+        super().__init__(f"{out} was written from {manifest} as it was before or with other settings ({how}): the {stage} would refuse to add to it")
 
 
-def _stage_name(stage: str) -> str:
-    """The ``--redo`` name of the stage ``stale_output`` calls by what it does."""
-    return {"extraction": "extract", "transcription": "transcribe"}.get(stage, stage)
+def stale_or_status(context: Context, stage: str, status: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+    """A unit's status, where a stage given to ``--redo`` has its outputs set aside (so it is to do),
+    and a stale output is noted in ``context.stale`` for :func:`refuse_stale` (and to do)."""
+    if stage in context.redo:
+        return False, "set aside by --redo"
+    try:
+        return status()
+    except StaleOutput as stale:
+        context.stale.append(stale)
+        return False, "written from another manifest or with other settings"
+
+
+def refuse_stale(context: Context) -> None:
+    """Every stale output of the plan in one line: the first, how many more, and the ``--redo`` that
+    sets them all aside (a run would otherwise stop at the first, after the stages before it ran)."""
+    if not context.stale:
+        return
+    stages = [stage for stage in STAGES if any(stale.stage == stage for stale in context.stale)]
+    more = f" (and {len(context.stale) - 1} more output(s) of {', '.join(stages)})" if len(context.stale) > 1 else ""
+    raise StudyError(f"{context.stale[0]}{more}; rerun with --redo {','.join(stages)} to set them aside and rebuild them and what depends on them")
 
 
 def _extraction_jobs(context: Context) -> Iterator[tuple[Model, object, object, object]]:
@@ -274,7 +293,7 @@ def plan_extract(context: Context) -> list[Unit]:
     units = []
     for model, job, corpus, part in _extraction_jobs(context):
         size = len(context.model_utterances(model, corpus, part))
-        done, note = store_status(job, size)
+        done, note = stale_or_status(context, "extract", lambda job=job, size=size: store_status(job, size))
         if not done and Path(job.out).exists():
             context.outdated[Path(job.out)] = ("extract", note or "not complete")
         units.append(Unit("extract", f"{model.name} {part.name}", done, note, model, job, size))
@@ -408,7 +427,7 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
     if differing and holds_rows(job.out):  # the settings of a run that wrote no row are replaced, not refused (check_settings)
         shown = ", ".join(f"{key}: {recorded.get(key)!r} vs {expected[key]!r}" for key in differing)
-        raise StudyError(stale_output(job.out, job.manifest, f"other settings: {shown}", "transcription"))
+        raise StaleOutput(job.out, job.manifest, f"other settings: {shown}", "transcription")
     if differing:
         return False, "its settings are rewritten: no row was written with them"
     if claim_path(job.out).exists():  # reading it would take the claim: the transcription says whether it may (--reclaim-stale)
@@ -450,7 +469,7 @@ def plan_transcribe(context: Context) -> list[Unit]:
             check_tiny_transcription(context, model)
     for model, corpus, part, target, job in _transcription_jobs(context):
         ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
-        done, note = hypotheses_status(job, ids)
+        done, note = stale_or_status(context, "transcribe", lambda job=job, ids=ids: hypotheses_status(job, ids))
         if not done and job.out.exists():
             context.outdated[job.out] = ("transcribe", note)
         units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))
@@ -832,12 +851,13 @@ def plan(context: Context, stages: Iterable[str] = STAGES) -> dict[str, list[Uni
     for or not: a unit is up to date only when the outputs it reads are (a store whose manifest
     changed makes its probes wait for extract, a probe to do makes collect wait, ...)."""
     stages = tuple(stages)
-    context.outdated, context.unfinished = {}, set()
+    context.outdated, context.unfinished, context.stale = {}, set(), []
     planned = {}
     for stage in STAGES[: max(STAGES.index(stage) for stage in stages) + 1] if stages else ():
         planned[stage] = PLANS[stage](context)
         if any(not unit.done for unit in planned[stage]):
             context.unfinished.add(stage)
+    refuse_stale(context)
     return {stage: planned[stage] for stage in stages}
 
 
