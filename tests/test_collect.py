@@ -436,3 +436,31 @@ def test_loso_rows_reach_f1_vs_gap_where_no_fixed_row_exists_and_are_never_avera
         ("en", "loso", 60.0, "l-en"),
         ("it", "fixed", 70.0, "f-it"),
     ]
+
+
+def test_a_full_disk_while_collecting_names_the_file_and_keeps_the_tables_of_the_run_before(study, capsys, monkeypatch):
+    """Hostile-input round 3, #163: the tables are written all or none (temporary names, renamed once whole)."""
+    import errno
+
+    from experiments.scoring import collect as library
+
+    root, _, gap = study
+    out = root / "collected"
+    argv = ["--probes", str(root / "probes.jsonl"), "--gaps", str(gap), "--out", str(out)]
+    assert collect_main(argv) == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    real = library.write_csv
+
+    def full_at_long(rows, columns, path):
+        if path.name.startswith(".long.csv"):
+            path.write_text("half a ta")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real([], columns, path)  # the other tables of this run differ from the run before
+
+    monkeypatch.setattr(library, "write_csv", full_at_long)
+    capsys.readouterr()
+    assert collect_main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    kept = "no table of this run was written; the folder keeps the tables it had"
+    assert error == f"error: disk full while writing {out / 'long.csv'}: free space and rerun; {kept}"
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before

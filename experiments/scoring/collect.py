@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.scoring.gaps import DEFAULT_COMPARISON
+from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
 from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
@@ -574,21 +576,34 @@ def collected_files(out: Path) -> list[Path]:
 
 
 def write_collected(result: Collected, out: Path) -> dict[str, Path]:
-    """The three tables and ``collect.json`` in the folder ``out``."""
+    """The three tables and ``collect.json`` in the folder ``out``, all or none: each is written under
+    a temporary name and the four are renamed once all are whole, so a failure (a full disk, named in
+    one line with the file) leaves the tables of the run before as they were."""
     out.mkdir(parents=True, exist_ok=True)
-    tables = {
-        "f1_vs_gap": write_csv(result.f1_vs_gap, F1_VS_GAP, out / "f1_vs_gap.csv"),
-        "f1_vs_mustshe": write_csv(result.f1_vs_mustshe, F1_VS_MUSTSHE, out / "f1_vs_mustshe.csv"),
-        "long": write_csv(result.long, LONG, out / "long.csv"),
-    }
+    tables = {"f1_vs_gap": out / "f1_vs_gap.csv", "f1_vs_mustshe": out / "f1_vs_mustshe.csv", "long": out / "long.csv", "collect": out / "collect.json"}
     summary = {
         "schema": COLLECT_SCHEMA,
         "inputs": result.inputs,
-        "tables": {name: {"path": str(path), "rows": len(getattr(result, name))} for name, path in tables.items()},
+        "tables": {name: {"path": str(path), "rows": len(getattr(result, name))} for name, path in tables.items() if name != "collect"},
         "unmatched": result.unmatched,
         "skipped_probe_rows": result.skipped,
         "provenance": provenance(),
     }
-    tables["collect"] = out / "collect.json"
-    tables["collect"].write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    writes = {
+        "f1_vs_gap": lambda path: write_csv(result.f1_vs_gap, F1_VS_GAP, path),
+        "f1_vs_mustshe": lambda path: write_csv(result.f1_vs_mustshe, F1_VS_MUSTSHE, path),
+        "long": lambda path: write_csv(result.long, LONG, path),
+        "collect": lambda path: path.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"),
+    }
+    temporary = {name: path.with_name(f".{path.name}.tmp") for name, path in tables.items()}
+    try:
+        for name, write in writes.items():
+            with naming_full_disk(tables[name], "no table of this run was written; the folder keeps the tables it had"):
+                write(temporary[name])
+    except BaseException:
+        for path in temporary.values():
+            path.unlink(missing_ok=True)
+        raise
+    for name, path in tables.items():
+        os.replace(temporary[name], path)
     return tables
