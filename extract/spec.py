@@ -81,6 +81,23 @@ class ModelSpec:
         self.check_checkpoint()
         return self.checkpoint or family.extractor.default_checkpoint
 
+    def offline_sites(self) -> list[str] | None:
+        """The model's site names, found without weights or network where they can be: the tiny
+        random model, or a local folder's config built on the meta device (no memory, no weights);
+        None for a hub checkpoint or hub code (their sites are checked when the model loads)."""
+        family = FAMILIES[self.family]
+        if self.checkpoint == TINY_RANDOM:
+            return list(family.tiny_extractor().site_table())
+        folder = Path(self.resolved_checkpoint())
+        if not (folder / "config.json").is_file() or self.trust_remote_code or not family.extractor.transformers_classes:
+            return None
+        import transformers
+
+        model_class, config_class, _ = (getattr(transformers, name) for name in family.extractor.transformers_classes)
+        with torch.device("meta"):
+            model = model_class(config_class.from_pretrained(folder))
+        return list(family.extractor(model, None, device="meta").site_table())
+
     def label(self) -> str:
         """The default model label of outputs (``--label``): from the family and the checkpoint (the
         family's reference one when none is given; a local folder by its resolved name, so a symlink

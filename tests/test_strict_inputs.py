@@ -345,3 +345,17 @@ def test_every_stale_output_is_named_in_one_line_with_the_redo_that_sets_them_al
     assert study_main(["run", str(study), "--dry-run", "--redo", "extract,transcribe"]) == 0
     planned = capsys.readouterr().out
     assert "set aside by --redo" in planned and "a run would set their outputs aside" in planned, planned
+
+
+@pytest.mark.parametrize("checkpoint", ["folder", "tiny-random"])
+def test_a_site_the_model_lacks_is_refused_by_the_dry_run_before_any_model_loads(tmp_path, tiny_whisper, capsys, checkpoint):  # noqa: F811
+    """The newcomer walkthrough after issue 30: ``sites: [encoder.layer.9]`` on a two-layer Whisper
+    passed ``--dry-run`` and failed only once the model had loaded."""
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper, STUDY.replace("sites: [encoder.layer.0, encoder.final]", "sites: [encoder.layer.0, encoder.layer.9]"))
+    if checkpoint == "tiny-random":
+        study.write_text(study.read_text().replace(f"checkpoint: {tiny_whisper}", "checkpoint: tiny-random"))
+    assert study_main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    sites = "encoder.embed, encoder.layer.0, encoder.layer.1, encoder.final"
+    assert f"models[0].sites: unknown site(s) encoder.layer.9 for wt (whisper); its sites: {sites}" in line, line

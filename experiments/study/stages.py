@@ -289,7 +289,23 @@ def _extraction_jobs(context: Context) -> Iterator[tuple[Model, object, object, 
                 yield model, extraction_job(context, model, corpus, part), corpus, part
 
 
+def refuse_unknown_sites(context: Context) -> None:
+    """A model's ``sites`` that its site table lacks are refused by the plan (so by ``--dry-run``),
+    wherever the table is known without loading weights (:meth:`extract.spec.ModelSpec.offline_sites`)."""
+    for index, model in enumerate(context.study.models):
+        if model.sites == "all" or any(name.startswith("every:") for name in model.sites):
+            continue
+        known = context.spec(model).offline_sites()
+        unknown = [name for name in model.sites if known is not None and name not in known]
+        if unknown:
+            raise StudyError(
+                f"{context.study.path}: models[{index}].sites: unknown site(s) {', '.join(unknown)} for {model.name} "
+                f"({model.family}); its sites: {', '.join(known)}"
+            )
+
+
 def plan_extract(context: Context) -> list[Unit]:
+    refuse_unknown_sites(context)
     units = []
     for model, job, corpus, part in _extraction_jobs(context):
         size = len(context.model_utterances(model, corpus, part))
