@@ -260,7 +260,7 @@ def run_extraction(
             _note_damage(out_dir / name)
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
-    batching = {"batch_seconds": batch_seconds, "batch_size": batch_size, "chunk": 4 * batch_size if batch_size else None}
+    batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
     stored = {"dtype": storage_dtype, "positions": positions, "pool": pool}
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:

@@ -215,3 +215,21 @@ def test_batches_by_count_hold_batch_size_utterances_sorted_by_length(tmp_path):
     assert [len(b.utterances) for b in batches] == [3, 3, 1]
     lengths = [len(a) for b in batches for a in b.audios]
     assert lengths == sorted(lengths)
+
+
+def test_bad_audio_after_the_first_batch_is_recorded_in_the_part_and_the_rerun_resumes(tmp_path):
+    """Batches by count load the part's audio before its first batch too: the part's ``skipped``
+    attribute is written when the part opens, and a resume checks it against the manifest."""
+    from extract.manifest import Utterance
+    from extract.runner import run_extraction
+
+    utterances = _corpus(tmp_path, count=6)
+    corrupt = tmp_path / "audio" / "corrupt.wav"
+    corrupt.write_bytes(b"RIFF....WAVEjunk")
+    utterances.append(Utterance(id="corrupt", audio=str(corrupt), language="en", text="x", gender="male", speaker="s9", split="train"))
+    options = dict(config={}, show_progress=False, batch_size=1)
+    report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "store", **options)
+    assert report.written == 6 and [s["id"] for s in report.skipped] == ["corrupt"]
+    assert [s["id"] for s in ShardReader(tmp_path / "store").skipped()] == ["corrupt"]
+    again = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "store", **options)
+    assert again.written == 0 and again.resumed == 6
