@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from extract.device import DTYPE_NAMES, default_device, device_problem  # noqa: F401 (device_problem: re-exported from its old home)
+from extract.device import DTYPE_NAMES, default_device
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers

@@ -278,12 +278,12 @@ class PartWriter:
             for key, value in attributes.to_attrs().items():
                 self.file.attrs[key] = value
             self.file.attrs["complete"] = False
+            chunks = max(1, flush_bytes // (2 * max(1, len(self.site_dims)) * CHUNK_BYTES))  # a buffer's chunks: two a site, flush_bytes in all
             for site, dim in self.site_dims.items():
                 self.chunk_rows[site] = max(1, min(CHUNK_BYTES // (dim * self.dtype.itemsize), max_rows or CHUNK_BYTES))
                 self.datasets[site] = self.file.create_dataset(
                     f"sites/{site}/data", shape=(0, dim), maxshape=(None, dim), dtype=self.dtype, chunks=(self.chunk_rows[site], dim)
                 )
-                chunks = max(1, flush_bytes // (2 * len(self.site_dims) * CHUNK_BYTES))  # two buffers a site: flush_bytes in all
                 self.buffers[site] = _SiteBuffer(chunks * self.chunk_rows[site], dim, self.dtype)
         self.ids: list[str] = []
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
@@ -545,15 +545,20 @@ class _SiteDigest:
 
 def _data_crcs(handle) -> dict[str, int]:
     """The CRC-32 of each site's data as a part file holds it, read in blocks."""
+    crcs = {}
+    for site in list(handle["sites"].keys()) if "sites" in handle else []:
+        crc = 0
+        for block in _data_blocks(handle[f"sites/{site}/data"]):
+            crc = zlib.crc32(block, crc)
+        crcs[site] = crc
+    return crcs
 
-    def crc_of(dataset) -> int:
-        crc, step = 0, max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
-        for start in range(0, dataset.shape[0], step):
-            crc = zlib.crc32(_bytes_of(dataset[start : start + step]), crc)
-        return crc
 
-    sites = list(handle["sites"].keys()) if "sites" in handle else []
-    return {site: crc_of(handle[f"sites/{site}/data"]) for site in sites}
+def _data_blocks(dataset) -> Iterator[memoryview]:
+    """A site's data as stored, in order, in blocks of about 16 chunks (what the checksums read)."""
+    step = max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
+    for start in range(0, dataset.shape[0], step):
+        yield _bytes_of(dataset[start : start + step])
 
 
 def _hashing_threads(sites: int) -> int:
@@ -598,11 +603,9 @@ def content_checksum(handle) -> str:
     sites = list(handle["sites"].keys()) if "sites" in handle else []
     site_digests, offsets, valid = {}, {}, {}
     for site in sites:
-        data = handle[f"sites/{site}/data"]
         digest = hashlib.sha256()
-        step = max(1, CHUNK_BYTES * 16 // max(1, data.shape[1] * data.dtype.itemsize))
-        for start in range(0, data.shape[0], step):
-            digest.update(_bytes_of(data[start : start + step]))
+        for block in _data_blocks(handle[f"sites/{site}/data"]):
+            digest.update(block)
         site_digests[site] = digest.hexdigest()
         offsets[site] = handle[f"sites/{site}/offsets"][:]
         valid[site] = handle[f"sites/{site}/valid"][:]

@@ -16,8 +16,9 @@ import pytest
 from experiments.probe import main as probe_main
 from experiments.study.__main__ import main as study_main
 from extract.claims import Claim, ClaimError, process_identity, stale_holder
+from extract.device import device_problem
 from extract.provenance import label_problem
-from extract.spec import ModelSpec, ModelSpecError, device_problem
+from extract.spec import ModelSpec, ModelSpecError
 from extract.supersede import SUPERSEDED, SupersedeError, set_aside
 from probing.data import ProbeError
 from probing.grid import GridError, load_yaml
