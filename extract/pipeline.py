@@ -1,11 +1,12 @@
 """Threads that keep the model busy: audio loading ahead of it, the store's writes behind it.
 
 The extraction loop (:func:`extract.runner.run_extraction`) runs three stages at once: a loader
-thread decodes the next batches' audio (:func:`prefetched`), the calling thread runs the model
-and copies the states to the host, and a writer thread hands them to the part's writer
-(:class:`BackgroundWriter`). Each queue holds at most ``depth`` items, so memory stays bounded:
-``depth`` batches of audio ahead, and ``depth`` batches of host states behind (on a GPU with
-Whisper large-v3, all 34 sites, 32 clips of 10 s: about 0.9 GiB a batch in float16).
+thread decodes a part's audio and forms its batches (:func:`prefetched`), the calling thread runs
+the model and copies the states to the host, and a writer thread hands them to the part's writer
+(:class:`BackgroundWriter`). Each queue holds at most ``depth`` items, so memory stays bounded: the
+part's audio (loaded whole before its first batch, so that the part records every clip it skips),
+and ``depth`` batches of host states behind the model (on a GPU with Whisper large-v3, all 34
+sites, 16 clips of 10 s: 16 x 500 x 1280 x 2 bytes x 34, about 0.65 GiB a batch in float16).
 
 Both threads only move work in time: results, their order and every error are those of the
 same loop run in one thread. An error in a thread is raised in the calling thread at its next

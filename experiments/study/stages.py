@@ -142,6 +142,7 @@ class Context:
     outdated: dict[Path, tuple[str, str]] = field(default_factory=dict)  # an existing output not up to date -> (its stage, why)
     redo: tuple[str, ...] = ()  # the stages given to --redo: their outputs are set aside (or, in a dry run, would be)
     stale: list = field(default_factory=list)  # the StaleOutput errors the plan met (see refuse_stale)
+    sites_checked: bool = False  # the models' sites were checked against their site tables (refuse_unknown_sites: once a run)
 
     @property
     def layout(self) -> Layout:
@@ -291,7 +292,10 @@ def _extraction_jobs(context: Context) -> Iterator[tuple[Model, object, object, 
 
 def refuse_unknown_sites(context: Context) -> None:
     """A model's ``sites`` that its site table lacks are refused by the plan (so by ``--dry-run``),
-    wherever the table is known without loading weights (:meth:`extract.spec.ModelSpec.offline_sites`)."""
+    wherever the table is known without loading weights (:meth:`extract.spec.ModelSpec.offline_sites`).
+    Once a run: the plan is made again before each stage, and building a site table takes seconds."""
+    if context.sites_checked:
+        return
     for index, model in enumerate(context.study.models):
         if model.sites == "all" or any(name.startswith("every:") for name in model.sites):
             continue
@@ -302,6 +306,7 @@ def refuse_unknown_sites(context: Context) -> None:
                 f"{context.study.path}: models[{index}].sites: unknown site(s) {', '.join(unknown)} for {model.name} "
                 f"({model.family}); its sites: {', '.join(known)}"
             )
+    context.sites_checked = True
 
 
 def plan_extract(context: Context) -> list[Unit]:
