@@ -5,8 +5,9 @@
 
 Prints the plan (per stage: what is finished, what is left), then runs the stages in order through
 the library: extract, f0 (the F0 baseline's stores), transcribe, probe, asr_gap, mustshe, st_quality,
-acoustic, lexical, feature_gaps (the study file's ``analyses``), collect, correlate, figures, report. ``--dry-run`` stops after the plan: it reads and checks the study file and the manifests,
-and loads no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
+acoustic, lexical, feature_gaps (the study file's ``analyses``), collect, correlate, figures, report.
+``--dry-run`` stops after the plan: it reads and checks the study file and the manifests, and loads
+no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
 finished output (a finished study only checks, in seconds); see ``experiments.study.stages`` for
 each stage's rule, and ``experiments.study.schema`` for the study file.
 
