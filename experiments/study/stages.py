@@ -19,7 +19,8 @@ own rule:
   are now and the study's settings;
 - ``acoustic``: the stamp ``OUT.inputs.json`` beside the feature rows records this manifest (its
   sha256) and these settings, and that every record was computed; rows from another manifest or
-  settings are refused (they are appended to: ``--redo acoustic``);
+  settings, or without the stamp (written before the first row), are refused (they are appended
+  to: ``--redo acoustic``);
 - ``lexical``: the stamp records this manifest and pipeline (rewritten whole when they change);
 - ``feature_gaps``: the output records the sha256 of its manifests, feature files and gap reports
   as they are now and the study's options;
