@@ -23,31 +23,13 @@ and ``provenance``.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 from pathlib import Path
 
-from experiments.analysis.contrasts import (
-    RESULT_SCHEMA,
-    UNITS,
-    ContrastError,
-    error_regression,
-    feature_gaps_subject,
-    feature_table,
-    group_contrasts,
-    read_feature_rows,
-    read_gap_setups,
-    setup_correlations,
-    setup_table,
-)
-from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli, two_groups
-from experiments.scoring.gaps import finite_or_null
+from experiments.analysis.contrasts import UNITS, ContrastError
+from experiments.analysis.feature_gap_report import CORRECTIONS, DEFAULT_REGRESSION, feature_gaps_result, tables, write_feature_gaps
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
 from extract.manifest import iter_manifest
-from extract.provenance import identified
-
-DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
-CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")
 
 
 def _gap_argument(value: str) -> tuple[str, Path]:
@@ -59,11 +41,6 @@ def _gap_argument(value: str) -> tuple[str, Path]:
 
 def _names(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def tables(out: Path) -> list[Path]:
-    """``OUT.contrasts.csv`` and ``OUT.setups.csv`` (``OUT``'s suffix replaced), written beside the JSON ``out``."""
-    return [out.with_suffix(".contrasts.csv"), out.with_suffix(".setups.csv")]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,64 +65,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_csv(rows: list[dict], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
-        writer.writeheader()
-        writer.writerows([{k: ("" if v is None else v) for k, v in row.items()} for row in rows])
-
-
 def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
     utterances = list(iter_manifest(args.manifest))
-    features_by_id, names = read_feature_rows(args.features)
-    unknown = [name for name in (args.only or []) + (args.regression_features or []) if name not in names]
-    if unknown:
-        return fail(f"no feature(s) {', '.join(unknown)} in {', '.join(args.features)}; they hold {', '.join(names)}")
-    features = args.only or names
-    table = feature_table(utterances, features_by_id, features)
-    if not table:
-        return fail(f"no id of {', '.join(args.features)} is in {', '.join(args.manifest)}")
-    print(f"[feature_gaps] {len(table)} records with features ({len(features)} features); {len(features_by_id) - len(table)} feature rows not in the manifest")
-    contrasts = group_contrasts(table, features, groups, args.unit, not args.student, args.correction)
+    result = feature_gaps_result(
+        utterances,
+        args.manifest,
+        args.features,
+        args.gaps,
+        groups,
+        args.unit,
+        args.student,
+        args.correction,
+        args.only,
+        args.regression_features,
+        args.bootstrap,
+    )
+    print(
+        f"[feature_gaps] {result.records} records with features ({len(result.features)} features); "
+        f"{result.unmatched_feature_rows} feature rows not in the manifest"
+    )
     test = "Student" if args.student else "Welch"
-    result = {
-        "settings": {
-            "groups": list(groups),
-            "unit": args.unit,
-            "t_test": test,
-            "nonparametric": "Mann-Whitney U, two-sided",
-            "correction": f"{args.correction} over the features of each dataset and language, per test",
-            "features": features,
-            "feature_files": [str(p) for p in args.features],
-        },
-        "contrasts": contrasts,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    contrasts_csv, setups_csv = tables(args.out)
-    _write_csv(contrasts, contrasts_csv)
-    written = [contrasts_csv]
-    significant = sum(1 for row in contrasts if row["p_t_adjusted"] is not None and row["p_t_adjusted"] < 0.05)
-    print(f"[feature_gaps] {len(contrasts)} contrasts; {significant} with {test} p < 0.05 after {args.correction}")
-    if args.gaps:
-        setups = read_gap_setups(args.gaps)
-        every_record = feature_table(utterances, features_by_id, features, every_record=True)
-        rows = setup_table(setups, every_record, features)
-        regression_features = args.regression_features or [f for f in DEFAULT_REGRESSION if f in names]
-        result["setups"] = rows
-        result["correlations"] = setup_correlations(rows, features, args.bootstrap)
-        result["regression"] = {
-            "model": "Poisson GLM, errors ~ is_A + z(features), offset log(reference length), speaker-clustered standard errors",
-            "features": regression_features,
-            "setups": [error_regression(setup, every_record, regression_features) for setup in setups],
-        }
-        _write_csv(rows, setups_csv)
-        written.append(setups_csv)
-        print(f"[feature_gaps] {len(rows)} (dataset, language, model) setups; regression on {', '.join(regression_features) or 'gender only'}")
-        if len(rows) < 3:
+    print(f"[feature_gaps] {len(result.contrasts)} contrasts; {result.significant} with {test} p < 0.05 after {args.correction}")
+    if result.setups is not None:
+        print(f"[feature_gaps] {len(result.setups)} (dataset, language, model) setups; regression on {', '.join(result.regression_features) or 'gender only'}")
+        if len(result.setups) < 3:
             print("[feature_gaps] note: a correlation needs at least 3 setups; the correlations are left out")
     inputs = [*args.manifest, *args.features, *(path for _, path in args.gaps)]
-    result = identified(result, RESULT_SCHEMA, inputs, feature_gaps_subject(utterances, [model for model, _ in args.gaps]), kind="feature_gaps")
-    args.out.write_text(json.dumps(finite_or_null(result), indent=1, ensure_ascii=False, allow_nan=False))
+    written = write_feature_gaps(result, args.out, utterances, inputs, [model for model, _ in args.gaps])
     print(f"[feature_gaps] wrote {args.out} and {', '.join(map(str, written))}")
     return 0
 

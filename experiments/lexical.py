@@ -13,11 +13,10 @@ their reason under ``null_reasons``. Definitions: ``experiments.analysis.lexical
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 
-from experiments.analysis.lexical import LexicalError, entity_labels, lexical_rows, load_pipeline
+from experiments.analysis.lexical import LexicalError, entity_labels, load_pipeline, write_lexical_rows
 from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, fail, input_argument, run_cli
 from extract.appendlog import AppendLog, RowKind
 from extract.manifest import read_manifest
@@ -55,24 +54,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write_rows(args: argparse.Namespace, utterances: list) -> Counter:
-    """Writes every record's row to ``args.out`` (through a temporary file); returns the nulls by feature and reason."""
-    from tqdm.auto import tqdm
-
+    """Writes every record's row to ``args.out``; returns the nulls by feature and reason."""
     nlp = load_pipeline(args.spacy_model, utterances[0].language)  # one language: --language or the manifest's only one
     labels = entity_labels(nlp)
     print(
         f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {args.spacy_model} "
         f"{nlp.meta.get('version', '')}; entities: {', '.join(labels) if labels is not None else 'none (the pipeline has no ner)'}"
     )
-    temporary = args.out.with_name(args.out.name + ".tmp")
-    nulls: Counter = Counter()
-    with temporary.open("w", encoding="utf-8") as handle:
-        for row in tqdm(lexical_rows(utterances, nlp, args.batch_size), total=len(utterances), desc="lexical", unit="rec", disable=args.quiet):
-            row["pipeline"] = f"{args.spacy_model} {nlp.meta.get('version', '')}".strip()
-            nulls.update(f"{feature}: {reason}" for feature, reason in row["null_reasons"].items())
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    temporary.replace(args.out)
-    return nulls
+    return write_lexical_rows(utterances, nlp, args.spacy_model, args.out, args.batch_size, not args.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -294,3 +294,36 @@ def test_one_speaker_per_group_is_refused_with_speaker_units(tmp_path, capsys):
         "needs at least 2 in each group (or use --unit record)\n"
     )
     assert feature_gaps_cli.main(base) == 0  # per record: 6 and 5
+
+
+def test_feature_files_of_one_kind_for_different_records_merge(tmp_path):
+    """One acoustic file per language (as a study writes them) read together; a feature of one record
+    given by two files is still refused, naming the record and both files."""
+    it, es = tmp_path / "acoustic-it.jsonl", tmp_path / "acoustic-es.jsonl"
+    it.write_text('{"id": "it-0", "features": {"f0": 200.0}}\n')
+    es.write_text('{"id": "es-0", "features": {"f0": 110.0, "rate": null}}\n')
+    assert read_feature_rows([it, es]) == ({"it-0": {"f0": 200.0}, "es-0": {"f0": 110.0, "rate": None}}, ["f0", "rate"])
+    es.write_text('{"id": "es-0", "features": {"rate": 4.0}}\n{"id": "it-0", "features": {"f0": 100.0}}\n')
+    with pytest.raises(ManifestError, match=f"{es}:2: feature f0 of it-0 is also in {it}"):
+        read_feature_rows([it, es])
+
+
+def test_a_fit_that_statsmodels_cannot_make_is_a_note_not_a_traceback(tmp_path, monkeypatch):
+    """A feature that duplicates the group indicator (as a tone corpus's F0 and token rate do) can make
+    the clustered covariance singular: statsmodels raises LinAlgError, which the result turns into a
+    note on that fit (the other fit is still made)."""
+    from experiments.analysis import contrasts
+
+    fit = contrasts.poisson_fit
+
+    def singular_with_features(errors, lengths, columns, clusters):
+        if len(columns) > 1:
+            raise np.linalg.LinAlgError("Singular matrix")
+        return fit(errors, lengths, columns, clusters)
+
+    monkeypatch.setattr(contrasts, "poisson_fit", singular_with_features)
+    table = _table()
+    (setup,) = read_gap_setups([("whisper", _write_gap(tmp_path / "gap.json", _counts(table)))])
+    result = error_regression(setup, table, ["f0"])
+    assert "coefficients" in result["group_only"]
+    assert result["with_features"] == {"note": "not fitted: Singular matrix (a column is a combination of others; see gender_feature_correlation)"}

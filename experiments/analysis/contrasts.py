@@ -53,12 +53,14 @@ def read_feature_rows(paths: Iterable[str | Path]) -> tuple[dict[str, dict], lis
     """(id -> {feature: value or None}, feature names in file order) from feature JSONL files
     (``experiments.acoustics``, ``experiments.lexical``); the files' rows are merged by id. A row
     without a ``features`` object, a value that is neither a number nor null, a NaN or infinite
-    value, or a feature name in two files is an error naming the file and line. Non-finite values are
+    value, or a feature of one id in two files is an error naming the file and line (files of one
+    kind for different records, e.g. one acoustic file per language, merge). Non-finite values are
     refused rather than dropped: JSON has none, the package's writers say null with a reason, so one
     comes from another writer, and whether it meant "undefined" or "too large" cannot be known
     (dropping an infinite value as if null would move a group's mean without a word)."""
     by_id: dict[str, dict] = {}
-    names: dict[str, str] = {}
+    names: dict[str, None] = {}
+    sources: dict[tuple[str, str], str] = {}  # (id, feature) -> the file that gave it
     seen = set()
     for path in paths:
         if Path(path).resolve() in seen:
@@ -75,8 +77,10 @@ def read_feature_rows(paths: Iterable[str | Path]) -> tuple[dict[str, dict], lis
                     raise ManifestError(
                         path, number, f"feature {name} is {json.dumps(value)}; write null (with its reason in null_reasons) for a value that is not defined"
                     )
-                if names.setdefault(name, str(path)) != str(path):
-                    raise ManifestError(path, number, f"feature {name} is also in {names[name]}; each feature must come from one file")
+                if sources.setdefault((record["id"], name), str(path)) != str(path):
+                    source = sources[record["id"], name]
+                    raise ManifestError(path, number, f"feature {name} of {record['id']} is also in {source}; each feature of a record must come from one file")
+                names[name] = None
             by_id.setdefault(record["id"], {}).update({k: (None if v is None else float(v)) for k, v in features.items()})
     return by_id, list(names)
 
@@ -384,6 +388,9 @@ def error_regression(setup: dict, table: list[dict], features: Sequence[str]) ->
         result["reliability_note"] = f"fewer than {RELIABLE_SPEAKERS} speakers in a group: speaker-clustered standard errors are unreliable"
     # near ±1, gender and that feature cannot be told apart: the joint coefficients are then unstable
     result["gender_feature_correlation"] = {name.removeprefix("z_"): float(np.corrcoef(indicator, z)[0, 1]) for name, z in list(columns.items())[1:]}
-    result["group_only"] = poisson_fit(errors, lengths, {f"is_{a}": indicator}, clusters)
-    result["with_features"] = poisson_fit(errors, lengths, columns, clusters)
+    for fit, fitted in (("group_only", {f"is_{a}": indicator}), ("with_features", columns)):
+        try:
+            result[fit] = poisson_fit(errors, lengths, fitted, clusters)
+        except np.linalg.LinAlgError as error:  # e.g. a feature that is the group indicator itself (gender_feature_correlation ±1)
+            result[fit] = {"note": f"not fitted: {error} (a column is a combination of others; see gender_feature_correlation)"}
     return result

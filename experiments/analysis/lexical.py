@@ -21,7 +21,10 @@ spaCy's own release (``python -m spacy download NAME``) and check its card befor
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from experiments.scoring import spacy_pipeline
 
@@ -90,3 +93,26 @@ def lexical_rows(utterances: Iterable, nlp, batch_size: int = 64) -> Iterator[di
             "features": features,
             "null_reasons": reasons,
         }
+
+
+def pipeline_label(name: str, nlp) -> str:
+    """What each row's ``pipeline`` records: the name given and the pipeline's version."""
+    return f"{name} {nlp.meta.get('version', '')}".strip()
+
+
+def write_lexical_rows(utterances: list, nlp, name: str, out: Path, batch_size: int = 64, show_progress: bool = True) -> Counter:
+    """Every utterance's row (:func:`lexical_rows`, with its ``pipeline``) to ``out``, through a
+    temporary file renamed when complete; returns the nulls as ``"feature: reason"`` -> records."""
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    temporary = out.with_name(out.name + ".tmp")
+    nulls: Counter = Counter()
+    with temporary.open("w", encoding="utf-8") as handle:
+        rows = lexical_rows(utterances, nlp, batch_size)
+        for row in tqdm(rows, total=len(utterances), desc="lexical", unit="rec", disable=not show_progress):
+            row["pipeline"] = pipeline_label(name, nlp)
+            nulls.update(f"{feature}: {reason}" for feature, reason in row["null_reasons"].items())
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    temporary.replace(out)
+    return nulls

@@ -7,10 +7,13 @@ refused before anything is read with it (``experiments.winomt``'s gender reader 
   ``nlp.to_disk`` writes): said as such, not as "not installed";
 - a pipeline of another language than the text it will read (:func:`check_language`): French tags on
   Spanish translations or English transcripts give numbers that look like results and mean nothing.
+
+:func:`pipeline_problem` says the first two without loading anything (a study's ``--dry-run``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -35,6 +38,23 @@ def _not_loadable(name: str, error: OSError) -> str:
             )
         return f"cannot load the spaCy pipeline folder {name} ({str(error).splitlines()[0]})"
     return f"spaCy pipeline {name!r} is not installed; install it with `python -m spacy download {name}`"
+
+
+def pipeline_problem(name: str) -> str | None:
+    """Why ``spacy.load(name)`` would fail for want of spaCy or of the pipeline, found without importing
+    spaCy or loading the pipeline (an installed pipeline is an importable package of that name, a
+    saved one a folder with :data:`PIPELINE_FILES`); None when it looks loadable."""
+    if importlib.util.find_spec("spacy") is None:
+        return "spaCy is not installed; `pip install spacy` and the pipeline of your language"
+    path = Path(name)
+    if path.exists():
+        missing = [file for file in PIPELINE_FILES if not (path / file).is_file()]
+        return _not_loadable(name, OSError("")) if missing else None
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a name that is no module name
+        found = False
+    return None if found else _not_loadable(name, OSError(""))
 
 
 def primary_language(code: str) -> str:

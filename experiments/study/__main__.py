@@ -5,8 +5,9 @@
 
 Prints the plan (per stage: what is finished, what is left), then runs the stages in order through
 the library: extract, f0 (the F0 baseline's stores), transcribe, probe, asr_gap, mustshe, st_quality,
-collect, correlate, figures, report. ``--dry-run`` stops after the plan: it reads and checks the study file and the manifests,
-and loads no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
+acoustic, lexical, feature_gaps (the study file's ``analyses``), collect, correlate, figures, report.
+``--dry-run`` stops after the plan: it reads and checks the study file and the manifests, and loads
+no model and writes nothing. ``--stages`` runs a subset (in that order). A rerun skips every
 finished output (a finished study only checks, in seconds); see ``experiments.study.stages`` for
 each stage's rule, and ``experiments.study.schema`` for the study file.
 
@@ -26,7 +27,7 @@ per stage, waits, and goes on; the scoring, collect and report stages run here. 
 ``OUT/logs/submitit/STAGE`` unless ``--log-folder`` is given. With ``--no-wait`` the study stops
 after the first stage it submitted: rerun it to go on.
 
-Writes under the study's ``out``: ``stores/``, ``hyps/``, ``behaviour/``, ``probes/``, ``results/``
+Writes under the study's ``out``: ``stores/``, ``hyps/``, ``behaviour/``, ``probes/``, ``features/``, ``results/``
 (``f1_vs_gap.csv``, ``f1_vs_mustshe.csv``, ``long.csv``, ``collect.json``, ``correlations.json``),
 ``figures/`` and ``RESULTS.md``. A bad study file, manifest or stage input is one ``error:`` line
 naming the file and key, exit status 2; a failed submitted task is reported with its log, exit 1.

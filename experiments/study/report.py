@@ -14,7 +14,9 @@
   language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
   accuracy at the final sites. Drawn by :mod:`experiments.reports.plots`.
 - ``RESULTS.md``: the study, its code and inputs, the correlations, the headline rows and the figures,
-  in the way ESPnet collects a recipe's results. It is rewritten whenever the tables change.
+  in the way ESPnet collects a recipe's results, and (``analyses``) the acoustic and lexical features'
+  contrasts and correlations with E from ``features/feature_gaps-CORPUS.json``. It is rewritten
+  whenever the tables change.
 """
 
 from __future__ import annotations
@@ -52,7 +54,12 @@ def stage_files(stage: str, layout, study: Study) -> tuple[list[Path], list[Path
         return [files["f1_vs_gap"], files["f1_vs_mustshe"]], [files["correlations"]]
     if stage == "figures":
         return [files["long"], files["correlations"], *_gap_documents(layout), study.path], [files["figures"]]  # the study: report.site
-    return [files["collect"], files["correlations"], files["figures"], study.path], [layout.results_md]
+    return [files["collect"], files["correlations"], files["figures"], study.path, *feature_gap_documents(layout, study)], [layout.results_md]
+
+
+def feature_gap_documents(layout, study: Study) -> list[Path]:
+    """The ``feature_gaps`` results the report shows (those of the analysed corpora)."""
+    return [layout.feature_gaps(corpus) for corpus in study.analysed("feature_gaps")]
 
 
 def _rows(path: Path) -> list[dict]:
@@ -254,6 +261,7 @@ def write_results_md(layout, study: Study) -> Path:
     lines += _other_gaps_section(files)
     lines += _probe_section(files)
     lines += _mustshe_section(files, correlations)
+    lines += _features_section(layout, study)
     lines += ["## Figures", ""] + [f"- `{figure['kind']}`: " + ", ".join(f"[{name}](figures/{name})" for name in figure["paths"]) for figure in figures]
     unmatched = {name: items for name, items in collected["unmatched"].items() if items}
     lines += ["", "## Unmatched", ""]
@@ -405,4 +413,53 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
         ]
     elif fit:
         lines += ["", f"No correlation at the final sites: {fit['note']} (n = {fit['n']})."]
+    return lines + [""]
+
+
+HEADLINE_FEATURES = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "rate_nuclei_per_second", "lexical_density", "entities")
+
+
+def _features_section(layout, study: Study) -> list[str]:
+    """Attanasio et al. 2024, section 5: per corpus, how many languages' groups differ in each headline
+    feature (after the correction), and each feature's group difference correlated with E over the
+    languages, per model. Every feature and statistic: the ``feature_gaps`` JSON and its tables."""
+    documents = [(path, json.loads(path.read_text(encoding="utf-8"))) for path in feature_gap_documents(layout, study) if path.exists()]
+    if not documents:
+        return []
+    settings = documents[0][1]["settings"]
+    a, b = settings["groups"]
+    lines = [
+        "## Acoustic and lexical features against the gap (Attanasio et al. 2024, section 5)",
+        "",
+        f"Features of each record (acoustic: Praat's mean F0 and intensity, tokens and syllable nuclei per second of speech; "
+        f"lexical: the reference text's POS counts, named entities, lexical density), contrasted between {a} and {b} per "
+        f"dataset and language ({settings['t_test']}'s t-test, Mann-Whitney U; {settings['correction']}; unit: {settings['unit']}), "
+        f"and each feature's group difference ({a} − {b}) correlated with E({a}, {b}) over the languages of a dataset and model. "
+        "Every feature and statistic: `features/feature_gaps-CORPUS.json`, `.contrasts.csv`, `.setups.csv`.",
+        "",
+    ]
+    contrast_rows, correlation_rows, unanalysed = [], [], []
+    for path, document in documents:
+        contrasts = document["contrasts"]
+        dataset = contrasts[0]["dataset"] if contrasts else path.stem.removeprefix("feature_gaps-")
+        for feature in (name for name in HEADLINE_FEATURES if name in document["settings"]["features"]):
+            rows = [row for row in contrasts if row["feature"] == feature and row["p_t"] is not None]  # tested: values in both groups
+            differing = [row for row in rows if row["p_t_adjusted"] is not None and row["p_t_adjusted"] < 0.05]
+            higher = sum(1 for row in differing if (row["difference"] or 0) > 0)
+            contrast_rows.append([dataset, feature, f"{len(differing)} of {len(rows)}", f"{higher} of {len(differing)}"])
+        for entry in document.get("correlations") or []:
+            feature = entry["feature"].removeprefix("diff_")
+            if entry["dataset"] == "all" or feature not in HEADLINE_FEATURES:
+                continue
+            stats = [_cell(entry["pearson_r"], 3, True), f"{entry['p_value']:.3g}"] if "pearson_r" in entry else [entry.get("note", "n/a"), ""]
+            correlation_rows.append([entry["dataset"], entry["model"], feature, str(entry["setups"]), *stats])
+        without = sorted(row["language"] for row in contrasts if row["feature"] == "lexical_density" and row["n_a"] + row["n_b"] == 0)
+        unanalysed += [f"{dataset}: {', '.join(without)}"] if without else []
+    lines += _table(["dataset", "feature", f"languages where {a} and {b} differ (t-test p < 0.05, corrected), of those tested", f"{a} higher"], contrast_rows)
+    if correlation_rows:
+        lines += ["", f"Group difference against E({a}, {b}) over languages (Pearson):", ""]
+        lines += _table(["dataset", "model", "feature", "languages", "Pearson r", "p"], correlation_rows)
+    else:
+        lines += ["", "No gap report of these groups on the analysed corpora: no correlation with E."]
+    lines += ["", "Languages without lexical features (their pipeline is null): " + "; ".join(unanalysed) + "."] if unanalysed else []
     return lines + [""]

@@ -55,6 +55,15 @@ relative to a folder of the user's)::
       st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
       # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
     report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
+    analyses:                         # Attanasio et al. 2024, section 5 (absent: none); each part true/a mapping (on) or false (off)
+      acoustic: {speech: vad, range_by: speaker, tokenizer: bundled-base, workers: 1}   # experiments.acoustics per manifest
+      lexical:                        # experiments.lexical per manifest and language, with a spaCy pipeline per language
+        pipelines: {en: en_core_web_md, it: it_core_news_md, yo: null}   # every analysed language; null: its lexical analysis left out
+        batch_size: 64
+      feature_gaps: {groups: [female, male], unit: record, student: false, correction: holm, bootstrap: 10000}
+                                      # experiments.feature_gaps per corpus, with the gap reports of behaviour.gap
+                                      # (default: on when acoustic or lexical is)
+      corpora: [common_voice]         # the asr corpora analysed (default: those the female-male gap scores, else every asr corpus)
 
 What is extracted, transcribed and scored follows from it: stores of each model on every corpus a
 grid probing it reads (its ``corpora`` and ``apply_to``); hypotheses of every model but those with
@@ -67,6 +76,13 @@ e.g. ``en+es``; the gap report splits per language). A grid's ``languages`` runs
 language on such parts, and a model's ``languages`` restricts its stores and hypotheses there to those
 languages (the study writes the filtered manifest to ``OUT/manifests/MODEL/CORPUS-all.jsonl``; its
 sha256 is what the store records). Two grids must not produce one run twice: a run appears once.
+
+**Analyses.** ``analyses`` runs the paper's section 5 on the analysed corpora's manifests: acoustic
+features (mean F0, intensity, speaking rate) and lexical features of the reference texts per record,
+then their contrasts between the groups and their correlation with each model's E. A language of an
+analysed part missing from ``lexical.pipelines`` is refused when the plan reads its manifest (name
+it, with null to leave it out); a pipeline that is not installed is refused by the plan (so by
+``--dry-run``), naming it and how to install it.
 """
 
 from __future__ import annotations
@@ -76,6 +92,9 @@ import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES
+from experiments.analysis.contrasts import UNITS
+from experiments.analysis.feature_gap_report import CORRECTIONS
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.manifest import GENDERS
@@ -87,7 +106,7 @@ from probing.run import ProbeConfig
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
 TASKS = ("asr", "st")
-TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "baselines", "behaviour", "report")
+TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "baselines", "behaviour", "report", "analyses")
 F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 REQUIRED_TOP = ("name", "out", "models", "corpora")
 GRID_AXES = ("probes", "controls", "seeds")
@@ -142,12 +161,31 @@ ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 
 REPORT_FIELDS = {"site": ((str, NONE), None)}
 BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
 F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
+ANALYSES_FIELDS = {  # feature_gaps unset: on when acoustic or lexical is
+    "acoustic": ((bool, dict), False),
+    "lexical": ((bool, dict), False),
+    "feature_gaps": ((bool, dict), None),
+    "corpora": ((list, NONE), None),
+}
+ACOUSTIC_FIELDS = {"speech": ((str,), "vad"), "range_by": ((str,), "speaker"), "tokenizer": ((str,), "bundled-base"), "workers": ((int,), 1)}
+LEXICAL_FIELDS = {"pipelines": ((dict,), None), "batch_size": ((int,), 64)}
+FEATURE_GAPS_FIELDS = {
+    "groups": ((list,), ["female", "male"]),
+    "unit": ((str,), "record"),
+    "student": ((bool,), False),
+    "correction": ((str,), "holm"),
+    "bootstrap": ((int,), 10_000),
+}
 CHOICES = {
     "extract.storage_dtype": ("float16", "float32"),
     "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
     "behaviour.gap.normalizer": NORMALIZERS,
     "behaviour.gap.cer_spaces": CER_SPACES,
     "baselines.f0.range_by": ("speaker", "record"),
+    "analyses.acoustic.speech": SPEECH_SOURCES,
+    "analyses.acoustic.range_by": RANGE_BY,
+    "analyses.feature_gaps.unit": UNITS,
+    "analyses.feature_gaps.correction": CORRECTIONS,
 }
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
 
@@ -247,6 +285,7 @@ class Study:
     gaps: tuple[dict, ...]  # one per comparison (behaviour.gap: a mapping, or a list of them); empty: no gap
     st_quality: dict | None
     report: dict
+    analyses: dict | None = None  # section 5: {"acoustic", "lexical", "feature_gaps": options or None, "corpora": (...)}
 
     @property
     def gap(self) -> dict | None:
@@ -256,6 +295,12 @@ class Study:
     def gaps_of(self, corpus: Corpus, part: Part) -> tuple[dict, ...]:
         """The gap comparisons that score ``part`` of ``corpus`` (its corpus named, its key among ``languages`` where given)."""
         return tuple(gap for gap in self.gaps if corpus.name in gap["corpora"] and (gap["languages"] is None or part.key in gap["languages"]))
+
+    def analysed(self, analysis: str) -> tuple[Corpus, ...]:
+        """The corpora ``analysis`` (``acoustic``, ``lexical`` or ``feature_gaps``) runs on: none when it is off."""
+        if self.analyses is None or self.analyses[analysis] is None:
+            return ()
+        return tuple(corpus for corpus in self.corpora if corpus.name in self.analyses["corpora"])
 
     def corpus(self, name: str) -> Corpus:
         return next(corpus for corpus in self.corpora if corpus.name == name)
@@ -448,7 +493,57 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         gaps=gaps,
         st_quality=st_quality,
         report=_report(reader, document.get("report"), models),
+        analyses=_analyses(reader, document.get("analyses"), corpora, gaps) if "analyses" in document else None,
     )
+
+
+def _analyses(reader: _Reader, value, corpora: tuple[Corpus, ...], gaps: tuple[dict, ...]) -> dict | None:
+    """``analyses``: each of acoustic, lexical and feature_gaps checked and filled with its defaults,
+    None where it is off; ``corpora`` defaults to those the female-male gap scores."""
+    given = reader.mapping(value, "analyses")
+    analyses = reader.fields(given, ANALYSES_FIELDS, "analyses")
+    specs = {"acoustic": ACOUSTIC_FIELDS, "lexical": LEXICAL_FIELDS, "feature_gaps": FEATURE_GAPS_FIELDS}
+    if analyses["feature_gaps"] is None:  # unset: on with the features
+        analyses["feature_gaps"] = analyses["acoustic"] is not False or analyses["lexical"] is not False
+    for name, spec in specs.items():
+        option = analyses[name]
+        analyses[name] = None if option is False else reader.fields({} if option is True else option, spec, f"analyses.{name}")
+    if not any(analyses[name] is not None for name in specs):
+        raise reader.error("analyses", "acoustic, lexical and feature_gaps are all off; turn one on, or leave analyses out")
+    if analyses["feature_gaps"] is not None and analyses["acoustic"] is None and analyses["lexical"] is None:
+        raise reader.error("analyses.feature_gaps", "contrasts the acoustic or lexical features: turn one of them on")
+    acoustic = analyses["acoustic"]
+    if acoustic is not None and acoustic["workers"] < 1:
+        raise reader.error("analyses.acoustic.workers", f"must be at least 1, got {acoustic['workers']}")
+    lexical = analyses["lexical"]
+    if lexical is not None:
+        if lexical["pipelines"] is None:
+            raise reader.error("analyses.lexical.pipelines", "is required: a spaCy pipeline per language, e.g. {en: en_core_web_md, yo: null}")
+        for language, name in lexical["pipelines"].items():
+            if name is not None and not (isinstance(name, str) and name.strip()):
+                raise reader.error(f"analyses.lexical.pipelines.{language}", f"expected a spaCy pipeline's name or null, got {_shown(name)}")
+        lexical["pipelines"] = {str(language): name for language, name in lexical["pipelines"].items()}
+        _positive(reader, lexical, ("batch_size",), "analyses.lexical")
+    options = analyses["feature_gaps"]
+    if options is not None:
+        options["groups"] = list(reader.names(options["groups"], "analyses.feature_gaps.groups", choices=GENDERS))
+        if len(options["groups"]) != 2:
+            raise reader.error("analyses.feature_gaps.groups", f"expected two groups, e.g. [female, male]; got {options['groups']!r}")
+        _positive(reader, options, ("bootstrap",), "analyses.feature_gaps")
+    headline = next((gap for gap in gaps if gap["groups"] == ["female", "male"]), None)
+    default = list(headline["corpora"]) if headline else None
+    corpora_given = analyses["corpora"] if analyses["corpora"] is not None else default
+    analyses["corpora"] = _scored(reader, corpora_given, corpora, "asr", "analyses.corpora")
+    if lexical is not None:
+        keys = [part.key for corpus in corpora if corpus.name in analyses["corpora"] for part in corpus.parts if not part.pooled]
+        missing = [key for key in keys if key not in lexical["pipelines"]]
+        if missing:
+            raise reader.error(
+                "analyses.lexical.pipelines",
+                f"no pipeline for {', '.join(dict.fromkeys(missing))}; "
+                "name a spaCy pipeline for each analysed language, or null to leave its lexical analysis out",
+            )
+    return analyses
 
 
 def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:

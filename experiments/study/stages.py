@@ -17,12 +17,22 @@ own rule:
 - ``probe``: a row of the run id computed on the stores as they are (:func:`probing.grid.pending`);
 - ``asr_gap``, ``mustshe``, ``st_quality``: the output records the sha256 of the inputs as they
   are now and the study's settings;
+- ``acoustic``: the stamp ``OUT.inputs.json`` beside the feature rows records this manifest (its
+  sha256) and these settings, and that every record was computed; rows from another manifest or
+  settings, or without the stamp (written before the first row), are refused (they are appended
+  to: ``--redo acoustic``);
+- ``lexical``: the stamp records this manifest and pipeline (rewritten whole when they change);
+- ``feature_gaps``: the output records the sha256 of its manifests, feature files and gap reports
+  as they are now and the study's options;
 - ``collect``, ``correlate``, ``figures``, ``report``: every output newer than every input.
 
 Layout under the study's ``out``: ``manifests/MODEL/CORPUS-all.jsonl`` (a pooled part restricted to a
 model's languages), ``stores/MODEL/CORPUS-KEY`` (``stores/f0/CORPUS-KEY``: the F0 baseline), ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
 ``behaviour/MODEL/{gap,gap_A-B,mustshe,st_quality}-CORPUS-KEY[-TGT].json`` (``gap_other-male``: a
 second gap comparison), ``probes/probes.jsonl``,
+``features/`` (``analyses``: ``acoustic-CORPUS-KEY.jsonl`` with its ``.ranges.json``, ``.summary.json``
+and ``.inputs.json``; ``lexical-CORPUS-KEY[-LANG].jsonl`` (LANG on a pooled part) with its
+``.inputs.json``; ``feature_gaps-CORPUS.json`` with ``.contrasts.csv`` and ``.setups.csv``),
 ``results/`` (collect's tables, ``correlations.json``), ``figures/``, ``RESULTS.md``, ``logs/``.
 """
 
@@ -42,14 +52,33 @@ from experiments.study.schema import F0, Corpus, Model, Part, Study, StudyError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256
 
-STAGES = ("extract", "f0", "transcribe", "probe", "asr_gap", "mustshe", "st_quality", "collect", "correlate", "figures", "report")
+STAGES = (
+    "extract",
+    "f0",
+    "transcribe",
+    "probe",
+    "asr_gap",
+    "mustshe",
+    "st_quality",
+    "acoustic",
+    "lexical",
+    "feature_gaps",
+    "collect",
+    "correlate",
+    "figures",
+    "report",
+)
+ANALYSIS_STAGES = ("acoustic", "lexical", "feature_gaps")  # Attanasio et al. 2024, section 5 (experiments.study.analyses)
 EXECUTOR_STAGES = ("extract", "transcribe", "probe")  # the stages submitted as job arrays with --executor
 SHOWN = 12  # units listed per stage in the printed plan
 
 
 def study_errors() -> tuple[type[BaseException], ...]:
     """What a stage raises for a problem the user can fix: one ``error:`` line, exit status 2."""
+    from experiments.analysis.acoustic import AcousticError
+    from experiments.analysis.contrasts import ContrastError
     from experiments.analysis.f0 import F0Error
+    from experiments.analysis.lexical import LexicalError
     from experiments.scheduling import SchedulingError
     from experiments.scoring.collect import CollectError
     from experiments.scoring.correlation import CorrelationError
@@ -67,7 +96,8 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from probing.results import ResultsError
 
     stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
-    return (StudyError, *stages, F0Error, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
+    analyses = (AcousticError, LexicalError, ContrastError)
+    return (StudyError, *stages, F0Error, *analyses, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -91,6 +121,13 @@ class Layout:
 
     def behaviour(self, kind: str, model: Model, part: Part, target: str | None) -> Path:
         return self.out / "behaviour" / model.name / f"{kind}-{part.output_name(target)}.json"
+
+    def features(self, kind: str, part: Part, language: str | None = None) -> Path:
+        """``acoustic`` or ``lexical`` feature rows of ``part`` (lexical on a pooled part: of one ``language``)."""
+        return self.out / "features" / f"{kind}-{part.name}{f'-{language}' if language else ''}.jsonl"
+
+    def feature_gaps(self, corpus: Corpus) -> Path:
+        return self.out / "features" / f"feature_gaps-{corpus.name}.json"
 
     @property
     def probes(self) -> Path:
@@ -255,7 +292,7 @@ class StaleOutput(StudyError):
     to add to it. The plan gathers every one (:func:`refuse_stale`), then names them in one line."""
 
     def __init__(self, out: Path, manifest: Path, how: str, stage: str):
-        self.stage = {"extraction": "extract", "transcription": "transcribe"}[stage]
+        self.stage = {"extraction": "extract", "transcription": "transcribe", "acoustic analysis": "acoustic"}[stage]
         super().__init__(f"{out} was written from {manifest} as it was before or with other settings ({how}): the {stage} would refuse to add to it")
 
 
@@ -840,7 +877,7 @@ def plan_reporting(context: Context, stage: str) -> list[Unit]:
         return [Unit(stage, stage, False, "waits for collect")] if context.study.probes else []
     inputs, outputs = report.stage_files(stage, layout, context.study)
     unit = Unit(stage, {"correlate": "correlations", "figures": "figures", "report": str(layout.results_md)}[stage], newer(outputs, inputs))
-    return [_after(context, unit, ("collect",) if stage != "report" else ("collect", "correlate", "figures"))]
+    return [_after(context, unit, ("collect",) if stage != "report" else ("feature_gaps", "collect", "correlate", "figures"))]
 
 
 def run_reporting(context: Context, stage: str) -> None:
@@ -860,11 +897,21 @@ PLANS: dict[str, Callable[[Context], list[Unit]]] = {
     "asr_gap": lambda context: plan_behaviour(context, "asr_gap"),
     "mustshe": lambda context: plan_behaviour(context, "mustshe"),
     "st_quality": lambda context: plan_behaviour(context, "st_quality"),
+    "acoustic": lambda context: _analyses().plan_acoustic(context),
+    "lexical": lambda context: _analyses().plan_lexical(context),
+    "feature_gaps": lambda context: _analyses().plan_feature_gaps(context),
     "collect": plan_collect,
     "correlate": lambda context: plan_reporting(context, "correlate"),
     "figures": lambda context: plan_reporting(context, "figures"),
     "report": lambda context: plan_reporting(context, "report"),
 }
+
+
+def _analyses():
+    """:mod:`experiments.study.analyses`, which builds on this module."""
+    from experiments.study import analyses
+
+    return analyses
 
 
 def plan(context: Context, stages: Iterable[str] = STAGES) -> dict[str, list[Unit]]:
@@ -931,6 +978,8 @@ def run_stage(context: Context, stage: str, executor: argparse.Namespace | None 
     elif stage in ("asr_gap", "mustshe", "st_quality"):
         for unit in todo:
             print(f"[study] {stage} {unit.what}: {unit.job.compute()}", flush=True)
+    elif stage in ANALYSIS_STAGES:
+        _analyses().run_analysis(context, stage, todo)
     elif stage == "collect":
         run_collect(context, todo[0])
     else:
@@ -1044,6 +1093,8 @@ def stage_outputs(context: Context, stage: str) -> list[Path]:
         return report.stage_files(stage, layout, context.study)[1]
     if stage == "extract":
         return [Path(job.out) for _, job, _, _ in _extraction_jobs(context)]
+    if stage in ANALYSIS_STAGES:
+        return _analyses().analysis_outputs(context, stage)
     if stage == "transcribe":
         outputs = [Path(job.out) for *_, job in _transcription_jobs(context)]
     else:

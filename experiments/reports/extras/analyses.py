@@ -241,8 +241,9 @@ def run(work) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in regressions:
-        if "note" in r:
-            lines.append(f"| {r['dataset']}/{r['language']}/{r['model']} | {r['records']} | – | – | {r['note']} | | |")
+        note = r.get("note") or r["group_only"].get("note") or r["with_features"].get("note")
+        if note:
+            lines.append(f"| {r['dataset']}/{r['language']}/{r['model']} | {r['records']} | – | – | {note} | | |")
             continue
         alone, joint = r["group_only"]["coefficients"]["is_female"], r["with_features"]["coefficients"]["is_female"]
         lines.append(
