@@ -271,14 +271,22 @@ def add_groups_argument(parser: argparse.ArgumentParser, help: str, old_spelling
         )
 
 
-def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:
-    """``command()``'s exit status; a user error (:data:`USER_ERRORS` and ``errors``) becomes
-    :func:`fail`'s one line and status 2, as does an audio file libsndfile cannot read or write
-    (its errors are no OSError). A full disk that no writer named says so."""
+def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None) -> int:
+    """``command()``'s exit status; a user error (:data:`USER_ERRORS`, ``errors`` and what
+    ``lazy_errors()`` returns) becomes :func:`fail`'s one line and status 2, as does an audio file
+    libsndfile cannot read or write (its errors are no OSError). A full disk that no writer named says so.
+
+    ``lazy_errors`` is called only while an exception is handled: naming the errors of the stages
+    that load models imports torch, which a command that loads none (a study's ``--dry-run``) never needs."""
     try:
         return command()
-    except (*USER_ERRORS, *errors, *_sound_file_errors()) as error:
+    except _handled(errors, lazy_errors) as error:
         return fail(_user_message(error))
+
+
+def _handled(errors: tuple[type[BaseException], ...], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None) -> tuple[type[BaseException], ...]:
+    """The errors :func:`run_cli` turns into one line; evaluated only when an exception is raised."""
+    return (*USER_ERRORS, *errors, *_sound_file_errors(), *(lazy_errors() if lazy_errors else ()))
 
 
 def _sound_file_errors() -> tuple[type[BaseException], ...]:

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         args.extra = list(EXTRA_STAGES)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
-    return run_cli(lambda: run_demo(args), *study_errors(), *EXTRA_STAGE_ERRORS)
+    return run_cli(lambda: run_demo(args), *EXTRA_STAGE_ERRORS, lazy_errors=study_errors)
 
 
 def run_study(work: Work) -> None:

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")
     if args.root is not None and not args.root.strip():
         return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
-    return run_cli(lambda: _run(args), StudyError, *study_errors())
+    return run_cli(lambda: _run(args), StudyError, lazy_errors=study_errors)
 
 
 if __name__ == "__main__":

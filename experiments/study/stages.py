@@ -84,7 +84,7 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from experiments.scoring.correlation import CorrelationError
     from extract.claims import ClaimError
     from extract.corpora.must_she import MustSheError
-    from extract.families import NonFiniteError
+    from extract.families.errors import NonFiniteError
     from extract.families.generation import LanguageCodeError
     from extract.interventions import InterventionError
     from extract.runner import SettingsMismatchError

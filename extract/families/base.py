@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from extract.audio import SAMPLE_RATE
+from extract.families.errors import NonFiniteError, RemoteCodeError, UnknownSiteError  # noqa: F401  (re-exported: their home before)
 from extract.hooks import Site, capture
 
 if TYPE_CHECKING:
@@ -24,19 +25,6 @@ if TYPE_CHECKING:
 
 FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER = "final", "pre_adapter", "final_variant", "layer"
 SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER)  # what Family.site_role returns
-
-
-class UnknownSiteError(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class NonFiniteError(ValueError):
-    """A hidden state contains NaN or infinity."""
-
-
-class RemoteCodeError(RuntimeError):
-    """Hub code that may not run (no permission, no pinned revision) or that lacks the expected modules."""
 
 
 @dataclass

@@ -1,0 +1,18 @@
+"""The errors a model family raises, in a module without torch: the command lines catch them, and
+a command that never loads a model (``--help``, a study's ``--dry-run``) must not import torch to
+name them."""
+
+
+class UnknownSiteError(KeyError):
+    """A site the model does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class NonFiniteError(ValueError):
+    """A hidden state contains NaN or infinity."""
+
+
+class RemoteCodeError(RuntimeError):
+    """Hub code that may not run (no permission, no pinned revision) or that lacks the expected modules."""
