@@ -4,8 +4,8 @@ Probe rows (``experiments.probe``) and behaviour results (``experiments.asr_gap`
 ``experiments.mustshe``, ``experiments.winomt``) are joined by what they are about, as each output
 records it in its ``subject`` (the model label, dataset and language), never by a path:
 
-- ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a positional probe
-  without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
+- ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a per-position probe
+  (``positional``: :attr:`probing.kinds.ProbeKind.per_position`) without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
   language (Attanasio et al. 2024). A gap joins the probes of the task named by its groups
   (``--groups female,male`` -> ``female-male``: E(female, male)). ``gap_relative`` is the estimate
   the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
@@ -53,6 +53,7 @@ from experiments.scoring.gaps import DEFAULT_COMPARISON
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
 from probing.data import DEFAULT_SPLIT
+from probing.kinds import is_per_position
 from probing.results import ResultsError, load_numbered_rows
 
 COLLECT_SCHEMA = 1
@@ -422,10 +423,11 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
-    groups = _seed_groups([p for p in positional if p.split in JOINED_SPLITS], _gap_probe_key)
+    per_position = [p for p in probes if is_per_position(p.config["probe"]) and p.config["control"] == "none"]
+    _refuse_two_kinds_per_key(per_position)
+    groups = _seed_groups([p for p in per_position if p.split in JOINED_SPLITS], _gap_probe_key)
     scored_fixed = {key[:-1] for key in groups if key[-1] == DEFAULT_SPLIT}
-    for key, members in _seed_groups([p for p in positional if p.split == "loso"], _gap_probe_key).items():
+    for key, members in _seed_groups([p for p in per_position if p.split == "loso"], _gap_probe_key).items():
         if key[:-1] not in scored_fixed:  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
             groups[key] = members
     rows, used = [], set()
@@ -468,6 +470,19 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         rows,
         key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
+
+
+def _refuse_two_kinds_per_key(probes: Sequence[Probe]) -> None:
+    """``f1_vs_gap.csv`` has no probe column: rows of two per-position kinds at one of its keys would be
+    averaged into one F1_S, so they are refused, naming one row of each."""
+    first: dict[tuple, Probe] = {}
+    for probe in probes:
+        other = first.setdefault(_gap_probe_key(probe), probe)
+        if other.config["probe"] != probe.config["probe"]:
+            raise CollectError(
+                f"{other} and {probe} are probes of two per-position kinds ({other.config['probe']}, {probe.config['probe']}) at one "
+                "row of f1_vs_gap.csv; collect the rows of each kind separately"
+            )
 
 
 def _gap_probe_key(probe: Probe) -> tuple:

@@ -173,14 +173,16 @@ def _final(row: dict) -> bool:
 
 
 def _site_heatmaps(layout, plots) -> list[dict]:
-    """F1_S per site (columns) and language (rows) of each model and dataset, positional probes
-    without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
+    """F1_S per site (columns) and language (rows) of each model and dataset, per-position probes
+    (``positional``) without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
     fixed-split rows, or the leave-one-speaker-out ones where a model and dataset has no other
     (never the two averaged; the title names the split)."""
+    from probing.kinds import is_per_position
+
     values: dict[tuple[str, str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for row in _rows(_files(layout)["long"]):
-        if row["kind"] != "probe" or row["probe"] != "positional" or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
+        if row["kind"] != "probe" or not is_per_position(row["probe"]) or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
             continue
         values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], row["language"])].append(float(row["value"]))
         order[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
@@ -331,7 +333,7 @@ PROBES_SHOWN = 40  # rows of RESULTS.md's table of probe scores without a gap (e
 def _probe_section(files: dict) -> list[str]:
     """The probe scores no gap was joined to (other kinds, sites or languages without a gap, a study
     without behaviour): the headline of each kind, without control, mean over seeds, from long.csv."""
-    from probing.kinds import KINDS
+    from probing.kinds import KINDS, is_per_position
 
     joined = {(row["model"], row["dataset"], row["language"], row["site"], row["task"], row.get("split") or "fixed") for row in _rows(files["f1_vs_gap"])}
     scores: dict[tuple, list[float]] = defaultdict(list)
@@ -345,7 +347,7 @@ def _probe_section(files: dict) -> list[str]:
         ):
             continue
         key = (row["model"], row["dataset"], row["language"], row["site"], row["task"], row["split"] or "fixed", row["probe"], row["metric"])
-        if row["probe"] == "positional" and key[:6] in joined:
+        if is_per_position(row["probe"]) and key[:6] in joined:  # its row of f1_vs_gap.csv shows it
             continue
         scores[key].append(float(row["value"]))
     if not scores:
