@@ -16,6 +16,7 @@ import numpy as np
 
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
+from extract.records import ProbeRow, schema_version
 from probing import controls, features, metrics
 from probing.data import (
     DEFAULT_SPLIT,
@@ -35,7 +36,7 @@ from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, 
 # reading a grid, planning a study and every --help stay fast (tests/test_entry_point.py checks it)
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
-ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
+ROW_SCHEMA = schema_version("probe_row")  # the result row's version (extract.records.FORMATS); rows without ``schema`` read as version 1
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
 
@@ -54,6 +55,12 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
 
 @dataclass(frozen=True)
 class ProbeConfig:
+    """One probe run: which store and site, which kind of probe (``probe``, a name in
+    :data:`probing.kinds.KINDS`), control, seed, split and training options. Each field is a flag of
+    ``python -m experiments.probe`` and an option of a grid or study file (``docs/stages/probing.md``
+    says what each does). A config that cannot run (an unknown kind or control, an option its kind
+    does not take) is refused when it is made, with a :class:`probing.data.ProbeError`."""
+
     store: str
     site: str
     probe: str = DEFAULT_KIND
@@ -147,6 +154,10 @@ def _check_loso(config: ProbeConfig) -> None:
 
 @dataclass
 class ProbeResult:
+    """What :func:`run_probe` returns: the result ``row`` (:mod:`probing.results` says every key;
+    :class:`extract.records.ProbeRow` types it), the arrays saved beside it (per-position scores,
+    applied-store predictions) and the test utterances' attention weights (attention probes)."""
+
     row: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     attention: dict[str, list] = field(default_factory=dict)  # ids and weights of test utterances
@@ -657,6 +668,9 @@ def _loso_sizes(folds: list[Fold], with_dev: bool) -> dict:
 
 
 def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
+    """Trains and scores the probe ``config`` describes on its store (``reader``: the store already
+    open, e.g. for several runs on one store) and returns its :class:`ProbeResult`;
+    :func:`probing.results.save_result` appends it to a results file."""
     from extract.provenance import provenance
     from extract.store import ShardReader
 
@@ -685,17 +699,15 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         else:
             splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
         sizes = splits.sizes()
-    row = {
-        "schema": ROW_SCHEMA,
-        "run_id": config.run_id(),
-        "store_identity": config_store_identity(config),
-        "subject": store_subject(reader, config.language),
-        "site_index": reader.sites.index(config.site),
-        "config": asdict(config),
-        "seed": config.seed,
-        "splits": sizes,
-        **({"shared_speakers": shared} if shared else {}),
-        **scores,
-        **provenance(),
-    }
-    return ProbeResult(row, arrays, attention)
+    row = ProbeRow(
+        schema=ROW_SCHEMA,
+        run_id=config.run_id(),
+        store_identity=config_store_identity(config),
+        subject=store_subject(reader, config.language),
+        site_index=reader.sites.index(config.site),
+        config=asdict(config),
+        seed=config.seed,
+        splits=sizes,
+        rest={**({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+    )
+    return ProbeResult(row.to_dict(), arrays, attention)

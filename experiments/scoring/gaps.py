@@ -33,10 +33,11 @@ from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, n
 from experiments.scoring.group_metrics import GroupMetricFrame, Members, comparison, relative_gap
 from extract.manifest import read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
+from extract.records import schema_version
 
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
 COMPARISON_SYMBOLS = {"relative_gap": "E", "delta_rel": "Δrel"}  # in the printed summary; others by name
-GAP_SCHEMA = 1  # the report's version; reports without ``schema`` predate it
+GAP_SCHEMA = schema_version("asr_gap")  # the report's version (extract.records.FORMATS); reports without ``schema`` read as version 1
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
 P_VALUE_NOTE = (
     "two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "

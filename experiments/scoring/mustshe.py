@@ -24,9 +24,10 @@ from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.corpora.must_she import SPEAKER_GENDERS, Entry, MustSheError, category_number
 from extract.manifest import align_by_id, iter_text_lines, read_keyed_rows
 from extract.provenance import hypotheses_file_subject, identified
+from extract.records import schema_version
 
 COUNT_KEYS = ("terms", "found", "correct", "wrong")
-SCORES_SCHEMA = 1  # the scores JSON's version; files without ``schema`` predate it
+SCORES_SCHEMA = schema_version("mustshe")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 
 
 @dataclass

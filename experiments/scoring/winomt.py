@@ -43,8 +43,9 @@ from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.provenance import hypotheses_file_subject, identified
+from extract.records import schema_version
 
-RESULT_SCHEMA = 1  # the result JSON's version; files without ``schema`` predate it
+RESULT_SCHEMA = schema_version("winomt")  # the result JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 STEREOTYPES = ("pro", "anti")
 NO_STEREOTYPE = "none"
 GENDER_CODES = {gender: code for code, gender in enumerate((*GOLD_GENDERS, UNKNOWN))}

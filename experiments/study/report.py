@@ -27,8 +27,9 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
+from extract.records import GapReport, read_document, schema_version
 
-SCHEMA = 1
+SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
 MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
 
@@ -203,9 +204,9 @@ def _gap_bars(layout, plots) -> list[dict]:
     """E per language, a panel per dataset, one figure per model (its gap reports merged per dataset)."""
     merged: dict[str, dict[str, dict]] = defaultdict(dict)
     for path in _gap_documents(layout):
-        document = json.loads(path.read_text(encoding="utf-8"))
-        model, dataset = path.parent.name, document["subject"].get("dataset") or "?"
-        merged[model].setdefault(dataset, {"languages": {}})["languages"].update(document["languages"])
+        report = read_document(path, GapReport)
+        model, dataset = path.parent.name, report.subject.get("dataset") or "?"
+        merged[model].setdefault(dataset, {"languages": {}})["languages"].update(report.languages)
     figures = []
     for model, results in sorted(merged.items()):
         paths = plots.gap_bars(dict(sorted(results.items())), layout.figures / f"gaps-{model}", title=model)
@@ -321,9 +322,9 @@ def _gap_entry(row: dict) -> dict:
     path = Path(row.get("gap_source") or "")
     if not path.is_file():
         return {}
-    document = json.loads(path.read_text(encoding="utf-8"))
-    entry = dict((document.get("languages") or {}).get(row["language"]) or {})
-    groups = (document.get("settings") or {}).get("groups")
+    report = read_document(path, GapReport)
+    entry = dict((report.body.get("languages") or {}).get(row["language"]) or {})
+    groups = (report.body.get("settings") or {}).get("groups")
     return entry | ({"groups_compared": tuple(groups)} if groups else {})
 
 
