@@ -344,10 +344,27 @@ def read_document(path: str | Path, record: type[D]) -> D:
     return record.from_dict(document, str(path))
 
 
+def read_versioned(path: str | Path, name: str) -> dict:
+    """A JSON object of format ``name`` that has no record of its own (``collect.json``, the study's
+    ``correlations.json`` and ``figures.json``), its version checked (:func:`read_version`)."""
+    fmt = FORMATS[name]
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise RecordError(f"{path}: not a readable {fmt.what} ({type(error).__name__}: {error})") from None
+    if not isinstance(document, dict):
+        raise RecordError(f"{path}: not a {fmt.what} (a JSON {type(document).__name__}, not an object)")
+    read_version(document, name, str(path))
+    return document
+
+
 def write_document(document: Document, path: str | Path) -> Path:
-    """``document`` as JSON at ``path`` (indented, non-ASCII kept, NaN refused: JSON has none)."""
+    """``document`` as JSON at ``path``: indented, UTF-8 with non-ASCII characters as they are, one
+    final newline. A writer whose numbers may be undefined turns them into null first, as
+    :func:`experiments.scoring.gaps.finite_or_null` does (JSON has no NaN; Python's reader takes
+    the ``NaN`` it would otherwise write)."""
     path = Path(path)
-    path.write_text(json.dumps(document.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(document.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 

@@ -173,3 +173,13 @@ def test_a_config_resolves_its_kind_once(monkeypatch):
     assert config.kind.name == "mean" and config.kind.reads == "mean"
     with pytest.raises(ProbeError, match="unknown probe 'mean'"):
         ProbeConfig("stores/wb", SITE, "mean")
+
+
+@pytest.mark.parametrize("module", ["probing.run", "probing.grid", "experiments.scoring.collect", "experiments.study.report", "experiments.study.schema"])
+def test_the_modules_that_dispatch_on_kinds_name_none(module):
+    """They ask a kind's record (or DEFAULT_KIND for a default): a kind's name spelled in them would
+    be a rule that a new kind does not get."""
+    from pathlib import Path
+
+    source = Path(import_module(module).__file__).read_text(encoding="utf-8")
+    assert [name for name in KINDS if f'"{name}"' in source or f"'{name}'" in source] == []

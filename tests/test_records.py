@@ -286,3 +286,34 @@ def test_a_table_row_of_a_malformed_cell_or_without_a_column_names_its_line(tmp_
     path.write_text("model,site\nm,s\n")
     with pytest.raises(RecordError, match=r"f1_vs_mustshe\.csv:2: no site_index, site_role, split"):
         read_table(path, F1VsMustSheRow)
+
+
+def test_the_scoring_writers_write_through_the_records(tmp_path):
+    """save_gap_report, mustshe.save_scores and winomt.save_result write their document's record:
+    the dict they were given (undefined numbers of a gap report as null), UTF-8, one final newline."""
+    from experiments.scoring import gaps, mustshe, winomt
+
+    report = GAP | {"subject": SUBJECT | {"dataset": "fleurs-é"}, "languages": {"en": {"gap_relative": float("nan")}}}
+    gaps.save_gap_report(report, [], tmp_path / "gap.json")
+    text = (tmp_path / "gap.json").read_text(encoding="utf-8")
+    assert text.endswith("}\n") and '"fleurs-é"' in text and '"gap_relative": null' in text
+    assert read_document(tmp_path / "gap.json", GapReport).to_dict() == report | {"languages": {"en": {"gap_relative": None}}}
+    scores = {"schema": 1, "subject": SUBJECT, "inputs": [], "provenance": PROVENANCE, "kind": "mustshe", "category_1": {"accuracy": 61.5}}
+    mustshe.save_scores(scores, [], tmp_path / "mustshe.json")
+    assert read_document(tmp_path / "mustshe.json", MustSheScores).to_dict() == scores
+    with pytest.raises(RecordError, match=r"winomt\.json: a mustshe result, not a WinoMT result"):
+        winomt.save_result(scores, [], tmp_path / "winomt.json")
+
+
+def test_a_summary_without_a_record_is_read_with_its_version_checked(tmp_path):
+    from extract.records import read_versioned
+
+    path = tmp_path / "collect.json"
+    path.write_text(json.dumps({"inputs": [], "tables": {}}))  # written before collect.json recorded its schema
+    assert read_versioned(path, "collect") == {"inputs": [], "tables": {}}
+    path.write_text(json.dumps({"schema": 2, "inputs": []}))
+    with pytest.raises(RecordError, match=r"collect\.json: a collect summary of schema 2, newer than this code reads \(1\); update the package"):
+        read_versioned(path, "collect")
+    path.write_text("[]")
+    with pytest.raises(RecordError, match=r"collect\.json: not a collect summary \(a JSON list, not an object\)"):
+        read_versioned(path, "collect")

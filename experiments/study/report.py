@@ -27,7 +27,7 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
-from extract.records import GapReport, read_document, schema_version
+from extract.records import GapReport, read_document, read_versioned, schema_version
 
 SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
@@ -120,7 +120,7 @@ def write_figures(layout, study: Study) -> Path:
 
     files, figures = _files(layout), []
     gap_rows = _rows(files["f1_vs_gap"])
-    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
+    correlations = read_versioned(files["correlations"], "study_tables")
     fits = {tuple(entry[name] for name in GAP_KEY): entry for entry in correlations["f1_vs_gap"]}
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
@@ -234,9 +234,9 @@ def _interval(low, high, sign: bool = True) -> str:
 
 def write_results_md(layout, study: Study) -> Path:
     files = _files(layout)
-    collected = json.loads(files["collect"].read_text(encoding="utf-8"))
-    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
-    figures = json.loads(files["figures"].read_text(encoding="utf-8"))["figures"]
+    collected = read_versioned(files["collect"], "collect")
+    correlations = read_versioned(files["correlations"], "study_tables")
+    figures = read_versioned(files["figures"], "study_tables")["figures"]
     code = provenance()
     lines = [
         f"# {study.name}: results",
