@@ -178,6 +178,8 @@ def test_identified_writes_the_record_of_its_kind(tmp_path, monkeypatch):
     document = provenance.identified({"settings": GAP["settings"], "languages": GAP["languages"]}, 1, [hypotheses], SUBJECT, kind="asr_gap")
     assert list(document) == ["schema", "subject", "inputs", "provenance", "kind", "settings", "languages"]
     assert document["inputs"] == [provenance.file_identity(hypotheses)] and GapReport.from_dict(document).to_dict() == document
+    other = provenance.identified({"score": 1}, 3, [], SUBJECT, kind="a_users_stage")  # a kind without a record: headed alike
+    assert other == {"schema": 3, "subject": SUBJECT, "inputs": [], "provenance": PROVENANCE, "kind": "a_users_stage", "score": 1}
 
 
 def test_read_version_names_the_format():
