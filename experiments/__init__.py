@@ -1,0 +1,36 @@
+"""The study layer: scoring of model outputs, the joins of probe rows with behaviour, correlation,
+studies, figures and the ``python -m experiments.X`` command lines.
+
+The names in ``__all__`` are the package's public API (``docs/api.md`` is generated from their
+docstrings); the rest is internal and may change. They load on first use (PEP 562's module
+``__getattr__``), so ``import experiments`` stays cheap. The join is exported as
+``collect_results`` and the correlation of two table columns as ``correlate_columns``: the plain
+names ``collect`` and ``correlate`` are the command-line modules ``experiments.collect`` and
+``experiments.correlate``, which importing them would put in their place.
+"""
+
+from importlib import import_module
+
+_HOMES = {  # public name -> (the module that defines it, its name there)
+    "load_study": ("experiments.study.schema", "load_study"),
+    "run_study": ("experiments.study.running", "run_study"),
+    "collect_results": ("experiments.scoring.collect", "collect"),
+    "write_collected": ("experiments.scoring.collect", "write_collected"),
+    "Collected": ("experiments.scoring.collect", "Collected"),
+    "correlate_columns": ("experiments.scoring.correlation", "correlate_columns"),
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    """A public name, imported from its home on first use and kept as a module global after that."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _HOMES[name]
+    value = getattr(import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -26,13 +26,14 @@ from extract.claims import ClaimError
 from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, dtype_name, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
+from extract.records import RecordError
 
 if TYPE_CHECKING:
     from extract.spec import ModelSpec
 
 # errors a user can fix (a malformed or missing input, an unwritable output, an output another
 # process writes), shown as one line
-USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError, RecordError)  # RecordError: a result file of a newer version
 
 
 @dataclass(frozen=True)

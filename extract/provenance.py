@@ -153,6 +153,11 @@ def identified(document: dict, schema: int, inputs: Iterable[str | Path], subjec
     wrote it: ``asr_gap``, ``mustshe``, ``winomt``, ...) and that kind's ``schema`` version, its
     ``subject`` (model label, dataset, languages), the ``inputs`` it was computed from
     (:func:`file_identity` of each) and the ``provenance`` of the code that computed it. A reader
-    such as ``collect`` refuses a document of another kind than it asked for."""
-    header = {"schema": schema, "subject": subject, "inputs": [file_identity(path) for path in inputs], "provenance": provenance(), "kind": kind}
-    return header | document
+    such as ``collect`` refuses a document of another kind than it asked for. The document is built
+    as its record (:data:`extract.records.DOCUMENTS`; a kind without one, as the generic
+    :class:`extract.records.Document`), so the header's keys and order are the record's."""
+    from extract.records import DOCUMENTS, Document
+
+    record_type = DOCUMENTS.get(kind, Document)
+    record = record_type(subject=subject, body=document, schema=schema, inputs=[file_identity(path) for path in inputs], provenance=provenance(), kind=kind)
+    return record.to_dict()

@@ -21,7 +21,7 @@ from extract.claims import Claim
 from extract.device import default_device
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
-from probing.kinds import probe_kind
+from probing.kinds import DEFAULT_KIND, probe_kind
 from probing.results import (
     arrays_folder,
     check_results_path,
@@ -157,7 +157,7 @@ def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
             sites = ShardReader(store).sites if grid.get("sites", "all") == "all" else grid["sites"]
         except StoreError as error:
             raise GridError(f"{where}: {error}") from error
-        for site, probe, control, seed in itertools.product(sites, grid.get("probes", ["positional"]), grid.get("controls", ["none"]), grid.get("seeds", [0])):
+        for site, probe, control, seed in itertools.product(sites, grid.get("probes", [DEFAULT_KIND]), grid.get("controls", ["none"]), grid.get("seeds", [0])):
             try:
                 run_options = options if probe_kind(probe).applies_to_other_stores else {k: v for k, v in options.items() if k != "apply_to"}
                 configs.append(ProbeConfig(store=str(store), site=site, probe=probe, control=control, seed=int(seed), **run_options))

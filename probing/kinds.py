@@ -4,9 +4,11 @@ A probe kind is what ``--probe`` names: how a run turns a site's stored states i
 Its record (:class:`ProbeKind`) says which function runs it, which score is its headline (what
 ``experiments.probe`` prints, the reports plot and ``experiments.collect`` joins), whether it
 predicts another store (``apply_to``), which :class:`probing.run.ProbeConfig` options it reads and
-what it chooses on the dev split. Every rule about kinds reads these records; nothing else names a
-kind. Adding a kind touches one new module (its runner) plus one record in :data:`KINDS` below;
-``tests/test_probe_kinds.py`` then runs it on a synthetic store.
+what it chooses on the dev split. Every rule about kinds reads these records; no module outside
+this one names a kind (:data:`DEFAULT_KIND` is the one name the defaults of the options use), and a
+:class:`probing.run.ProbeConfig` resolves its kind once, as ``config.kind``. Adding a kind touches
+one new module (its runner) plus one record in :data:`KINDS` below; ``tests/test_probe_kinds.py``
+then runs it on a synthetic store and through ``experiments.collect`` and the study report.
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ KINDS: dict[str, ProbeKind] = {
 }
 
 
+DEFAULT_KIND = "positional"  # what --probe, a grid's ``probes`` and a study's ``probes`` default to
+
+
 def probe_kind(name: str) -> ProbeKind:
     """The record of ``name``; an unknown name is a :class:`ProbeError` listing the kinds."""
     if name not in KINDS:
@@ -120,3 +125,11 @@ def refuse_what_the_store_lacks(kind: ProbeKind, stored: dict, store, positions:
 def headline(name: str) -> str:
     """The score key a row of kind ``name`` leads with (``f1_s`` or ``f1_macro``)."""
     return probe_kind(name).headline
+
+
+def is_per_position(name: str) -> bool:
+    """Whether rows of kind ``name`` (a row's ``config.probe``) score each frame position and lead with
+    F1_S: the rows ``f1_vs_gap.csv`` joins and the study's site heatmaps plot. A name not in the
+    registry (a row written by a kind this installation lacks) is not."""
+    kind = KINDS.get(name)
+    return bool(kind and kind.per_position)

@@ -39,6 +39,7 @@ import numpy as np
 
 from extract.appendlog import RowKind, drop_cut_line
 from extract.paths import canonical_path
+from extract.records import ProbeRow, RecordError, iter_row_lines
 
 if TYPE_CHECKING:  # importing probing.run loads torch and Lightning: a task that only appends rows needs neither
     from probing.run import ProbeConfig, ProbeResult
@@ -171,20 +172,34 @@ def load_rows(out: str | Path) -> dict[str, dict]:
 
 
 def load_numbered_rows(out: str | Path) -> dict[str, tuple[int, dict]]:
-    """:func:`load_rows` with the line number of each row kept (for messages naming ``file:line``)."""
+    """:func:`load_rows` with the line number of each row kept (for messages naming ``file:line``).
+    Each row is read through its record (:class:`extract.records.ProbeRow`): a row without ``schema``
+    reads as version 1, as it always did; one of a newer version than this code reads is a
+    :class:`ResultsError` naming ``file:line``. The rows are returned as the file holds them."""
+    return {run_id: (number, row) for run_id, (number, _, row) in _numbered_records(out).items()}
+
+
+def load_records(out: str | Path) -> dict[str, ProbeRow]:
+    """The rows of a results file as :class:`extract.records.ProbeRow` records, by run id (the latest
+    of each; the reading rules of :func:`load_numbered_rows`)."""
+    return {run_id: record for run_id, (_, record, _) in _numbered_records(out).items()}
+
+
+def _numbered_records(out: str | Path) -> dict[str, tuple[int, ProbeRow, dict]]:
     rows = {}
-    with Path(out).open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+    try:
+        for number, line in iter_row_lines(out):
+            where = f"{out}:{number}"
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ResultsError(f"{out}:{number}: not UTF-8 ({error.reason} at byte {error.start}); move the file aside or fix that line") from None
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                    rows[row["run_id"]] = (number, row)
-                except (json.JSONDecodeError, KeyError, TypeError) as error:
-                    raise ResultsError(f"{out}:{number}: not a result row ({error!r}); move the file aside or fix that line") from error
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ResultsError(f"{where}: not a result row ({error!r}); move the file aside or fix that line") from error
+            if not isinstance(row, dict) or "run_id" not in row:
+                raise ResultsError(f"{where}: not a result row (no 'run_id'); move the file aside or fix that line")
+            record = ProbeRow.from_dict(row, where)
+            rows[record.run_id] = (number, record, row)
+    except RecordError as error:
+        raise ResultsError(str(error)) from None
     return rows
 
 

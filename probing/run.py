@@ -16,6 +16,7 @@ import numpy as np
 
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
+from extract.records import ProbeRow, schema_version
 from probing import controls, features, metrics
 from probing.data import (
     DEFAULT_SPLIT,
@@ -28,14 +29,14 @@ from probing.data import (
     shared_speakers_message,
     speaker_stratified_splits,
 )
-from probing.kinds import KINDS, probe_kind, refuse_what_the_store_lacks
+from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
 # reading a grid, planning a study and every --help stay fast (tests/test_entry_point.py checks it)
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
-ROW_SCHEMA = 1  # the result row's version (see probing.results); rows without ``schema`` predate it
+ROW_SCHEMA = schema_version("probe_row")  # the result row's version (extract.records.FORMATS); rows without ``schema`` read as version 1
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
 
 
@@ -54,9 +55,15 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
 
 @dataclass(frozen=True)
 class ProbeConfig:
+    """One probe run: which store and site, which kind of probe (``probe``, a name in
+    :data:`probing.kinds.KINDS`), control, seed, split and training options. Each field is a flag of
+    ``python -m experiments.probe`` and an option of a grid or study file (``docs/stages/probing.md``
+    says what each does). A config that cannot run (an unknown kind or control, an option its kind
+    does not take) is refused when it is made, with a :class:`probing.data.ProbeError`."""
+
     store: str
     site: str
-    probe: str = "positional"
+    probe: str = DEFAULT_KIND
     control: str = "none"
     seed: int = 0
     mdl: bool = False
@@ -81,6 +88,7 @@ class ProbeConfig:
 
     def __post_init__(self):
         kind = probe_kind(self.probe)
+        object.__setattr__(self, "_kind", kind)  # resolved once; not a field, so neither the run id nor the row holds it
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
         if self.positions <= 0:
@@ -97,6 +105,11 @@ class ProbeConfig:
             raise ProbeError(f"unknown split {self.split!r}; choose from {SPLITS}")
         if self.split == "loso":
             _check_loso(self)
+
+    @property
+    def kind(self) -> ProbeKind:
+        """The record of ``probe`` in :data:`probing.kinds.KINDS`, looked up when the config was made."""
+        return self._kind
 
     def run_id(self) -> str:
         """A hash of everything that determines the result, the seed included (not the device or the
@@ -141,6 +154,10 @@ def _check_loso(config: ProbeConfig) -> None:
 
 @dataclass
 class ProbeResult:
+    """What :func:`run_probe` returns: the result ``row`` (:mod:`probing.results` says every key;
+    :class:`extract.records.ProbeRow` types it), the arrays saved beside it (per-position scores,
+    applied-store predictions) and the test utterances' attention weights (attention probes)."""
+
     row: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     attention: dict[str, list] = field(default_factory=dict)  # ids and weights of test utterances
@@ -497,7 +514,7 @@ def _control_run(config: ProbeConfig, reader, splits: ProbeSplits, runner):
     without_mdl = ProbeConfig(**{**asdict(config), "mdl": False})
     runs = [runner(config if i == 0 else without_mdl, reader, splits, _labels(splits, config.control, s)) for i, s in enumerate(seeds)]
     scores, arrays, attention = runs[0]
-    key = probe_kind(config.probe).headline
+    key = config.kind.headline
     per_seed = [run[0][key] for run in runs]
     scores |= _mean_scores([run[0] for run in runs])
     arrays |= {name: np.mean([run[1][name] for run in runs], axis=0) for name in arrays if name.startswith("test_")}
@@ -540,7 +557,7 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     predicted it right, 0 where not; for a control run the share of control seeds that did) in the
     run's arrays: accuracy per any grouping of utterances, e.g. per voice where a speaker reads two
     languages. Returns the splits' description and (scores, arrays, attention)."""
-    kind = probe_kind(config.probe)
+    kind = config.kind
     folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
     real = ("none", config.seed)
     labellings = [real] if config.control == "none" else [(config.control, s) for s in controls.control_seeds(config.seed)] + [real]
@@ -590,7 +607,7 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
 def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -> dict:
     """A fold's test utterances predicted right and scored (per position for positional probes, else
     for the span its row reports), its accuracy, and what it chose (:data:`FOLD_DETAILS`)."""
-    if probe_kind(config.probe).per_position:
+    if config.kind.per_position:
         count = np.asarray(arrays["test_count"], dtype=float)
         accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
     else:
@@ -614,7 +631,7 @@ def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict],
         correct[k, : len(outcome["count"])], count[k, : len(outcome["count"])] = outcome["correct"], outcome["count"]
     pooled = metrics.single_class_scores(np.array([fold.label for fold in folds]), correct, count)
     arrays = {f"test_{k}": np.asarray(v) for k, v in pooled.items()}
-    if probe_kind(config.probe).per_position:
+    if config.kind.per_position:
         arrays["test_f1_ema"] = metrics.ema(pooled["f1_macro"], 3)
         row = _row_metrics(pooled, slice(0, int(np.ceil(mean_test_length))), names) | {"f1_s": metrics.f1_s(pooled["f1_macro"], mean_test_length)}
     else:
@@ -651,16 +668,19 @@ def _loso_sizes(folds: list[Fold], with_dev: bool) -> dict:
 
 
 def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
+    """Trains and scores the probe ``config`` describes on its store (``reader``: the store already
+    open, e.g. for several runs on one store) and returns its :class:`ProbeResult`;
+    :func:`probing.results.save_result` appends it to a results file."""
     from extract.provenance import provenance
     from extract.store import ShardReader
 
     reader = reader or ShardReader(config.store)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
-    refuse_what_the_store_lacks(probe_kind(config.probe), reader.info.config, config.store, config.positions)
+    refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     if config.apply_to:
-        refuse_what_the_store_lacks(probe_kind(config.probe), ShardReader(config.apply_to).info.config, config.apply_to, config.positions)
-    runner = probe_kind(config.probe).run
+        refuse_what_the_store_lacks(config.kind, ShardReader(config.apply_to).info.config, config.apply_to, config.positions)
+    runner = config.kind.run
     shared = {}
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
@@ -668,7 +688,7 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         if config.split == "stratified":
             splits = speaker_stratified_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
         else:
-            dev_needed = bool(probe_kind(config.probe).selects_on_dev)
+            dev_needed = bool(config.kind.selects_on_dev)
             splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
@@ -679,17 +699,15 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         else:
             splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
         sizes = splits.sizes()
-    row = {
-        "schema": ROW_SCHEMA,
-        "run_id": config.run_id(),
-        "store_identity": config_store_identity(config),
-        "subject": store_subject(reader, config.language),
-        "site_index": reader.sites.index(config.site),
-        "config": asdict(config),
-        "seed": config.seed,
-        "splits": sizes,
-        **({"shared_speakers": shared} if shared else {}),
-        **scores,
-        **provenance(),
-    }
-    return ProbeResult(row, arrays, attention)
+    row = ProbeRow(
+        schema=ROW_SCHEMA,
+        run_id=config.run_id(),
+        store_identity=config_store_identity(config),
+        subject=store_subject(reader, config.language),
+        site_index=reader.sites.index(config.site),
+        config=asdict(config),
+        seed=config.seed,
+        splits=sizes,
+        rest={**({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+    )
+    return ProbeResult(row.to_dict(), arrays, attention)

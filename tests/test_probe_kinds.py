@@ -125,3 +125,61 @@ def test_a_throwaway_kind_is_a_cli_choice_and_a_grid_entry(throwaway, store, tmp
     assert row["config"]["probe"] == "centroid" and row["f1_macro"] > 70
     configs = expand_grid({"stores": [str(store)], "sites": [SITE], "probes": ["centroid", "attention"], "options": {"apply_to": str(store)}})
     assert [(c.probe, c.apply_to) for c in configs] == [("centroid", None), ("attention", str(store))]
+
+
+def test_a_throwaway_kind_reaches_collect_and_the_study_report_by_its_record(throwaway, store, tmp_path):
+    """collect and the study report ask the kind's record (``per_position``, ``headline``), never its
+    name: a new kind's rows are in long.csv under its headline, out of f1_vs_gap.csv (not per-position),
+    and in RESULTS.md's table of probe scores without a gap."""
+    from types import SimpleNamespace
+
+    from experiments.scoring.collect import collect, write_collected
+    from experiments.study.report import _files, _probe_section
+    from probing.results import save_result
+
+    probes = tmp_path / "probes.jsonl"
+    save_result(run_probe(ProbeConfig(str(store), SITE, "centroid")), probes)
+    save_result(run_probe(ProbeConfig(str(store), SITE, "positional", positions=10)), probes)
+    collected = collect([probes])
+    layout = SimpleNamespace(results=tmp_path / "results", figures=tmp_path / "figures")
+    write_collected(collected, layout.results)
+    headlines = {(row["probe"], row["metric"]) for row in collected.long if row["metric"] in HEADLINES}
+    assert headlines == {("centroid", "f1_macro"), ("positional", "f1_macro"), ("positional", "f1_s")}
+    assert collected.f1_vs_gap == [] and [row["site"] for row in collected.unmatched["probes_without_gap"]] == [SITE]  # the positional row only
+    table = [line for line in _probe_section(_files(layout)) if line.startswith("| ")]
+    shown = {line.split(" | ")[4]: line.split(" | ")[6] for line in table[1:]}  # probe -> score name (table[0]: the header)
+    assert shown == {"centroid": "F1", "positional": "F1_S"}
+
+
+def test_two_per_position_kinds_at_one_row_of_f1_vs_gap_are_refused_naming_both(store, tmp_path, monkeypatch):
+    """A second per-position kind joins f1_vs_gap.csv as positional does; that table has no probe column,
+    so its rows and positional's at one key would be averaged: refused in one error naming both rows."""
+    from experiments.scoring.collect import CollectError, collect
+    from probing.results import save_result
+
+    copy = ProbeKind("positional-copy", "probing.run:positional_probe", "f1_s", "a copy", per_position=True, options=KINDS["positional"].options)
+    monkeypatch.setitem(KINDS, copy.name, copy)
+    probes = tmp_path / "probes.jsonl"
+    for name in ("positional", "positional-copy"):
+        save_result(run_probe(ProbeConfig(str(store), SITE, name, positions=10)), probes)
+    with pytest.raises(CollectError, match=r"probes\.jsonl:1 .* and .*probes\.jsonl:2 .* two per-position kinds \(positional, positional-copy\)"):
+        collect([probes])
+
+
+def test_a_config_resolves_its_kind_once(monkeypatch):
+    """The kind is looked up when the config is made; a run reads ``config.kind``, not the registry."""
+    config = ProbeConfig("stores/wb", SITE, "mean")
+    monkeypatch.delitem(KINDS, "mean")
+    assert config.kind.name == "mean" and config.kind.reads == "mean"
+    with pytest.raises(ProbeError, match="unknown probe 'mean'"):
+        ProbeConfig("stores/wb", SITE, "mean")
+
+
+@pytest.mark.parametrize("module", ["probing.run", "probing.grid", "experiments.scoring.collect", "experiments.study.report", "experiments.study.schema"])
+def test_the_modules_that_dispatch_on_kinds_name_none(module):
+    """They ask a kind's record (or DEFAULT_KIND for a default): a kind's name spelled in them would
+    be a rule that a new kind does not get."""
+    from pathlib import Path
+
+    source = Path(import_module(module).__file__).read_text(encoding="utf-8")
+    assert [name for name in KINDS if f'"{name}"' in source or f"'{name}'" in source] == []

@@ -38,11 +38,12 @@ import numpy as np
 from experiments.scoring.gaps import DEFAULT_COMPARISON, RELIABLE_SPEAKERS
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
+from extract.records import GapReport, RecordError, read_document, schema_version
 
 META = ("id", "dataset", "language", "gender", "speaker")
 UNITS = ("record", "speaker")
 MIN_UNITS = 2  # per group: a t-test, a standard deviation and Mann-Whitney's U need two values
-RESULT_SCHEMA = 1  # the ``experiments.feature_gaps`` JSON's version; files without ``schema`` predate it
+RESULT_SCHEMA = schema_version("feature_gaps")  # the ``experiments.feature_gaps`` JSON's version (extract.records.FORMATS)
 
 
 class ContrastError(ValueError):
@@ -215,17 +216,18 @@ def read_gap_setups(gaps: Sequence[tuple[str, Path]]) -> list[dict]:
     """``(model label, asr_gap JSON)`` pairs -> one setup per (model, language) with a gap: ``model``,
     ``language``, ``groups``, the report entry and the per-utterance counts of that language (from
     ``OUT.counts.jsonl`` beside the JSON)."""
-    import json
-
     setups = []
     for model, path in gaps:
         path = Path(path)
         if not path.is_file():
             raise ContrastError(f"{path}: no such gap report (write it with python -m experiments.asr_gap)")
         try:
-            report = json.loads(path.read_text())
-            languages, groups = report["languages"], tuple(report["settings"]["groups"])
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            report = read_document(path, GapReport)
+        except RecordError as error:
+            raise ContrastError(str(error)) from None
+        try:
+            languages, groups = report.languages, tuple(report.body["settings"]["groups"])
+        except (KeyError, TypeError) as error:
             raise ContrastError(f"{path}: not an experiments.asr_gap report ({type(error).__name__}: {error})") from None
         counts_path = path.with_suffix(".counts.jsonl")
         counts = [row for _, row in read_keyed_rows(counts_path, required=("language", "errors", "length", "speaker", "gender"), what="count row")]

@@ -4,8 +4,8 @@ Probe rows (``experiments.probe``) and behaviour results (``experiments.asr_gap`
 ``experiments.mustshe``, ``experiments.winomt``) are joined by what they are about, as each output
 records it in its ``subject`` (the model label, dataset and language), never by a path:
 
-- ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a positional probe
-  without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
+- ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a per-position probe
+  (``positional``: :attr:`probing.kinds.ProbeKind.per_position`) without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
   language (Attanasio et al. 2024). A gap joins the probes of the task named by its groups
   (``--groups female,male`` -> ``female-male``: E(female, male)). ``gap_relative`` is the estimate
   the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
@@ -50,12 +50,15 @@ from pathlib import Path
 import numpy as np
 
 from experiments.scoring.gaps import DEFAULT_COMPARISON
+from extract import records
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
+from extract.records import schema_version
 from probing.data import DEFAULT_SPLIT
+from probing.kinds import is_per_position
 from probing.results import ResultsError, load_numbered_rows
 
-COLLECT_SCHEMA = 1
+COLLECT_SCHEMA = schema_version("collect")  # collect.json's version (extract.records.FORMATS)
 F1_VS_GAP = (
     "model",
     "dataset",
@@ -91,6 +94,7 @@ F1_VS_MUSTSHE = (
 )
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
+LONG_BASE = tuple(column for column in LONG if column not in ("metric", "value"))  # what a long row is about
 BASELINE_ROLE = "baseline"  # the site_role of the baselines' one-frame stores: F0 (family praat), speaker embeddings
 BASELINE_FAMILIES = ("praat", "speaker-embedding")  # experiments.analysis.f0, experiments.embedding_store
 JOINED_SPLITS = (DEFAULT_SPLIT, "stratified")  # one train/test split each, kept apart by the tables' split column
@@ -104,13 +108,13 @@ class CollectError(ValueError):
     """Inputs that cannot be joined honestly: a file without its subject, two records claiming one key."""
 
 
-# what collect reads, per flag: the kind a document records (``kind``, written by extract.provenance.identified),
-# the newest schema version it knows, and for documents written before they recorded their kind, the key only
+# what collect reads, per flag: the kind a document records (``kind``, written by extract.provenance.identified;
+# its record and versions: extract.records), and for documents written before they recorded their kind, the key only
 # that kind holds (a gap report's per-language entries, MuST-SHE's category-1 scores, WinoMT's stereotype sets)
 DOCUMENT_KINDS = {
-    "asr_gap": {"flag": "--gaps", "schema": 1, "holds": "languages"},
-    "mustshe": {"flag": "--mustshe", "schema": 1, "holds": "category_1"},
-    "winomt": {"flag": "--winomt", "schema": 1, "holds": "by_stereotype"},
+    "asr_gap": {"flag": "--gaps", "holds": "languages"},
+    "mustshe": {"flag": "--mustshe", "holds": "category_1"},
+    "winomt": {"flag": "--winomt", "holds": "by_stereotype"},
 }
 PROBE_SUBJECT_KEYS = ("model", "dataset", "language")
 PROBE_CONFIG_KEYS = ("site", "probe", "control", "seed", "task")
@@ -182,15 +186,20 @@ class Probe:
 
 @dataclass(frozen=True)
 class Document:
-    """One behaviour result (JSON) and its path."""
+    """One behaviour result (JSON), read as its record (:mod:`extract.records`), and its path."""
 
     kind: str
-    doc: dict
+    record: records.Document
     path: Path
 
     @property
+    def doc(self) -> dict:
+        """The document as a dict (a file written before ``schema`` existed reads as version 1)."""
+        return self.record.to_dict()
+
+    @property
     def subject(self) -> dict:
-        return self.doc["subject"]
+        return self.record.subject
 
     def __str__(self) -> str:
         return str(self.path)
@@ -261,7 +270,7 @@ def _check_probe_row(row: dict, where: str) -> None:
 
 def _check_kind(kind: str, doc: dict, path: Path) -> None:
     """``doc`` must be of ``kind``: the kind it records, or (documents written before they recorded it)
-    the key only that kind holds; and of a schema version this code reads."""
+    the key only that kind holds. (Its version is its record's to check: :func:`read_document`.)"""
     expected = DOCUMENT_KINDS[kind]
     recorded = doc.get("kind")
     if recorded is None:
@@ -270,16 +279,14 @@ def _check_kind(kind: str, doc: dict, path: Path) -> None:
         what = f"a {recorded} result" if recorded else f"no {kind} result (it holds no {expected['holds']!r})"
         flag = f"; give it as {DOCUMENT_KINDS[recorded]['flag']}" if recorded in DOCUMENT_KINDS else ""
         raise CollectError(f"{path}: given as {expected['flag']}, but it is {what}{flag}")
-    schema = doc.get("schema")
-    if isinstance(schema, int) and not isinstance(schema, bool) and schema > expected["schema"]:
-        raise CollectError(f"{path}: a {kind} result of schema {schema}, newer than this code reads ({expected['schema']}); update the package")
     if expected["holds"] not in doc or kind == "asr_gap" and not (isinstance(doc["languages"], dict) and doc["languages"]):
         raise CollectError(f"{path}: an {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{kind}")
 
 
 def read_document(kind: str, path: Path, command: str) -> Document:
-    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label
-    and be of ``kind`` (:func:`_check_kind`)."""
+    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label,
+    be of ``kind`` (:func:`_check_kind`) and of a version this code reads (its record,
+    :data:`extract.records.DOCUMENTS`)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -287,11 +294,15 @@ def read_document(kind: str, path: Path, command: str) -> Document:
     if not isinstance(doc, dict) or not isinstance(doc.get("subject"), dict):
         raise CollectError(f"{path}: no subject (written before {command} recorded its model, dataset and languages); rerun python -m experiments.{command}")
     _check_kind(kind, doc, Path(path))
+    try:
+        record = records.DOCUMENTS[kind].from_dict(doc, str(path))
+    except records.RecordError as error:
+        raise CollectError(str(error)) from None
     if not doc["subject"].get("model"):
         raise CollectError(
             f"{path}: its subject names no model label (its hypotheses carry no model: give transcribe's .jsonl rows); rerun python -m experiments.{command}"
         )
-    return Document(kind, doc, Path(path))
+    return Document(kind, record, Path(path))
 
 
 def _claim(claims: dict, key: tuple, record, what: str, names: Sequence[str], differ: str = "") -> None:
@@ -350,7 +361,12 @@ def probe_long_rows(probe: Probe) -> list[dict]:
         "site_role": probe.site_role,
         "source": str(probe),
     }
-    return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
+    return _long_rows(base, numeric_leaves(scores))
+
+
+def _long_rows(base: dict, scores: Iterable[tuple[str, float]]) -> list[dict]:
+    """``long.csv``'s rows of one record: what it is about (``base``) with each (metric, value)."""
+    return [records.LongRow(**base, metric=metric, value=value).to_dict() for metric, value in scores]
 
 
 def gap_entries(documents: Sequence[Document]) -> dict[tuple, tuple[Document, str, dict]]:
@@ -374,12 +390,12 @@ def gap_long_rows(document: Document, language: str, entry: dict) -> list[dict]:
     named = "" if of == DEFAULT_COMPARISON else f".{of}"  # an interval of another comparison than E is named in its metric
     extra = {f"ci95_low{named}": low, f"ci95_high{named}": high, "p_value": bootstrap.get("p_value")}
     base = _document_base(document, language=language, task="-".join(document.doc.get("settings", {}).get("groups", ())))
-    return [base | {"metric": metric, "value": value} for metric, value in [*numeric_leaves(scores), *numeric_leaves(extra)]]
+    return _long_rows(base, [*numeric_leaves(scores), *numeric_leaves(extra)])
 
 
 def _document_base(document: Document, **values) -> dict:
     subject = document.subject
-    base = dict.fromkeys(LONG, None) | {"kind": document.kind, "model": subject["model"], "dataset": subject.get("dataset"), "source": str(document)}
+    base = dict.fromkeys(LONG_BASE, None) | {"kind": document.kind, "model": subject["model"], "dataset": subject.get("dataset"), "source": str(document)}
     return base | values
 
 
@@ -389,7 +405,7 @@ def behaviour_long_rows(document: Document) -> list[dict]:
     subject = document.subject
     languages = subject.get("languages") or []
     base = _document_base(document, language="+".join(languages) or None, tgt_lang=subject.get("tgt_lang"), task=document.doc.get("settings", {}).get("task"))
-    return [base | {"metric": metric, "value": value} for metric, value in numeric_leaves(scores)]
+    return _long_rows(base, numeric_leaves(scores))
 
 
 def check_document_keys(documents: Sequence[Document], what: str) -> None:
@@ -422,10 +438,11 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    positional = [p for p in probes if p.config["probe"] == "positional" and p.config["control"] == "none"]
-    groups = _seed_groups([p for p in positional if p.split in JOINED_SPLITS], _gap_probe_key)
+    per_position = [p for p in probes if is_per_position(p.config["probe"]) and p.config["control"] == "none"]
+    _refuse_two_kinds_per_key(per_position)
+    groups = _seed_groups([p for p in per_position if p.split in JOINED_SPLITS], _gap_probe_key)
     scored_fixed = {key[:-1] for key in groups if key[-1] == DEFAULT_SPLIT}
-    for key, members in _seed_groups([p for p in positional if p.split == "loso"], _gap_probe_key).items():
+    for key, members in _seed_groups([p for p in per_position if p.split == "loso"], _gap_probe_key).items():
         if key[:-1] not in scored_fixed:  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
             groups[key] = members
     rows, used = [], set()
@@ -441,25 +458,25 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         bootstrap = entry.get("bootstrap") or {}
         low, high = (bootstrap.get("ci95") or [None, None])[:2]
         rows.append(
-            {
-                "model": model,
-                "dataset": dataset,
-                "language": language,
-                "site": site,
-                "site_index": members[0].row.get("site_index"),
-                "site_role": members[0].site_role,
-                "task": task,
-                "split": split,
-                "f1_s": _mean(members, "f1_s"),
-                "seeds": _seeds(members),
-                "gap_relative": entry.get("gap_relative"),
-                "gap_estimate": entry.get("gap_estimate"),
-                "ci95_low": low,
-                "ci95_high": high,
-                "ci95_of": bootstrap.get("ci95_of", DEFAULT_COMPARISON),
-                "probe_runs": _runs(members),
-                "gap_source": str(document),
-            }
+            records.F1VsGapRow(
+                model=model,
+                dataset=dataset,
+                language=language,
+                site=site,
+                site_index=members[0].row.get("site_index"),
+                site_role=members[0].site_role,
+                task=task,
+                split=split,
+                f1_s=_mean(members, "f1_s"),
+                seeds=_seeds(members),
+                gap_relative=entry.get("gap_relative"),
+                gap_estimate=entry.get("gap_estimate"),
+                ci95_low=low,
+                ci95_high=high,
+                ci95_of=bootstrap.get("ci95_of", DEFAULT_COMPARISON),
+                probe_runs=_runs(members),
+                gap_source=str(document),
+            ).to_dict()
         )
     for (model, dataset, language, task), (document, _, _) in gaps.items():
         if (model, dataset, language, task) not in used:
@@ -468,6 +485,19 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         rows,
         key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
+
+
+def _refuse_two_kinds_per_key(probes: Sequence[Probe]) -> None:
+    """``f1_vs_gap.csv`` has no probe column: rows of two per-position kinds at one of its keys would be
+    averaged into one F1_S, so they are refused, naming one row of each."""
+    first: dict[tuple, Probe] = {}
+    for probe in probes:
+        other = first.setdefault(_gap_probe_key(probe), probe)
+        if other.config["probe"] != probe.config["probe"]:
+            raise CollectError(
+                f"{other} and {probe} are probes of two per-position kinds ({other.config['probe']}, {probe.config['probe']}) at one "
+                "row of f1_vs_gap.csv; collect the rows of each kind separately"
+            )
 
 
 def _gap_probe_key(probe: Probe) -> tuple:
@@ -503,19 +533,19 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
         for key, members in candidates.items():
             used.add(key)
             rows.append(
-                {
-                    "model": key[0],
-                    "site": key[1],
-                    "site_index": members[0].row.get("site_index"),
-                    "site_role": members[0].site_role,
-                    "split": key[4],
-                    "tgt_lang": subject.get("tgt_lang"),
-                    "applied_f1_macro": _mean(members, "applied_f1_macro"),
-                    "seeds": _seeds(members),
-                    "category_1_accuracy": category_1.get("accuracy"),
-                    "probe_runs": _runs(members),
-                    "mustshe_source": str(document),
-                }
+                records.F1VsMustSheRow(
+                    model=key[0],
+                    site=key[1],
+                    site_index=members[0].row.get("site_index"),
+                    site_role=members[0].site_role,
+                    split=key[4],
+                    tgt_lang=subject.get("tgt_lang"),
+                    applied_f1_macro=_mean(members, "applied_f1_macro"),
+                    seeds=_seeds(members),
+                    category_1_accuracy=category_1.get("accuracy"),
+                    probe_runs=_runs(members),
+                    mustshe_source=str(document),
+                ).to_dict()
             )
     for key, members in groups.items():
         if key not in used:

@@ -85,3 +85,12 @@ def read_columns(path: Path, x: str, y: str, label: str | None, where: dict[str,
             ys.append(b)
             labels.append(" ".join(row[name] for name in labels_from))
     return xs, ys, labels, dropped
+
+
+def correlate_columns(table: str | Path, x: str, y: str, where: dict[str, str] | None = None, bootstrap: int = 10_000, seed: int = 0) -> dict:
+    """:func:`correlate` of columns ``x`` and ``y`` of a CSV table (e.g. ``f1_vs_gap.csv``), over the
+    rows whose columns equal every ``where`` value (:func:`read_columns`), with ``x``, ``y``,
+    ``dropped_rows`` and ``where`` (when given) added: what ``python -m experiments.correlate`` writes."""
+    xs, ys, _, dropped = read_columns(Path(table), x, y, None, where)
+    result = correlate(xs, ys, bootstrap, seed) | {"x": x, "y": y, "dropped_rows": dropped}
+    return result | ({"where": dict(where)} if where else {})

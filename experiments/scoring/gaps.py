@@ -33,10 +33,11 @@ from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, n
 from experiments.scoring.group_metrics import GroupMetricFrame, Members, comparison, relative_gap
 from extract.manifest import read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
+from extract.records import GapReport, schema_version, write_document
 
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
 COMPARISON_SYMBOLS = {"relative_gap": "E", "delta_rel": "Δrel"}  # in the printed summary; others by name
-GAP_SCHEMA = 1  # the report's version; reports without ``schema`` predate it
+GAP_SCHEMA = schema_version("asr_gap")  # the report's version (extract.records.FORMATS); reports without ``schema`` read as version 1
 GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
 P_VALUE_NOTE = (
     "two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
@@ -385,7 +386,7 @@ def save_gap_report(report: dict, counts: list[dict], out: Path) -> Path:
     """Writes :func:`gap_report`'s report to ``out`` (JSON, undefined numbers as null) and its
     per-utterance counts beside it; returns the counts path (``OUT.counts.jsonl``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(finite_or_null(report), indent=2, allow_nan=False))
+    write_document(GapReport.from_dict(finite_or_null(report), str(out)), out)
     counts_file = counts_path(out)
     counts_file.write_text("".join(json.dumps(c) + "\n" for c in counts))
     return counts_file

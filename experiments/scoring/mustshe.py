@@ -24,9 +24,10 @@ from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.corpora.must_she import SPEAKER_GENDERS, Entry, MustSheError, category_number
 from extract.manifest import align_by_id, iter_text_lines, read_keyed_rows
 from extract.provenance import hypotheses_file_subject, identified
+from extract.records import MustSheScores, schema_version, write_document
 
 COUNT_KEYS = ("terms", "found", "correct", "wrong")
-SCORES_SCHEMA = 1  # the scores JSON's version; files without ``schema`` predate it
+SCORES_SCHEMA = schema_version("mustshe")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 
 
 @dataclass
@@ -180,7 +181,7 @@ def save_scores(result: dict, rows: list[dict], out: Path) -> Path:
     """Writes the scores to ``out`` (JSON) and the per-sentence rows beside it; returns the rows'
     path (``OUT.sentences.jsonl``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_document(MustSheScores.from_dict(result, str(out)), out)
     sentences = sentences_path(out)
     sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     return sentences

@@ -20,9 +20,10 @@ from sacrebleu.metrics import BLEU, CHRF
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
+from extract.records import schema_version
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
-SCORES_SCHEMA = 1  # the scores JSON's version (``experiments.st_quality``); files without ``schema`` predate it
+SCORES_SCHEMA = schema_version("st_quality")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 
 Scorer = Callable[[list[dict]], list[float]]  # [{"src", "mt", "ref"}] -> segment scores
 

@@ -43,8 +43,9 @@ from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.provenance import hypotheses_file_subject, identified
+from extract.records import WinoMTResult, schema_version, write_document
 
-RESULT_SCHEMA = 1  # the result JSON's version; files without ``schema`` predate it
+RESULT_SCHEMA = schema_version("winomt")  # the result JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 STEREOTYPES = ("pro", "anti")
 NO_STEREOTYPE = "none"
 GENDER_CODES = {gender: code for code, gender in enumerate((*GOLD_GENDERS, UNKNOWN))}
@@ -337,7 +338,7 @@ def save_result(result: dict, rows: list[dict], out: str | Path) -> Path:
     path (``OUT.sentences.jsonl``)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    write_document(WinoMTResult.from_dict(result, str(out)), out)
     sentences = sentences_path(out)
     sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     return sentences

@@ -29,8 +29,9 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
+from extract.records import GapReport, read_document, read_versioned, schema_version
 
-SCHEMA = 1
+SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
 MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
 
@@ -126,7 +127,7 @@ def write_figures(layout, study: Study) -> Path:
 
     files, figures = _files(layout), []
     gap_rows = _rows(files["f1_vs_gap"])
-    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
+    correlations = read_versioned(files["correlations"], "study_tables")
     fits = {tuple(entry[name] for name in GAP_KEY): entry for entry in correlations["f1_vs_gap"]}
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
@@ -180,14 +181,16 @@ def _final(row: dict) -> bool:
 
 
 def _site_heatmaps(layout, plots) -> list[dict]:
-    """F1_S per site (columns) and language (rows) of each model and dataset, positional probes
-    without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
+    """F1_S per site (columns) and language (rows) of each model and dataset, per-position probes
+    (``positional``) without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
     fixed-split rows, or the leave-one-speaker-out ones where a model and dataset has no other
     (never the two averaged; the title names the split)."""
+    from probing.kinds import is_per_position
+
     values: dict[tuple[str, str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for row in _rows(_files(layout)["long"]):
-        if row["kind"] != "probe" or row["probe"] != "positional" or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
+        if row["kind"] != "probe" or not is_per_position(row["probe"]) or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
             continue
         values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], row["language"])].append(float(row["value"]))
         order[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
@@ -208,9 +211,9 @@ def _gap_bars(layout, plots) -> list[dict]:
     """E per language, a panel per dataset, one figure per model (its gap reports merged per dataset)."""
     merged: dict[str, dict[str, dict]] = defaultdict(dict)
     for path in _gap_documents(layout):
-        document = json.loads(path.read_text(encoding="utf-8"))
-        model, dataset = path.parent.name, document["subject"].get("dataset") or "?"
-        merged[model].setdefault(dataset, {"languages": {}})["languages"].update(document["languages"])
+        report = read_document(path, GapReport)
+        model, dataset = path.parent.name, report.subject.get("dataset") or "?"
+        merged[model].setdefault(dataset, {"languages": {}})["languages"].update(report.languages)
     figures = []
     for model, results in sorted(merged.items()):
         paths = plots.gap_bars(dict(sorted(results.items())), layout.figures / f"gaps-{model}", title=model)
@@ -238,9 +241,9 @@ def _interval(low, high, sign: bool = True) -> str:
 
 def write_results_md(layout, study: Study) -> Path:
     files = _files(layout)
-    collected = json.loads(files["collect"].read_text(encoding="utf-8"))
-    correlations = json.loads(files["correlations"].read_text(encoding="utf-8"))
-    figures = json.loads(files["figures"].read_text(encoding="utf-8"))["figures"]
+    collected = read_versioned(files["collect"], "collect")
+    correlations = read_versioned(files["correlations"], "study_tables")
+    figures = read_versioned(files["figures"], "study_tables")["figures"]
     code = provenance()
     lines = [
         f"# {study.name}: results",
@@ -327,9 +330,9 @@ def _gap_entry(row: dict) -> dict:
     path = Path(row.get("gap_source") or "")
     if not path.is_file():
         return {}
-    document = json.loads(path.read_text(encoding="utf-8"))
-    entry = dict((document.get("languages") or {}).get(row["language"]) or {})
-    groups = (document.get("settings") or {}).get("groups")
+    report = read_document(path, GapReport)
+    entry = dict((report.body.get("languages") or {}).get(row["language"]) or {})
+    groups = (report.body.get("settings") or {}).get("groups")
     return entry | ({"groups_compared": tuple(groups)} if groups else {})
 
 
@@ -339,7 +342,7 @@ PROBES_SHOWN = 40  # rows of RESULTS.md's table of probe scores without a gap (e
 def _probe_section(files: dict) -> list[str]:
     """The probe scores no gap was joined to (other kinds, sites or languages without a gap, a study
     without behaviour): the headline of each kind, without control, mean over seeds, from long.csv."""
-    from probing.kinds import KINDS
+    from probing.kinds import KINDS, is_per_position
 
     joined = {(row["model"], row["dataset"], row["language"], row["site"], row["task"], row.get("split") or "fixed") for row in _rows(files["f1_vs_gap"])}
     scores: dict[tuple, list[float]] = defaultdict(list)
@@ -353,7 +356,7 @@ def _probe_section(files: dict) -> list[str]:
         ):
             continue
         key = (row["model"], row["dataset"], row["language"], row["site"], row["task"], row["split"] or "fixed", row["probe"], row["metric"])
-        if row["probe"] == "positional" and key[:6] in joined:
+        if is_per_position(row["probe"]) and key[:6] in joined:  # its row of f1_vs_gap.csv shows it
             continue
         scores[key].append(float(row["value"]))
     if not scores:

@@ -101,7 +101,7 @@ from extract.manifest import GENDERS
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
-from probing.kinds import KINDS
+from probing.kinds import DEFAULT_KIND, KINDS
 from probing.run import ProbeConfig
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
@@ -751,7 +751,7 @@ def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Co
         check_option_types(options, f"{reader.path}: {where}")
     except GridError as error:
         raise StudyError(str(error)) from None
-    probes = reader.names(mapping.get("probes", ["positional"]), f"{where}.probes", choices=tuple(KINDS))
+    probes = reader.names(mapping.get("probes", [DEFAULT_KIND]), f"{where}.probes", choices=tuple(KINDS))
     controls = reader.names(mapping.get("controls", ["none"]), f"{where}.controls", choices=CONTROLS)
     seeds = reader.names(mapping.get("seeds", [0]), f"{where}.seeds", kinds=(int,))
     names = tuple(corpus.name for corpus in corpora)
