@@ -2,7 +2,7 @@
 
 Example (GPU)::
 
-    python -m experiments.extract --model whisper --checkpoint openai/whisper-large-v3 \\
+    python -m experiments.extract --family whisper --checkpoint openai/whisper-large-v3 \\
         --manifest cv-it-test.jsonl --sites all --out stores/whisper-large-v3/cv-it --device cuda --dtype float16
 """
 
@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(
         parser,
         "--intervene",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="FILE",
         help="an eraser or steering vector (python -m experiments.erase fit) edited into the model at its site while it runs; "

@@ -25,7 +25,7 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, run_cli
+from experiments.cli import CommaList, CommandParser, add_device_argument, add_reclaim_stale_argument, fail, input_argument, output_argument, run_cli
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.corpus import MODES
@@ -60,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--lora-alpha", type=int, default=DEFAULTS.lora.alpha, help=f"LoRA alpha (default {DEFAULTS.lora.alpha})")
     model.add_argument("--lora-dropout", type=float, default=DEFAULTS.lora.dropout, help=f"LoRA dropout (default {DEFAULTS.lora.dropout})")
     model.add_argument(
-        "--lora-targets", nargs="+", default=list(DEFAULTS.lora.targets), help=f"module names that get adapters (default {' '.join(DEFAULTS.lora.targets)})"
+        "--lora-targets",
+        action=CommaList,
+        default=list(DEFAULTS.lora.targets),
+        metavar="NAME[,NAME]",
+        help=f"module names that get adapters (default {','.join(DEFAULTS.lora.targets)})",
     )
     training = parser.add_argument_group("training")
     training.add_argument("--max-steps", type=int, default=DEFAULTS.max_steps, help=f"optimiser steps (default {DEFAULTS.max_steps})")
@@ -78,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=DEFAULTS.seed, help=f"seed of the subset draw, the adapters' init and the data order (default {DEFAULTS.seed})"
     )
     training.add_argument("--precision", default=DEFAULTS.precision, help=f"Lightning precision, e.g. bf16-mixed on a GPU (default {DEFAULTS.precision})")
-    training.add_argument("--device", help="cuda or cpu (default: cuda if a GPU is visible)")
+    add_device_argument(training)
     training.add_argument("--num-beams", type=int, default=DEFAULTS.num_beams, help=f"validation decoding beams (default {DEFAULTS.num_beams})")
     training.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens, help=f"validation decoding length (default {DEFAULTS.max_new_tokens})")
     output_argument(parser, "--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
@@ -133,14 +137,14 @@ def _row(record: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extract.spec import ModelSpec, ModelSpecError, default_device
+    from extract.spec import ModelSpec, ModelSpecError
 
     config = config_from_args(args)
     try:
         ModelSpec("whisper", config.checkpoint, config.revision).check_checkpoint()
     except ModelSpecError as error:
         return fail(f"--checkpoint {error}")
-    device = args.device or default_device()
+    device = args.device  # auto resolved while parsing
     print(
         f"[finetune] {config.checkpoint} on {device}: {config.total} utterances at female share {config.female_share}, "
         f"LoRA r={config.lora.rank} on {', '.join(config.lora.targets)}, {config.max_steps} steps"

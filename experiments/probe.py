@@ -40,7 +40,7 @@ Memory: positional probes read ``--memory-gb`` worth of positions at a time (gri
 ``memory_gb``), attention probes read their sequences from the store batch by batch once they
 exceed it. On a cluster (``experiments.scheduling``)::
 
-    python -m experiments.probe --grid grid.yaml --executor slurm --partition cpu --cpus 8 --mem-gb 32 --cells-per-task 4
+    python -m experiments.probe --grid grid.yaml --executor slurm --partition cpu --cpus 8 --task-memory-gb 32 --cells-per-task 4
     python -m experiments.probe --grid grid.yaml --merge     # after --no-wait: move the task files' rows into out
 """
 

@@ -28,8 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from experiments.cli import add_renamed_argument
+
 EXECUTORS = ("local", "slurm")
-TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --mem-gb
+TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --task-memory-gb
 
 
 class SchedulingError(ValueError):
@@ -68,7 +70,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_task
     group.add_argument("--account", help="SLURM account (default: the user's)")
     group.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0; pass --device cuda with it)")
     group.add_argument("--cpus", type=int, default=4, help="CPU cores per task (default 4)")
-    group.add_argument("--mem-gb", type=float, default=16.0, help="memory per task in GB (default 16)")
+    add_renamed_argument(
+        group, "--task-memory-gb", ("--mem-gb",), type=float, default=16.0, help="memory per task in GB (default 16; --mem-gb: deprecated spelling)"
+    )
     group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
     group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
     group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
@@ -81,7 +85,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_task
 
 def executor_parameters(args: argparse.Namespace, name: str) -> dict:
     """submitit's ``update_parameters`` for the options (shared names; SLURM-only ones prefixed ``slurm_``)."""
-    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.mem_gb, "gpus_per_node": args.gpus}
+    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.task_memory_gb, "gpus_per_node": args.gpus}
     if args.executor == "slurm":
         parameters["slurm_array_parallelism"] = args.array_parallelism
         if args.partition:
@@ -101,8 +105,8 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
     ):
         if value < least:
             raise SchedulingError(f"{flag} {value}: must be at least {least}")
-    if args.mem_gb <= 0:
-        raise SchedulingError(f"--mem-gb {args.mem_gb}: must be positive")
+    if args.task_memory_gb <= 0:
+        raise SchedulingError(f"--task-memory-gb {args.task_memory_gb}: must be positive")
     if args.executor == "slurm" and shutil.which("sbatch") is None:
         raise SchedulingError("--executor slurm: no sbatch on this machine (not a SLURM login node); use --executor local, or run on the cluster")
     if args.gpus and getattr(args, "device", "cuda").startswith("cpu"):
@@ -265,7 +269,7 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1, reclaim_stale
 def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> int:
     """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
     cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
-    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--mem-gb``), waited for (unless ``--no-wait``)
+    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--task-memory-gb``), waited for (unless ``--no-wait``)
     and merged; 1 if a task failed. ``reclaim_stale``: a task may take over a killed task's claim."""
     from probing.grid import check_store
     from probing.results import check_results_path, merge_task_results
@@ -275,7 +279,7 @@ def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_ta
     for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
         check_store(store)
     merge_task_results(out)
-    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
+    budget = {"memory_gb": TASK_MEMORY_SHARE * args.task_memory_gb}
     configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
     tasks, finished = probe_tasks(configs, out, cells_per_task, reclaim_stale)
     status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")

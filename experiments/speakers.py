@@ -40,7 +40,7 @@ from experiments.analysis.speakers import (
     speechbrain_encoder,
     store_embeddings,
 )
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, input_argument, run_cli
 from extract.manifest import read_manifest, write_manifest
 
 
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--selection", choices=("eom", "leaf"), default="eom", help="HDBSCAN cluster_selection_method (default eom)")
     parser.add_argument("--standardize", action="store_true", help="z-score each embedding dimension within a scope before clustering")
     parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
-    parser.add_argument("--device", default="cpu", help="device of a SpeechBrain or Resemblyzer model (default cpu)")
+    add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

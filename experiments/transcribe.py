@@ -2,9 +2,9 @@
 
 Examples (GPU)::
 
-    python -m experiments.transcribe --model whisper --checkpoint openai/whisper-large-v3 --task asr \\
+    python -m experiments.transcribe --family whisper --checkpoint openai/whisper-large-v3 --task asr \\
         --manifest cv-it-test.jsonl --out hyps/whisper-large-v3.cv-it.jsonl --device cuda --dtype float16
-    python -m experiments.transcribe --model seamless --task st --tgt-lang es \\
+    python -m experiments.transcribe --family seamless --task st --tgt-lang es \\
         --manifest mustshe-en-es.jsonl --out hyps/seamless.mustshe-en-es.jsonl --device cuda
 
 One JSON row per utterance: id, reference (the transcript for ASR, the reference translation for
@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(
         parser,
         "--intervene",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="FILE",
         help="an eraser or steering vector (python -m experiments.erase fit) edited into the encoder at its site while it runs; "
@@ -169,7 +170,7 @@ def _transcribe(args, job: TranscriptionJob, intervener, utterances, hypotheses,
     check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), out)
     todo = [u for u in utterances if u.id not in hypotheses.ids]
     print(
-        f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
+        f"[transcribe] {args.task} with {args.family} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
         f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
     )
     started = time.time()

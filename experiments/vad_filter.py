@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
 from experiments.scoring.vad import filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-speech-seconds", type=float, default=0.3)
     parser.add_argument("--threshold", type=float, default=0.5, help="silero-vad speech probability threshold")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="only look at the first seconds a model would see")
+    add_device_argument(parser, default="cpu", help="where silero-vad runs: cpu (default; the model is made for it), cuda, cuda:N, mps or auto")
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     utterances = read_manifest(args.manifest)
     print(f"[vad_filter] {len(utterances)} records; keeping those with >= {args.min_speech_seconds:g} s of speech (silero-vad, threshold {args.threshold:g})")
-    kept, dropped = filter_speech(utterances, silero_detector(args.threshold), args.min_speech_seconds, args.max_seconds, not args.quiet)
+    kept, dropped = filter_speech(utterances, silero_detector(args.threshold, args.device), args.min_speech_seconds, args.max_seconds, not args.quiet)
     reasons = dropped_path(args.out)
     reasons.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dropped))
     if not kept:  # an empty manifest would only fail later, in whichever stage reads it

@@ -220,7 +220,7 @@ def test_run_as_a_module_a_package_stage_names_its_module_not_its_main_file():
 def test_dtype_takes_the_torch_names_and_the_short_ones_and_refuses_others(capsys):
     from experiments import extract, transcribe
 
-    argv = ["--model", "whisper", "--manifest", "m.jsonl", "--out", "o.jsonl", "--task", "asr"]
+    argv = ["--family", "whisper", "--manifest", "m.jsonl", "--out", "o.jsonl", "--task", "asr"]
     for cli, args in ((extract, argv[:6]), (transcribe, argv)):
         for given, expected in (("fp16", "float16"), ("bf16", "bfloat16"), ("fp32", "float32"), ("float16", "float16")):
             assert cli.build_parser().parse_args([*args, "--dtype", given]).dtype == expected

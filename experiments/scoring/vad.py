@@ -19,14 +19,15 @@ from extract.manifest import Utterance
 SpeechDetector = Callable[[np.ndarray], float]  # SAMPLE_RATE waveform -> seconds of speech
 
 
-def silero_detector(threshold: float = 0.5) -> SpeechDetector:
+def silero_detector(threshold: float = 0.5, device: str = "cpu") -> SpeechDetector:
+    """silero-vad's speech seconds of a clip, the model and each clip on ``device``."""
     import torch  # here, not at the top: torch and the model load only when a detector is built
     from silero_vad import get_speech_timestamps, load_silero_vad
 
-    model = load_silero_vad()
+    model = load_silero_vad().to(device)
 
     def speech_seconds(samples: np.ndarray) -> float:
-        spans = get_speech_timestamps(torch.from_numpy(samples), model, sampling_rate=SAMPLE_RATE, threshold=threshold)
+        spans = get_speech_timestamps(torch.from_numpy(samples).to(device), model, sampling_rate=SAMPLE_RATE, threshold=threshold)
         return sum(span["end"] - span["start"] for span in spans) / SAMPLE_RATE
 
     return speech_seconds
