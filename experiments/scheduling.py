@@ -1,6 +1,6 @@
 """Many runs as submitit jobs: a SLURM job array on a cluster, submitit's local executor on one machine.
 
-``--executor slurm|local`` on ``experiments.extract`` (one task per shard of ``--num-shards``: the
+``--executor slurm|local`` on the stages ``experiments.stage_table`` marks ``job_array``: ``experiments.extract`` (one task per shard of ``--num-shards``: the
 library call :func:`extract.jobs.extract` on that shard), ``experiments.transcribe`` (one task:
 :func:`extract.jobs.transcribe`) and ``experiments.probe --grid`` (one task per group of
 ``--cells-per-task`` cells: :func:`probing.grid.run_all` writing its own task file, merged into the
@@ -28,7 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from experiments.cli import add_renamed_argument
+from experiments.options import add_options
+from experiments.stage_table import JOB_ARRAY_STAGES
+from extract.options import option
 
 EXECUTORS = ("local", "slurm")
 TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --task-memory-gb
@@ -56,31 +58,43 @@ class Outcome:
     error: str | None = None  # None: finished
 
 
+EXECUTOR_GROUP = "running as submitit jobs"  # the --help heading of the executor's options
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How a command's tasks are submitted (``--executor`` and the SLURM options); declared once, the
+    flags are derived (:func:`experiments.options.add_options`). The bounds are checked by
+    :func:`check_executor_arguments`, which the study's runs share."""
+
+    executor: str | None = option(
+        None,
+        "submit through submitit: 'slurm' (a job array) or 'local' (processes on this machine); default: run here, in this process",
+        choices=EXECUTORS,
+        group=EXECUTOR_GROUP,
+    )
+    partition: str | None = option(None, "SLURM partition (default: the cluster's)", group=EXECUTOR_GROUP)
+    account: str | None = option(None, "SLURM account (default: the user's)", group=EXECUTOR_GROUP)
+    gpus: int = option(0, "GPUs per task (pass --device cuda with it)", group=EXECUTOR_GROUP)
+    cpus: int = option(4, "CPU cores per task", group=EXECUTOR_GROUP)
+    task_memory_gb: float = option(16.0, "memory per task in GB (--mem-gb: deprecated spelling)", aliases=("--mem-gb",), group=EXECUTOR_GROUP)
+    time_min: int = option(240, "time limit per task in minutes", group=EXECUTOR_GROUP)
+    array_parallelism: int = option(32, "SLURM: tasks of the array running at once", group=EXECUTOR_GROUP)
+    log_folder: str | None = option(None, "submitit's pickles and per-task logs (default: logs/submitit/<command>)", group=EXECUTOR_GROUP)
+    tasks: str | None = option(
+        None, "only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task", group=EXECUTOR_GROUP
+    )
+    no_wait: bool = option(False, "submit and return; rerun the same command later to see what is left (and, for grids, to merge)", group=EXECUTOR_GROUP)
+
+
 def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_tasks: bool = True) -> None:
-    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help). Without
+    """The flags of :class:`ExecutorOptions`; ``what`` says what one task is (for the help). Without
     ``pick_tasks`` there is no ``--tasks`` (``args.tasks`` is None): a command of several stages
     (``experiments.study``) resubmits every unfinished task of each."""
-    group = parser.add_argument_group("running as submitit jobs", f"one task = {what}; finished work is skipped before submitting")
-    group.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        help="submit through submitit: 'slurm' (a job array) or 'local' (processes on this machine); default: run here, in this process",
-    )
-    group.add_argument("--partition", help="SLURM partition (default: the cluster's)")
-    group.add_argument("--account", help="SLURM account (default: the user's)")
-    group.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0; pass --device cuda with it)")
-    group.add_argument("--cpus", type=int, default=4, help="CPU cores per task (default 4)")
-    add_renamed_argument(
-        group, "--task-memory-gb", ("--mem-gb",), type=float, default=16.0, help="memory per task in GB (default 16; --mem-gb: deprecated spelling)"
-    )
-    group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
-    group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
-    group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
-    if pick_tasks:
-        group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
-    else:
+    parser.add_argument_group(EXECUTOR_GROUP, f"one task = {what}; finished work is skipped before submitting")
+    add_options(parser, ExecutorOptions, skip=() if pick_tasks else ("tasks",))
+    if not pick_tasks:
         parser.set_defaults(tasks=None)
-    group.add_argument("--no-wait", action="store_true", help="submit and return; rerun the same command later to see what is left (and, for grids, to merge)")
 
 
 def executor_parameters(args: argparse.Namespace, name: str) -> dict:
@@ -171,7 +185,10 @@ def _last_line(text: str) -> str:
 
 
 def run_tasks(args: argparse.Namespace, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
-    """Submits the (selected) unfinished tasks, waits unless ``--no-wait``, reports; 1 if any failed."""
+    """Submits the (selected) unfinished tasks of the stage ``name``, waits unless ``--no-wait``,
+    reports; 1 if any failed. Only a stage the stage table marks ``job_array`` is submitted."""
+    if name not in JOB_ARRAY_STAGES:
+        raise ValueError(f"{name!r} is not a job-array stage of experiments.stage_table ({', '.join(JOB_ARRAY_STAGES)})")
     chosen = select(tasks, args.tasks, len(tasks) + skipped)
     print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({args.executor} executor)")
     if not chosen:

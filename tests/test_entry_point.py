@@ -150,7 +150,7 @@ def test_the_reference_has_every_stage_and_subcommand_at_a_fixed_width(monkeypat
     reference = stage_list.cli_reference()
     for stage in stage_list.stages():
         assert f"\n## {stage.name}\n\n`speech-gender {stage.name}` or `python -m {stage.module}`\n" in reference
-        assert f"\n| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} |\n" in reference
+        assert f"\n| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} | {stage_list.roles(stage)} |\n" in reference
         assert f"\n```text\nusage: speech-gender {stage.name} " in reference
     for subcommand in ("figures per-position", "figures heatmap", "grafn fit", "grafn apply", "erase fit", "erase show", "manifest fleurs"):
         assert f"\n### {subcommand}\n\n```text\nusage: speech-gender {subcommand} " in reference

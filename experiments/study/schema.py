@@ -76,9 +76,11 @@ import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from experiments.options import study_choices, study_fields, study_problem
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.manifest import GENDERS
+from extract.stage_options import ExtractOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
@@ -113,21 +115,8 @@ MODEL_FIELDS = {
     "transcribe": ((bool, list), True),
 }
 CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
-EXTRACT_FIELDS = {
-    "storage_dtype": ((str,), "float16"),
-    "batch_seconds": (NUMBER, 120.0),
-    "max_seconds": (NUMBER, 30.0),
-    "keep_padding": ((bool,), False),
-    "utterances_per_part": ((int,), 256),
-    "num_shards": ((int,), 1),
-}
-TRANSCRIBE_FIELDS = {
-    "batch_seconds": (NUMBER, 240.0),
-    "max_seconds": ((*NUMBER, NONE), None),
-    "num_beams": ((int, NONE), None),
-    "max_new_tokens": ((int, NONE), None),
-    "translate_by_forcing": ((bool,), False),
-}
+EXTRACT_FIELDS = study_fields(ExtractOptions)  # declared once, with the command line's flags (extract.stage_options)
+TRANSCRIBE_FIELDS = study_fields(TranscribeOptions)
 GAP_FIELDS = {
     "iterations": ((int,), 1000),
     "seed": ((int,), 0),
@@ -143,7 +132,8 @@ REPORT_FIELDS = {"site": ((str, NONE), None)}
 BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
 F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
 CHOICES = {
-    "extract.storage_dtype": ("float16", "float32"),
+    **study_choices(ExtractOptions, "extract"),
+    **study_choices(TranscribeOptions, "transcribe"),
     "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
     "behaviour.gap.normalizer": NORMALIZERS,
     "behaviour.gap.cer_spaces": CER_SPACES,
@@ -428,8 +418,8 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
     extract = reader.fields(document.get("extract"), EXTRACT_FIELDS, "extract")
     transcribe = reader.fields(document.get("transcribe"), TRANSCRIBE_FIELDS, "transcribe")
-    _positive(reader, extract, ("batch_seconds", "max_seconds", "utterances_per_part", "num_shards"), "extract")
-    _positive(reader, transcribe, ("batch_seconds", "max_seconds", "num_beams", "max_new_tokens"), "transcribe")
+    _declared_checks(reader, ExtractOptions, extract, "extract")
+    _declared_checks(reader, TranscribeOptions, transcribe, "transcribe")
     if st_quality is not None:
         _positive(reader, st_quality, ("batch_size",), "behaviour.st_quality")
         if st_quality["gpus"] < 0:
@@ -496,6 +486,14 @@ def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, wher
     if value is None:
         return of_task
     return reader.names(value, where, choices=of_task)
+
+
+def _declared_checks(reader: _Reader, options: type, values: dict, where: str) -> None:
+    """The bounds the stage's options declare (the command line refuses the same values)."""
+    for key, value in values.items():
+        problem = study_problem(options, key, value)
+        if problem is not None:
+            raise reader.error(f"{where}.{key}", f"{problem}, got {value!r}")
 
 
 def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:
