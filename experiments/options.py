@@ -74,7 +74,7 @@ def group_of(parser, title: str | None):
 def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any) -> argparse.Action:
     flag, default = flag_of(item, declaration), default_of(item)
     kind, _ = _base(hint)
-    kwargs: dict[str, Any] = {"dest": item.name, "help": declaration.help}
+    kwargs: dict[str, Any] = {"dest": item.name, "help": declaration.help.replace("%", "%%")}  # argparse formats helps with %
     if default is dataclasses.MISSING:
         kwargs["required"] = True
     elif not _is_sequence(kind):
@@ -137,7 +137,9 @@ def study_fields(cls: type) -> dict[str, tuple[tuple[type, ...], Any]]:
     for item, declaration in declared(cls):
         if declaration.study:
             kind, optional = _base(hints[item.name])
-            fields[item.name] = ((*_YAML_TYPES[kind], *((NONE,) if optional else ())), default_of(item))
+            default = default_of(item)
+            yaml_types = (list,) if _is_sequence(kind) else _YAML_TYPES[kind]
+            fields[item.name] = ((*yaml_types, *((NONE,) if optional else ())), list(default) if isinstance(default, tuple) else default)
     return fields
 
 

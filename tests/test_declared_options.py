@@ -15,12 +15,14 @@ from experiments import extract as extract_cli
 from experiments import probe as probe_cli
 from experiments import stages as stage_list
 from experiments import transcribe as transcribe_cli
+from experiments.analysis.speakers import HdbscanSettings
 from experiments.cli import CommaList, CommandParser, file_role
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
 from experiments.scheduling import ExecutorOptions
+from experiments.scoring.gaps import GapOptions
 from experiments.study import schema
 from extract.options import OptionError, declared, option
 from extract.stage_options import ExtractOptions, TranscribeOptions
@@ -35,6 +37,8 @@ CONVERTED = [
     ("finetune", FinetuneConfig, None, ()),
     ("finetune", LoraOptions, None, ()),  # the adapters' options, on the same command
     ("grafn fit", GrafnParameters, None, ()),
+    ("asr_gap", GapOptions, schema.GAP_FIELDS, ()),
+    ("speakers", HdbscanSettings, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
 ]
@@ -64,11 +68,12 @@ def test_every_declared_option_is_a_flag_a_study_key_and_in_the_reference(stage,
             continue
         flag = flag_of(item, declaration)
         assert flag in flags, f"{stage}: {item.name} is declared but {flag} is not a flag"
-        assert flags[flag].dest == item.name and flags[flag].help.startswith(declaration.help[:40])
+        assert flags[flag].dest == item.name and flags[flag].help.startswith(declaration.help.replace("%", "%%")[:40])
         assert re.search(rf"^\s+{re.escape(flag)}\b", reference, re.MULTILINE), f"docs/cli.md's {stage} section lacks {flag}"
         if declaration.study:
             assert section is not None and item.name in section, f"{stage}: {item.name} is a study option the study schema lacks"
-            assert section[item.name][1] == (item.default if item.default is not dataclasses.MISSING else None)
+            default = item.default if item.default is not dataclasses.MISSING else None
+            assert section[item.name][1] == (list(default) if isinstance(default, tuple) else default)  # YAML has lists
 
 
 def test_the_study_sections_are_the_declared_study_options_and_the_grid_options_are_probeconfigs():

@@ -77,8 +77,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from experiments.options import study_choices, study_fields, study_problem
-from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
-from experiments.scoring.gaps import GAP_ESTIMATES
+from experiments.scoring.gaps import GapOptions
 from extract.manifest import GENDERS
 from extract.stage_options import ExtractOptions, TranscribeOptions
 from probing.controls import CONTROLS
@@ -118,12 +117,7 @@ CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((
 EXTRACT_FIELDS = study_fields(ExtractOptions)  # declared once, with the command line's flags (extract.stage_options)
 TRANSCRIBE_FIELDS = study_fields(TranscribeOptions)
 GAP_FIELDS = {
-    "iterations": ((int,), 1000),
-    "seed": ((int,), 0),
-    "groups": ((list,), ["female", "male"]),
-    "gap_estimate": ((str,), "resampled"),
-    "normalizer": ((str,), "whisper"),
-    "cer_spaces": ((str,), "drop"),
+    **study_fields(GapOptions),  # declared once, with asr_gap's flags (experiments.scoring.gaps)
     "corpora": ((list, NONE), None),
     "languages": ((list, NONE), None),
 }
@@ -134,9 +128,7 @@ F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
 CHOICES = {
     **study_choices(ExtractOptions, "extract"),
     **study_choices(TranscribeOptions, "transcribe"),
-    "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
-    "behaviour.gap.normalizer": NORMALIZERS,
-    "behaviour.gap.cer_spaces": CER_SPACES,
+    **study_choices(GapOptions, "behaviour.gap"),
     "baselines.f0.range_by": ("speaker", "record"),
 }
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
