@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from extract.claims import ClaimError
-from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, dtype_name, resolve_device
+from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 
@@ -359,26 +359,12 @@ def _user_message(error: BaseException) -> str:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
-    from extract.families import FAMILY_NAMES  # the names only: the family modules load torch, which --help never needs
+    """Which model to load (:class:`extract.stage_options.ModelOptions`) and where to run it (``--device``)."""
+    from experiments.options import add_options  # experiments.options builds on this module
+    from extract.stage_options import ModelOptions
 
-    add_renamed_argument(parser, "--family", ("--model",), required=True, choices=sorted(FAMILY_NAMES), help="the model family (--model: deprecated spelling)")
-    input_argument(
-        parser,
-        "--checkpoint",
-        help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper; "
-        "'tiny-random': the family's tiny model with random weights (offline; Whisper's also transcribes offline, with the bundled tokenizer)",
-    )
-    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
+    add_options(parser, ModelOptions)
     add_device_argument(parser)
-    parser.add_argument(
-        "--dtype",
-        default="float32",
-        type=dtype_name,
-        metavar="{" + ",".join(DTYPE_NAMES) + "}",
-        help="model compute dtype (default float32); fp32, fp16 and bf16 are accepted too",
-    )
 
 
 def add_device_argument(parser: argparse.ArgumentParser, default: str | None = AUTO, help: str = DEVICE_HELP) -> argparse.Action:

@@ -97,6 +97,8 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any)
     elif kind is not bool and "choices" not in kwargs and flag != "--" + item.name.replace("_", "-"):
         kwargs["metavar"] = flag.removeprefix("--").replace("-", "_").upper()  # named as spelled, not as the field
     spellings = (flag, *declaration.also)
+    if declaration.aliases and declaration.also:
+        raise ValueError(f"{item.name}: give its other spellings as aliases (deprecated) or also (not), not both")
     if declaration.aliases:
         action = add_renamed_argument(parser, flag, declaration.aliases, **kwargs)
     else:
@@ -107,15 +109,16 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any)
 
 
 def from_args(cls: type, args: argparse.Namespace, skip: tuple[str, ...] = (), **given: Any):
-    """``cls`` built from the parsed flags of its options (but ``skip``) and ``given`` values; a value
-    it refuses is one ``error:`` line naming the flags, exit status 2."""
+    """``cls`` built from the parsed flags of its options (but ``skip``) and ``given`` values (which
+    win over a flag of the same name); a value it refuses is one ``error:`` line naming the flags,
+    exit status 2."""
     hints = _hints(cls)
     values = {}
     for item, _ in options_of(cls, skip):
         value = getattr(args, item.name)
         values[item.name] = tuple(value) if isinstance(value, list) and _is_sequence(_base(hints[item.name])[0]) else value
     try:
-        return cls(**values, **given)
+        return cls(**(values | given))
     except OptionError as error:
         raise SystemExit(fail(spelled(cls, error))) from None
 

@@ -117,7 +117,13 @@ TABLE: tuple[StageRecord, ...] = (
         options="experiments.analysis.speakers:HdbscanSettings",
     ),
     StageRecord("study", f"{_E}.study", "experiments.study.stages:run", "a study's folder (stores, hypotheses, results, RESULTS.md)"),
-    StageRecord("vad_filter", f"{_E}.vad_filter", "experiments.scoring.vad:filter_speech", "the kept manifest and OUT.dropped.jsonl"),
+    StageRecord(
+        "vad_filter",
+        f"{_E}.vad_filter",
+        "experiments.scoring.vad:filter_speech",
+        "the kept manifest and OUT.dropped.jsonl",
+        options="experiments.scoring.vad:VadSettings",
+    ),
     StageRecord("winomt", f"{_E}.winomt", "experiments.scoring.winomt:evaluate_translations", "WinoMT / WinoST scores JSON"),
 )
 BY_NAME = {record.name: record for record in TABLE}

@@ -1,4 +1,4 @@
-"""The options of the extraction and transcription stages, declared once (:mod:`extract.options`).
+"""The options of the model flags and the extraction and transcription stages, declared once (:mod:`extract.options`).
 
 ``speech-gender extract`` / ``transcribe`` derive their flags from these fields, a study file its
 ``extract:`` / ``transcribe:`` keys (those marked ``study``), and :class:`extract.jobs.ExtractionJob`
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from extract.device import DTYPE_NAMES, dtype_name
+from extract.families import FAMILY_NAMES
 from extract.options import OptionError, check_options, option
 from extract.provenance import label_argument
 
@@ -25,6 +27,30 @@ def _sites(value: str) -> str | tuple[str, ...]:
 def _check_interventions(options) -> None:
     if options.intervene_gender is not None and not options.interventions:
         raise OptionError("{intervene_gender} needs at least one {interventions} FILE", "intervene_gender", "interventions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    """Which model runs: the model flags of every stage that loads one (``--device`` aside: its
+    default depends on the machine) and, those marked ``study``, a study's model keys."""
+
+    family: str = option(help="the model family (--model: deprecated spelling)", choices=tuple(sorted(FAMILY_NAMES)), aliases=("--model",))
+    checkpoint: str | None = option(
+        None,
+        "hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper; "
+        "'tiny-random': the family's tiny model with random weights (offline; Whisper's also transcribes offline, with the bundled tokenizer)",
+        role="input",
+        study=True,
+    )
+    revision: str | None = option(None, "hub revision (a 40-hex commit is required for remote code)", study=True)
+    trust_remote_code: bool = option(False, "allow hub code (ZeroSwot), at a pinned --revision", study=True)
+    dtype: str = option(
+        "float32",
+        "model compute dtype; fp32, fp16 and bf16 are accepted too",
+        parse=dtype_name,
+        metavar="{" + ",".join(DTYPE_NAMES) + "}",
+        study=True,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,14 +23,17 @@ from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
 from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
+from experiments.scoring.vad import VadSettings
 from experiments.study import schema
 from extract.options import OptionError, declared, option
-from extract.stage_options import ExtractOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
 from probing.run import ProbeConfig
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 # (stage, its options, the study file's section holding them, the fields the command line declares by hand)
 CONVERTED = [
+    ("extract", ModelOptions, schema.MODEL_FIELDS, ()),
+    ("transcribe", ModelOptions, schema.MODEL_FIELDS, ()),
     ("extract", ExtractOptions, schema.EXTRACT_FIELDS, ()),
     ("transcribe", TranscribeOptions, schema.TRANSCRIBE_FIELDS, ()),
     ("probe", ProbeConfig, None, probe_cli.PROBE_FLAGS_BY_HAND),
@@ -39,6 +42,7 @@ CONVERTED = [
     ("grafn fit", GrafnParameters, None, ()),
     ("asr_gap", GapOptions, schema.GAP_FIELDS, ()),
     ("speakers", HdbscanSettings, None, ()),
+    ("vad_filter", VadSettings, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
 ]
@@ -227,3 +231,14 @@ def test_a_study_refuses_the_values_the_command_line_refuses(tmp_path):
 def test_only_declared_fields_are_options():
     names = {item.name for item, _ in options_of(ProbeConfig)}
     assert "c" not in names and "task" not in names and {"probe", "control", "memory_gb", "standardize"} <= names
+
+
+def test_given_values_win_over_flags_and_a_field_cannot_have_both_kinds_of_other_spelling():
+    assert from_args(Toy, _toy_parser().parse_args(["--name", "n", "--count", "4"]), count=7).count == 7
+
+    @dataclasses.dataclass(frozen=True)
+    class Both:
+        size: int = option(1, "a size", aliases=("--old-size",), also=("--extent",))
+
+    with pytest.raises(ValueError, match="aliases .* or also .*, not both"):
+        add_options(CommandParser(prog="x"), Both)

@@ -79,7 +79,7 @@ from pathlib import Path
 from experiments.options import study_choices, study_fields, study_problem
 from experiments.scoring.gaps import GapOptions
 from extract.manifest import GENDERS
-from extract.stage_options import ExtractOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
@@ -102,12 +102,9 @@ NUMBER = (int, float)
 MODEL_FIELDS = {
     "name": ((str,), None),
     "family": ((str,), None),
-    "checkpoint": ((str, NONE), None),
-    "revision": ((str, NONE), None),
-    "dtype": ((str,), "float32"),
+    **study_fields(ModelOptions),  # checkpoint, revision, trust_remote_code, dtype: declared with the model flags
     "random_init": ((bool,), False),
     "seed": ((int,), 0),
-    "trust_remote_code": ((bool,), False),
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
     "languages": ((list, NONE), None),
