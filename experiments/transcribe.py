@@ -85,7 +85,7 @@ def _main(argv: list[str] | None) -> int:
     from extract.spec import load_generator
 
     spec = model_spec(args)
-    job = TranscriptionJob.of(options, spec, args.manifest, out)
+    job = TranscriptionJob.of(options, spec, Path(args.manifest), out)
     try:
         job.intervener()  # the files are checked before anything is claimed
         utterances = read_manifest(job.manifest)[: job.limit]
