@@ -129,7 +129,7 @@ def package_root() -> str:
 def run_ours_cli(model: Path, manifest: Path, store: Path, args) -> dict:
     """The command, run from the work folder with the measured checkout first on its path."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root(), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "experiments.extract", "--model", "whisper", "--checkpoint", str(model), "--manifest", str(manifest)]
+    command = [sys.executable, "-m", "experiments.extract", "--family", "whisper", "--checkpoint", str(model), "--manifest", str(manifest)]
     command += ["--sites", "all", "--out", str(store), "--device", args.device, "--dtype", args.dtype, "--quiet"]
     command += ["--random-init", "--seed", "0"] if args.random_init else []
     command += ["--batch-seconds", str(args.batch_seconds)] + (["--batch-size", str(args.batch_size)] if args.batch_size else [])

@@ -29,10 +29,10 @@ import sys
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
-from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring
+from experiments.options import add_options
+from experiments.scoring.asr_metrics import Scoring
 from experiments.scoring.gaps import (
-    DEFAULT_COMPARISON,
-    GAP_ESTIMATES,
+    GapOptions,
     counts_path,
     gap_report,
     gap_summary,
@@ -40,42 +40,14 @@ from experiments.scoring.gaps import (
     read_hypotheses,
     save_gap_report,
 )
-from experiments.scoring.group_metrics import COMPARISONS
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The hypotheses and the report, then the options of :class:`GapOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--hypotheses", required=True, type=Path)
     add_out_argument(parser, "report JSON (per-utterance counts go to OUT.counts.jsonl)", sidecars=lambda out: [counts_path(out)])
-    parser.add_argument("--groups", default="female,male", help="A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B)")
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--gap-estimate",
-        choices=tuple(GAP_ESTIMATES),
-        default="resampled",
-        help="what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
-    )
-    parser.add_argument(
-        "--interval-of",
-        choices=tuple(COMPARISONS),
-        default=DEFAULT_COMPARISON,
-        help="what the speaker-bootstrap interval (ci95) is of: relative_gap (E, default), delta_rel (Δrel, Boito et al. 2022) "
-        "or difference (φ(A) − φ(B)); the report names it in ci95_of when it is not E",
-    )
-    parser.add_argument(
-        "--normalizer",
-        choices=NORMALIZERS,
-        default="whisper",
-        help="whisper: English normalizer for en, basic otherwise (every model); basic; none (NFC and spaces only). "
-        "The published code normalized Whisper only: score SeamlessM4T with none to reproduce it",
-    )
-    parser.add_argument(
-        "--cer-spaces",
-        choices=CER_SPACES,
-        default="drop",
-        help="CER languages: drop spaces before scoring (default) or keep them as jiwer's cer does (the published code)",
-    )
+    add_options(parser, GapOptions)
     return parser
 
 
@@ -97,7 +69,7 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    groups = two_groups(parser, args.groups)
+    groups = two_groups(parser, ",".join(args.groups))
     if iterations_problem(args.iterations):
         parser.error(f"--{iterations_problem(args.iterations)}")
     return run_cli(lambda: _run(args, groups))

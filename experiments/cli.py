@@ -15,6 +15,7 @@ anything is read or written.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from extract.claims import ClaimError
-from extract.device import AUTO, DEVICE_HELP, DTYPE_NAMES, dtype_name, resolve_device
+from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.manifest import ManifestError, normalize_gender
 from extract.records import RecordError
@@ -129,9 +130,48 @@ def overwritten_input(inputs: list[tuple[str, Path]], outputs: list[tuple[str, P
     return None
 
 
+class _DefaultsShown:
+    """A help formatter that shows every flag's default: ``(default: X)`` is added where the help
+    does not say its default already (a switch, a flag without a default and a repeatable flag that
+    starts empty have none to show), and a flag without a help gets ``default: X``."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and action.option_strings and shows_default(action):
+            action = copy.copy(action)  # the parser keeps its action as declared
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not action.option_strings or not shows_default(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class DefaultsShownFormatter(_DefaultsShown, argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, and every flag's default (:class:`_DefaultsShown`)."""
+
+
+class WrappedDefaultsShownFormatter(_DefaultsShown, argparse.HelpFormatter):
+    """Descriptions wrapped to the terminal, and every flag's default (:class:`_DefaultsShown`)."""
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether ``action`` has a default worth showing: a value, not a switch's False, None, [] or argparse's SUPPRESS."""
+    if action.default in (None, "", argparse.SUPPRESS, [], ()) or action.help == argparse.SUPPRESS:
+        return False
+    return not isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction, argparse._VersionAction))
+
+
 class CommandParser(argparse.ArgumentParser):
     """The parser of every ``python -m experiments.X``: once parsed, an output flag that names a file
-    an input flag names (:func:`overwritten_input`) is one ``error:`` line and exit status 2."""
+    an input flag names (:func:`overwritten_input`) is one ``error:`` line and exit status 2. Its
+    help shows every flag's default (:class:`DefaultsShownFormatter`)."""
+
+    def __init__(self, *args, **kwargs):
+        shown = {argparse.HelpFormatter: WrappedDefaultsShownFormatter, argparse.RawDescriptionHelpFormatter: DefaultsShownFormatter}
+        kwargs["formatter_class"] = shown.get(kwargs.get("formatter_class", argparse.HelpFormatter), kwargs.get("formatter_class"))
+        super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
@@ -192,6 +232,7 @@ def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple
             alias,
             dest=action.dest,
             type=action.type,
+            choices=action.choices,
             metavar=action.metavar,
             default=argparse.SUPPRESS,
             action=_DeprecatedAlias,
@@ -199,6 +240,25 @@ def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple
             help=argparse.SUPPRESS,
         )
     return action
+
+
+class CommaList(argparse.Action):
+    """A list of names (the naming rules in docs/contributing.md): comma-separated in one value
+    (``--languages en,fr``); space-separated values and a repeated flag add to the list too. The
+    first occurrence replaces the default. ``choices`` are checked per name (argparse would check
+    the raw ``en,fr``)."""
+
+    def __init__(self, option_strings, dest, nargs="+", choices=None, **kwargs):
+        self.names = tuple(choices) if choices is not None else None
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if self.names is not None and name not in self.names]
+        if unknown:
+            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}")
+        current = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, [*([] if current is None or current is self.default else current), *names])
 
 
 def output_file(value: str) -> Path:
@@ -308,32 +368,18 @@ def _user_message(error: BaseException) -> str:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which model to load and where to run it (the fields of :class:`extract.spec.ModelSpec`)."""
-    from extract.families import FAMILY_NAMES  # the names only: the family modules load torch, which --help never needs
+    """Which model to load (:class:`extract.stage_options.ModelOptions`) and where to run it (``--device``)."""
+    from experiments.options import add_options  # experiments.options builds on this module
+    from extract.stage_options import ModelOptions
 
-    parser.add_argument("--model", required=True, choices=sorted(FAMILY_NAMES))
-    input_argument(
-        parser,
-        "--checkpoint",
-        help="hub id or local folder (default: the family's reference checkpoint); 'bundled-base' or 'bundled-tiny.en' for the offline Whisper; "
-        "'tiny-random': the family's tiny model with random weights (offline; Whisper's also transcribes offline, with the bundled tokenizer)",
-    )
-    parser.add_argument("--revision", help="hub revision (a 40-hex commit is required for remote code)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow hub code (ZeroSwot), at a pinned --revision")
+    add_options(parser, ModelOptions)
     add_device_argument(parser)
-    parser.add_argument(
-        "--dtype",
-        default="float32",
-        type=dtype_name,
-        metavar="{" + ",".join(DTYPE_NAMES) + "}",
-        help="model compute dtype (default float32); fp32, fp16 and bf16 are accepted too",
-    )
 
 
-def add_device_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+def add_device_argument(parser: argparse.ArgumentParser, default: str | None = AUTO, help: str = DEVICE_HELP) -> argparse.Action:
     """``--device`` (``args.device``): ``auto``, the default, is resolved once the flags are parsed
     (:func:`extract.device.resolve_device`), so building the parser imports no torch."""
-    return parser.add_argument("--device", default=AUTO, type=resolve_device, help=DEVICE_HELP)
+    return parser.add_argument("--device", default=default, type=resolve_device, help=help)
 
 
 def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 0) -> ModelSpec:
@@ -341,7 +387,7 @@ def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 
     one line and exit status 2, before anything loads."""
     from extract.spec import ModelSpec, ModelSpecError  # loads torch: see add_model_arguments
 
-    spec = ModelSpec(args.model, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
+    spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
     try:
         spec.check_checkpoint()
     except ModelSpecError as error:

@@ -35,10 +35,10 @@ from experiments.scoring.collect import CollectError, collect, collected_files, 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    input_argument(parser, "--probes", required=True, nargs="+", type=Path, help="results JSONL of experiments.probe")
-    input_argument(parser, "--gaps", nargs="+", type=Path, default=[], help="experiments.asr_gap JSON, one per model and hypotheses file")
-    input_argument(parser, "--mustshe", nargs="+", type=Path, default=[], help="experiments.mustshe JSON")
-    input_argument(parser, "--winomt", nargs="+", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
+    input_argument(parser, "--probes", required=True, nargs="+", action="extend", type=Path, help="results JSONL of experiments.probe")
+    input_argument(parser, "--gaps", nargs="+", action="extend", type=Path, default=[], help="experiments.asr_gap JSON, one per model and hypotheses file")
+    input_argument(parser, "--mustshe", nargs="+", action="extend", type=Path, default=[], help="experiments.mustshe JSON")
+    input_argument(parser, "--winomt", nargs="+", action="extend", type=Path, default=[], help="experiments.winomt JSON (scores go to long.csv)")
     output_argument(parser, "--out", required=True, type=Path, help="folder for the tables and collect.json", sidecars=collected_files)
     return parser
 

@@ -44,7 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--x", required=True)
     parser.add_argument("--y", required=True)
     parser.add_argument("--label", help="column naming each point in the plot (several: comma-separated)")
-    parser.add_argument("--where", action="append", default=[], type=_condition, metavar="COLUMN=VALUE", help="only rows whose COLUMN holds VALUE (repeatable)")
+    parser.add_argument(
+        "--where",
+        action="extend",
+        nargs="+",
+        default=[],
+        type=_condition,
+        metavar="COLUMN=VALUE",
+        help="only rows whose COLUMN holds VALUE (several: all of them)",
+    )
     add_out_argument(parser, "statistics JSON")
     output_argument(parser, "--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)", sidecars=_plot_files)
     parser.add_argument("--bootstrap", type=int, default=10_000)

@@ -27,7 +27,7 @@ def markdown_path(out: Path) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    input_argument(parser, "--manifest", required=True, nargs="+")
+    input_argument(parser, "--manifest", required=True, nargs="+", action="extend")
     add_out_argument(parser, "CSV path (a .md table is written beside it)", sidecars=lambda out: [markdown_path(out)])
     input_argument(
         parser, "--tokenizer", default="bundled-base", help="Whisper tokenizer: hub id, folder, or bundled-base (the multilingual Whisper tokenizer)"

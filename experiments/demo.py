@@ -42,7 +42,7 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, output_argument, run_cli
+from experiments.cli import CommaList, CommandParser, output_argument, run_cli
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.reports.demo_report import write_report
@@ -126,10 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
     parser.add_argument(
         "--extra",
-        action="append",
+        action=CommaList,
         default=[],
         choices=[*EXTRA_STAGES, "all"],
-        help="an opt-in stage after the report (repeatable; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
+        metavar="STAGE[,STAGE]",
+        help="opt-in stages after the report (comma-separated; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
     )
     return parser
 

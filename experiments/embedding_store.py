@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, input_argument, output_argument, run_cli
 from extract.manifest import read_manifest
 from extract.store import StoreError
 
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--manifest", required=True, type=Path, help="utterance manifest (JSONL)")
     parser.add_argument("--embeddings", required=True, help="resemblyzer, mfcc or speechbrain:HUB_ID (as experiments.speakers)")
     output_argument(parser, "--out", required=True, type=Path, help="store folder (new or empty)")
-    parser.add_argument("--device", default="cpu")
+    add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 

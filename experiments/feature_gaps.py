@@ -45,11 +45,23 @@ def _names(value: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    input_argument(parser, "--manifest", required=True, nargs="+", help="manifest(s) of the records: gender, speaker, dataset and language come from here")
-    input_argument(parser, "--features", required=True, nargs="+", help="feature JSONL files (experiments.acoustics, experiments.lexical), merged by id")
+    input_argument(
+        parser, "--manifest", required=True, nargs="+", action="extend", help="manifest(s) of the records: gender, speaker, dataset and language come from here"
+    )
+    input_argument(
+        parser, "--features", required=True, nargs="+", action="extend", help="feature JSONL files (experiments.acoustics, experiments.lexical), merged by id"
+    )
     add_out_argument(parser, "results JSON; OUT.contrasts.csv and (with --gaps) OUT.setups.csv beside it", sidecars=tables)
     input_argument(
-        parser, "--gaps", nargs="+", type=_gap_argument, default=[], labelled=True, metavar="MODEL=GAP.json", help="experiments.asr_gap reports, one per model"
+        parser,
+        "--gaps",
+        nargs="+",
+        action="extend",
+        type=_gap_argument,
+        default=[],
+        labelled=True,
+        metavar="MODEL=GAP.json",
+        help="experiments.asr_gap reports, one per model",
     )
     parser.add_argument("--groups", default="female,male", help="A,B (default female,male): differences are A − B, as in E(A, B)")
     parser.add_argument("--unit", choices=UNITS, default="record", help="test records (default, the paper's) or per-speaker means")

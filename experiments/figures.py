@@ -6,7 +6,7 @@
     python -m experiments.figures attention --probes results/probes.jsonl --run "LABEL=RUN_ID" ... --out figures/attention
     python -m experiments.figures confusion --probes results/probes.jsonl --run RUN_ID --sentences OUT.sentences.jsonl --out figures/confusion
     python -m experiments.figures heatmap --probes results/probes.jsonl --store STORE [--random-store STORE] [--split loso] --out figures/heatmap
-    python -m experiments.figures heatmap --long results/collected/long.csv --model whisper-base [--random-model whisper-base-random] --out figures/heatmap
+    python -m experiments.figures heatmap --long results/collected/long.csv --label whisper-base [--random-label whisper-base-random] --out figures/heatmap
 
 The figures are ``experiments.reports.plots``; probe results are read with ``probing.results``.
 The correlation scatter is ``experiments.correlate --plot``.
@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_renamed_argument, input_argument, output_argument, run_cli
 from experiments.reports import plots
 from experiments.scoring.collect import LONG, read_csv
 from extract.store import ShardReader, StoreError
@@ -50,24 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     position.add_argument("--run", required=True, help="run id of a positional probe")
     position.add_argument("--control", help="run id of its shuffled-label control")
     gaps = kinds.add_parser("gaps", help="E per language, a panel per dataset")
-    input_argument(gaps, "--gap", required=True, nargs="+", labelled=True, help="DATASET=experiments.asr_gap JSON")
+    input_argument(gaps, "--gap", required=True, nargs="+", action="extend", labelled=True, help="DATASET=experiments.asr_gap JSON")
     distribution = kinds.add_parser("error-distribution", help="share of records at or above each error rate, per gender")
     input_argument(distribution, "--gap", required=True, type=Path)
     distribution.add_argument("--language", required=True)
     attention = kinds.add_parser("attention", help="mean ± std attention over 100 interpolated positions")
     input_argument(attention, "--probes", required=True, type=Path)
-    attention.add_argument("--run", required=True, nargs="+", help="LABEL=run id of an attention probe")
+    attention.add_argument("--run", required=True, nargs="+", action="extend", help="LABEL=run id of an attention probe")
     matrix = kinds.add_parser("confusion", help="probe prediction against the gender of the translation")
     input_argument(matrix, "--probes", required=True, type=Path)
     matrix.add_argument("--run", required=True, help="run id of an attention probe tested (or applied, --apply-to) on the MuST-SHE store")
     input_argument(matrix, "--sentences", required=True, type=Path, help="OUT.sentences.jsonl of experiments.mustshe")
-    heatmap = kinds.add_parser("heatmap", help="score per site and condition, from probe rows (--probes, --store) or collect's long.csv (--long, --model)")
+    heatmap = kinds.add_parser("heatmap", help="score per site and condition, from probe rows (--probes, --store) or collect's long.csv (--long, --label)")
     input_argument(heatmap, "--probes", type=Path)
     input_argument(heatmap, "--store", help="the pretrained model's store")
     input_argument(heatmap, "--random-store", help="the random-init twin's store")
     input_argument(heatmap, "--long", type=Path, help="long.csv of experiments.collect (instead of --probes and --store)")
-    heatmap.add_argument("--model", help="with --long: the pretrained model's label")
-    heatmap.add_argument("--random-model", help="with --long: the random-init twin's label")
+    add_renamed_argument(heatmap, "--label", ("--model",), help="with --long: the pretrained model's label (--model: deprecated spelling)")
+    add_renamed_argument(heatmap, "--random-label", ("--random-model",), help="with --long: the random-init twin's label (--random-model: deprecated spelling)")
     heatmap.add_argument("--dataset", help="with --long: the dataset, where the model's rows hold several")
     heatmap.add_argument("--probe", choices=tuple(KINDS), default="positional")
     heatmap.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT, help="the probes' split: fixed (default) or loso (leave one speaker out)")
@@ -138,22 +138,22 @@ def _confusion(args: argparse.Namespace) -> list[Path]:
 
 def _heatmap(args: argparse.Namespace) -> list[Path]:
     if args.long:
-        if not args.model or args.probes or args.store:
-            raise FigureInputError("heatmap --long takes --model LABEL (and --random-model), not --probes or --store")
+        if not args.label or args.probes or args.store:
+            raise FigureInputError("heatmap --long takes --label LABEL (and --random-label), not --probes or --store")
         rows = read_csv(args.long)
         missing = [column for column in LONG if rows and column not in rows[0]]
         if missing:
             raise FigureInputError(f"{args.long}: no column(s) {', '.join(missing)}; give the long.csv of experiments.collect")
         try:
-            chosen = (args.model, args.random_model, args.probe, args.language, args.dataset, args.split)
+            chosen = (args.label, args.random_label, args.probe, args.language, args.dataset, args.split)
             scores, sites, conditions, key = plots.long_condition_scores(rows, *chosen)
         except ValueError as error:
             raise FigureInputError(f"{args.long}: {error}") from None
         if not scores:
-            raise FigureInputError(f"{args.long}: no {args.probe} probe scores of model {args.model}")
+            raise FigureInputError(f"{args.long}: no {args.probe} probe scores of model {args.label}")
     else:
         if not (args.probes and args.store):
-            raise FigureInputError("heatmap takes --probes and --store (or --long and --model)")
+            raise FigureInputError("heatmap takes --probes and --store (or --long and --label)")
         scores, sites, conditions, key = plots.site_condition_scores(
             load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites, args.split
         )

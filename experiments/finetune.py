@@ -25,62 +25,19 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
 from experiments.finetuning.options import LoraOptions
-from experiments.finetuning.run import FinetuneConfig, FinetuneError, run_finetuning
-from experiments.normalisation.corpus import MODES
+from experiments.finetuning.run import TRAINING, FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.transform import GrafnError
-
-DEFAULTS = FinetuneConfig(manifest="", female_share=0.5, total=1)
+from experiments.options import add_options, from_args, group_of
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options of :class:`FinetuneConfig` and its :class:`LoraOptions`, the device, the run folder."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    data = parser.add_argument_group("data")
-    input_argument(data, "--manifest", required=True, help="manifest with the training pool (and, without --val-manifest, the validation split)")
-    data.add_argument("--female-share", type=float, required=True, help="share of female utterances in the training subset (GRAFN: 0.25, 0.5, 0.75)")
-    data.add_argument("--total", type=int, required=True, help="utterances in the training subset; total x share must be a whole number")
-    data.add_argument("--train-split", default=DEFAULTS.train_split, help=f"split of the training pool (default {DEFAULTS.train_split})")
-    data.add_argument("--val-split", default=DEFAULTS.val_split, help=f"split of --manifest to validate on (default {DEFAULTS.val_split})")
-    input_argument(data, "--val-manifest", help="validate on this manifest instead of a split of --manifest")
-    data.add_argument("--val-size", type=int, help="validate on a seeded sample of N utterances, half female and half male (default: all)")
-    data.add_argument("--language", help="only utterances in this language (e.g. en for an English-only Whisper)")
-    data.add_argument("--keep-validation-sentences", action="store_true", help="also train on sentences that occur in the validation set (default: left out)")
-    input_argument(data, "--grafn", help="GRAFN filters file (python -m experiments.grafn fit): normalise training and validation audio")
-    data.add_argument("--grafn-by", choices=MODES, default=DEFAULTS.grafn_by, help=f"which GRAFN filter each utterance gets (default {DEFAULTS.grafn_by})")
-    model = parser.add_argument_group("model and LoRA")
-    input_argument(
-        model,
-        "--checkpoint",
-        default=DEFAULTS.checkpoint,
-        help=f"Whisper hub id, local folder or bundled-base / bundled-tiny.en (default {DEFAULTS.checkpoint})",
-    )
-    model.add_argument("--revision", help="hub revision")
-    model.add_argument("--lora-rank", type=int, default=DEFAULTS.lora.rank, help=f"LoRA rank r (default {DEFAULTS.lora.rank})")
-    model.add_argument("--lora-alpha", type=int, default=DEFAULTS.lora.alpha, help=f"LoRA alpha (default {DEFAULTS.lora.alpha})")
-    model.add_argument("--lora-dropout", type=float, default=DEFAULTS.lora.dropout, help=f"LoRA dropout (default {DEFAULTS.lora.dropout})")
-    model.add_argument(
-        "--lora-targets", nargs="+", default=list(DEFAULTS.lora.targets), help=f"module names that get adapters (default {' '.join(DEFAULTS.lora.targets)})"
-    )
-    training = parser.add_argument_group("training")
-    training.add_argument("--max-steps", type=int, default=DEFAULTS.max_steps, help=f"optimiser steps (default {DEFAULTS.max_steps})")
-    training.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help=f"utterances per step (default {DEFAULTS.batch_size})")
-    training.add_argument("--lr", type=float, default=DEFAULTS.lr, help=f"peak learning rate of AdamW on the adapters (default {DEFAULTS.lr})")
-    training.add_argument(
-        "--warmup-steps", type=int, default=DEFAULTS.warmup_steps, help=f"linear warm-up, then linear decay to 0 (default {DEFAULTS.warmup_steps})"
-    )
-    training.add_argument("--weight-decay", type=float, default=DEFAULTS.weight_decay, help=f"AdamW weight decay (default {DEFAULTS.weight_decay})")
-    training.add_argument(
-        "--val-every", type=int, default=DEFAULTS.val_every, help=f"validate and checkpoint every N steps, and at the last (default {DEFAULTS.val_every})"
-    )
-    training.add_argument("--no-validate-before", action="store_true", help="skip the validation of the untrained model at step 0")
-    training.add_argument(
-        "--seed", type=int, default=DEFAULTS.seed, help=f"seed of the subset draw, the adapters' init and the data order (default {DEFAULTS.seed})"
-    )
-    training.add_argument("--precision", default=DEFAULTS.precision, help=f"Lightning precision, e.g. bf16-mixed on a GPU (default {DEFAULTS.precision})")
-    training.add_argument("--device", help="cuda or cpu (default: cuda if a GPU is visible)")
-    training.add_argument("--num-beams", type=int, default=DEFAULTS.num_beams, help=f"validation decoding beams (default {DEFAULTS.num_beams})")
-    training.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens, help=f"validation decoding length (default {DEFAULTS.max_new_tokens})")
+    add_options(parser, FinetuneConfig)
+    add_options(parser, LoraOptions)
+    add_device_argument(group_of(parser, TRAINING))
     output_argument(parser, "--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -90,36 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     try:
-        lora = LoraOptions(args.lora_rank, args.lora_alpha, args.lora_dropout, tuple(args.lora_targets))
+        lora = from_args(LoraOptions, args)
     except ValueError as error:
         raise FinetuneError(str(error)) from None
-    return FinetuneConfig(
-        manifest=args.manifest,
-        female_share=args.female_share,
-        total=args.total,
-        checkpoint=args.checkpoint,
-        revision=args.revision,
-        train_split=args.train_split,
-        val_split=args.val_split,
-        val_manifest=args.val_manifest,
-        val_size=args.val_size,
-        language=args.language,
-        exclude_validation_texts=not args.keep_validation_sentences,
-        lora=lora,
-        lr=args.lr,
-        warmup_steps=args.warmup_steps,
-        weight_decay=args.weight_decay,
-        batch_size=args.batch_size,
-        max_steps=args.max_steps,
-        val_every=args.val_every,
-        validate_before=not args.no_validate_before,
-        seed=args.seed,
-        grafn=args.grafn,
-        grafn_by=args.grafn_by,
-        precision=args.precision,
-        num_beams=args.num_beams,
-        max_new_tokens=args.max_new_tokens,
-    )
+    return from_args(FinetuneConfig, args, lora=lora)
 
 
 def _row(record: dict) -> str:
@@ -133,14 +64,14 @@ def _row(record: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extract.spec import ModelSpec, ModelSpecError, default_device
+    from extract.spec import ModelSpec, ModelSpecError
 
     config = config_from_args(args)
     try:
         ModelSpec("whisper", config.checkpoint, config.revision).check_checkpoint()
     except ModelSpecError as error:
         return fail(f"--checkpoint {error}")
-    device = args.device or default_device()
+    device = args.device  # auto resolved while parsing
     print(
         f"[finetune] {config.checkpoint} on {device}: {config.total} utterances at female share {config.female_share}, "
         f"LoRA r={config.lora.rank} on {', '.join(config.lora.targets)}, {config.max_steps} steps"

@@ -20,63 +20,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import fields
 from pathlib import Path
-from types import SimpleNamespace
 
 from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
-from experiments.normalisation.transform import TARGETS, GrafnError, GrafnParameters
-
-# the parameters' defaults, unchecked: checking them imports scipy, which --help does not need
-DEFAULTS = SimpleNamespace(**{item.name: item.default for item in fields(GrafnParameters)})
-
-
-def _add_parameters(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("GRAFN parameters (the choices the paper leaves open; see docs/stages/normalisation.md)")
-    group.add_argument(
-        "--window-seconds",
-        type=float,
-        default=DEFAULTS.window_seconds,
-        help=f"sliding window W of the local mean and variance (default {DEFAULTS.window_seconds})",
-    )
-    group.add_argument(
-        "--floor-ratio",
-        type=float,
-        default=DEFAULTS.floor_ratio,
-        help=f"σ_x(t) floored at this share of the utterance's global std, so pauses are not blown up (default {DEFAULTS.floor_ratio})",
-    )
-    group.add_argument("--n-fft", type=int, default=DEFAULTS.n_fft, help=f"STFT size in samples at 16 kHz (default {DEFAULTS.n_fft})")
-    group.add_argument("--hop", type=int, default=DEFAULTS.hop, help=f"STFT hop in samples, at most n_fft/2 (default {DEFAULTS.hop})")
-    group.add_argument("--window", default=DEFAULTS.window, help=f"STFT window, a scipy.signal.get_window name (default {DEFAULTS.window})")
-    group.add_argument(
-        "--smoothing-hz",
-        type=float,
-        default=DEFAULTS.smoothing_hz,
-        help=f"width of the moving average of H(f) across frequency, in Hz (default {DEFAULTS.smoothing_hz:g})",
-    )
-    group.add_argument("--max-gain-db", type=float, default=DEFAULTS.max_gain_db, help=f"H(f) clipped to ± this many dB (default {DEFAULTS.max_gain_db:g})")
-    group.add_argument(
-        "--target", choices=TARGETS, default=DEFAULTS.target, help=f"the neutral spectrum (default {DEFAULTS.target}: the mean of the two groups in dB)"
-    )
-    group.add_argument(
-        "--average",
-        choices=("speaker", "utterance"),
-        default=DEFAULTS.average,
-        help=f"average spectra per speaker first, or over utterances (default {DEFAULTS.average})",
-    )
-    group.add_argument(
-        "--active-db",
-        type=float,
-        default=DEFAULTS.active_db,
-        help=f"frames this many dB below an utterance's loudest are left out of the spectra; 0 keeps all (default {DEFAULTS.active_db:g})",
-    )
-    group.add_argument(
-        "--output-rms",
-        type=float,
-        default=DEFAULTS.output_rms,
-        help=f"constant output scale: x_norm has unit local variance (default {DEFAULTS.output_rms:g}, about -20 dBFS)",
-    )
+from experiments.normalisation.transform import GrafnError, GrafnParameters
+from experiments.options import add_options, from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--split", help="calibrate on this split of the manifest only (e.g. train); default: every row")
     fit.add_argument("--per-gender", type=int, help="calibrate on at most N female and N male utterances (a seeded sample); default: all")
     add_out_argument(fit, "filters file to write (JSON)")
-    _add_parameters(fit)
+    add_options(fit, GrafnParameters)
     fit.add_argument("--quiet", action="store_true", help="no progress bar")
     apply = commands.add_parser("apply", help="normalise a manifest's audio with fitted filters")
     input_argument(apply, "--filters", required=True, type=Path, help="filters file written by `fit`")
@@ -108,19 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parameters(args: argparse.Namespace) -> GrafnParameters:
-    return GrafnParameters(
-        window_seconds=args.window_seconds,
-        floor_ratio=args.floor_ratio,
-        n_fft=args.n_fft,
-        hop=args.hop,
-        window=args.window,
-        smoothing_hz=args.smoothing_hz,
-        max_gain_db=args.max_gain_db,
-        target=args.target,
-        average=args.average,
-        active_db=args.active_db or None,
-        output_rms=args.output_rms,
-    )
+    """The parameters the flags give; ``--active-db 0`` keeps every frame (``active_db`` None)."""
+    return from_args(GrafnParameters, argparse.Namespace(**{**vars(args), "active_db": args.active_db or None}))
 
 
 def run_fit(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ Memory: positional probes read ``--memory-gb`` worth of positions at a time (gri
 ``memory_gb``), attention probes read their sequences from the store batch by batch once they
 exceed it. On a cluster (``experiments.scheduling``)::
 
-    python -m experiments.probe --grid grid.yaml --executor slurm --partition cpu --cpus 8 --mem-gb 32 --cells-per-task 4
+    python -m experiments.probe --grid grid.yaml --executor slurm --partition cpu --cpus 8 --task-memory-gb 32 --cells-per-task 4
     python -m experiments.probe --grid grid.yaml --merge     # after --no-wait: move the task files' rows into out
 """
 
@@ -61,12 +61,11 @@ from experiments.cli import (
     run_cli,
     two_groups,
 )
+from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
 from extract.store import StoreError
-from probing.controls import CONTROLS
-from probing.data import DEFAULT_SPLIT, SPLITS, TASKS, ProbeError
+from probing.data import TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
-from probing.kinds import KINDS
 from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
 from probing.run import ProbeConfig
 
@@ -74,61 +73,22 @@ from probing.run import ProbeConfig
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
 
 
-def _kinds_help() -> str:
-    """``--probe``'s help: each kind of the registry (``probing.kinds``) with its headline score."""
-    return "; ".join(f"{kind.name}: {kind.summary} (headline {kind.headline})" for kind in KINDS.values())
+PROBE_FLAGS_BY_HAND = ("store", "site", "task", "device")  # --store/--site: not required with --grid; task: --groups; --device: auto
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """A grid file, or one run: the store and site, the two groups, the device, then the options of :class:`ProbeConfig`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--grid", help="YAML grid file (then the other options come from it)")
-    input_argument(parser, "--store")
-    parser.add_argument("--site")
-    parser.add_argument("--probe", choices=tuple(KINDS), default="positional", help=_kinds_help())
-    parser.add_argument("--mdl", action="store_true", help="also compute the online codelength")
-    parser.add_argument("--positions", type=int, default=1000, help="positional probes: the first P positions")
-    parser.add_argument("--control", choices=CONTROLS, default="none")
-    parser.add_argument("--seed", type=int, default=0)
+    input_argument(parser, "--store", help="the store the probe learns from")
+    parser.add_argument("--site", help="the site of the store the probe reads")
+    add_options(parser, ProbeConfig, skip=PROBE_FLAGS_BY_HAND)
     add_groups_argument(
         parser,
         "the two groups the probe tells apart: female,male (default) or other,male; the first is the positive class",
         old_spellings={"--task": {task: task.replace("-", ",") for task in TASKS}},
     )
-    parser.add_argument("--language", help="only utterances in this language")
-    parser.add_argument(
-        "--split",
-        choices=SPLITS,
-        default=DEFAULT_SPLIT,
-        help="fixed (default): the manifest's train/dev/test, else speaker-disjoint 70/10/20; loso: leave one speaker out, "
-        "one fold per speaker, scores pooled over folds (not with --mdl, --control speaker or --apply-to); stratified: each "
-        "speaker's utterances spread 70/10/20 over train/dev/test, speakers shared (Attanasio et al. 2024, B.3)",
-    )
-    parser.add_argument("--no-standardize", dest="standardize", action="store_false", help="logistic probes: raw features (scikit-learn's default)")
-    parser.add_argument("--no-mdl-guard", dest="mdl_guard", action="store_false", help="logistic MDL: every block at the fixed C = 1, no mixture over a C grid")
-    parser.add_argument("--max-epochs", type=int, default=200, help="attention probe: epoch limit (early stopping usually ends sooner)")
-    parser.add_argument("--lr", type=float, default=1e-4, help="attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
-    input_argument(
-        parser,
-        "--apply-to",
-        help="attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
-        "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)",
-    )
-    parser.add_argument(
-        "--allow-shared-speakers",
-        action="store_true",
-        help="allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)",
-    )
     add_device_argument(parser)
-    parser.add_argument(
-        "--memory-gb",
-        type=float,
-        default=4.0,
-        help="memory budget of a run (default 4): positional probes read as many positions at a time as fit it; attention "
-        "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
-    )
-    parser.add_argument(
-        "--loader-workers", type=int, default=0, help="attention probe reading from the store: DataLoader workers (default 0: the main process)"
-    )
     output_argument(parser, "--out", help="results JSONL (appended)", sidecars=results_files)
     parser.add_argument("--cells-per-task", type=int, default=1, help="with --executor: grid cells per task (default 1)")
     parser.add_argument("--merge", action="store_true", help="only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
@@ -190,26 +150,8 @@ def probe_task(parser: argparse.ArgumentParser, text: str) -> str:
 def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ProbeConfig:
     """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
     try:
-        return ProbeConfig(
-            store=args.store,
-            site=args.site,
-            probe=args.probe,
-            control=args.control,
-            seed=args.seed,
-            mdl=args.mdl,
-            positions=args.positions,
-            task=probe_task(parser, args.groups),
-            language=args.language,
-            standardize=args.standardize,
-            max_epochs=args.max_epochs,
-            lr=args.lr,
-            apply_to=args.apply_to,
-            allow_shared_speakers=args.allow_shared_speakers,
-            split=args.split,
-            mdl_guard=args.mdl_guard,
-            device=args.device,
-            memory_gb=args.memory_gb,
-            loader_workers=args.loader_workers,
+        return from_args(
+            ProbeConfig, args, skip=PROBE_FLAGS_BY_HAND, store=args.store, site=args.site, task=probe_task(parser, args.groups), device=args.device
         )
     except ProbeError as error:
         parser.error(str(error))

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--from", dest="source", required=True, type=Path, help="manifest the train and dev segments are drawn from")
     parser.add_argument("--train", required=True, type=_counts, help="FEMALE,MALE training segments (Fucci et al.: 2514,2546)")
     parser.add_argument("--dev", required=True, type=_counts, help="FEMALE,MALE dev segments, of speakers not in train (Fucci et al.: 539,539)")
-    input_argument(parser, "--test", nargs="+", type=Path, default=[], help="manifests whose every segment is the test split")
+    input_argument(parser, "--test", nargs="+", action="extend", type=Path, default=[], help="manifests whose every segment is the test split")
     parser.add_argument("--seed", type=int, default=0)
     output_argument(parser, "--out", required=True, type=Path, help="the manifest written")
     return parser

@@ -1,6 +1,6 @@
 """Many runs as submitit jobs: a SLURM job array on a cluster, submitit's local executor on one machine.
 
-``--executor slurm|local`` on ``experiments.extract`` (one task per shard of ``--num-shards``: the
+``--executor slurm|local`` on the stages ``experiments.stage_table`` marks ``job_array``: ``experiments.extract`` (one task per shard of ``--num-shards``: the
 library call :func:`extract.jobs.extract` on that shard), ``experiments.transcribe`` (one task:
 :func:`extract.jobs.transcribe`) and ``experiments.probe --grid`` (one task per group of
 ``--cells-per-task`` cells: :func:`probing.grid.run_all` writing its own task file, merged into the
@@ -28,8 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from experiments.options import add_options
+from experiments.stage_table import JOB_ARRAY_STAGES
+from extract.options import option
+
 EXECUTORS = ("local", "slurm")
-TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --mem-gb
+TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --task-memory-gb
 
 
 class SchedulingError(ValueError):
@@ -54,34 +58,48 @@ class Outcome:
     error: str | None = None  # None: finished
 
 
+EXECUTOR_GROUP = "running as submitit jobs"  # the --help heading of the executor's options
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How a command's tasks are submitted (``--executor`` and the SLURM options); declared once, the
+    flags are derived (:func:`experiments.options.add_options`). The bounds are checked by
+    :func:`check_executor_arguments`, which the study's runs share."""
+
+    executor: str | None = option(
+        None,
+        "submit through submitit: 'slurm' (a job array) or 'local' (processes on this machine); default: run here, in this process",
+        choices=EXECUTORS,
+        group=EXECUTOR_GROUP,
+    )
+    partition: str | None = option(None, "SLURM partition (default: the cluster's)", group=EXECUTOR_GROUP)
+    account: str | None = option(None, "SLURM account (default: the user's)", group=EXECUTOR_GROUP)
+    gpus: int = option(0, "GPUs per task (pass --device cuda with it)", group=EXECUTOR_GROUP)
+    cpus: int = option(4, "CPU cores per task", group=EXECUTOR_GROUP)
+    task_memory_gb: float = option(16.0, "memory per task in GB (--mem-gb: deprecated spelling)", aliases=("--mem-gb",), group=EXECUTOR_GROUP)
+    time_min: int = option(240, "time limit per task in minutes", group=EXECUTOR_GROUP)
+    array_parallelism: int = option(32, "SLURM: tasks of the array running at once", group=EXECUTOR_GROUP)
+    log_folder: str | None = option(None, "submitit's pickles and per-task logs (default: logs/submitit/<command>)", group=EXECUTOR_GROUP)
+    tasks: str | None = option(
+        None, "only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task", group=EXECUTOR_GROUP
+    )
+    no_wait: bool = option(False, "submit and return; rerun the same command later to see what is left (and, for grids, to merge)", group=EXECUTOR_GROUP)
+
+
 def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_tasks: bool = True) -> None:
-    """``--executor`` and the SLURM options; ``what`` says what one task is (for the help). Without
+    """The flags of :class:`ExecutorOptions`; ``what`` says what one task is (for the help). Without
     ``pick_tasks`` there is no ``--tasks`` (``args.tasks`` is None): a command of several stages
     (``experiments.study``) resubmits every unfinished task of each."""
-    group = parser.add_argument_group("running as submitit jobs", f"one task = {what}; finished work is skipped before submitting")
-    group.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        help="submit through submitit: 'slurm' (a job array) or 'local' (processes on this machine); default: run here, in this process",
-    )
-    group.add_argument("--partition", help="SLURM partition (default: the cluster's)")
-    group.add_argument("--account", help="SLURM account (default: the user's)")
-    group.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0; pass --device cuda with it)")
-    group.add_argument("--cpus", type=int, default=4, help="CPU cores per task (default 4)")
-    group.add_argument("--mem-gb", type=float, default=16.0, help="memory per task in GB (default 16)")
-    group.add_argument("--time-min", type=int, default=240, help="time limit per task in minutes (default 240)")
-    group.add_argument("--array-parallelism", type=int, default=32, help="SLURM: tasks of the array running at once (default 32)")
-    group.add_argument("--log-folder", help="submitit's pickles and per-task logs (default: logs/submitit/<command>)")
-    if pick_tasks:
-        group.add_argument("--tasks", help="only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task")
-    else:
+    parser.add_argument_group(EXECUTOR_GROUP, f"one task = {what}; finished work is skipped before submitting")
+    add_options(parser, ExecutorOptions, skip=() if pick_tasks else ("tasks",))
+    if not pick_tasks:
         parser.set_defaults(tasks=None)
-    group.add_argument("--no-wait", action="store_true", help="submit and return; rerun the same command later to see what is left (and, for grids, to merge)")
 
 
 def executor_parameters(args: argparse.Namespace, name: str) -> dict:
     """submitit's ``update_parameters`` for the options (shared names; SLURM-only ones prefixed ``slurm_``)."""
-    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.mem_gb, "gpus_per_node": args.gpus}
+    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.task_memory_gb, "gpus_per_node": args.gpus}
     if args.executor == "slurm":
         parameters["slurm_array_parallelism"] = args.array_parallelism
         if args.partition:
@@ -101,8 +119,8 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
     ):
         if value < least:
             raise SchedulingError(f"{flag} {value}: must be at least {least}")
-    if args.mem_gb <= 0:
-        raise SchedulingError(f"--mem-gb {args.mem_gb}: must be positive")
+    if args.task_memory_gb <= 0:
+        raise SchedulingError(f"--task-memory-gb {args.task_memory_gb}: must be positive")
     if args.executor == "slurm" and shutil.which("sbatch") is None:
         raise SchedulingError("--executor slurm: no sbatch on this machine (not a SLURM login node); use --executor local, or run on the cluster")
     if args.gpus and getattr(args, "device", "cuda").startswith("cpu"):
@@ -167,7 +185,10 @@ def _last_line(text: str) -> str:
 
 
 def run_tasks(args: argparse.Namespace, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
-    """Submits the (selected) unfinished tasks, waits unless ``--no-wait``, reports; 1 if any failed."""
+    """Submits the (selected) unfinished tasks of the stage ``name``, waits unless ``--no-wait``,
+    reports; 1 if any failed. Only a stage the stage table marks ``job_array`` is submitted."""
+    if name not in JOB_ARRAY_STAGES:
+        raise ValueError(f"{name!r} is not a job-array stage of experiments.stage_table ({', '.join(JOB_ARRAY_STAGES)})")
     chosen = select(tasks, args.tasks, len(tasks) + skipped)
     print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({args.executor} executor)")
     if not chosen:
@@ -265,7 +286,7 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1, reclaim_stale
 def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> int:
     """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
     cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
-    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--mem-gb``), waited for (unless ``--no-wait``)
+    ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--task-memory-gb``), waited for (unless ``--no-wait``)
     and merged; 1 if a task failed. ``reclaim_stale``: a task may take over a killed task's claim."""
     from probing.grid import check_store
     from probing.results import check_results_path, merge_task_results
@@ -275,7 +296,7 @@ def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_ta
     for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
         check_store(store)
     merge_task_results(out)
-    budget = {"memory_gb": TASK_MEMORY_SHARE * args.mem_gb}
+    budget = {"memory_gb": TASK_MEMORY_SHARE * args.task_memory_gb}
     configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
     tasks, finished = probe_tasks(configs, out, cells_per_task, reclaim_stale)
     status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")

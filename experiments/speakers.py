@@ -40,7 +40,8 @@ from experiments.analysis.speakers import (
     speechbrain_encoder,
     store_embeddings,
 )
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, input_argument, run_cli
+from experiments.options import add_options, from_args
 from extract.manifest import read_manifest, write_manifest
 
 
@@ -56,14 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_out_argument(
         parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it", sidecars=lambda out: [clustering_path(out)]
     )
-    parser.add_argument("--min-cluster-size", type=int, default=2, help="HDBSCAN min_cluster_size (default 2, the paper's)")
-    parser.add_argument("--min-samples", type=int, help="HDBSCAN min_samples (default: min_cluster_size)")
-    parser.add_argument("--metric", default="cosine", help="HDBSCAN metric (default cosine, the paper's)")
-    parser.add_argument("--epsilon", type=float, default=0.0, help="HDBSCAN cluster_selection_epsilon (default 0)")
-    parser.add_argument("--selection", choices=("eom", "leaf"), default="eom", help="HDBSCAN cluster_selection_method (default eom)")
-    parser.add_argument("--standardize", action="store_true", help="z-score each embedding dimension within a scope before clustering")
+    add_options(parser, HdbscanSettings)
     parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
-    parser.add_argument("--device", default="cpu", help="device of a SpeechBrain or Resemblyzer model (default cpu)")
+    add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -71,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     utterances = read_manifest(args.manifest)
     source = parse_source(args.embeddings)
-    settings = HdbscanSettings(args.min_cluster_size, args.min_samples, args.metric, args.epsilon, args.selection, args.standardize)
+    settings = from_args(HdbscanSettings, args)
     print(f"[speakers] {len(utterances)} records; embeddings: {source.describe()}; HDBSCAN {settings}")
     site, untrimmed = None, []
     if source.kind == "store":

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
 from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
 
 
@@ -29,14 +29,36 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--comet-model", default=DEFAULT_COMET, help="hub name or local checkpoint")
     parser.add_argument("--no-comet", action="store_true")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--gpus", type=int, default=0)
+    add_device_argument(parser, default=None, help="where COMET runs: cpu, cuda or cuda:N (default: cpu, or cuda with --gpus N)")
+    parser.add_argument("--gpus", type=int, help="GPUs COMET runs on (default: 1 with --device cuda, else 0)")
     return parser
+
+
+def comet_devices(device: str | None, gpus: int | None) -> tuple[int, list[int] | None]:
+    """COMET's ``gpus`` and ``devices`` for ``--device`` and ``--gpus``; a contradiction is a ValueError."""
+    if gpus is not None and gpus < 0:
+        raise ValueError(f"--gpus {gpus}: must be at least 0")
+    device = device or ("cuda" if gpus else "cpu")
+    if not device.startswith("cuda"):
+        if gpus:
+            raise ValueError(f"--gpus {gpus} with --device {device}: COMET would not use them; pass --device cuda")
+        if device != "cpu":
+            raise ValueError(f"--device {device}: COMET runs on cpu or cuda")
+        return 0, None
+    index = device.partition(":")[2]
+    if index and gpus not in (None, 1):
+        raise ValueError(f"--device {device} names one GPU; --gpus {gpus} asks for {gpus}")
+    return (gpus if gpus is not None else 1), ([int(index)] if index else None)
 
 
 def _run(args: argparse.Namespace) -> int:
     rows = read_rows(args.hypotheses)
     target_language(rows, args.hypotheses)  # bad rows and several target languages are refused before COMET loads
-    scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, args.gpus)
+    try:
+        gpus, devices = comet_devices(args.device, args.gpus)
+    except ValueError as error:
+        return fail(str(error))
+    scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, gpus, devices)
     result = quality_report(rows, args.hypotheses, scorer, args.comet_model)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

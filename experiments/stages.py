@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from experiments.stage_table import BY_COMMAND, BY_NAME
+
 PACKAGE_FOLDER = Path(__file__).resolve().parent
 PROGRAM = "speech-gender"  # the console script ([project.scripts] in pyproject.toml)
 SUMMARY_WIDTH = 80  # characters of a stage's summary in the listing (with the names: under 100 columns)
@@ -122,7 +124,20 @@ def suggestion(name: str) -> str | None:
 
 
 def find(name: str) -> Stage | None:
-    return next((stage for stage in stages() if stage.name == name), None)
+    """The stage of the command ``name``, or of the study stage ``name`` (``f0`` runs ``f0_baseline``:
+    :data:`experiments.stage_table.TABLE` gives both names)."""
+    record = BY_NAME.get(name)
+    command = record.command_name if record is not None and record.command_name else name
+    return next((stage for stage in stages() if stage.name == command), None)
+
+
+def roles(stage: Stage) -> str:
+    """What the stage table says of a command besides its flags: a study stage, a job array."""
+    record = BY_COMMAND.get(stage.name)
+    if record is None:
+        return ""
+    said = [f"study stage `{record.name}`" if record.study else "", "job array" if record.job_array else ""]
+    return ", ".join(filter(None, said))
 
 
 @contextmanager
@@ -196,9 +211,9 @@ def cli_reference(program: str = PROGRAM) -> str:
         "",
         f"Every stage runs as `{program} STAGE ARGS` or as `python -m MODULE ARGS`; `{program}` alone lists them.",
         "",
-        "| stage | module | what it does |",
-        "|---|---|---|",
-        *(f"| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} |" for stage in found),
+        "| stage | module | what it does | in a study, with --executor |",
+        "|---|---|---|---|",
+        *(f"| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} | {roles(stage)} |" for stage in found),
     ]
     for stage in found:
         parser = parser_of(stage, program)

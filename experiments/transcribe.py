@@ -2,9 +2,9 @@
 
 Examples (GPU)::
 
-    python -m experiments.transcribe --model whisper --checkpoint openai/whisper-large-v3 --task asr \\
+    python -m experiments.transcribe --family whisper --checkpoint openai/whisper-large-v3 --task asr \\
         --manifest cv-it-test.jsonl --out hyps/whisper-large-v3.cv-it.jsonl --device cuda --dtype float16
-    python -m experiments.transcribe --model seamless --task st --tgt-lang es \\
+    python -m experiments.transcribe --family seamless --task st --tgt-lang es \\
         --manifest mustshe-en-es.jsonl --out hyps/seamless.mustshe-en-es.jsonl --device cuda
 
 One JSON row per utterance: id, reference (the transcript for ASR, the reference translation for
@@ -27,80 +27,39 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.cli import CommandParser, add_model_arguments, add_reclaim_stale_argument, input_argument, load_or_exit, model_spec, output_argument, run_cli
+from experiments.cli import (
+    CommandParser,
+    add_model_arguments,
+    add_reclaim_stale_argument,
+    fail,
+    input_argument,
+    load_or_exit,
+    model_spec,
+    output_argument,
+    run_cli,
+)
+from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.claims import ClaimError
 from extract.manifest import ManifestError, read_manifest
-from extract.provenance import label_argument, settings_path
+from extract.provenance import settings_path
+from extract.stage_options import TranscribeOptions
 
 if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
-    from extract.families.generation import GenerationOptions
     from extract.jobs import TranscriptionJob
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The model flags, the manifest and the hypotheses file, then the options of :class:`TranscribeOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     input_argument(parser, "--manifest", required=True)
-    parser.add_argument("--task", required=True, choices=["asr", "st"])
-    parser.add_argument("--tgt-lang", help="target language for --task st (ISO 639-1, or the model's own code)")
     output_argument(parser, "--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
-    parser.add_argument("--batch-seconds", type=float, default=240.0, help="total input seconds per batch")
-    parser.add_argument("--max-seconds", type=float, help="trim audio to this length (default 30 for asr, 60 for st)")
-    parser.add_argument("--num-beams", type=int, help="override the model's generation config")
-    parser.add_argument("--max-new-tokens", type=int, help="override the model's generation config")
-    input_argument(
-        parser, "--decoder", help="ZeroSwot: the NLLB decoder checkpoint (default: the NLLB model named by the checkpoint's config, nllb_model_name_or_path)"
-    )
-    parser.add_argument(
-        "--whisper-translate-by-forcing",
-        action="store_true",
-        help="Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",
-    )
-    parser.add_argument(
-        "--label",
-        "--name",
-        dest="label",
-        type=label_argument,
-        help="the model label written in each row as model (default: from the family and checkpoint, e.g. whisper-base); --name is its older spelling",
-    )
-    parser.add_argument("--limit", type=int, help="only the first N utterances of the manifest")
+    add_options(parser, TranscribeOptions)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    input_argument(
-        parser,
-        "--intervene",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="an eraser or steering vector (python -m experiments.erase fit) edited into the encoder at its site while it runs; "
-        "repeatable, applied in the order given; recorded in OUT.settings.json (default: none)",
-    )
-    parser.add_argument(
-        "--intervene-gender", choices=["female", "male"], help="apply the --intervene files only to utterances of this gender (default: every utterance)"
-    )
     add_reclaim_stale_argument(parser)
     add_executor_arguments(parser, "this whole hypotheses file")
     return parser
-
-
-def transcription_job(args, spec, options: GenerationOptions) -> TranscriptionJob:
-    """The run the flags describe (its ``settings`` are what a resumed run must match)."""
-    from extract.jobs import TranscriptionJob
-
-    return TranscriptionJob(
-        spec=spec,
-        manifest=Path(args.manifest),
-        out=Path(args.out),
-        task=args.task,
-        tgt_lang=args.tgt_lang,
-        name=args.label,
-        options=options,
-        batch_seconds=args.batch_seconds,
-        max_seconds=args.max_seconds,
-        limit=args.limit,
-        interventions=tuple(Path(path) for path in args.intervene),
-        intervene_gender=args.intervene_gender,
-    )
 
 
 def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
@@ -110,78 +69,55 @@ def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
         tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
         return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
     except (SchedulingError, ManifestError, ClaimError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
 
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from extract.families.generation import GenerationError, GenerationOptions  # after parsing: it loads torch, which --help never needs
-    from extract.interventions import Intervener, InterventionError
-    from extract.runner import SettingsMismatchError, hypotheses_log
-
-    if args.task == "st" and not args.tgt_lang:
-        print("error: --task st needs --tgt-lang", file=sys.stderr)
-        return 2
-    if args.intervene_gender and not args.intervene:
-        print("error: --intervene-gender needs at least one --intervene FILE", file=sys.stderr)
-        return 2
-    try:
-        intervener = Intervener(args.intervene, args.intervene_gender) if args.intervene else None
-    except InterventionError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    spec = model_spec(args)
-    try:
-        utterances = read_manifest(args.manifest)[: args.limit]
-    except (ManifestError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    options = from_args(TranscribeOptions, args)  # a refused option is one line before anything heavy loads
     out = Path(args.out)
     if out.is_dir():
-        print(f"error: --out {out} is a folder; give the path of the hypotheses JSONL file", file=sys.stderr)
-        return 2
-    out.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint = load_or_exit(spec.resolved_checkpoint, spec)
-    options = GenerationOptions(args.num_beams, args.max_new_tokens, args.decoder, args.whisper_translate_by_forcing)
-    job = transcription_job(args, spec, options)
-    if args.executor:
-        return submit_transcription(args, job, [u.id for u in utterances])
-    try:
-        with hypotheses_log(out, args.reclaim_stale) as hypotheses:  # claimed before the model loads; a cut last line is redone, another kind of file refused
-            return _transcribe(args, job, intervener, utterances, hypotheses, checkpoint)
-    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-def _transcribe(args, job: TranscriptionJob, intervener, utterances, hypotheses, checkpoint: str) -> int:
-    """Loads the model, checks (or writes) the settings and appends the rows ``hypotheses`` (claimed by the caller) lacks."""
-    from extract.runner import audio_notes_summary, check_settings, run_transcription
+        return fail(f"--out {out} is a folder; give the path of the hypotheses JSONL file")
+    from extract.families.generation import GenerationError  # after parsing: it loads torch, which --help never needs
+    from extract.interventions import InterventionError
+    from extract.jobs import TranscriptionJob, transcribe
+    from extract.runner import SettingsMismatchError, audio_notes_summary
     from extract.spec import load_generator
 
-    spec, out, max_seconds, model_name = job.spec, hypotheses.path, job.trim_seconds, job.model_name()
-    generator = load_or_exit(lambda: load_generator(spec, job.options), spec)
-    generator.check(args.task, args.tgt_lang)
-    if intervener is not None:
-        intervener.check(generator.extractor)
-    records = intervener.records() if intervener else None
-    check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), out)
-    todo = [u for u in utterances if u.id not in hypotheses.ids]
-    print(
-        f"[transcribe] {args.task} with {args.model} {model_name} on {spec.device}: {len(todo)} of {len(utterances)} utterances to do "
-        f"({len(utterances) - len(todo)} already in {out}); audio trimmed to {max_seconds:g} s"
-    )
+    spec = model_spec(args)
+    job = TranscriptionJob.of(options, spec, Path(args.manifest), out)
+    try:
+        job.intervener()  # the files are checked before anything is claimed
+        utterances = read_manifest(job.manifest)[: job.limit]
+    except (ManifestError, OSError, InterventionError) as error:
+        return fail(str(error))
+    load_or_exit(spec.resolved_checkpoint, spec)
+    if args.executor:
+        return submit_transcription(args, job, [u.id for u in utterances])
+
+    def announce(todo: int, total: int) -> None:
+        print(
+            f"[transcribe] {job.task} with {spec.family} {job.model_name()} on {spec.device}: {todo} of {total} utterances to do "
+            f"({total - todo} already in {out}); audio trimmed to {job.trim_seconds:g} s"
+        )
+
     started = time.time()
-    written, skipped, notes = run_transcription(
-        generator, todo, hypotheses, args.task, args.tgt_lang, model_name, args.batch_seconds, max_seconds, not args.quiet, intervener
-    )
+    try:
+        report = transcribe(
+            job,
+            show_progress=not args.quiet,
+            reclaim_stale=args.reclaim_stale,
+            load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
+            announce=announce,
+        )
+    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
+        return fail(str(error))
     elapsed = time.time() - started
     print(
-        f"[transcribe] wrote {written} rows in {elapsed:.1f} s; {len(skipped)} skipped for bad audio (a rerun retries them); "
-        f"audio notes: {audio_notes_summary(notes)} (in the rows' audio_notes)"
+        f"[transcribe] wrote {report.written} rows in {elapsed:.1f} s; {len(report.skipped)} skipped for bad audio (a rerun retries them); "
+        f"audio notes: {audio_notes_summary(report.audio_notes)} (in the rows' audio_notes)"
     )
-    for item in skipped:
+    for item in report.skipped:
         print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
     print(f"[transcribe] hypotheses: {out}; settings: {settings_path(out).name}")
     return 0

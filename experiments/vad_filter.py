@@ -16,8 +16,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli
-from experiments.scoring.vad import filter_speech, silero_detector
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
+from experiments.options import add_options, from_args
+from experiments.scoring.vad import VadSettings, filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
 
 
@@ -30,21 +31,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True)
     add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl", sidecars=lambda out: [dropped_path(out)])
-    parser.add_argument("--min-speech-seconds", type=float, default=0.3)
-    parser.add_argument("--threshold", type=float, default=0.5, help="silero-vad speech probability threshold")
-    parser.add_argument("--max-seconds", type=float, default=30.0, help="only look at the first seconds a model would see")
+    add_options(parser, VadSettings)
+    add_device_argument(parser, default="cpu", help="where silero-vad runs: cpu (default; the model is made for it), cuda, cuda:N, mps or auto")
     parser.add_argument("--quiet", action="store_true")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
+    settings = from_args(VadSettings, args)
     utterances = read_manifest(args.manifest)
-    print(f"[vad_filter] {len(utterances)} records; keeping those with >= {args.min_speech_seconds:g} s of speech (silero-vad, threshold {args.threshold:g})")
-    kept, dropped = filter_speech(utterances, silero_detector(args.threshold), args.min_speech_seconds, args.max_seconds, not args.quiet)
+    print(
+        f"[vad_filter] {len(utterances)} records; keeping those with >= {settings.min_speech_seconds:g} s of speech "
+        f"(silero-vad, threshold {settings.threshold:g})"
+    )
+    kept, dropped = filter_speech(
+        utterances, silero_detector(settings.threshold, args.device), settings.min_speech_seconds, settings.max_seconds, not args.quiet
+    )
     reasons = dropped_path(args.out)
     reasons.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dropped))
     if not kept:  # an empty manifest would only fail later, in whichever stage reads it
-        return fail(f"no record of {args.manifest} has {args.min_speech_seconds:g} s of speech; no manifest written; reasons in {reasons}")
+        return fail(f"no record of {args.manifest} has {settings.min_speech_seconds:g} s of speech; no manifest written; reasons in {reasons}")
     out = write_manifest(args.out, kept)
     by_group = Counter((item["language"], item["gender"], item["reason"]) for item in dropped)
     print(f"[vad_filter] kept {len(kept)}, dropped {len(dropped)}")

@@ -7,6 +7,7 @@ records (the contract a resumed run must match) is written in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,33 +19,20 @@ from extract.manifest import read_manifest
 from extract.provenance import file_sha256, provenance, settings_path
 from extract.runner import ExtractionReport, check_settings, hypotheses_log, run_extraction, run_transcription
 from extract.spec import ModelSpec, load_extractor, load_generator
+from extract.stage_options import ExtractOptions, TranscribeOptions
 
 
 @dataclass(frozen=True)
-class ExtractionJob:
-    """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``.
-    ``interventions``: intervention files (``extract.interventions``) edited into the model while it
-    runs, on every utterance or only on those of ``intervene_gender``. ``label``: the model's name in
-    every output built from the store (default :meth:`ModelSpec.label`)."""
+class ExtractionJob(ExtractOptions):
+    """Hidden states of ``spec`` at ``sites`` (``"all"`` or names) for a manifest, into the store folder ``out``,
+    with the options of :class:`extract.stage_options.ExtractOptions` (keywords; their defaults and checks are
+    declared there). ``interventions``: intervention files (``extract.interventions``) edited into the model
+    while it runs, on every utterance or only on those of ``intervene_gender``. ``label``: the model's name
+    in every output built from the store (default :meth:`ModelSpec.label`)."""
 
     spec: ModelSpec
     manifest: Path
     out: Path
-    sites: str | tuple[str, ...] = "all"
-    storage_dtype: str = "float16"
-    batch_seconds: float = 120.0
-    batch_size: int | None = None  # utterances per batch instead of seconds (default on a GPU: from its free memory)
-    max_seconds: float = 30.0
-    keep_padding: bool = False
-    positions: int | None = None  # store the first N frames of each utterance only
-    pool: str | None = None  # "mean": one mean vector per utterance and site
-    limit: int | None = None
-    num_shards: int = 1
-    shard_index: int = 0
-    utterances_per_part: int = 256
-    interventions: tuple[Path, ...] = ()
-    intervene_gender: str | None = None
-    label: str | None = None
 
     def intervener(self) -> Intervener | None:
         """The interventions loaded (and checked as files), or None without any."""
@@ -136,11 +124,30 @@ class TranscriptionJob:
     tgt_lang: str | None = None
     name: str | None = None
     options: GenerationOptions = field(default_factory=GenerationOptions)
-    batch_seconds: float = 240.0
-    max_seconds: float | None = None
-    limit: int | None = None
+    batch_seconds: float = TranscribeOptions.batch_seconds  # the defaults are declared once, with the stage's options
+    max_seconds: float | None = TranscribeOptions.max_seconds
+    limit: int | None = TranscribeOptions.limit
     interventions: tuple[Path, ...] = ()
-    intervene_gender: str | None = None
+    intervene_gender: str | None = TranscribeOptions.intervene_gender
+
+    @classmethod
+    def of(cls, options: TranscribeOptions, spec: ModelSpec, manifest: Path, out: Path) -> TranscriptionJob:
+        """The job ``options`` (a command line's or a study's) describe for ``spec`` on ``manifest``, into ``out``."""
+        decoding = GenerationOptions(options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing)
+        return cls(
+            spec,
+            manifest,
+            out,
+            options.task,
+            tgt_lang=options.tgt_lang,
+            name=options.label,
+            options=decoding,
+            batch_seconds=options.batch_seconds,
+            max_seconds=options.max_seconds,
+            limit=options.limit,
+            interventions=options.interventions,
+            intervene_gender=options.intervene_gender,
+        )
 
     def intervener(self) -> Intervener | None:
         return load_intervener(self.interventions, self.intervene_gender)
@@ -190,22 +197,33 @@ class TranscriptionReport:
     audio_notes: dict[str, dict]
 
 
-def transcribe(job: TranscriptionJob, show_progress: bool = True, generator: Generator | None = None, reclaim_stale: bool = False) -> TranscriptionReport:
+def transcribe(
+    job: TranscriptionJob,
+    show_progress: bool = True,
+    generator: Generator | None = None,
+    reclaim_stale: bool = False,
+    load: Callable[[ModelSpec, GenerationOptions], Generator] = load_generator,
+    announce: Callable[[int, int], None] | None = None,
+) -> TranscriptionReport:
     """Runs ``job``: claims ``out`` (``reclaim_stale``: take over the claim of a killed run), checks
     (or writes) its settings file, skips the ids already in ``out`` and appends the rest.
-    ``generator``: ``job.spec`` already loaded with ``job.options`` (see :func:`extract`); by default it is loaded here."""
+    ``generator``: ``job.spec`` already loaded with ``job.options`` (see :func:`extract`); by default it
+    is loaded here, once ``out`` is claimed, by ``load`` (a command line's turns load errors into one
+    line). ``announce(todo, total)`` is told what is left to do before the model runs."""
     utterances = read_manifest(job.manifest)[: job.limit]
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
     interventions = job.intervener()
     with hypotheses_log(job.out, reclaim_stale) as hypotheses:  # claimed before the model loads
-        generator = generator or load_generator(job.spec, job.options)
+        generator = generator or load(job.spec, job.options)
         generator.check(job.task, job.tgt_lang)
         if interventions is not None:
             interventions.check(generator.extractor)
         records = interventions.records() if interventions else None
         check_settings(job.settings_path, job.settings(checkpoint, generator.settings(), records, fingerprint=generator.extractor.fingerprint), job.out)
         todo = [u for u in utterances if u.id not in hypotheses.ids]
+        if announce is not None:
+            announce(len(todo), len(utterances))
         written, skipped, notes = run_transcription(
             generator, todo, hypotheses, job.task, job.tgt_lang, job.model_name(), job.batch_seconds, job.trim_seconds, show_progress, interventions
         )

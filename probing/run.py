@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.options import option
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from extract.records import ProbeRow, schema_version
@@ -53,38 +54,61 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
             raise ProbeError(f"{name} must be a finite positive number, got {value}")
 
 
+def _kinds_help() -> str:
+    """``probe``'s help: each kind of the registry (``probing.kinds``) with its headline score."""
+    return "; ".join(f"{kind.name}: {kind.summary} (headline {kind.headline})" for kind in KINDS.values())
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """One probe run: which store and site, which kind of probe (``probe``, a name in
-    :data:`probing.kinds.KINDS`), control, seed, split and training options. Each field is a flag of
-    ``python -m experiments.probe`` and an option of a grid or study file (``docs/stages/probing.md``
-    says what each does). A config that cannot run (an unknown kind or control, an option its kind
-    does not take) is refused when it is made, with a :class:`probing.data.ProbeError`."""
+    :data:`probing.kinds.KINDS`), control, seed, split and training options. Its fields are the
+    options of ``speech-gender probe``, of a grid file's ``options`` and of a study's probe grids
+    (``experiments.options`` derives the flags; ``docs/stages/probing.md`` says what each does). A
+    config that cannot run (an unknown kind or control, an option its kind does not take) is refused
+    when it is made (:meth:`__post_init__`), with a :class:`probing.data.ProbeError`."""
 
-    store: str
-    site: str
-    probe: str = DEFAULT_KIND
-    control: str = "none"
-    seed: int = 0
-    mdl: bool = False
-    positions: int = 1000
-    task: str = "female-male"
-    language: str | None = None
-    standardize: bool = True
-    c: float = 1.0
-    max_iter: int = 1000
-    max_epochs: int = 200
-    lr: float = 1e-4  # attention probe (Fucci et al. 2025)
-    apply_to: str | None = None  # attention probe: also predict (and score, where labelled) every utterance of this store
-    allow_shared_speakers: bool = False  # manifest splits or the apply_to store may share speakers with train
+    store: str = option(help="the store the probe learns from", role="input")
+    site: str = option(help="the site of the store the probe reads")
+    probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
+    control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
+    seed: int = option(0, "seed of the split, the control labels and the training")
+    mdl: bool = option(False, "also compute the online codelength")
+    positions: int = option(1000, "positional probes: the first P positions")
+    task: str = option("female-male", "the two groups told apart", command=False)  # the command line's --groups A,B
+    language: str | None = option(None, "only utterances in this language")
+    standardize: bool = option(True, "logistic probes: raw features (scikit-learn's default)", flag="--no-standardize")
+    c: float = option(1.0, "logistic probes: the inverse regularisation strength", command=False)
+    max_iter: int = option(1000, "logistic probes: the solver's iteration limit", command=False)
+    max_epochs: int = option(200, "attention probe: epoch limit (early stopping usually ends sooner)")
+    lr: float = option(1e-4, "attention probe: Adam learning rate (Fucci et al. 2025: 1e-4)")
+    apply_to: str | None = option(
+        None,
+        "attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
+        "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)",
+        role="input",
+    )
+    allow_shared_speakers: bool = option(
+        False, "allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)"
+    )
     # "loso": one fold per speaker, pooled (_loso_run); "stratified": speakers shared (Attanasio et al.); the default is left out of the run id
-    split: str = DEFAULT_SPLIT
+    split: str = option(
+        DEFAULT_SPLIT,
+        "fixed (default): the manifest's train/dev/test, else speaker-disjoint 70/10/20; loso: leave one speaker out, "
+        "one fold per speaker, scores pooled over folds (not with --mdl, --control speaker or --apply-to); stratified: each "
+        "speaker's utterances spread 70/10/20 over train/dev/test, speakers shared (Attanasio et al. 2024, B.3)",
+        choices=SPLITS,
+    )
     # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
     # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
-    mdl_guard: bool = True
-    device: str = "cpu"
-    memory_gb: float = 4.0  # budget for features: positional probes read positions in chunks that fit it; attention sequences beyond it are read per batch
-    loader_workers: int = 0  # attention probe reading from the store: DataLoader worker processes (0: the main process)
+    mdl_guard: bool = option(True, "logistic MDL: every block at the fixed C = 1, no mixture over a C grid", flag="--no-mdl-guard")
+    device: str = option("cpu", "where the probe trains", command=False)  # the command line's --device (auto by default)
+    memory_gb: float = option(
+        4.0,
+        "memory budget of a run (default 4): positional probes read as many positions at a time as fit it; attention "
+        "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
+    )
+    loader_workers: int = option(0, "attention probe reading from the store: DataLoader workers (default 0: the main process)")
 
     def __post_init__(self):
         kind = probe_kind(self.probe)

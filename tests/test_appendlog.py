@@ -141,7 +141,7 @@ def _manifest(tmp_path, count=6, language="en"):
 
 
 def _transcribe(tmp_path, name, out, *extra, release=""):
-    argv = ["--model", "whisper", "--task", "asr", "--manifest", str(tmp_path / "m.jsonl"), "--out", str(out), "--batch-seconds", "1", "--quiet", *extra]
+    argv = ["--family", "whisper", "--task", "asr", "--manifest", str(tmp_path / "m.jsonl"), "--out", str(out), "--batch-seconds", "1", "--quiet", *extra]
     started = tmp_path / f"{name}.started"
     process = subprocess.Popen(
         [sys.executable, "-c", TRANSCRIBER, str(started), str(release), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
@@ -204,7 +204,7 @@ def test_a_cut_hypothesis_line_is_redone_and_a_manifest_given_as_out_is_refused(
     out = tmp_path / "hyps.jsonl"
     row = {"id": "u0", "reference": "text 0", "hypothesis": "words", "gender": "male", "speaker": "s0", "language": "en", "model": "m", "task": "asr"}
     out.write_text(json.dumps(row) + "\n" + '{"id": "u1", "refer')
-    argv = ["--model", "whisper", "--task", "asr", "--manifest", str(manifest), "--quiet", "--out"]
+    argv = ["--family", "whisper", "--task", "asr", "--manifest", str(manifest), "--quiet", "--out"]
     assert transcribe.main([*argv, str(out)]) == 0
     printed = capsys.readouterr()
     assert f"{out}:2: removed an incomplete last line" in printed.err and "5 of 6 utterances to do (1 already in" in printed.out

@@ -52,7 +52,7 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
     manifest = write_manifest(tmp_path / "m.jsonl", _noted_corpus(tmp_path))
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper"))
     argv = [
-        "--model",
+        "--family",
         "whisper",
         "--manifest",
         str(manifest),

@@ -176,7 +176,7 @@ def test_correlate_and_heatmap_read_the_collected_tables(study, tmp_path):
     assert correlate_main([*argv[:2], "--where", "site=encoder.final", *argv[6:], "--out", str(tmp_path / "none.json")]) == 2  # no rows left
     figure = tmp_path / "heatmap"
     assert (
-        figures_main(["heatmap", "--long", str(out / "long.csv"), "--model", "wl", "--random-model", "wl-random", "--language", "en", "--out", str(figure)])
+        figures_main(["heatmap", "--long", str(out / "long.csv"), "--label", "wl", "--random-label", "wl-random", "--language", "en", "--out", str(figure)])
         == 0
     )
     assert figure.with_suffix(".png").stat().st_size > 2000

@@ -150,7 +150,7 @@ def test_the_reference_has_every_stage_and_subcommand_at_a_fixed_width(monkeypat
     reference = stage_list.cli_reference()
     for stage in stage_list.stages():
         assert f"\n## {stage.name}\n\n`speech-gender {stage.name}` or `python -m {stage.module}`\n" in reference
-        assert f"\n| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} |\n" in reference
+        assert f"\n| [{stage.name}](#{stage.name}) | `{stage.module}` | {stage.summary} | {stage_list.roles(stage)} |\n" in reference
         assert f"\n```text\nusage: speech-gender {stage.name} " in reference
     for subcommand in ("figures per-position", "figures heatmap", "grafn fit", "grafn apply", "erase fit", "erase show", "manifest fleurs"):
         assert f"\n### {subcommand}\n\n```text\nusage: speech-gender {subcommand} " in reference
@@ -220,7 +220,7 @@ def test_run_as_a_module_a_package_stage_names_its_module_not_its_main_file():
 def test_dtype_takes_the_torch_names_and_the_short_ones_and_refuses_others(capsys):
     from experiments import extract, transcribe
 
-    argv = ["--model", "whisper", "--manifest", "m.jsonl", "--out", "o.jsonl", "--task", "asr"]
+    argv = ["--family", "whisper", "--manifest", "m.jsonl", "--out", "o.jsonl", "--task", "asr"]
     for cli, args in ((extract, argv[:6]), (transcribe, argv)):
         for given, expected in (("fp16", "float16"), ("bf16", "bfloat16"), ("fp32", "float32"), ("float16", "float16")):
             assert cli.build_parser().parse_args([*args, "--dtype", given]).dtype == expected

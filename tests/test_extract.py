@@ -267,7 +267,7 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
     assert (
         cli.main(
             [
-                "--model",
+                "--family",
                 "seamless",
                 "--manifest",
                 str(manifest),
@@ -282,7 +282,7 @@ def test_cli_end_to_end_with_metadata_and_provenance(tmp_path, monkeypatch):
         )
         == 0
     )
-    assert cli.main(["--model", "seamless", "--manifest", str(manifest), "--sites", "nope", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert cli.main(["--family", "seamless", "--manifest", str(manifest), "--sites", "nope", "--out", str(tmp_path / "x"), "--quiet"]) == 2
     reader = ShardReader(tmp_path / "s")
     assert reader.sites == ["pre_adapter", "post_adapter"]
     meta = reader.meta("u1")

@@ -28,13 +28,13 @@ def _manifest(tmp_path):
 
 
 def test_a_folder_given_as_the_manifest(tmp_path, capsys, no_model):
-    error = _error_of(["--model", "whisper", "--manifest", str(tmp_path), "--out", str(tmp_path / "s")], capsys)
+    error = _error_of(["--family", "whisper", "--manifest", str(tmp_path), "--out", str(tmp_path / "s")], capsys)
     assert error == f"error: --manifest {tmp_path} is a folder; give the manifest file (JSONL)"
 
 
 def test_out_that_is_a_file(tmp_path, capsys, no_model):
     (tmp_path / "taken").write_text("x")
-    error = _error_of(["--model", "whisper", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "taken")], capsys)
+    error = _error_of(["--family", "whisper", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "taken")], capsys)
     assert error.startswith(f"error: --out {tmp_path / 'taken'} is a file; give a folder")
 
 
@@ -48,13 +48,13 @@ def test_out_that_is_a_file(tmp_path, capsys, no_model):
     ],
 )
 def test_shards_out_of_range_before_the_model_loads(tmp_path, capsys, no_model, shards, expected):
-    error = _error_of(["--model", "whisper", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s"), *shards], capsys)
+    error = _error_of(["--family", "whisper", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s"), *shards], capsys)
     assert expected in error
 
 
 def test_a_checkpoint_folder_that_does_not_exist(tmp_path, capsys, no_model):
     missing = tmp_path / "models" / "whisper-small"
-    error = _error_of(["--model", "whisper", "--checkpoint", str(missing), "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s")], capsys)
+    error = _error_of(["--family", "whisper", "--checkpoint", str(missing), "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s")], capsys)
     assert error == f"error: --checkpoint {missing}: no such folder (and not a hub id such as owner/name); check the path"
 
 
@@ -63,5 +63,7 @@ def test_a_checkpoint_that_cannot_be_loaded_is_one_line(tmp_path, capsys, monkey
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
     monkeypatch.setattr("extract.spec.load_extractor", offline)
-    error = _error_of(["--model", "whisper", "--checkpoint", "someone/whisper-x", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s")], capsys)
+    error = _error_of(
+        ["--family", "whisper", "--checkpoint", "someone/whisper-x", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "s")], capsys
+    )
     assert error == "error: cannot load --checkpoint someone/whisper-x: We couldn't connect to 'https://huggingface.co' to load the files."

@@ -38,7 +38,7 @@ sys.exit(cli.main(sys.argv[2:]))
 
 
 def _extract(out, manifest, limit=0):
-    argv = ["--model", "whisper", "--manifest", str(manifest), "--sites", "all", "--out", str(out), "--quiet", "--utterances-per-part", "2"]
+    argv = ["--family", "whisper", "--manifest", str(manifest), "--sites", "all", "--out", str(out), "--quiet", "--utterances-per-part", "2"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     return subprocess.run([sys.executable, "-c", LIMITED_EXTRACTION, str(limit), *argv], capture_output=True, text=True, env=env, timeout=300)
 

@@ -126,7 +126,7 @@ def test_a_changed_manifest_refuses_the_resume_and_another_spelling_does_not(tmp
 
 def test_extract_label_flag_goes_into_the_store_config(tmp_path, tone, tiny_whisper, capsys):
     manifest = _manifest(tmp_path / "m.jsonl", tone)
-    argv = ["--model", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--sites", "encoder.final", "--quiet", "--device", "cpu"]
+    argv = ["--family", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--sites", "encoder.final", "--quiet", "--device", "cpu"]
     assert extract_cli.main([*argv, "--out", str(tmp_path / "labelled"), "--label", "my-whisper"]) == 0
     assert extract_cli.main([*argv, "--out", str(tmp_path / "default"), "--random-init"]) == 0
     assert "[extract] whisper-base-random:" in capsys.readouterr().out
@@ -136,7 +136,7 @@ def test_extract_label_flag_goes_into_the_store_config(tmp_path, tone, tiny_whis
 
 def test_transcribe_takes_label_and_its_older_spelling_name():
     parser = transcribe_parser()
-    common = ["--model", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"]
+    common = ["--family", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"]
     assert parser.parse_args([*common, "--label", "wb"]).label == "wb" and parser.parse_args([*common, "--name", "wb"]).label == "wb"
 
 

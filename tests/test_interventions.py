@@ -285,7 +285,7 @@ def _cli_error(main, argv, capsys):
 def test_cli_refuses_a_missing_file_and_a_gender_without_files(tmp_path, capsys):
     manifest = tmp_path / "m.jsonl"
     write_manifest(manifest, [Utterance(id="a", audio="a.wav", language="en", text="x", gender="female", speaker="s")])
-    base = ["--model", "whisper", "--manifest", str(manifest), "--device", "cpu"]
+    base = ["--family", "whisper", "--manifest", str(manifest), "--device", "cpu"]
     missing = tmp_path / "missing.safetensors"
     error = _cli_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene", str(missing)], capsys)
     assert error == f"error: {missing}: no such intervention file"
@@ -302,7 +302,7 @@ def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monk
     write_manifest(manifest, _utterances(tone, 2))
     path = _saved(tmp_path, _steer(tiny_extractor("whisper")))
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, keep_padding=False: tiny_extractor("seamless"))
-    argv = ["--model", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
+    argv = ["--family", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
     error = _cli_error(extract_cli.main, argv, capsys)
     assert error.startswith(f"error: {path} was fitted on another model or site (family: file 'whisper' vs loaded 'seamless'"), error
 
@@ -422,7 +422,7 @@ def test_cli_malformed_records_and_folders_are_one_line(tmp_path, capsys, tone):
     assert error == f"error: {tmp_path} is a folder; give an intervention file (python -m experiments.erase fit --out FILE)"
     manifest = tmp_path / "m.jsonl"
     write_manifest(manifest, _utterances(tone, 2))
-    base = ["--model", "whisper", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s")]
+    base = ["--family", "whisper", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s")]
     for path, message in ((text_alpha, "needs a finite alpha"), (no_model, "the record's model must be a mapping, got None")):
         error = _cli_error(extract_cli.main, [*base, "--intervene", str(path)], capsys)
         assert error.startswith(f"error: {path}: ") and message in error, error

@@ -103,7 +103,7 @@ def _corpus(tmp_path, tone, count=4):
 
 
 def _extract(checkpoint, manifest, out, capsys):
-    argv = ["--model", "whisper", "--checkpoint", str(checkpoint), "--manifest", str(manifest), "--sites", SITE]
+    argv = ["--family", "whisper", "--checkpoint", str(checkpoint), "--manifest", str(manifest), "--sites", SITE]
     code = extract_cli.main([*argv, "--utterances-per-part", "2", "--storage-dtype", "float32", "--device", "cpu", "--quiet", "--out", str(out)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err.strip()

@@ -147,7 +147,7 @@ def test_transcribe_refuses_its_manifest_as_out_through_a_symlink_a_hard_link_or
     else:
         monkeypatch.chdir(folder)
         out = Path("other/../m.jsonl")
-    argv = ["--model", "whisper", "--task", "asr", "--manifest", str(manifest), "--out", str(out)]
+    argv = ["--family", "whisper", "--task", "asr", "--manifest", str(manifest), "--out", str(out)]
     error = _refused(transcribe.main, argv, capsys)
     assert error == f"error: --out {out} is the same file as --manifest {manifest}: the command would overwrite what it reads; give another --out\n"
     assert manifest.read_bytes() == content and not list(folder.glob("*.settings.json"))

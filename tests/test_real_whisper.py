@@ -68,7 +68,7 @@ def test_extract_cli_on_bundled_whisper_and_its_random_init_twin(tmp_path, clear
     soundfile.write(tmp_path / "a.wav", clear_english_speech, 16_000)
     utterance = Utterance(id="a", audio="a.wav", language="en", text=SENTENCE, gender="female", speaker="k", split="test")
     manifest = write_manifest(tmp_path / "m.jsonl", [utterance])
-    common = ["--model", "whisper", "--checkpoint", "bundled-tiny.en", "--manifest", str(manifest), "--quiet", "--storage-dtype", "float32"]
+    common = ["--family", "whisper", "--checkpoint", "bundled-tiny.en", "--manifest", str(manifest), "--quiet", "--storage-dtype", "float32"]
     assert main(common + ["--sites", "all", "--out", str(tmp_path / "real")]) == 0
     assert main(common + ["--sites", "encoder.final", "--out", str(tmp_path / "random"), "--random-init"]) == 0
     real, random = ShardReader(tmp_path / "real"), ShardReader(tmp_path / "random")
@@ -92,7 +92,7 @@ def test_transcribe_cli_on_bundled_whisper_then_resumes(tmp_path, clear_english_
     ]
     manifest = write_manifest(tmp_path / "m.jsonl", records)
     out = tmp_path / "hyps.jsonl"
-    arguments = ["--model", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--task", "asr", "--out", str(out), "--quiet"]
+    arguments = ["--family", "whisper", "--checkpoint", "bundled-base", "--manifest", str(manifest), "--task", "asr", "--out", str(out), "--quiet"]
     assert main(arguments) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["hypothesis"] for row in rows] == [SENTENCE, SENTENCE]

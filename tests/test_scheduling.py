@@ -36,7 +36,7 @@ def _grid(tmp_path, stores, out, probes=("positional", "mean"), **options):
 
 
 def _local(*extra):
-    return ["--executor", "local", "--cpus", "1", "--mem-gb", "2", "--time-min", "5", *extra]
+    return ["--executor", "local", "--cpus", "1", "--task-memory-gb", "2", "--time-min", "5", *extra]
 
 
 def test_a_grid_through_the_local_executor_gives_the_in_process_rows(tmp_path, stores, capsys):
@@ -72,7 +72,7 @@ def test_a_failed_task_is_reported_with_its_log_and_resubmitted_alone(tmp_path, 
 
 
 def _args(**overrides):
-    values = dict(executor="local", partition=None, account=None, gpus=0, cpus=4, mem_gb=16.0, time_min=60, array_parallelism=8, device="cpu")
+    values = dict(executor="local", partition=None, account=None, gpus=0, cpus=4, task_memory_gb=16.0, time_min=60, array_parallelism=8, device="cpu")
     return argparse.Namespace(**(values | overrides))
 
 

@@ -52,8 +52,8 @@ def test_every_cli_with_a_device_flag_takes_the_one_default(monkeypatch):
     from experiments import extract, probe, transcribe
 
     required = {
-        extract: ["--model", "whisper", "--manifest", "m.jsonl", "--out", "s"],
-        transcribe: ["--model", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"],
+        extract: ["--family", "whisper", "--manifest", "m.jsonl", "--out", "s"],
+        transcribe: ["--family", "whisper", "--manifest", "m.jsonl", "--task", "asr", "--out", "h.jsonl"],
         probe: [],
     }
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -115,7 +115,7 @@ def test_transcribe_names_a_checkpoint_that_cannot_be_loaded_in_one_line(tmp_pat
 
     monkeypatch.setattr("extract.spec.load_generator", offline)
     argv = [
-        "--model",
+        "--family",
         "whisper",
         "--checkpoint",
         "someone/whisper-x",
@@ -135,7 +135,7 @@ def test_remote_code_without_permission_is_one_line_in_both_clis(tmp_path, capsy
     import importlib
 
     cli = importlib.import_module(f"experiments.{cli_name}")
-    argv = ["--model", "zeroswot", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
+    argv = ["--family", "zeroswot", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
     assert _one_line_exit_2(cli.main, argv, capsys).startswith("error: ZeroSwot runs custom code from the hub: pass --trust-remote-code")
 
 
@@ -144,7 +144,7 @@ def test_bundled_weights_of_a_family_without_them_is_one_line(tmp_path, capsys, 
     import importlib
 
     cli = importlib.import_module(f"experiments.{cli_name}")
-    argv = ["--model", "s2t", "--checkpoint", "bundled-base", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
+    argv = ["--family", "s2t", "--checkpoint", "bundled-base", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path / "o"), *extra]
     assert _one_line_exit_2(cli.main, argv, capsys) == "error: bundled weights exist only for whisper"
 
 
@@ -158,7 +158,7 @@ def test_a_local_folder_without_tokenizer_files_is_one_line(tmp_path, capsys):
     tiny.model.save_pretrained(folder)
     tiny.processor.save_pretrained(folder)  # a feature extractor only: no tokenizer files
     argv = [
-        "--model",
+        "--family",
         "whisper",
         "--checkpoint",
         str(folder),
@@ -178,7 +178,7 @@ def test_a_local_folder_without_tokenizer_files_is_one_line(tmp_path, capsys):
 def test_transcribe_refuses_a_folder_as_out_before_loading(tmp_path, capsys):
     from experiments import transcribe as cli
 
-    argv = ["--model", "whisper", "--checkpoint", "nobody/never-loaded", "--task", "asr", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path)]
+    argv = ["--family", "whisper", "--checkpoint", "nobody/never-loaded", "--task", "asr", "--manifest", str(_manifest(tmp_path)), "--out", str(tmp_path)]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip() == f"error: --out {tmp_path} is a folder; give the path of the hypotheses JSONL file"
 
@@ -188,7 +188,7 @@ def test_a_device_this_machine_lacks_is_refused_unless_the_work_is_submitted_els
     from experiments import extract
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    argv = ["--model", "whisper", "--manifest", "m.jsonl", "--out", "s", "--device", "cuda"]
+    argv = ["--family", "whisper", "--manifest", "m.jsonl", "--out", "s", "--device", "cuda"]
     with pytest.raises(SystemExit) as stopped:
         extract.build_parser().parse_args(argv)
     assert stopped.value.code == 2

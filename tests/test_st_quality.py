@@ -112,3 +112,46 @@ def test_target_language_from_transcribe_rows_picks_the_tokenizer(tmp_path):
     assert _cli(tmp_path, _jsonl(*rows)) == 0
     result = json.loads((tmp_path / "o.json").read_text())
     assert result["target_language"] == "zh" and "tok:zh" in result["groups"]["all"]["bleu_signature"]
+
+
+@pytest.mark.parametrize(
+    ("device", "gpus", "expected"),
+    [
+        (None, None, (0, None)),  # the default: COMET on the CPU, as before --device existed
+        ("cpu", None, (0, None)),
+        ("cpu", 0, (0, None)),
+        (None, 2, (2, None)),  # --gpus alone, as before: cuda
+        ("cuda", None, (1, None)),
+        ("cuda", 2, (2, None)),
+        ("cuda:3", None, (1, [3])),
+        ("cuda:3", 1, (1, [3])),
+    ],
+)
+def test_comet_runs_where_device_and_gpus_say(device, gpus, expected):
+    from experiments.st_quality import comet_devices
+
+    assert comet_devices(device, gpus) == expected
+
+
+@pytest.mark.parametrize(
+    ("device", "gpus", "message"),
+    [
+        ("cpu", 1, "--gpus 1 with --device cpu"),
+        ("mps", None, "--device mps: COMET runs on cpu or cuda"),
+        ("cuda:0", 2, "names one GPU"),
+        (None, -1, "at least 0"),
+    ],
+)
+def test_contradicting_device_and_gpus_are_refused(device, gpus, message):
+    from experiments.st_quality import comet_devices
+
+    with pytest.raises(ValueError, match=message):
+        comet_devices(device, gpus)
+
+
+def test_a_contradiction_is_one_line_before_anything_is_scored(tmp_path, capsys):
+    hypotheses = tmp_path / "h.jsonl"
+    hypotheses.write_text("".join(json.dumps(row | {"tgt_lang": "it"}) + "\n" for row in ROWS))
+    assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "q.json"), "--device", "cpu", "--gpus", "1"]) == 2
+    assert capsys.readouterr().err == "error: --gpus 1 with --device cpu: COMET would not use them; pass --device cuda\n"
+    assert not (tmp_path / "q.json").exists()

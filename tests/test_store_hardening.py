@@ -341,7 +341,7 @@ def test_the_extraction_cli_stops_on_float16_overflow(tmp_path, monkeypatch, cap
     with torch.no_grad():
         extractor.encoder.layer_norm.bias.fill_(1e5)
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: extractor)
-    code = cli.main(["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(tmp_path / "s"), "--quiet"])
+    code = cli.main(["--family", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(tmp_path / "s"), "--quiet"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and error.startswith("error: values at site encoder.final, utterance u") and "overflow float16" in error
     assert len(error.splitlines()) == 1 and "--storage-dtype float32" in error
@@ -383,14 +383,14 @@ def test_a_full_disk_ends_with_one_line_and_no_complete_part(tmp_path, monkeypat
 
     monkeypatch.setattr(PartWriter, "_append", append_until_full)
     out = tmp_path / "s"
-    code = cli.main(["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2"])
+    code = cli.main(["--family", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and len(error.splitlines()) == 1
     assert error.startswith("error: disk full while writing shard0000of0001-part00001.h5") and "free space and rerun" in error
     assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]  # the part finished before stays
     assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
     monkeypatch.setattr(PartWriter, "_append", real_append)
-    assert cli.main(["--model", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2"]) == 0
+    assert cli.main(["--family", "whisper", "--manifest", str(manifest), "--sites", SITE, "--out", str(out), "--quiet", "--utterances-per-part", "2"]) == 0
     assert len(ShardReader(out)) == 3
 
 
@@ -429,7 +429,7 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, seconds=(0.5, 0.6, 0.7, 0.8)))
     out = tmp_path / "s"
     argv = [
-        "--model",
+        "--family",
         "whisper",
         "--manifest",
         str(manifest),

@@ -26,7 +26,7 @@ def stores(tmp_path_factory):
         made[name] = folder / name
         code = cli.main(
             [
-                "--model",
+                "--family",
                 "whisper",
                 "--checkpoint",
                 "tiny-random",
@@ -102,6 +102,6 @@ def test_what_a_store_holds_is_enough_for_the_probes_it_names(tmp_path):
 def test_positions_and_pool_together_are_refused_in_one_line(tmp_path, capsys):
     manifest = write_manifest(tmp_path / "m.jsonl", _corpus(tmp_path, count=2))
     with pytest.raises(SystemExit) as stopped:
-        cli.main(["--model", "whisper", "--manifest", str(manifest), "--out", str(tmp_path / "s"), "--positions", "3", "--pool", "mean"])
+        cli.main(["--family", "whisper", "--manifest", str(manifest), "--out", str(tmp_path / "s"), "--positions", "3", "--pool", "mean"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip() == "error: --positions and --pool: give one (a pooled store keeps one vector per utterance, not positions)"

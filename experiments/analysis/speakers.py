@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.options import option
 
 SOURCE_KINDS = ("speechbrain", "store", "mfcc", "resemblyzer")
 MFCC_COEFFICIENTS = 12
@@ -78,12 +79,14 @@ def parse_source(text: str) -> Source:
 
 @dataclass(frozen=True)
 class HdbscanSettings:
-    min_cluster_size: int = 2
-    min_samples: int | None = None
-    metric: str = "cosine"
-    cluster_selection_epsilon: float = 0.0
-    cluster_selection_method: str = "eom"
-    standardize: bool = False  # z-score each dimension over the scope before clustering
+    """HDBSCAN's settings (the options of ``speech-gender speakers``, declared once: ``experiments.options``)."""
+
+    min_cluster_size: int = option(2, "HDBSCAN min_cluster_size (2: the paper's)")
+    min_samples: int | None = option(None, "HDBSCAN min_samples (default: min_cluster_size)")
+    metric: str = option("cosine", "HDBSCAN metric (cosine: the paper's)")
+    cluster_selection_epsilon: float = option(0.0, "HDBSCAN cluster_selection_epsilon", flag="--epsilon")
+    cluster_selection_method: str = option("eom", "HDBSCAN cluster_selection_method", flag="--selection", choices=("eom", "leaf"))
+    standardize: bool = option(False, "z-score each embedding dimension within a scope before clustering")
 
 
 def mfcc_statistics(samples: np.ndarray) -> np.ndarray:

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from extract.options import option
+
+MODEL = "model and LoRA"  # the --help heading of the model's and the adapters' options
+
 
 @dataclass(frozen=True)
 class LoraOptions:
     """Defaults of peft's Whisper LoRA example (r 32, alpha 64, dropout 0.05 on q_proj and v_proj);
     the GRAFN paper names the targets but not the rank."""
 
-    rank: int = 32
-    alpha: int = 64
-    dropout: float = 0.05
-    targets: tuple[str, ...] = ("q_proj", "v_proj")
+    rank: int = option(32, "LoRA rank r", flag="--lora-rank", group=MODEL)
+    alpha: int = option(64, "LoRA alpha", flag="--lora-alpha", group=MODEL)
+    dropout: float = option(0.05, "LoRA dropout", flag="--lora-dropout", group=MODEL)
+    targets: tuple[str, ...] = option(("q_proj", "v_proj"), "module names that get adapters", flag="--lora-targets", metavar="NAME[,NAME]", group=MODEL)
 
     def __post_init__(self):
         if self.rank < 1 or self.alpha < 1:

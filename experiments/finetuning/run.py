@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments.finetuning.options import LoraOptions
+from experiments.finetuning.options import MODEL, LoraOptions
 from experiments.finetuning.subsets import SubsetError, draw_subset
+from experiments.normalisation.corpus import MODES
 from experiments.normalisation.filters import file_digest
 from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
+from extract.options import option
 from extract.provenance import provenance
 
 if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run trains, so that --help stays fast
@@ -42,6 +44,7 @@ if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run t
 
 FILTERS_NAME = "grafn-filters.json"
 FLOAT32_MAX = 3.4028234663852886e38  # the adapters and AdamW's step scalars are float32
+DATA, TRAINING = "data", "training"  # --help headings of the options
 LARGEST_LR = FLOAT32_MAX * (1 - 0.9)  # AdamW's first step size is lr / (1 - β1), β1 = 0.9 (torch's default)
 
 
@@ -53,31 +56,33 @@ class FinetuneError(ValueError):
 class FinetuneConfig:
     """Everything that determines a run (``run.json``); see ``python -m experiments.finetune --help``."""
 
-    manifest: str
-    female_share: float
-    total: int
-    checkpoint: str = "bundled-tiny.en"
-    revision: str | None = None
-    train_split: str = "train"
-    val_split: str = "dev"
-    val_manifest: str | None = None
-    val_size: int | None = None
-    language: str | None = None
-    exclude_validation_texts: bool = True
+    manifest: str = option(help="manifest with the training pool (and, without --val-manifest, the validation split)", role="input", group=DATA)
+    female_share: float = option(help="share of female utterances in the training subset (GRAFN: 0.25, 0.5, 0.75)", group=DATA)
+    total: int = option(help="utterances in the training subset; total x share must be a whole number", group=DATA)
+    checkpoint: str = option("bundled-tiny.en", "Whisper hub id, local folder or bundled-base / bundled-tiny.en", role="input", group=MODEL)
+    revision: str | None = option(None, "hub revision", group=MODEL)
+    train_split: str = option("train", "split of the training pool", group=DATA)
+    val_split: str = option("dev", "split of --manifest to validate on", group=DATA)
+    val_manifest: str | None = option(None, "validate on this manifest instead of a split of --manifest", role="input", group=DATA)
+    val_size: int | None = option(None, "validate on a seeded sample of N utterances, half female and half male (default: all)", group=DATA)
+    language: str | None = option(None, "only utterances in this language (e.g. en for an English-only Whisper)", group=DATA)
+    exclude_validation_texts: bool = option(
+        True, "also train on sentences that occur in the validation set (default: left out)", flag="--keep-validation-sentences", group=DATA
+    )
     lora: LoraOptions = field(default_factory=LoraOptions)
-    lr: float = 1e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.0
-    batch_size: int = 8
-    max_steps: int = 1000
-    val_every: int = 200
-    validate_before: bool = True
-    seed: int = 0
-    grafn: str | None = None
-    grafn_by: str = "gender"
-    precision: str = "32-true"
-    num_beams: int = 1
-    max_new_tokens: int = 128
+    lr: float = option(1e-3, "peak learning rate of AdamW on the adapters", group=TRAINING)
+    warmup_steps: int = option(50, "linear warm-up, then linear decay to 0", group=TRAINING)
+    weight_decay: float = option(0.0, "AdamW weight decay", group=TRAINING)
+    batch_size: int = option(8, "utterances per step", group=TRAINING)
+    max_steps: int = option(1000, "optimiser steps", group=TRAINING)
+    val_every: int = option(200, "validate and checkpoint every N steps, and at the last", group=TRAINING)
+    validate_before: bool = option(True, "skip the validation of the untrained model at step 0", flag="--no-validate-before", group=TRAINING)
+    seed: int = option(0, "seed of the subset draw, the adapters' init and the data order", group=TRAINING)
+    grafn: str | None = option(None, "GRAFN filters file (python -m experiments.grafn fit): normalise training and validation audio", role="input", group=DATA)
+    grafn_by: str = option("gender", "which GRAFN filter each utterance gets", choices=MODES, group=DATA)
+    precision: str = option("32-true", "Lightning precision, e.g. bf16-mixed on a GPU", group=TRAINING)
+    num_beams: int = option(1, "validation decoding beams", group=TRAINING)
+    max_new_tokens: int = option(128, "validation decoding length", group=TRAINING)
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "val_every"):

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from extract.audio import SAMPLE_RATE
+from extract.options import option
 
 if TYPE_CHECKING:  # scipy takes a second to import: the functions that filter import it, so that --help stays fast
     from scipy.signal import ShortTimeFFT
 
 TARGETS = ("geometric", "arithmetic", "pooled", "female", "male")
+PARAMETERS = "GRAFN parameters (the choices the paper leaves open; see docs/stages/normalisation.md)"  # their --help heading
 AVERAGES = ("speaker", "utterance")
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the output WAV holds float32 samples
 # what a filters file may hold for each annotation of GrafnParameters: accepted JSON types, and their name
@@ -60,17 +62,17 @@ class GrafnParameters:
       speech front end expects. A constant gain changes no spectral shape.
     """
 
-    window_seconds: float = 0.025
-    floor_ratio: float = 0.1
-    n_fft: int = 512
-    hop: int = 128
-    window: str = "hann"
-    smoothing_hz: float = 300.0
-    max_gain_db: float = 12.0
-    target: str = "geometric"
-    average: str = "speaker"
-    active_db: float | None = 40.0
-    output_rms: float = 0.1
+    window_seconds: float = option(0.025, "sliding window W of the local mean and variance", group=PARAMETERS)
+    floor_ratio: float = option(0.1, "σ_x(t) floored at this share of the utterance's global std, so pauses are not blown up", group=PARAMETERS)
+    n_fft: int = option(512, "STFT size in samples at 16 kHz", group=PARAMETERS)
+    hop: int = option(128, "STFT hop in samples, at most n_fft/2", group=PARAMETERS)
+    window: str = option("hann", "STFT window, a scipy.signal.get_window name", group=PARAMETERS)
+    smoothing_hz: float = option(300.0, "width of the moving average of H(f) across frequency, in Hz", group=PARAMETERS)
+    max_gain_db: float = option(12.0, "H(f) clipped to ± this many dB", group=PARAMETERS)
+    target: str = option("geometric", "the neutral spectrum (geometric: the mean of the two groups in dB)", choices=TARGETS, group=PARAMETERS)
+    average: str = option("speaker", "average spectra per speaker first, or over utterances", choices=("speaker", "utterance"), group=PARAMETERS)
+    active_db: float | None = option(40.0, "frames this many dB below an utterance's loudest are left out of the spectra; 0 keeps all", group=PARAMETERS)
+    output_rms: float = option(0.1, "constant output scale: x_norm has unit local variance (0.1: about -20 dBFS)", group=PARAMETERS)
     sample_rate: int = SAMPLE_RATE
 
     def __post_init__(self):

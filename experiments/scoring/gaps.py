@@ -29,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.scoring.asr_metrics import Scoring, error_counts, metric_for, normalize
-from experiments.scoring.group_metrics import GroupMetricFrame, Members, comparison, relative_gap
+from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, error_counts, metric_for, normalize
+from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
 from extract.manifest import read_keyed_rows
+from extract.options import option
 from extract.provenance import hypotheses_subject, identified
 from extract.records import GapReport, schema_version, write_document
 
@@ -44,6 +45,41 @@ P_VALUE_NOTE = (
     "are overlapping subsets of the same speakers, so p shrinks as the iterations grow; trust ci95, the "
     "speaker-bootstrap interval"
 )
+
+
+@dataclass(frozen=True)
+class GapOptions:
+    """How a gap report is computed: the options of ``speech-gender asr_gap`` and, those marked
+    ``study``, the keys of a study's ``behaviour.gap`` (declared once: ``experiments.options``)."""
+
+    groups: tuple[str, ...] = option(("female", "male"), "A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B)", metavar="A,B", study=True)
+    iterations: int = option(1000, "speaker-bootstrap resamples for the 95 % interval", study=True)
+    seed: int = option(0, "bootstrap seed", study=True)
+    gap_estimate: str = option(
+        "resampled",
+        "what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
+        choices=tuple(GAP_ESTIMATES),
+        study=True,
+    )
+    interval_of: str = option(
+        DEFAULT_COMPARISON,
+        "what the speaker-bootstrap interval (ci95) is of: relative_gap (E, default), delta_rel (Δrel, Boito et al. 2022) "
+        "or difference (φ(A) − φ(B)); the report names it in ci95_of when it is not E",
+        choices=tuple(COMPARISONS),
+    )
+    normalizer: str = option(
+        "whisper",
+        "whisper: English normalizer for en, basic otherwise (every model); basic; none (NFC and spaces only). "
+        "The published code normalized Whisper only: score SeamlessM4T with none to reproduce it",
+        choices=NORMALIZERS,
+        study=True,
+    )
+    cer_spaces: str = option(
+        "drop",
+        "CER languages: drop spaces before scoring (default) or keep them as jiwer's cer does (the published code)",
+        choices=CER_SPACES,
+        study=True,
+    )
 
 
 def iterations_problem(iterations: int) -> str | None:

@@ -79,8 +79,9 @@ def bleu_chrf(hypotheses: list[str], references: list[str | list[str]], target_l
     }
 
 
-def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0) -> Scorer:
-    """A COMET scorer from a local checkpoint (a ``.ckpt`` or a folder holding ``checkpoints/model.ckpt``) or a hub name."""
+def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0, devices: list[int] | None = None) -> Scorer:
+    """A COMET scorer from a local checkpoint (a ``.ckpt`` or a folder holding ``checkpoints/model.ckpt``) or a hub name,
+    on ``gpus`` GPUs (``devices``: which ones; default: Lightning's choice)."""
     from comet import download_model, load_from_checkpoint  # here, not at the top: torch and Lightning, only for COMET
 
     path = Path(model)
@@ -94,7 +95,7 @@ def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0
     loaded = load_from_checkpoint(str(path))
 
     def score(segments: list[dict]) -> list[float]:
-        return list(loaded.predict(segments, batch_size=batch_size, gpus=gpus, progress_bar=False).scores)
+        return list(loaded.predict(segments, batch_size=batch_size, gpus=gpus, devices=devices, progress_bar=False).scores)
 
     return score
 

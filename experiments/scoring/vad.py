@@ -9,24 +9,39 @@ inside its PyPI package, so this runs offline.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
+from extract.options import check_options, option
 
 SpeechDetector = Callable[[np.ndarray], float]  # SAMPLE_RATE waveform -> seconds of speech
 
 
-def silero_detector(threshold: float = 0.5) -> SpeechDetector:
+@dataclass(frozen=True)
+class VadSettings:
+    """What counts as speech: the options of ``speech-gender vad_filter`` (declared once: ``experiments.options``)."""
+
+    min_speech_seconds: float = option(0.3, "keep records with at least this many seconds of detected speech", least=0)
+    threshold: float = option(0.5, "silero-vad speech probability threshold", least=0)
+    max_seconds: float = option(30.0, "only look at the first seconds a model would see", positive=True)
+
+    def __post_init__(self):
+        check_options(self)
+
+
+def silero_detector(threshold: float = 0.5, device: str = "cpu") -> SpeechDetector:
+    """silero-vad's speech seconds of a clip, the model and each clip on ``device``."""
     import torch  # here, not at the top: torch and the model load only when a detector is built
     from silero_vad import get_speech_timestamps, load_silero_vad
 
-    model = load_silero_vad()
+    model = load_silero_vad().to(device)
 
     def speech_seconds(samples: np.ndarray) -> float:
-        spans = get_speech_timestamps(torch.from_numpy(samples), model, sampling_rate=SAMPLE_RATE, threshold=threshold)
+        spans = get_speech_timestamps(torch.from_numpy(samples).to(device), model, sampling_rate=SAMPLE_RATE, threshold=threshold)
         return sum(span["end"] - span["start"] for span in spans) / SAMPLE_RATE
 
     return speech_seconds

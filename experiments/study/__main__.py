@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_reclaim_stale_argument, fail, input_argument, output_argument, program_name, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, input_argument, output_argument, program_name, run_cli
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
@@ -57,14 +57,6 @@ def _stages(text: str) -> tuple[str, ...]:
     if not chosen:
         raise argparse.ArgumentTypeError(f"give stages separated by commas, from {', '.join(STAGES)}")
     return tuple(stage for stage in STAGES if stage in chosen)
-
-
-def _device(text: str) -> str:
-    """``--device``: spelled as a device (whether this machine has it is checked after parsing, unless
-    ``--executor slurm`` sends the work elsewhere: :func:`experiments.cli.device_missing_here`)."""
-    from extract.device import resolve_device
-
-    return resolve_device(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="only write a placeholder (six rows) for every manifest the study names under DIR (never over a file), "
         "so that --root DIR --dry-run shows the plan before the corpora are downloaded; then stop",
     )
-    runner.add_argument(
-        "--device",
-        type=_device,
+    add_device_argument(
+        runner,
+        default=None,  # whether this machine has it is checked after parsing, unless --executor slurm sends the work elsewhere
         help="where models and probes run: cpu, cuda, cuda:N, mps (default: the study's device, else cuda if a GPU is visible, else cpu)",
     )
     runner.add_argument(

@@ -95,9 +95,10 @@ from pathlib import Path
 from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES
 from experiments.analysis.contrasts import UNITS
 from experiments.analysis.feature_gap_report import CORRECTIONS
-from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS
-from experiments.scoring.gaps import GAP_ESTIMATES
+from experiments.options import study_choices, study_fields, study_problem
+from experiments.scoring.gaps import GapOptions
 from extract.manifest import GENDERS
+from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
@@ -120,40 +121,19 @@ NUMBER = (int, float)
 MODEL_FIELDS = {
     "name": ((str,), None),
     "family": ((str,), None),
-    "checkpoint": ((str, NONE), None),
-    "revision": ((str, NONE), None),
-    "dtype": ((str,), "float32"),
+    **study_fields(ModelOptions),  # checkpoint, revision, trust_remote_code, dtype: declared with the model flags
     "random_init": ((bool,), False),
     "seed": ((int,), 0),
-    "trust_remote_code": ((bool,), False),
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
     "languages": ((list, NONE), None),
     "transcribe": ((bool, list), True),
 }
 CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
-EXTRACT_FIELDS = {
-    "storage_dtype": ((str,), "float16"),
-    "batch_seconds": (NUMBER, 120.0),
-    "max_seconds": (NUMBER, 30.0),
-    "keep_padding": ((bool,), False),
-    "utterances_per_part": ((int,), 256),
-    "num_shards": ((int,), 1),
-}
-TRANSCRIBE_FIELDS = {
-    "batch_seconds": (NUMBER, 240.0),
-    "max_seconds": ((*NUMBER, NONE), None),
-    "num_beams": ((int, NONE), None),
-    "max_new_tokens": ((int, NONE), None),
-    "translate_by_forcing": ((bool,), False),
-}
+EXTRACT_FIELDS = study_fields(ExtractOptions)  # declared once, with the command line's flags (extract.stage_options)
+TRANSCRIBE_FIELDS = study_fields(TranscribeOptions)
 GAP_FIELDS = {
-    "iterations": ((int,), 1000),
-    "seed": ((int,), 0),
-    "groups": ((list,), ["female", "male"]),
-    "gap_estimate": ((str,), "resampled"),
-    "normalizer": ((str,), "whisper"),
-    "cer_spaces": ((str,), "drop"),
+    **study_fields(GapOptions),  # declared once, with asr_gap's flags (experiments.scoring.gaps)
     "corpora": ((list, NONE), None),
     "languages": ((list, NONE), None),
 }
@@ -177,10 +157,9 @@ FEATURE_GAPS_FIELDS = {
     "bootstrap": ((int,), 10_000),
 }
 CHOICES = {
-    "extract.storage_dtype": ("float16", "float32"),
-    "behaviour.gap.gap_estimate": tuple(GAP_ESTIMATES),
-    "behaviour.gap.normalizer": NORMALIZERS,
-    "behaviour.gap.cer_spaces": CER_SPACES,
+    **study_choices(ExtractOptions, "extract"),
+    **study_choices(TranscribeOptions, "transcribe"),
+    **study_choices(GapOptions, "behaviour.gap"),
     "baselines.f0.range_by": ("speaker", "record"),
     "analyses.acoustic.speech": SPEECH_SOURCES,
     "analyses.acoustic.range_by": RANGE_BY,
@@ -473,8 +452,8 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
     extract = reader.fields(document.get("extract"), EXTRACT_FIELDS, "extract")
     transcribe = reader.fields(document.get("transcribe"), TRANSCRIBE_FIELDS, "transcribe")
-    _positive(reader, extract, ("batch_seconds", "max_seconds", "utterances_per_part", "num_shards"), "extract")
-    _positive(reader, transcribe, ("batch_seconds", "max_seconds", "num_beams", "max_new_tokens"), "transcribe")
+    _declared_checks(reader, ExtractOptions, extract, "extract")
+    _declared_checks(reader, TranscribeOptions, transcribe, "transcribe")
     if st_quality is not None:
         _positive(reader, st_quality, ("batch_size",), "behaviour.st_quality")
         if st_quality["gpus"] < 0:
@@ -591,6 +570,14 @@ def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, wher
     if value is None:
         return of_task
     return reader.names(value, where, choices=of_task)
+
+
+def _declared_checks(reader: _Reader, options: type, values: dict, where: str) -> None:
+    """The bounds the stage's options declare (the command line refuses the same values)."""
+    for key, value in values.items():
+        problem = study_problem(options, key, value)
+        if problem is not None:
+            raise reader.error(f"{where}.{key}", f"{problem}, got {value!r}")
 
 
 def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:

@@ -48,28 +48,14 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
+from experiments.stage_table import JOB_ARRAY_STAGES, STUDY_STAGES
 from experiments.study.schema import F0, Corpus, Model, Part, Study, StudyError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256
 
-STAGES = (
-    "extract",
-    "f0",
-    "transcribe",
-    "probe",
-    "asr_gap",
-    "mustshe",
-    "st_quality",
-    "acoustic",
-    "lexical",
-    "feature_gaps",
-    "collect",
-    "correlate",
-    "figures",
-    "report",
-)
+STAGES = STUDY_STAGES  # in the order a study runs them (experiments.stage_table, the one list of stages)
+EXECUTOR_STAGES = tuple(stage for stage in STAGES if stage in JOB_ARRAY_STAGES)  # the stages submitted as job arrays with --executor
 ANALYSIS_STAGES = ("acoustic", "lexical", "feature_gaps")  # Attanasio et al. 2024, section 5 (experiments.study.analyses)
-EXECUTOR_STAGES = ("extract", "transcribe", "probe")  # the stages submitted as job arrays with --executor
 SHOWN = 12  # units listed per stage in the printed plan
 
 

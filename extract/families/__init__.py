@@ -7,7 +7,7 @@ one new module in extract/families/ plus one registry line in ``FAMILY_MODULES``
 
 The family modules import torch (seconds on a busy machine), so they load on first use of
 ``FAMILIES`` or of a name from :mod:`extract.families.base` (PEP 562's module ``__getattr__``):
-a parser offers ``--model`` from :data:`FAMILY_NAMES` without them, so ``--help`` stays fast.
+a parser offers ``--family`` from :data:`FAMILY_NAMES` without them, so ``--help`` stays fast.
 """
 
 from importlib import import_module

@@ -1,4 +1,4 @@
-"""python -m experiments.recipes.realvoices --out DIR [--languages en fr ...] [--per-speaker N] [--seed S] [--dataset NAME]"""
+"""python -m experiments.recipes.realvoices --out DIR [--languages en,fr,...] [--per-speaker N] [--seed S] [--dataset NAME]"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, output_argument, program_name, run_cli
+from experiments.cli import CommaList, CommandParser, output_argument, program_name, run_cli
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         "16 kHz WAVs in the cache, DIR/manifest.jsonl and DIR/CARD.md.",
     )
     output_argument(parser, "--out", required=True, type=output_folder, help="folder for manifest.jsonl, card.json and CARD.md")
-    parser.add_argument("--languages", nargs="+", choices=LANGUAGES, metavar="LANG", help=f"default: all ({' '.join(LANGUAGES)})")
+    parser.add_argument("--languages", action=CommaList, choices=LANGUAGES, metavar="LANG[,LANG]", help=f"default: all ({','.join(LANGUAGES)})")
     parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
     parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
     parser.add_argument(

@@ -1,0 +1,158 @@
+"""Command-line flags and study-file keys derived from a stage's options (:mod:`extract.options`).
+
+A stage declares its options once, as typed dataclass fields with their help, choices, defaults and
+checks (``extract.stage_options.ExtractOptions``, ``probing.run.ProbeConfig``, ...).
+:func:`add_options` turns them into argparse flags, with the file roles of :mod:`experiments.cli`
+(so the output guard sees them), :func:`from_args` builds the options back from the parsed flags
+(a refused value is one ``error:`` line naming the flag), and :func:`study_fields` gives a study
+file's section its keys, types and defaults. ``docs/cli.md`` is generated from the parsers, so it
+follows too.
+
+How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``bool`` is a switch
+(``store_true``; a field that defaults to True needs a declared ``--no-...`` flag, ``store_false``);
+``X | None`` takes an X and defaults to "not given"; a ``tuple`` of paths is a list of files
+(space-separated, the flag repeatable), a ``tuple`` of names a comma-separated list
+(:class:`experiments.cli.CommaList`); a field without a default is a required flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from experiments.cli import CommaList, FileRole, add_renamed_argument, fail
+from extract.options import Option, OptionError, declared, default_of
+
+NONE = type(None)
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _base(hint: Any) -> tuple[Any, bool]:
+    """The type a field holds besides None, and whether None is allowed (``int | None`` -> int, True)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        kinds = [kind for kind in typing.get_args(hint) if kind is not NONE]
+        return (kinds[0] if len(kinds) == 1 else hint), NONE in typing.get_args(hint)  # several kinds: a string the field's checks read
+    return hint, False
+
+
+def _is_sequence(kind: Any) -> bool:
+    return typing.get_origin(kind) in (tuple, list)
+
+
+def flag_of(item: dataclasses.Field, declaration: Option) -> str:
+    """The command-line spelling of an option."""
+    return declaration.flag or "--" + item.name.replace("_", "-")
+
+
+def options_of(cls: type, skip: tuple[str, ...] = ()) -> Iterator[tuple[dataclasses.Field, Option]]:
+    """The fields of ``cls`` that are command-line flags, but those in ``skip``."""
+    return ((item, declaration) for item, declaration in declared(cls) if declaration.command and item.name not in skip)
+
+
+def add_options(parser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``."""
+    hints = _hints(cls)
+    for item, declaration in options_of(cls, skip):
+        _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name])
+
+
+def group_of(parser, title: str | None):
+    """The argument group ``title`` of ``parser`` (made on first use), or the parser itself."""
+    if title is None:
+        return parser
+    return next((group for group in parser._action_groups if group.title == title), None) or parser.add_argument_group(title)
+
+
+def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any) -> argparse.Action:
+    flag, default = flag_of(item, declaration), default_of(item)
+    kind, _ = _base(hint)
+    kwargs: dict[str, Any] = {"dest": item.name, "help": declaration.help.replace("%", "%%")}  # argparse formats helps with %
+    if default is dataclasses.MISSING:
+        kwargs["required"] = True
+    elif not _is_sequence(kind):
+        kwargs["default"] = default
+    if kind is bool:
+        kwargs["action"] = "store_false" if default is True else "store_true"
+    elif _is_sequence(kind):
+        element = typing.get_args(kind)[0]
+        kwargs["default"] = list(default) if default is not dataclasses.MISSING else None
+        if element is Path or declaration.role:
+            kwargs.update(nargs="+", action="extend", type=declaration.parse or element)
+        else:
+            kwargs.update(action=CommaList, choices=declaration.choices)
+    else:
+        kwargs["type"] = declaration.parse or (kind if kind in (int, float, Path) else None)
+        if declaration.choices is not None:
+            kwargs["choices"] = declaration.choices
+    if declaration.metavar:
+        kwargs["metavar"] = declaration.metavar
+    elif kind is not bool and "choices" not in kwargs and flag != "--" + item.name.replace("_", "-"):
+        kwargs["metavar"] = flag.removeprefix("--").replace("-", "_").upper()  # named as spelled, not as the field
+    spellings = (flag, *declaration.also)
+    if declaration.aliases and declaration.also:
+        raise ValueError(f"{item.name}: give its other spellings as aliases (deprecated) or also (not), not both")
+    if declaration.aliases:
+        action = add_renamed_argument(parser, flag, declaration.aliases, **kwargs)
+    else:
+        action = parser.add_argument(*spellings, **kwargs)
+    if declaration.role:
+        action.file_role = FileRole(declaration.role)
+    return action
+
+
+def from_args(cls: type, args: argparse.Namespace, skip: tuple[str, ...] = (), **given: Any):
+    """``cls`` built from the parsed flags of its options (but ``skip``) and ``given`` values (which
+    win over a flag of the same name); a value it refuses is one ``error:`` line naming the flags,
+    exit status 2."""
+    hints = _hints(cls)
+    values = {}
+    for item, _ in options_of(cls, skip):
+        value = getattr(args, item.name)
+        values[item.name] = tuple(value) if isinstance(value, list) and _is_sequence(_base(hints[item.name])[0]) else value
+    try:
+        return cls(**(values | given))
+    except OptionError as error:
+        raise SystemExit(fail(spelled(cls, error))) from None
+
+
+def spelled(cls: type, error: OptionError) -> str:
+    """An :class:`OptionError` of ``cls`` with its options spelled as flags."""
+    flags = {item.name: flag_of(item, declaration) for item, declaration in declared(cls)}
+    return error.spelled(lambda name: flags.get(name, name))
+
+
+# --- study files --------------------------------------------------------------------------------
+
+_YAML_TYPES = {int: (int,), float: (int, float), bool: (bool,), str: (str,), Path: (str,)}
+
+
+def study_fields(cls: type) -> dict[str, tuple[tuple[type, ...], Any]]:
+    """A study file section's keys: each ``study`` option of ``cls``, its accepted YAML types and default."""
+    hints, fields = _hints(cls), {}
+    for item, declaration in declared(cls):
+        if declaration.study:
+            kind, optional = _base(hints[item.name])
+            default = default_of(item)
+            yaml_types = (list,) if _is_sequence(kind) else _YAML_TYPES[kind]
+            fields[item.name] = ((*yaml_types, *((NONE,) if optional else ())), list(default) if isinstance(default, tuple) else default)
+    return fields
+
+
+def study_choices(cls: type, where: str) -> dict[str, tuple]:
+    """``{"WHERE.key": choices}`` for the ``study`` options of ``cls`` that have choices."""
+    return {f"{where}.{item.name}": declaration.choices for item, declaration in declared(cls) if declaration.study and declaration.choices}
+
+
+def study_problem(cls: type, key: str, value: Any) -> str | None:
+    """Why the option ``key`` of ``cls`` refuses ``value`` (its bounds; types and choices the study
+    file's reader checks), or None."""
+    declaration = next(declaration for item, declaration in declared(cls) if item.name == key)
+    return declaration.problem(value)

@@ -1,0 +1,117 @@
+"""A stage's options declared once: typed dataclass fields carrying their help, choices and checks.
+
+A field declared with :func:`option` is an option of its stage. Its type, default and metadata are
+the one declaration from which ``experiments.options`` derives the command line's flags (and so
+``docs/cli.md``) and the study file's keys; :func:`check_options`, called from the dataclass's
+``__post_init__``, makes the library, the command line and the study refuse a bad value the same way.
+This module imports nothing heavy: the options of a stage are read to build its ``--help``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+OPTION = "option"  # the metadata key of a declared field
+
+
+class OptionError(ValueError):
+    """A value (or a combination of values) that options refuse. ``template`` names the options as
+    ``{field_name}``, so that each caller spells them its way (:meth:`spelled`): ``--num-shards 0:
+    must be at least 1`` on the command line, ``num_shards 0: ...`` from the library."""
+
+    def __init__(self, template: str, *names: str):
+        self.template, self.names = template, names
+        super().__init__(self.spelled(lambda name: name))
+
+    @classmethod
+    def refused(cls, name: str, value: Any, reason: str) -> OptionError:
+        """``NAME VALUE: REASON`` for one option."""
+        return cls(f"{{{name}}} {_literal(value)}: {_literal(reason)}", name)
+
+    def spelled(self, spell: Callable[[str], str]) -> str:
+        return self.template.format_map({name: spell(name) for name in self.names})
+
+
+def _literal(value: Any) -> str:
+    """``value`` as text inside a template (its braces doubled)."""
+    return str(value).replace("{", "{{").replace("}", "}}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """What a field is to its users besides its type and default.
+
+    ``choices``: the values it takes; ``least``: its smallest value (``positive``: above 0 instead);
+    ``flag``: its command-line spelling (default ``--field-name``), ``aliases``: deprecated spellings
+    that still work with a note, ``also``: other spellings without one; ``metavar`` as argparse's;
+    ``role``: ``input`` or ``output`` for a file or folder the command reads or writes; ``parse``:
+    the command line's conversion of a value (argparse's ``type``; default: the field's type);
+    ``group``: the heading of its flag in ``--help`` (default: the parser's options); ``study``: also
+    a key of its section in a study file; ``command``: a command-line flag at all."""
+
+    help: str
+    choices: tuple | None = None
+    least: float | None = None
+    positive: bool = False
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+    metavar: str | None = None
+    role: str | None = None
+    parse: Callable[[str], Any] | None = None
+    group: str | None = None
+    study: bool = False
+    command: bool = True
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is refused, or None (None itself is always accepted: "not given")."""
+        if value is None:
+            return None
+        if isinstance(value, (tuple, list)):  # a list option: each item within the choices
+            return next(filter(None, (self.problem(item) for item in value)), None)
+        if self.choices is not None and value not in self.choices:
+            return f"not one of {', '.join(map(str, self.choices))}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number"
+        if self.positive and value <= 0:
+            return "must be positive"
+        if self.least is not None and value < self.least:
+            return f"must be at least {self.least:g}"
+        return None
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", **details: Any) -> Any:
+    """A dataclass field that is an option (:class:`Option`'s ``details``); ``default`` as ``field``'s
+    (a list or other mutable default goes through ``default_factory``)."""
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={OPTION: Option(help, **details)})
+    return dataclasses.field(default=default, metadata={OPTION: Option(help, **details)})
+
+
+def declared(cls: type) -> Iterator[tuple[dataclasses.Field, Option]]:
+    """The option fields of a dataclass (or of an instance's class), in declaration order."""
+    for item in dataclasses.fields(cls):
+        if OPTION in item.metadata:
+            yield item, item.metadata[OPTION]
+
+
+def default_of(item: dataclasses.Field) -> Any:
+    """A field's default (``dataclasses.MISSING`` for a required one)."""
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    return item.default
+
+
+def check_options(instance: Any) -> None:
+    """Every declared option of ``instance`` within its choices and bounds, or :class:`OptionError`."""
+    for item, declaration in declared(instance):
+        value = getattr(instance, item.name)
+        problem = declaration.problem(value)
+        if problem is not None:
+            raise OptionError.refused(item.name, value, problem)

@@ -1,0 +1,244 @@
+"""Each stage's options declared once (issue 31, item 1): the flags, the study file's keys and
+docs/cli.md are derived from the option dataclasses (``extract.options``, ``experiments.options``),
+and a bad value is refused the same way by the library, the command line and a study file."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from experiments import extract as extract_cli
+from experiments import probe as probe_cli
+from experiments import stages as stage_list
+from experiments import transcribe as transcribe_cli
+from experiments.analysis.speakers import HdbscanSettings
+from experiments.cli import CommaList, CommandParser, file_role
+from experiments.finetuning.options import LoraOptions
+from experiments.finetuning.run import FinetuneConfig
+from experiments.normalisation.transform import GrafnParameters
+from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
+from experiments.scheduling import ExecutorOptions
+from experiments.scoring.gaps import GapOptions
+from experiments.scoring.vad import VadSettings
+from experiments.study import schema
+from extract.options import OptionError, declared, option
+from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
+from probing.run import ProbeConfig
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+# (stage, its options, the study file's section holding them, the fields the command line declares by hand)
+CONVERTED = [
+    ("extract", ModelOptions, schema.MODEL_FIELDS, ()),
+    ("transcribe", ModelOptions, schema.MODEL_FIELDS, ()),
+    ("extract", ExtractOptions, schema.EXTRACT_FIELDS, ()),
+    ("transcribe", TranscribeOptions, schema.TRANSCRIBE_FIELDS, ()),
+    ("probe", ProbeConfig, None, probe_cli.PROBE_FLAGS_BY_HAND),
+    ("finetune", FinetuneConfig, None, ()),
+    ("finetune", LoraOptions, None, ()),  # the adapters' options, on the same command
+    ("grafn fit", GrafnParameters, None, ()),
+    ("asr_gap", GapOptions, schema.GAP_FIELDS, ()),
+    ("speakers", HdbscanSettings, None, ()),
+    ("vad_filter", VadSettings, None, ()),
+    ("extract", ExecutorOptions, None, ()),
+    ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
+]
+
+
+def _reference_section(command: str) -> str:
+    """A command's section of docs/cli.md (``## stage``, or ``### stage sub`` for a subcommand)."""
+    text = (CHECKOUT / "docs" / "cli.md").read_text(encoding="utf-8")
+    heading = "### " if " " in command else "## "
+    return text.split(f"\n{heading}{command}\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    """The parser of ``speech-gender COMMAND`` (a stage, or a stage and its subcommand)."""
+    stage, _, sub = command.partition(" ")
+    parser = stage_list.parser_of(stage_list.find(stage))
+    return next(p for p in stage_list.subcommands(parser) if p.prog.endswith(f" {sub}")) if sub else parser
+
+
+@pytest.mark.parametrize(("stage", "options", "section", "by_hand"), CONVERTED, ids=[f"{stage}-{options.__name__}" for stage, options, *_ in CONVERTED])
+def test_every_declared_option_is_a_flag_a_study_key_and_in_the_reference(stage, options, section, by_hand):
+    parser = _parser(stage)
+    flags = {flag: action for action in parser._actions for flag in action.option_strings}
+    reference = _reference_section(stage)
+    for item, declaration in declared(options):
+        if not declaration.command or item.name in by_hand:
+            continue
+        flag = flag_of(item, declaration)
+        assert flag in flags, f"{stage}: {item.name} is declared but {flag} is not a flag"
+        assert flags[flag].dest == item.name and flags[flag].help.startswith(declaration.help.replace("%", "%%")[:40])
+        assert re.search(rf"^\s+{re.escape(flag)}\b", reference, re.MULTILINE), f"docs/cli.md's {stage} section lacks {flag}"
+        if declaration.study:
+            assert section is not None and item.name in section, f"{stage}: {item.name} is a study option the study schema lacks"
+            default = item.default if item.default is not dataclasses.MISSING else None
+            assert section[item.name][1] == (list(default) if isinstance(default, tuple) else default)  # YAML has lists
+
+
+def test_the_study_sections_are_the_declared_study_options_and_the_grid_options_are_probeconfigs():
+    assert set(schema.EXTRACT_FIELDS) == {"storage_dtype", "batch_seconds", "max_seconds", "keep_padding", "utterances_per_part", "num_shards"}
+    assert set(schema.TRANSCRIBE_FIELDS) == {"batch_seconds", "max_seconds", "num_beams", "max_new_tokens", "translate_by_forcing"}
+    assert schema.EXTRACT_FIELDS["batch_seconds"] == ((int, float), 120.0)
+    assert schema.TRANSCRIBE_FIELDS["max_seconds"] == ((int, float, type(None)), None)
+    assert schema.CHOICES["extract.storage_dtype"] == ("float16", "float32")
+    assert set(schema.PROBE_OPTIONS) <= {item.name for item in dataclasses.fields(ProbeConfig)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Toy:
+    """Every kind of field a stage declares, for the derivation's hand-checked cases."""
+
+    name: str = option(help="required: no default")
+    count: int = option(3, "a count", least=1, study=True)
+    rate: float | None = option(None, "a rate", positive=True)
+    fast: bool = option(False, "a switch")
+    exact: bool = option(True, "the switch off", flag="--no-exact")
+    mode: str = option("a", "a choice", choices=("a", "b"), study=True)
+    files: tuple[Path, ...] = option((), "files", flag="--file", role="input")
+    words: tuple[str, ...] = option((), "names", choices=("x", "y"))
+    hidden: int = option(0, "not a flag", command=False)
+    renamed: int = option(0, "a renamed flag", aliases=("--old",))
+
+    def __post_init__(self):
+        object.__setattr__(self, "files", tuple(Path(path) for path in self.files))
+        from extract.options import check_options
+
+        check_options(self)
+
+
+def _toy_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(prog="toy")
+    add_options(parser, Toy)
+    return parser
+
+
+def test_fields_become_the_flags_their_types_say():
+    args = _toy_parser().parse_args(
+        ["--name", "n", "--count", "4", "--rate", "0.5", "--fast", "--no-exact", "--mode", "b", "--file", "a", "b", "--words", "x,y"]
+    )
+    assert (args.name, args.count, args.rate, args.fast, args.exact, args.mode) == ("n", 4, 0.5, True, False, "b")
+    assert args.files == [Path("a"), Path("b")] and args.words == ["x", "y"]
+    defaults = _toy_parser().parse_args(["--name", "n"])
+    assert (defaults.count, defaults.rate, defaults.fast, defaults.exact, defaults.mode, defaults.files, defaults.words) == (3, None, False, True, "a", [], [])
+    assert not hasattr(defaults, "hidden")
+    actions = {action.dest: action for action in _toy_parser()._actions}
+    assert file_role(actions["files"]).kind == "input" and isinstance(actions["words"], CommaList) and actions["name"].required
+    built = from_args(Toy, _toy_parser().parse_args(["--name", "n", "--file", "a"]))
+    assert built == Toy(name="n", files=(Path("a"),))
+
+
+def test_a_renamed_option_keeps_its_old_spelling(capsys):
+    assert _toy_parser().parse_args(["--name", "n", "--old", "5"]).renamed == 5
+    assert capsys.readouterr().err == "note: --old is deprecated; use --renamed\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--count", "0"], "error: --count 0: must be at least 1\n"),
+        (["--rate", "0"], "error: --rate 0.0: must be positive\n"),
+        (["--rate", "nan"], "error: --rate nan: must be a finite number\n"),
+    ],
+)
+def test_a_refused_value_is_one_line_naming_the_flag(argv, error, capsys):
+    with pytest.raises(SystemExit) as exited:
+        from_args(Toy, _toy_parser().parse_args(["--name", "n", *argv]))
+    assert exited.value.code == 2 and capsys.readouterr().err == error
+
+
+def test_bad_choices_and_names_are_refused_while_parsing(capsys):
+    for argv in (["--mode", "c"], ["--words", "x,z"]):
+        with pytest.raises(SystemExit):
+            _toy_parser().parse_args(["--name", "n", *argv])
+    assert "--words z: not one of x,y" in capsys.readouterr().err
+
+
+def test_the_study_view_of_the_toy_options():
+    assert study_fields(Toy) == {"count": ((int,), 3), "mode": ((str,), "a")}
+    assert study_choices(Toy, "toy") == {"toy.mode": ("a", "b")}
+    assert study_problem(Toy, "count", 0) == "must be at least 1" and study_problem(Toy, "count", 1) is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"num_shards": 0}, "num_shards 0: must be at least 1"),
+        ({"batch_seconds": 0.0}, "batch_seconds 0.0: must be positive"),
+        ({"storage_dtype": "float64"}, "storage_dtype float64: not one of float16, float32"),
+        ({"shard_index": 2, "num_shards": 2}, "shard_index 2 is outside 0..1 for num_shards 2"),
+        ({"positions": 5, "pool": "mean"}, "positions and pool: give one"),
+        ({"intervene_gender": "female"}, "intervene_gender needs at least one interventions FILE"),
+    ],
+)
+def test_the_library_refuses_what_the_command_line_refuses(options, message):
+    with pytest.raises(OptionError, match=re.escape(message)):
+        ExtractOptions(**options)
+
+
+def test_an_extraction_job_is_its_options_and_reads_sites_as_the_flag_does():
+    from extract.jobs import ExtractionJob
+    from extract.spec import ModelSpec
+
+    job = ExtractionJob(ModelSpec("whisper"), Path("m.jsonl"), Path("store"), sites="encoder.layer.0,encoder.final", num_shards=2)
+    assert job.sites == ("encoder.layer.0", "encoder.final") and job.num_shards == 2 and isinstance(job, ExtractOptions)
+    with pytest.raises(OptionError, match="utterances_per_part 0: must be at least 1"):
+        ExtractionJob(ModelSpec("whisper"), Path("m.jsonl"), Path("store"), utterances_per_part=0)
+
+
+def test_transcription_options_need_a_target_for_st_and_make_the_job():
+    from extract.jobs import TranscriptionJob
+    from extract.spec import ModelSpec
+
+    with pytest.raises(OptionError, match="task st needs tgt_lang"):
+        TranscribeOptions(task="st")
+    options = TranscribeOptions(task="st", tgt_lang="it", label="wb", num_beams=2, translate_by_forcing=True, batch_seconds=60.0)
+    job = TranscriptionJob.of(options, ModelSpec("whisper"), Path("m.jsonl"), Path("h.jsonl"))
+    assert (job.task, job.tgt_lang, job.name, job.batch_seconds, job.options.num_beams, job.options.translate_by_forcing) == ("st", "it", "wb", 60.0, 2, True)
+    assert TranscriptionJob(ModelSpec("whisper"), Path("m"), Path("h"), "asr").batch_seconds == TranscribeOptions(task="asr").batch_seconds == 240.0
+
+
+@pytest.mark.parametrize(
+    ("cli", "argv", "error"),
+    [
+        (extract_cli, ["--num-shards", "0"], "error: --num-shards 0: must be at least 1"),
+        (extract_cli, ["--batch-seconds", "-1"], "error: --batch-seconds -1.0: must be positive"),
+        (extract_cli, ["--limit", "0"], "error: --limit 0: must be at least 1"),
+        (transcribe_cli, ["--task", "st"], "error: --task st needs --tgt-lang"),
+        (transcribe_cli, ["--task", "asr", "--num-beams", "0"], "error: --num-beams 0: must be at least 1"),
+    ],
+)
+def test_the_command_line_names_the_flag_before_any_model_loads(cli, argv, error, tmp_path, capsys):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--family", "whisper", "--manifest", str(manifest), "--out", str(tmp_path / "out"), *argv])
+    assert exited.value.code == 2 and capsys.readouterr().err == error + "\n"
+
+
+def test_a_study_refuses_the_values_the_command_line_refuses(tmp_path):
+    reader = schema._Reader(tmp_path / "s.yaml", tmp_path)
+    with pytest.raises(schema.StudyError, match=r"extract\.num_shards: must be at least 1, got 0"):
+        schema._declared_checks(reader, ExtractOptions, {"num_shards": 0}, "extract")
+    with pytest.raises(schema.StudyError, match=r"transcribe\.num_beams: must be at least 1, got 0"):
+        schema._declared_checks(reader, TranscribeOptions, {"num_beams": 0}, "transcribe")
+
+
+def test_only_declared_fields_are_options():
+    names = {item.name for item, _ in options_of(ProbeConfig)}
+    assert "c" not in names and "task" not in names and {"probe", "control", "memory_gb", "standardize"} <= names
+
+
+def test_given_values_win_over_flags_and_a_field_cannot_have_both_kinds_of_other_spelling():
+    assert from_args(Toy, _toy_parser().parse_args(["--name", "n", "--count", "4"]), count=7).count == 7
+
+    @dataclasses.dataclass(frozen=True)
+    class Both:
+        size: int = option(1, "a size", aliases=("--old-size",), also=("--extent",))
+
+    with pytest.raises(ValueError, match="aliases .* or also .*, not both"):
+        add_options(CommandParser(prog="x"), Both)
