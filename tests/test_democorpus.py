@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo") / "corpus"
-    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=2)
 
 
 def test_voice_roster_meets_the_brief():
@@ -136,12 +136,22 @@ def _audio_hashes(root) -> dict[str, str]:
     return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(root.rglob("*.wav"))}
 
 
-def test_a_second_build_elsewhere_gives_identical_audio(corpus, tmp_path):
-    again = build_demo_corpus(tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+def test_a_second_build_elsewhere_in_one_process_gives_identical_audio(corpus, tmp_path):
+    """The fixture spoke in two worker processes of one Kokoro thread each; this build speaks in
+    this process with Kokoro's default threads: the same bytes, the same speeds and durations."""
+    again = build_demo_corpus(
+        tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=1
+    )
     first, second = _audio_hashes(corpus.root), _audio_hashes(again.root)
     assert len(first) == 14 + 4 and first == second
     assert corpus.manifest.read_text() == again.manifest.read_text()
     assert corpus.mustshe_tsv.read_text() == again.mustshe_tsv.read_text()
+
+
+def test_a_build_needs_at_least_one_worker(tmp_path):
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        build_demo_corpus(tmp_path / "none", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, workers=0)
+    assert not (tmp_path / "none").exists()
 
 
 def test_espeak_speaks_a_sentence_identically_whatever_came_before():
