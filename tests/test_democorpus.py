@@ -148,6 +148,28 @@ def test_a_second_build_elsewhere_in_one_process_gives_identical_audio(corpus, t
     assert corpus.mustshe_tsv.read_text() == again.mustshe_tsv.read_text()
 
 
+def test_two_workers_speak_into_an_empty_kokoro_cache(tmp_path, monkeypatch):
+    """From an empty cache the Kokoro model is assembled once, by the parent, before the workers start
+    (two workers assembling it at once raced on one temporary file: the demo failed from an empty cache)."""
+    from experiments.recipes.democorpus.build import Speech, speak_all
+
+    monkeypatch.setenv("KOKORO_JA_CACHE", str(tmp_path / "kokoro"))
+    kokoro = [voice for voice in TRIM_VOICES if voice.engine == "kokoro"][:2]
+    speeches = [Speech(voice, "Good morning.", "en", 1.0, tmp_path / f"{voice.name}.wav") for voice in kokoro]
+
+    class Bar:
+        ticks = 0
+
+        def update(self):
+            self.ticks += 1
+
+    bar = Bar()
+    seconds = speak_all(speeches, 2, bar)
+    assert bar.ticks == 2 and len(seconds) == 2 and all(0.3 < value < 5 for value in seconds)
+    assert [load_audio(speech.path).seconds for speech in speeches] == pytest.approx(seconds, abs=1e-3)
+    assert (tmp_path / "kokoro" / "kokoro-v1.0.int8.onnx").stat().st_size > 0 and not list((tmp_path / "kokoro").glob("*.tmp"))
+
+
 def test_a_build_needs_at_least_one_worker(tmp_path):
     with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
         build_demo_corpus(tmp_path / "none", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, workers=0)

@@ -132,8 +132,10 @@ def speak_all(speeches: list[Speech], workers: int, bar) -> list[float]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from experiments.recipes.democorpus.kokoro import use_one_thread
+    from experiments.recipes.democorpus.kokoro import model_file, use_one_thread
 
+    if any(speech.voice.engine == "kokoro" for speech in speeches):
+        model_file()  # assembled here, once: the workers would race to write it into an empty cache
     # spawn, not fork: the caller may hold torch's OpenMP threads, which a forked child must not inherit
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=use_one_thread) as pool:
         return [_ticked(seconds, bar) for seconds in pool.map(speak, speeches)]

