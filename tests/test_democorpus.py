@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo") / "corpus"
-    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=2)
 
 
 def test_voice_roster_meets_the_brief():
@@ -136,12 +136,44 @@ def _audio_hashes(root) -> dict[str, str]:
     return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(root.rglob("*.wav"))}
 
 
-def test_a_second_build_elsewhere_gives_identical_audio(corpus, tmp_path):
-    again = build_demo_corpus(tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+def test_a_second_build_elsewhere_in_one_process_gives_identical_audio(corpus, tmp_path):
+    """The fixture spoke in two worker processes of one Kokoro thread each; this build speaks in
+    this process with Kokoro's default threads: the same bytes, the same speeds and durations."""
+    again = build_demo_corpus(
+        tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=1
+    )
     first, second = _audio_hashes(corpus.root), _audio_hashes(again.root)
     assert len(first) == 14 + 4 and first == second
     assert corpus.manifest.read_text() == again.manifest.read_text()
     assert corpus.mustshe_tsv.read_text() == again.mustshe_tsv.read_text()
+
+
+def test_two_workers_speak_into_an_empty_kokoro_cache(tmp_path, monkeypatch):
+    """From an empty cache the Kokoro model is assembled once, by the parent, before the workers start
+    (two workers assembling it at once raced on one temporary file: the demo failed from an empty cache)."""
+    from experiments.recipes.democorpus.build import Speech, speak_all
+
+    monkeypatch.setenv("KOKORO_JA_CACHE", str(tmp_path / "kokoro"))
+    kokoro = [voice for voice in TRIM_VOICES if voice.engine == "kokoro"][:2]
+    speeches = [Speech(voice, "Good morning.", "en", 1.0, tmp_path / f"{voice.name}.wav") for voice in kokoro]
+
+    class Bar:
+        ticks = 0
+
+        def update(self):
+            self.ticks += 1
+
+    bar = Bar()
+    seconds = speak_all(speeches, 2, bar)
+    assert bar.ticks == 2 and len(seconds) == 2 and all(0.3 < value < 5 for value in seconds)
+    assert [load_audio(speech.path).seconds for speech in speeches] == pytest.approx(seconds, abs=1e-3)
+    assert (tmp_path / "kokoro" / "kokoro-v1.0.int8.onnx").stat().st_size > 0 and not list((tmp_path / "kokoro").glob("*.tmp"))
+
+
+def test_a_build_needs_at_least_one_worker(tmp_path):
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        build_demo_corpus(tmp_path / "none", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, workers=0)
+    assert not (tmp_path / "none").exists()
 
 
 def test_espeak_speaks_a_sentence_identically_whatever_came_before():

@@ -688,6 +688,26 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     assert "the transcription would refuse to add to it" in line
 
 
+def test_finished_transcripts_decoded_with_another_max_new_tokens_are_stale_not_done(tmp_path, capsys):
+    """decoding.overrides (num_beams, max_new_tokens) bind the hypotheses they produced: after the
+    study's bound changes, the plan names the file and the --redo instead of calling it done."""
+    write_four_voices(tmp_path)
+    study = four_voices_study(tmp_path)
+    study.write_text(study.read_text() + "transcribe: {num_beams: 1, max_new_tokens: 4}\n")
+    assert main(["run", str(study), "--stages", "transcribe", "--quiet"]) == 0, capsys.readouterr()
+    hypotheses = tmp_path / "runs" / "four" / "hyps" / "tiny" / "toy-en.jsonl"
+    recorded = json.loads(hypotheses.with_name("toy-en.jsonl.settings.json").read_text())["decoding"]["overrides"]
+    assert recorded == {"num_beams": 1, "max_new_tokens": 4}
+    capsys.readouterr()
+    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 0
+    assert "2 of 2 done" in capsys.readouterr().out  # the same settings: finished
+    study.write_text(study.read_text().replace("max_new_tokens: 4", "max_new_tokens: 6"))
+    assert main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 2
+    line = one_error_line(capsys)
+    assert f"{hypotheses} was written from " in line and "--redo transcribe" in line
+    assert "(other settings: decoding.overrides: {'num_beams': 1, 'max_new_tokens': 4} vs {'num_beams': 1, 'max_new_tokens': 6})" in line
+
+
 def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(tmp_path, capsys):
     """The docs recommend leave-one-speaker-out for small corpora: its positional rows are joined with
     the gaps (split loso), and a kind no gap joins (mean) still has its numbers in RESULTS.md."""

@@ -450,7 +450,8 @@ def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part
     )
 
 
-COMPARED_SETTINGS = ("model", "family", "task", "tgt_lang", "dtype", "max_seconds", "manifest_sha256")  # known before the model loads
+# known before the model loads; decoding.overrides: num_beams and max_new_tokens (a finished file written with another bound is stale, not done)
+COMPARED_SETTINGS = ("model", "family", "task", "tgt_lang", "dtype", "max_seconds", "manifest_sha256", "decoding.overrides")
 
 
 def skipped_path(hypotheses: Path) -> Path:
@@ -460,6 +461,7 @@ def skipped_path(hypotheses: Path) -> Path:
 
 def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     from extract.claims import claim_path, describe_holder, read_holder
+    from extract.families import FAMILIES
     from extract.provenance import read_settings
     from extract.runner import finished_ids, holds_rows
 
@@ -468,6 +470,8 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
     recorded, manifest_sha256 = read_settings(job.out), file_sha256(job.manifest)
     expected = {"model": job.model_name(), "family": job.spec.family, "task": job.task, "tgt_lang": job.tgt_lang, "dtype": job.spec.dtype}
     expected |= {"max_seconds": job.trim_seconds, "manifest_sha256": manifest_sha256}
+    recorded = recorded | {"decoding.overrides": recorded.get("decoding", {}).get("overrides")}
+    expected["decoding.overrides"] = FAMILIES[job.spec.family].generator.decoding_overrides(job.options)
     differing = [key for key in COMPARED_SETTINGS if recorded.get(key) != expected[key]]
     if differing and holds_rows(job.out):  # the settings of a run that wrote no row are replaced, not refused (check_settings)
         shown = ", ".join(f"{key}: {recorded.get(key)!r} vs {expected[key]!r}" for key in differing)

@@ -48,8 +48,15 @@ class Generator(ABC):
 
     def __init__(self, extractor: Extractor, tokenizer, num_beams: int | None = None, max_new_tokens: int | None = None):
         self.extractor, self.tokenizer = extractor, tokenizer
-        given = {key: value for key, value in {"num_beams": num_beams, "max_new_tokens": max_new_tokens}.items() if value is not None}
-        self.overrides = self.family_defaults | given
+        self.overrides = self.decoding_overrides(GenerationOptions(num_beams, max_new_tokens))
+
+    @classmethod
+    def decoding_overrides(cls, options: GenerationOptions) -> dict:
+        """What decoding overrides the model's generation config with for ``options`` (the family's
+        defaults, then the options given): what a settings file records as ``decoding.overrides``,
+        known before the model loads."""
+        given = {key: value for key, value in {"num_beams": options.num_beams, "max_new_tokens": options.max_new_tokens}.items() if value is not None}
+        return cls.family_defaults | given
 
     @classmethod
     def load(cls, extractor: Extractor, options: GenerationOptions) -> Generator:

@@ -16,6 +16,7 @@ The voices are synthetic: numbers computed on this corpus prove the pipeline, no
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,68 +99,113 @@ def synthesis_progress(total: int, description: str, enabled: bool):
     return tqdm(total=total, desc=description, unit="utt", disable=not enabled)
 
 
-def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, show) -> list[Utterance]:
-    utterances = []
+@dataclass(frozen=True)
+class Speech:
+    """One recording to make: ``text`` read by ``voice`` at ``speed``, written to ``path``."""
+
+    voice: Voice
+    text: str
+    language: str
+    speed: float
+    path: Path
+
+
+def speak(speech: Speech) -> float:
+    """Synthesizes and writes ``speech``; returns its seconds."""
+    return write_wav(speech.path, *speech.voice.synthesize(speech.text, speech.language, speech.speed))
+
+
+def default_workers() -> int:
+    """Synthesis processes: one per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
+
+
+def speak_all(speeches: list[Speech], workers: int, bar) -> list[float]:
+    """Every recording, in ``workers`` processes of one Kokoro thread each (in this process with
+    one worker), ticking ``bar``; seconds in the order of ``speeches``. Nothing random is drawn
+    here (the speeds are drawn before), so the recordings are the same bytes for any ``workers``.
+    Why processes: Kokoro's onnxruntime session spends 1.45 times the CPU per sentence with two
+    threads that it does with one (2-core CPU, 2026-11-27), and espeak-ng's subprocesses, one
+    thread each, run beside Kokoro's sentences instead of after them."""
+    if workers == 1:
+        return [_ticked(speak(speech), bar) for speech in speeches]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from experiments.recipes.democorpus.kokoro import model_file, use_one_thread
+
+    if any(speech.voice.engine == "kokoro" for speech in speeches):
+        model_file()  # assembled here, once: the workers would race to write it into an empty cache
+    # spawn, not fork: the caller may hold torch's OpenMP threads, which a forked child must not inherit
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=use_one_thread) as pool:
+        return [_ticked(seconds, bar) for seconds in pool.map(speak, speeches)]
+
+
+def _ticked(seconds: float, bar) -> float:
+    bar.update()
+    return seconds
+
+
+def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, show, workers: int) -> list[Utterance]:
     jobs = [
         (voice, language, index, text)
         for voice in voices
         for language in voice.languages
         for index, text in enumerate(ASR_SENTENCES[language][:sentences_per_language])
     ]
+    speeches = [
+        Speech(voice, text, language, float(rng.uniform(0.92, 1.08)), root / "audio" / voice.name / f"{language}-{index:02d}.wav")
+        for voice, language, index, text in jobs
+    ]
     with synthesis_progress(len(jobs), "synthesizing ASR utterances", show) as bar:
-        for voice, language, index, text in jobs:
-            speed = float(rng.uniform(0.92, 1.08))
-            path = root / "audio" / voice.name / f"{language}-{index:02d}.wav"
-            duration = write_wav(path, *voice.synthesize(text, language, speed))
-            utterances.append(
-                Utterance(
-                    id=f"{voice.name}-{language}-{index:02d}",
-                    audio=str(path.relative_to(root)),
-                    language=language,
-                    text=text,
-                    gender=voice.gender,
-                    speaker=voice.name,
-                    split=splits[voice.name],
-                    dataset="demo",
-                    duration=round(duration, 3),
-                    extra={"engine": voice.engine, "voice": voice.describe(), "speed": round(speed, 3), "synthetic": True},
-                )
-            )
-            bar.update()
-    return utterances
+        durations = speak_all(speeches, workers, bar)
+    return [
+        Utterance(
+            id=f"{speech.voice.name}-{speech.language}-{index:02d}",
+            audio=str(speech.path.relative_to(root)),
+            language=speech.language,
+            text=speech.text,
+            gender=speech.voice.gender,
+            speaker=speech.voice.name,
+            split=splits[speech.voice.name],
+            dataset="demo",
+            duration=round(duration, 3),
+            extra={"engine": speech.voice.engine, "voice": speech.voice.describe(), "speed": round(speech.speed, 3), "synthetic": True},
+        )
+        for (_, _, index, _), speech, duration in zip(jobs, speeches, durations)
+    ]
 
 
-def _synthesize_mustshe(root: Path, voices, splits, rng, count, show) -> None:
+def _synthesize_mustshe(root: Path, voices, splits, rng, count, show, workers: int) -> None:
     """Each sentence is read by one female voice (category 1F) and one male voice (1M), round robin
     over the dev and test voices: a probe trained on the train split is applied to MuST-SHE
     speakers it never saw, as in Fucci et al. (and ``probe --apply-to`` refuses shared speakers)."""
     by_gender = {gender: [v for v in voices if v.gender == gender and splits[v.name] != "train"] for gender in ("female", "male")}
-    rows = []
-    sentences = MUSTSHE_SENTENCES[:count]
-    with synthesis_progress(2 * len(sentences), "synthesizing MuST-SHE utterances", show) as bar:
-        for index, sentence in enumerate(sentences):
-            for gender, category, pronoun in (("female", "1F", "She"), ("male", "1M", "He")):
-                voice = by_gender[gender][index % len(by_gender[gender])]
-                item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
-                write_wav(root / "mustshe" / "wav" / f"{item}.wav", *voice.synthesize(sentence.source, "en", float(rng.uniform(0.92, 1.08))))
-                feminine = gender == "female"
-                terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
-                rows.append(
-                    {
-                        "ID": item,
-                        "LANG": f"en-{MUSTSHE_TARGET}",
-                        "TALK": voice.name,
-                        "SRC": sentence.source,
-                        "REF": sentence.feminine if feminine else sentence.masculine,
-                        "WRONG-REF": sentence.masculine if feminine else sentence.feminine,
-                        "SPEAKER": voice.name,
-                        "GENDER": pronoun,
-                        "CATEGORY": category,
-                        "TEXT-CATEGORY": "A",
-                        "GENDERTERMS": terms,
-                    }
-                )
-                bar.update()
+    rows, speeches = [], []
+    for index, sentence in enumerate(MUSTSHE_SENTENCES[:count]):
+        for gender, category, pronoun in (("female", "1F", "She"), ("male", "1M", "He")):
+            voice = by_gender[gender][index % len(by_gender[gender])]
+            item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
+            speeches.append(Speech(voice, sentence.source, "en", float(rng.uniform(0.92, 1.08)), root / "mustshe" / "wav" / f"{item}.wav"))
+            feminine = gender == "female"
+            terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
+            rows.append(
+                {
+                    "ID": item,
+                    "LANG": f"en-{MUSTSHE_TARGET}",
+                    "TALK": voice.name,
+                    "SRC": sentence.source,
+                    "REF": sentence.feminine if feminine else sentence.masculine,
+                    "WRONG-REF": sentence.masculine if feminine else sentence.feminine,
+                    "SPEAKER": voice.name,
+                    "GENDER": pronoun,
+                    "CATEGORY": category,
+                    "TEXT-CATEGORY": "A",
+                    "GENDERTERMS": terms,
+                }
+            )
+    with synthesis_progress(len(speeches), "synthesizing MuST-SHE utterances", show) as bar:
+        speak_all(speeches, workers, bar)
     tsv = root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
     write_definition(tsv, rows)
 
@@ -172,6 +218,7 @@ def build_demo_corpus(
     voices: tuple[Voice, ...] = VOICES,
     measure: bool = True,
     show_progress: bool = True,
+    workers: int | None = None,
 ) -> DemoCorpus:
     """Build the corpus unless a complete one is already there; returns its paths.
 
@@ -179,7 +226,11 @@ def build_demo_corpus(
     ``measure`` transcribes it with the bundled Whisper base to write the corpus card, where there is
     none yet (``experiments.demo`` passes False and writes the card from its study's own transcripts,
     :func:`experiments.recipes.democorpus.card.write_card`, instead of transcribing the corpus twice).
+    ``workers``: synthesis processes (default: one per core; the recordings do not depend on it).
     """
+    workers = default_workers() if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     corpus = DemoCorpus(Path(root) if root else default_root(seed))
     settings = {
         "version": CORPUS_VERSION,
@@ -189,7 +240,7 @@ def build_demo_corpus(
         "voices": [voice.name for voice in voices],
     }
     if not (corpus.complete and _same_build(json.loads((corpus.root / "build.json").read_text()), settings)):
-        _synthesize(corpus, settings, voices, sentences_per_language, mustshe_sentences, show_progress)
+        _synthesize(corpus, settings, voices, sentences_per_language, mustshe_sentences, show_progress, workers)
     if measure and not corpus.card.exists():
         from experiments.recipes.democorpus.card import write_card
 
@@ -203,16 +254,16 @@ def _same_build(recorded: dict, settings: dict) -> bool:
     return {key: value for key, value in recorded.items() if key != "measured"} == settings
 
 
-def _synthesize(corpus: DemoCorpus, settings: dict, voices, sentences_per_language, mustshe_sentences, show_progress: bool) -> None:
+def _synthesize(corpus: DemoCorpus, settings: dict, voices, sentences_per_language, mustshe_sentences, show_progress: bool, workers: int) -> None:
     """Every recording and both manifests, from scratch; ``build.json`` last (it marks the corpus complete)."""
     seed = settings["seed"]
     shutil.rmtree(corpus.root, ignore_errors=True)
     corpus.root.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     splits = assign_splits(voices, seed, tuple(ASR_SENTENCES))
-    utterances = _synthesize_asr(corpus.root, voices, splits, rng, sentences_per_language, show_progress)
+    utterances = _synthesize_asr(corpus.root, voices, splits, rng, sentences_per_language, show_progress, workers)
     write_manifest(corpus.manifest, utterances)
-    _synthesize_mustshe(corpus.root, voices, splits, rng, mustshe_sentences, show_progress)
+    _synthesize_mustshe(corpus.root, voices, splits, rng, mustshe_sentences, show_progress, workers)
     mustshe = must_she(corpus.mustshe_tsv)
     if mustshe.missing_audio:
         raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")
