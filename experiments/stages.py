@@ -207,7 +207,7 @@ def cli_reference(program: str = PROGRAM) -> str:
         "# Command-line reference",
         "",
         "<!-- generated from the parsers by `python -m experiments --reference > docs/cli.md`; do not edit by hand "
-        "(tests/test_entry_point.py fails when it is stale) -->",
+        "(tests/cli/test_entry_point.py fails when it is stale) -->",
         "",
         f"Every stage runs as `{program} STAGE ARGS` or as `python -m MODULE ARGS`; `{program}` alone lists them.",
         "",

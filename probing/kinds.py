@@ -7,7 +7,7 @@ predicts another store (``apply_to``), which :class:`probing.run.ProbeConfig` op
 what it chooses on the dev split. Every rule about kinds reads these records; no module outside
 this one names a kind (:data:`DEFAULT_KIND` is the one name the defaults of the options use), and a
 :class:`probing.run.ProbeConfig` resolves its kind once, as ``config.kind``. Adding a kind touches
-one new module (its runner) plus one record in :data:`KINDS` below; ``tests/test_probe_kinds.py``
+one new module (its runner) plus one record in :data:`KINDS` below; ``tests/probing/test_probe_kinds.py``
 then runs it on a synthetic store and through ``experiments.collect`` and the study report.
 """
 

@@ -14,7 +14,7 @@ next block's new voices, and a confidently wrong prediction costs many bits, so 
 exceed the uniform one although the probe generalises (measured on synthetic voices, D = 512, 60
 speakers: compression 0.89 at C = 1 against 1.04 at C = 0.01 on a noisy signal the probe reads at
 74 % on unseen voices; 0.44 at C = 1 on shuffled labels, where 1 is the honest value; the mixture
-below gives 1.03 and 0.98: tests/test_controls_mdl.py; 32 % of the C = 1 code's bits go to
+below gives 1.03 and 0.98: tests/probing/test_controls_mdl.py; 32 % of the C = 1 code's bits go to
 predictions giving the true class less than 0.1). With a ``grid`` of candidate values, the labels
 are coded by the Bayesian mixture of the candidates' online codes (uniform prior; Grünwald 2007, ch. 6): each
 example's probability is the average of the candidates' predictions weighted by how well each coded
@@ -31,7 +31,7 @@ intercept is unpenalised at every C, so even the most regularised probe, its wei
 predicts a block with the class share of the prefix it was trained on, and a block whose share
 differs (likely when blocks hold a few speakers each) costs more than ``log2(K)`` bits an example.
 On pure noise in the demo's design (8 training speakers, blocks of 1, 1, 2 and 4 speakers), C = 1e-4
-codes at 1.31 x uniform and the guarded compression is 0.75 (tests/test_controls_mdl.py; other seeds
+codes at 1.31 x uniform and the guarded compression is 0.75 (tests/probing/test_controls_mdl.py; other seeds
 0.99 to 1.04). A compression below 1 therefore mixes this prior shift with overconfidence.
 """
 

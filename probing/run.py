@@ -34,7 +34,7 @@ from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_wha
 from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
-# reading a grid, planning a study and every --help stay fast (tests/test_entry_point.py checks it)
+# reading a grid, planning a study and every --help stay fast (tests/cli/test_entry_point.py checks it)
 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
 ROW_SCHEMA = schema_version("probe_row")  # the result row's version (extract.records.FORMATS); rows without ``schema`` read as version 1
@@ -574,7 +574,7 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     have scores that class's share of speakers there, not 50, so read it beside the pooled F1. On
     features without signal, leaving a speaker out errs against it (its class's training mean moves
     away from its own values), so with few speakers scores below chance happen (F1 24.5 on 6 voices
-    of equal pitch, tests/test_f0_baseline.py); the shuffled control shows where chance lies.
+    of equal pitch, tests/experiments/test_f0_baseline.py); the shuffled control shows where chance lies.
     A control run reports the mean over control seeds, with ``f1_real``, ``selectivity`` and each
     fold's ``accuracy_real``. Probes that predict one class per utterance (mean, max, sampled) also
     save ``test_ids`` (every utterance, in fold order) and ``test_correct`` (1 where its fold's probe

@@ -20,7 +20,7 @@ Between two groups A and B with values φ(A), φ(B), the named comparisons of :d
 
 A frame gives each by name (:meth:`GroupMetricFrame.compare`), and the speaker bootstrap takes
 one as a parameter (default E). Adding a comparison is one function and one record in
-:data:`COMPARISONS`; ``tests/test_group_comparisons.py`` checks it against its stated symmetry.
+:data:`COMPARISONS`; ``tests/experiments/test_group_comparisons.py`` checks it against its stated symmetry.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ FAMILY_MODULES = (  # one line per family (the demo runs its tiny random models 
     "zeroswot",
     "s2t",
 )
-FAMILY_NAMES = FAMILY_MODULES  # each module is named after its family (tests/test_spec.py checks it)
+FAMILY_NAMES = FAMILY_MODULES  # each module is named after its family (tests/extract/test_spec.py checks it)
 _FROM_BASE = ("Extractor", "Family", "NonFiniteError", "UnknownSiteError")
 
 

@@ -20,9 +20,10 @@ from extract.manifest import Utterance, write_manifest
 from extract.provenance import file_sha256
 from extract.store import ShardReader
 from probing.results import load_rows
+from tests.paths import CHECKOUT
 from tests.tiny_whisper import save_tiny_whisper
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = CHECKOUT
 STUDIES = CHECKOUT / "experiments" / "studies"
 LANGUAGES = ("en", "it", "es")
 RATE = 16_000
@@ -357,7 +358,7 @@ def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_ru
 )
 def test_the_papers_studies_plan_against_placeholder_manifests(tmp_path, capsys, monkeypatch, name, manifests, plan):
     """Planned as on a machine with the spaCy pipelines of attanasio2024.yaml's lexical analysis
-    installed (without them the plan names them: tests/test_study_analyses.py)."""
+    installed (without them the plan names them: tests/experiments/study/test_study_analyses.py)."""
     monkeypatch.setattr("experiments.scoring.spacy_pipeline.pipeline_problem", lambda name: None)
     study_file = STUDIES / f"{name}.yaml"
     assert len([path for path in write_placeholders(study_file, tmp_path) if path.suffix == ".jsonl"]) == manifests

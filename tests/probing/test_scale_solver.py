@@ -11,6 +11,7 @@ from sklearn.linear_model import LogisticRegression
 
 from probing.mdl import block_ends, online_code, online_code_logistic, speaker_order
 from probing.solver import SPAN, fit_positions, fit_prefixes, map_spans, solve, spans, worker_count
+from tests.paths import CHECKOUT
 
 
 def _problem(n=300, dim=12, seed=0, strength=0.8):
@@ -160,9 +161,8 @@ def test_an_error_in_a_worker_reaches_the_caller():
 def test_the_thread_sweep_of_the_benchmark_finds_the_same_solutions_in_every_form():
     import argparse
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("probes_benchmark", Path(__file__).parents[1] / "benchmarks" / "probes.py")
+    spec = importlib.util.spec_from_file_location("probes_benchmark", CHECKOUT / "benchmarks" / "probes.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     args = argparse.Namespace(quick=False, utterances=80, positions=2 * SPAN + 5, dim=6, threads=[1, 2, 16], chunks=[0, 1], before=[2], repeat=1)

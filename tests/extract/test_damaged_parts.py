@@ -149,7 +149,7 @@ def test_the_extraction_rerun_re_extracts_a_truncated_part_and_says_so(tmp_path,
     from extract.families import tiny_extractor
     from extract.manifest import write_manifest
     from extract.runner import run_extraction
-    from tests.test_store_hardening import _corpus
+    from tests.extract.test_store_hardening import _corpus
 
     manifest = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7, 0.8))
     write_manifest(tmp_path / "m.jsonl", manifest)

@@ -7,6 +7,7 @@ import pytest
 
 from experiments.cli import add_out_argument, add_tgt_lang_argument, run_cli
 from extract.manifest import ManifestError
+from tests.paths import CHECKOUT
 
 
 def _parser(required_language=False):
@@ -112,6 +113,6 @@ def test_a_probe_or_finetune_error_is_one_stderr_line_in_a_fresh_process(tmp_pat
 
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
     command = [sys.executable, "-m", *(part.format(tmp=tmp_path) for part in argv)]
-    finished = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], env=environment, capture_output=True, text=True, timeout=300)
+    finished = subprocess.run(command, cwd=CHECKOUT, env=environment, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 2
     assert len(finished.stderr.splitlines()) == 1 and finished.stderr.startswith("error: ") and message in finished.stderr, finished.stderr

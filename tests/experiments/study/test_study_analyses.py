@@ -18,10 +18,11 @@ from experiments.scoring.spacy_pipeline import pipeline_problem
 from experiments.study.__main__ import main
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
+from tests.paths import CHECKOUT
 
 RATE = 16_000
 VOICES = {"f0": ("female", 220.0), "f1": ("female", 220.0), "m0": ("male", 110.0), "m1": ("male", 120.0)}
-# tagged by hand in tests/test_lexical.py: lexical density 4 / 8 (HOUSE) and 5 / 8 (MINISTERS)
+# tagged by hand in tests/experiments/test_lexical.py: lexical density 4 / 8 (HOUSE) and 5 / 8 (MINISTERS)
 HOUSE, MINISTERS = "Nous avons acheté une grande maison à Paris.", "Emmanuel Macron a rencontré les ministres à Paris."
 TEXTS = {  # per gender, the text of clip 0 and clip 1
     "fr": {"female": (HOUSE, MINISTERS), "male": (MINISTERS, MINISTERS)},
@@ -150,10 +151,10 @@ def test_the_dry_run_refuses_a_pipeline_that_is_not_installed_naming_it_and_the_
 def test_the_papers_study_plans_the_analyses_of_its_three_corpora(tmp_path, capsys, monkeypatch):
     """attanasio2024.yaml runs section 5 by default: 49 acoustic outputs, 32 lexical ones (the
     languages with a spaCy pipeline), one feature_gaps per corpus; without the pipelines installed
-    the dry run names them (tests/test_study.py plans it otherwise)."""
+    the dry run names them (tests/experiments/study/test_study.py plans it otherwise)."""
     from experiments.study.placeholders import write_placeholders
 
-    study_file = Path(__file__).resolve().parent.parent / "experiments" / "studies" / "attanasio2024.yaml"
+    study_file = CHECKOUT / "experiments" / "studies" / "attanasio2024.yaml"
     write_placeholders(study_file, tmp_path)
     monkeypatch.setattr("experiments.scoring.spacy_pipeline.pipeline_problem", lambda name: f"spaCy pipeline {name!r} is not installed; install it")
     assert main(["run", str(study_file), "--root", str(tmp_path), "--dry-run"]) == 2

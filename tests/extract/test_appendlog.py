@@ -20,10 +20,11 @@ import soundfile
 from extract.appendlog import AppendLog, OutputKindError, RowKind
 from extract.claims import ClaimError
 from extract.manifest import Utterance, write_manifest
+from tests.paths import CHECKOUT
 
 ROWS = RowKind("test row", ("id", "value"), unique="id")
 FIRST = b'{"id": "a", "value": 1}\n'
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+ENV = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
 
 
 def _dead_pid() -> int:
@@ -123,7 +124,7 @@ import sys
 from pathlib import Path
 import extract.spec
 from experiments import transcribe as cli
-from tests.test_appendlog import StandIn
+from tests.extract.test_appendlog import StandIn
 
 extract.spec.load_generator = lambda spec, options: StandIn(Path(sys.argv[1]), sys.argv[2])
 sys.exit(cli.main(sys.argv[3:]))

@@ -2,7 +2,7 @@
 
 A few clips per voice of the real-voice recipe (French, Italian, Russian: 4 female and 3 male
 speakers), fetched with apt-get into the cache; skipped, with the reason, where apt-get cannot reach
-its archive (no network, no package lists, not Debian), as tests/test_realvoices_real.py is.
+its archive (no network, no package lists, not Debian), as tests/experiments/realvoices/test_realvoices_real.py is.
 """
 
 import importlib.util

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from experiments import stages as stage_list
 from experiments.stage_table import BY_COMMAND, BY_NAME, JOB_ARRAY_STAGES, STUDY_STAGES, TABLE, StageRecord
 from experiments.study import stages as study_stages
 from extract.options import declared
+from tests.paths import CHECKOUT
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = CHECKOUT
 
 
 def test_every_command_is_in_the_table_with_its_module_and_every_record_is_a_command_or_a_study_stage():

@@ -17,8 +17,9 @@ import pytest
 
 from experiments import __main__ as entry
 from experiments import stages as stage_list
+from tests.paths import CHECKOUT
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = CHECKOUT
 EXPERIMENTS = CHECKOUT / "experiments"
 
 

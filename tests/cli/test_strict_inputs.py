@@ -23,7 +23,7 @@ from extract.supersede import SUPERSEDED, SupersedeError, set_aside
 from probing.data import ProbeError
 from probing.grid import GridError, load_yaml
 from probing.run import ProbeConfig
-from tests.test_study import STUDY, one_error_line, tiny_whisper, write_corpus, write_study  # noqa: F401  (tiny_whisper: a fixture)
+from tests.experiments.study.test_study import STUDY, one_error_line, tiny_whisper, write_corpus, write_study  # noqa: F401  (tiny_whisper: a fixture)
 
 # --- one validation per option --------------------------------------------------------------------
 

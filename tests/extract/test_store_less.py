@@ -11,8 +11,8 @@ from extract.manifest import write_manifest
 from extract.store import ShardReader
 from probing.data import ProbeError
 from probing.run import ProbeConfig, run_probe
+from tests.extract.test_extract import _corpus
 from tests.synthetic_store import write_store
-from tests.test_extract import _corpus
 
 SITE = "encoder.final"
 

@@ -17,7 +17,7 @@ from extract.families.base import NonFiniteError
 from extract.pipeline import BackgroundWriter, prefetched
 from extract.runner import AudioLog, audio_batches
 from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum
-from tests.test_extract import _corpus
+from tests.extract.test_extract import _corpus
 
 SITE = "encoder.final"
 

@@ -8,11 +8,12 @@ import importlib
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import CHECKOUT
+
+ROOT = CHECKOUT
 PACKAGES = ("extract", "probing", "experiments")
 
 
@@ -44,7 +45,7 @@ def test_a_name_outside_the_api_is_an_attribute_error():
 
 
 def test_importing_the_packages_imports_neither_torch_nor_their_stages():
-    """``import experiments`` must stay cheap (--help of every stage imports it; tests/test_entry_point.py times that)."""
+    """``import experiments`` must stay cheap (--help of every stage imports it; tests/cli/test_entry_point.py times that)."""
     heavy = ("torch", "lightning", "probing.run", "experiments.scoring.collect")
     code = f"import sys, extract, probing, experiments; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

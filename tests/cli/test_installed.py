@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+from tests.paths import CHECKOUT
+
+CHECKOUT = CHECKOUT
 
 
 @pytest.fixture(scope="module")

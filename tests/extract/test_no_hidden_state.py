@@ -8,7 +8,6 @@ import ast
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,9 @@ import torch
 
 from extract.families import FAMILIES, tiny_extractor
 from extract.spec import ModelSpec, load_extractor
+from tests.paths import CHECKOUT
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = CHECKOUT
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,7 @@ def test_the_device_default_is_cuda_only_when_a_gpu_is_visible(monkeypatch):
 
 def test_every_cli_with_a_device_flag_takes_the_one_default(monkeypatch):
     """``--device auto`` (the default) is resolved once the flags are parsed, not when the parser is
-    built (building it imports no torch: tests/test_entry_point.py)."""
+    built (building it imports no torch: tests/cli/test_entry_point.py)."""
     from experiments import extract, probe, transcribe
 
     required = {

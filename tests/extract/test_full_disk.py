@@ -16,7 +16,8 @@ from experiments.cli import run_cli
 from extract.diskfull import DiskFullError, disk_full, is_disk_full, naming_full_disk
 from extract.manifest import write_manifest
 from extract.store import PartClaim, PartWriter, ShardReader, StoreError
-from tests.test_store_hardening import _corpus
+from tests.extract.test_store_hardening import _corpus
+from tests.paths import CHECKOUT
 
 SITE = "encoder.final"
 DEV_FULL = Path("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
@@ -39,7 +40,7 @@ sys.exit(cli.main(sys.argv[2:]))
 
 def _extract(out, manifest, limit=0):
     argv = ["--family", "whisper", "--manifest", str(manifest), "--sites", "all", "--out", str(out), "--quiet", "--utterances-per-part", "2"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     return subprocess.run([sys.executable, "-c", LIMITED_EXTRACTION, str(limit), *argv], capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -152,7 +153,7 @@ def test_transcription_on_a_full_disk_names_its_output(tmp_path, tone, monkeypat
     from extract.families import tiny_extractor
     from extract.families.s2t import S2TGenerator
     from extract.runner import run_transcription
-    from tests.test_transcribe import IdTokenizer, _utterances
+    from tests.extract.test_transcribe import IdTokenizer, _utterances
 
     def full(self, rows):
         raise OSError(errno.ENOSPC, "No space left on device")  # as a write or a flush on a full disk reports it, without the file

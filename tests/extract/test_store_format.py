@@ -27,9 +27,10 @@ from extract.store import (
     part_ids,
     recorded_checksum,
 )
+from tests.paths import CHECKOUT, FIXTURES
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = Path(__file__).parent / "fixtures" / "store-1c09a90.h5.gz"
+ROOT = CHECKOUT
+FIXTURE = FIXTURES / "store-1c09a90.h5.gz"
 PART = "shard0000of0001-part00000.h5"
 SITES = ["encoder.layer.0", "encoder.final"]
 FIXTURE_CONFIG = {

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from unittest import mock
 
 import h5py
@@ -25,6 +24,7 @@ from extract.families import tiny_extractor
 from extract.manifest import Utterance, write_manifest
 from extract.runner import run_extraction
 from extract.store import PartWriter, ShardReader, StoreError, content_checksum, is_disk_full
+from tests.paths import CHECKOUT
 
 SITE = "encoder.final"
 WHISPER_FRAMES_PER_SECOND = 50.0
@@ -161,7 +161,7 @@ print(json.dumps({"written": report.written, "resumed": report.resumed}))
 
 def _start_writer(tmp_path, manifest, out, name, wait_for=""):
     started, ready = tmp_path / f"{name}.started", tmp_path / f"{name}.ready"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     process = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(manifest), str(out), str(started), str(ready), str(wait_for)],
         stdout=subprocess.PIPE,
@@ -444,7 +444,7 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
         "1",
     ]
     started = tmp_path / "started"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     process = subprocess.Popen([sys.executable, "-c", TERMINATED_CLI, str(started), *argv], stderr=subprocess.PIPE, text=True, env=env)
     _wait_for(started, process)
     process.send_signal(signal.SIGTERM)

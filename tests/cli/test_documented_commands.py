@@ -8,7 +8,7 @@ continuation lines joined and each command of a ``for`` loop or a ``&&`` chain o
 ``for`` loop's variable takes its first value; other shell variables stay as written (``$DATA``
 is a value like any other). Parsing needs no file and no model: it checks the stage, the
 subcommand, every flag, the choices and the required arguments. The papers' study files are
-planned with ``--dry-run`` against placeholder manifests in tests/test_study.py, and the Fucci data
+planned with ``--dry-run`` against placeholder manifests in tests/experiments/study/test_study.py, and the Fucci data
 block of experiments/studies/README.md runs, as written, on placeholder MuST-C and MuST-SHE files.
 """
 
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from experiments.stages import parser_of, stages
+from tests.paths import CHECKOUT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = CHECKOUT
 DOCUMENTS = (
     "docs/papers.md",
     "docs/getting-started.md",

@@ -28,8 +28,9 @@ from experiments.study import schema
 from extract.options import OptionError, declared, option
 from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
 from probing.run import ProbeConfig
+from tests.paths import CHECKOUT
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = CHECKOUT
 # (stage, its options, the study file's section holding them, the fields the command line declares by hand)
 CONVERTED = [
     ("extract", ModelOptions, schema.MODEL_FIELDS, ()),

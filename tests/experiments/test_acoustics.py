@@ -13,6 +13,7 @@ from experiments.analysis import acoustic
 from experiments.analysis.acoustic import AcousticError, compute_acoustics, first_pass_f0, mean_intensity_db, pitch_range, pitch_values, rate, syllable_nuclei
 from extract.audio import SAMPLE_RATE
 from extract.manifest import Utterance, write_manifest
+from tests.paths import CHECKOUT
 
 
 def harmonic(f0: float, seconds: float = 1.0, amplitude: float = 0.1, harmonics: int = 5) -> np.ndarray:
@@ -220,7 +221,7 @@ def test_killing_a_parallel_run_leaves_no_worker_behind(tmp_path, signal_name):
         f"records = [Utterance(f'u{{i}}', {str(tmp_path / 'a.wav')!r}, 'en', 'a b', 'female', f's{{i % 4}}') for i in range(2000)]\n"
         f"compute_acoustics(records, {str(out)!r}, lambda text: 2, 'words', speech='duration', workers=2, show_progress=False)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1])
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=CHECKOUT)
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 120
