@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import soundfile
 
-SPEC = importlib.util.spec_from_file_location("transcription_benchmark", Path(__file__).parents[1] / "benchmarks" / "transcription.py")
+from tests.paths import CHECKOUT
+
+SPEC = importlib.util.spec_from_file_location("transcription_benchmark", CHECKOUT / "benchmarks" / "transcription.py")
 bench = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(bench)
 
