@@ -77,7 +77,6 @@ F1_VS_GAP = (
     "ci95_of",
     "probe_runs",
     "gap_source",
-    "split",  # added last: fixed, or loso where the probe was scored by leave-one-speaker-out only
 )
 F1_VS_MUSTSHE = (
     "model",
