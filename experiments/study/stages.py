@@ -459,14 +459,22 @@ def skipped_path(hypotheses: Path) -> Path:
     return hypotheses.with_name(hypotheses.name + ".skipped.json")
 
 
-def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
-    from extract.claims import claim_path, describe_holder, read_holder
+def hypotheses_status(job, ids: list[str], reclaim_stale: bool = False) -> tuple[bool, str]:
+    from extract.claims import claim_path, describe_holder, read_holder, stale_holder
     from extract.families import FAMILIES
     from extract.provenance import read_settings
     from extract.runner import finished_ids, holds_rows
 
+    claimed = claim_path(job.out).exists()
+    gone = stale_holder(claim_path(job.out)) if claimed else None  # a stopped run's claim on this host
+    if gone and not reclaim_stale:  # the run would refuse it: say so now, not after the stages before it ran
+        raise StudyError(
+            f"{job.out} is claimed by {describe_holder(gone)}, which is gone (a run that was stopped): "
+            "rerun with --reclaim-stale to take the claim over and resume it"
+        )
+    reclaimed = f"claimed by {describe_holder(gone)}, which is gone: --reclaim-stale takes it over and resumes" if gone else ""
     if not job.out.exists() or not Path(job.manifest).exists():
-        return False, ""
+        return False, reclaimed
     recorded, manifest_sha256 = read_settings(job.out), file_sha256(job.manifest)
     expected = {"model": job.model_name(), "family": job.spec.family, "task": job.task, "tgt_lang": job.tgt_lang, "dtype": job.spec.dtype}
     expected |= {"max_seconds": job.trim_seconds, "manifest_sha256": manifest_sha256}
@@ -478,7 +486,9 @@ def hypotheses_status(job, ids: list[str]) -> tuple[bool, str]:
         raise StaleOutput(job.out, job.manifest, f"other settings: {shown}", "transcription")
     if differing:
         return False, "its settings are rewritten: no row was written with them"
-    if claim_path(job.out).exists():  # reading it would take the claim: the transcription says whether it may (--reclaim-stale)
+    if gone:
+        return False, reclaimed
+    if claimed:  # reading it would take the claim: the transcription says whether it may
         holder = read_holder(claim_path(job.out))
         return False, f"claimed by {describe_holder(holder) if holder else 'another writer'}: the transcription will say whether it resumes"
     done = finished_ids(job.out)
@@ -517,7 +527,7 @@ def plan_transcribe(context: Context) -> list[Unit]:
             check_tiny_transcription(context, model)
     for model, corpus, part, target, job in _transcription_jobs(context):
         ids = [utterance.id for utterance in context.model_utterances(model, corpus, part)]
-        done, note = stale_or_status(context, "transcribe", lambda job=job, ids=ids: hypotheses_status(job, ids))
+        done, note = stale_or_status(context, "transcribe", lambda job=job, ids=ids: hypotheses_status(job, ids, context.reclaim_stale))
         if not done and job.out.exists():
             context.outdated[job.out] = ("transcribe", note)
         units.append(Unit("transcribe", f"{model.name} {part.output_name(target)} ({corpus.task})", done, note, model, job, len(ids)))

@@ -6,6 +6,9 @@ placeholder manifests."""
 import csv
 import json
 import shutil
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import soundfile
 from experiments.study.__main__ import main
 from experiments.study.placeholders import write_placeholders
 from experiments.study.schema import load_study
+from extract.claims import claim_path
 from extract.manifest import Utterance, write_manifest
 from extract.provenance import file_sha256
 from extract.store import ShardReader
@@ -740,3 +744,20 @@ def test_the_site_heatmap_never_averages_fixed_and_loso_rows(tmp_path):
     plots = SimpleNamespace(site_heatmap=lambda scores, sites, languages, out, **options: drawn.append((scores, options["title"])) or [out])
     report._site_heatmaps(layout, plots)
     assert drawn == [({("encoder.final", "en"): 80.0}, "both, toy (fixed split)"), ({("encoder.final", "en"): 60.0}, "loso-only, toy (loso split)")]
+
+
+def test_a_stopped_run_s_claim_on_a_transcript_is_refused_by_the_dry_run_naming_reclaim_stale(tmp_path, tiny_whisper, capsys):
+    write_corpus(tmp_path)
+    study = write_study(tmp_path, tiny_whisper)
+    hypotheses = tmp_path / "runs" / "tiny" / "hyps" / "wt" / "cv-en.jsonl"
+    hypotheses.parent.mkdir(parents=True)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = {"host": socket.gethostname(), "pid": int(finished.stdout), "since": "2026-11-27T05:07:01+0000"}
+    claim_path(hypotheses).write_text(json.dumps(gone))
+
+    assert main(["run", str(study), "--dry-run"]) == 2
+    line = one_error_line(capsys)
+    assert f"{hypotheses} is claimed by pid {gone['pid']}" in line and "which is gone" in line and "--reclaim-stale" in line
+
+    assert main(["run", str(study), "--dry-run", "--reclaim-stale"]) == 0
+    assert "which is gone: --reclaim-stale takes it over and resumes" in capsys.readouterr().out
