@@ -7,6 +7,7 @@ every command line is :func:`extract.device.default_device`.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from contextlib import nullcontext
@@ -87,10 +88,14 @@ class ModelSpec:
         None for a hub checkpoint or hub code (their sites are checked when the model loads)."""
         family = FAMILIES[self.family]
         if self.checkpoint == TINY_RANDOM:
-            return list(family.tiny_extractor().site_table())
+            named = family.extractor.site_names(family.tiny_config) if family.tiny_config is not None else None
+            return named if named is not None else list(family.tiny_extractor().site_table())
         folder = Path(self.resolved_checkpoint())
         if not (folder / "config.json").is_file() or self.trust_remote_code or not family.extractor.transformers_classes:
             return None
+        named = family.extractor.site_names(_json_object(folder / "config.json"))
+        if named is not None:
+            return named
         import transformers
 
         model_class, config_class, _ = (getattr(transformers, name) for name in family.extractor.transformers_classes)
@@ -149,3 +154,12 @@ def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) ->
     extractor = load_extractor(spec)
     with quiet_transformers():
         return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())
+
+
+def _json_object(path: Path) -> dict:
+    """A config.json's object ({} where it is not one: the model's own loading says what is wrong)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

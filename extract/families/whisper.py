@@ -32,6 +32,13 @@ class WhisperExtractor(Extractor):
     def encoder(self):
         return self.model.get_submodule(self.encoder_path)
 
+    @classmethod
+    def site_names(cls, config: dict) -> list[str] | None:
+        layers = config.get("encoder_layers")
+        if not isinstance(layers, int) or isinstance(layers, bool) or layers < 0:
+            return None
+        return ["encoder.embed", *(f"encoder.layer.{index}" for index in range(layers)), "encoder.final"]
+
     def site_table(self) -> dict[str, Site]:
         prefix = self.encoder_path
         table = {"encoder.embed": Site(f"{prefix}.layers.0", take="input")}
@@ -143,24 +150,24 @@ def tiny_model():
     """A tiny random Whisper (transformers test-suite sizes) and its feature extractor."""
     from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-    config = WhisperConfig(
-        vocab_size=100,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        num_mel_bins=80,
-        max_source_positions=1500,
-        max_target_positions=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=1,
-    )
-    return WhisperForConditionalGeneration(config), WhisperFeatureExtractor(feature_size=80)
+    return WhisperForConditionalGeneration(WhisperConfig(**TINY_CONFIG)), WhisperFeatureExtractor(feature_size=80)
 
 
-FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, bundled=bundled_whisper, display_name="Whisper")
+TINY_CONFIG = {  # transformers' test-suite sizes
+    "vocab_size": 100,
+    "d_model": 16,
+    "encoder_layers": 2,
+    "decoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 32,
+    "decoder_ffn_dim": 32,
+    "num_mel_bins": 80,
+    "max_source_positions": 1500,
+    "max_target_positions": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 1,
+}
+FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, tiny_config=TINY_CONFIG, bundled=bundled_whisper, display_name="Whisper")

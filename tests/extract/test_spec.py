@@ -198,3 +198,41 @@ def test_a_device_this_machine_lacks_is_refused_unless_the_work_is_submitted_els
         extract.build_parser().parse_args([*argv, "--executor", "local"])  # local jobs run on this machine
     with pytest.raises(SystemExit):
         extract.build_parser().parse_args([*argv[:-1], "tpu"])  # not a device at all: refused wherever the work runs
+
+
+def test_a_family_s_site_names_from_its_config_are_the_site_table_of_the_built_model(tmp_path):
+    import json
+
+    from extract.families.whisper import TINY_CONFIG, WhisperExtractor
+    from extract.weights import bundled_whisper
+
+    whisper = FAMILIES["whisper"]
+    assert (
+        WhisperExtractor.site_names(TINY_CONFIG)
+        == list(whisper.tiny_extractor().site_table())
+        == ["encoder.embed", "encoder.layer.0", "encoder.layer.1", "encoder.final"]
+    )
+    folder = bundled_whisper("base")
+    config = json.loads((folder / "config.json").read_text())
+    sites = ModelSpec("whisper", str(folder), device="cpu").offline_sites()
+    assert sites == WhisperExtractor.site_names(config) and len(sites) == config["encoder_layers"] + 2 == 8
+    assert sites == list(load_extractor(ModelSpec("whisper", str(folder), device="cpu")).site_table())  # the model's own table
+    assert WhisperExtractor.site_names({"encoder_layers": "six"}) is None  # not told by the config: the plan builds the model on the meta device
+
+
+def test_a_local_config_s_sites_are_read_without_the_model_s_code(tmp_path):
+    """What a study's plan does for a local Whisper: it reads config.json, not transformers' Whisper modules (seconds to import)."""
+    import subprocess
+    import sys
+
+    from tests.paths import CHECKOUT
+
+    (tmp_path / "config.json").write_text('{"encoder_layers": 3, "model_type": "whisper"}')
+    script = (
+        "import sys; from extract.spec import ModelSpec; "
+        f"print(ModelSpec('whisper', {str(tmp_path)!r}, device='cpu').offline_sites()); "
+        "print('transformers.models.whisper.modeling_whisper' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=CHECKOUT).stdout.split("\n")
+    assert out[0] == "['encoder.embed', 'encoder.layer.0', 'encoder.layer.1', 'encoder.layer.2', 'encoder.final']"
+    assert out[1] == "False"
