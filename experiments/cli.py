@@ -180,6 +180,14 @@ class CommandParser(argparse.ArgumentParser):
             raise SystemExit(fail(problem))
         return parsed
 
+    def error(self, message: str):
+        """argparse's error, with a hint where a checkpoint was given as the family (``--model
+        openai/whisper-base``, as in HuggingFace's scripts, where ``--model`` names the checkpoint)."""
+        family_flag = message.startswith(("argument --family", "argument --model")) and "invalid choice: " in message
+        if family_flag and "/" in message.partition("invalid choice: ")[2].partition(" (choose")[0]:
+            message += "; a hub id or a folder goes to --checkpoint, the family to --family (e.g. --family whisper --checkpoint openai/whisper-base)"
+        super().error(message)
+
 
 def device_missing_here(parsed: argparse.Namespace) -> str | None:
     """``--device`` names a device this machine lacks, and the command runs here (anything but

@@ -116,3 +116,22 @@ def test_a_probe_or_finetune_error_is_one_stderr_line_in_a_fresh_process(tmp_pat
     finished = subprocess.run(command, cwd=CHECKOUT, env=environment, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 2
     assert len(finished.stderr.splitlines()) == 1 and finished.stderr.startswith("error: ") and message in finished.stderr, finished.stderr
+
+
+@pytest.mark.parametrize("flag", ["--family", "--model"])
+def test_a_checkpoint_given_as_the_family_is_pointed_to_checkpoint(flag, capsys):
+    from experiments.extract import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([flag, "openai/whisper-base", "--manifest", "m.jsonl", "--out", "out"])
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "invalid choice: 'openai/whisper-base'" in last and "goes to --checkpoint" in last and "--family whisper --checkpoint openai/whisper-base" in last
+
+
+def test_a_misspelt_family_gets_no_checkpoint_hint(capsys):
+    from experiments.extract import main
+
+    with pytest.raises(SystemExit):
+        main(["--family", "wisper", "--manifest", "m.jsonl", "--out", "out"])
+    assert "--checkpoint" not in capsys.readouterr().err.strip().splitlines()[-1]
