@@ -304,7 +304,7 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
-        table, notes = [], []
+        table, notes, failing = [], [], []
         for row in chosen:
             entry = _gap_entry(row)
             first, second = entry.get("groups_compared") or ("A", "B")
@@ -313,15 +313,29 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
             note = (entry.get("bootstrap") or {}).get("ci95_note")
             if note:
                 notes.append(f"{row['language']}: {note}")
+            first_rate, second_rate = ((rates.get(group) or {}).get("error_rate") for group in (first, second))
+            fails = all_fail(first_rate, second_rate)
+            if fails:
+                failing.append(row["language"])
             table.append(
                 [row["language"], row["task"], row.get("split") or "fixed", _cell(row["f1_s"])]
-                + [f"{metric} {first} {_cell((rates.get(first) or {}).get('error_rate'))}, {second} {_cell((rates.get(second) or {}).get('error_rate'))}"]
-                + [_cell(row["gap_relative"], sign=True), row["gap_estimate"] or "n/a", _interval(row["ci95_low"], row["ci95_high"]) + (" †" if note else "")]
-                + [row["seeds"]]
+                + [f"{metric} {first} {_cell(first_rate)}, {second} {_cell(second_rate)}"]
+                + [_cell(row["gap_relative"], sign=True) + (" ‡" if fails else ""), row["gap_estimate"] or "n/a"]
+                + [_interval(row["ci95_low"], row["ci95_high"]) + (" †" if note else ""), row["seeds"]]
             )
         lines += _table(["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds"], table)
         lines += ["", "† unreliable interval: " + "; ".join(notes) + "."] if notes else []
+        lines += ["", f"‡ {', '.join(failing)}: {FAILING_NOTE}"] if failing else []
     return lines + [""]
+
+
+FAILING_NOTE = "both groups' error rates are 100 % or more: the model fails for everyone there, so E compares no errors and says nothing about a gap."
+
+
+def all_fail(first_rate, second_rate) -> bool:
+    """Whether both groups' error rates (percent) are 100 or more: an E of such a language (often 0)
+    is no gap (a model that outputs nothing, or loops, for everyone)."""
+    return first_rate is not None and second_rate is not None and min(first_rate, second_rate) >= 100
 
 
 def _gap_entry(row: dict) -> dict:

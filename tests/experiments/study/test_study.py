@@ -147,8 +147,12 @@ def test_a_tiny_study_runs_end_to_end_and_its_rerun_only_checks(tiny_study, caps
     for row in (row for row in table if row["site"] == "encoder.final"):
         entry = json.loads(Path(row["gap_source"]).read_text())["languages"][row["language"]]
         rates = f"{entry['metric'].upper()} female {entry['groups']['female']['error_rate']:.2f}, male {entry['groups']['male']['error_rate']:.2f}"
-        shown = f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {rates} | {float(row['gap_relative']):+.2f} |"
+        both_fail = min(entry["groups"]["female"]["error_rate"], entry["groups"]["male"]["error_rate"]) >= 100  # a random model's transcripts
+        mark = " ‡" if both_fail else ""
+        shown = f"| {row['language']} | female-male | fixed | {float(row['f1_s']):.2f} | {rates} | {float(row['gap_relative']):+.2f}{mark} |"
         assert shown in results, results
+    if "‡" in results:
+        assert "both groups' error rates are 100 % or more" in results
     figures = json.loads((out / "figures" / "figures.json").read_text())["figures"]
     assert {figure["kind"] for figure in figures} == {"f1_vs_gap", "f1_s_by_site", "gaps"}
     assert all((out / "figures" / name).stat().st_size > 0 for figure in figures for name in figure["paths"])
@@ -761,3 +765,13 @@ def test_a_stopped_run_s_claim_on_a_transcript_is_refused_by_the_dry_run_naming_
 
     assert main(["run", str(study), "--dry-run", "--reclaim-stale"]) == 0
     assert "which is gone: --reclaim-stale takes it over and resumes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "first, second, fails",
+    [(100.0, 100.0, True), (100.0, 250.0, True), (99.9, 100.0, False), (0.0, 0.0, False), (None, 100.0, False)],
+)
+def test_a_language_where_both_groups_fail_is_marked_in_results(first, second, fails):
+    from experiments.study.report import all_fail
+
+    assert all_fail(first, second) is fails
