@@ -21,6 +21,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from extract.paths import cache_dir
+from extract.provenance import read_json_object
 
 MODEL_FILES = (
     "*config*.json",  # config, generation_config, preprocessor_config, tokenizer_config, ...
@@ -84,7 +85,7 @@ def _cached_sha256(files: list[Path]) -> dict[Path, dict]:
     """Size and sha256 of each file (in the order given), from the cache when its size and times are unchanged; the cache is
     updated (atomically) when something had to be hashed."""
     cache_path = cache_dir() / CACHE_NAME
-    cache = _read_cache(cache_path)
+    cache = read_json_object(cache_path)
     entries, changed = {}, False
     for path in files:
         key = str(path.resolve())
@@ -105,14 +106,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        cache = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return cache if isinstance(cache, dict) else {}
 
 
 def _write_cache(path: Path, cache: dict) -> None:

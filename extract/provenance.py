@@ -138,14 +138,17 @@ def hypotheses_file_subject(hypotheses: str | Path) -> dict:
 
 def read_settings(hypotheses: str | Path) -> dict:
     """The settings file beside a hypotheses file, or ``{}`` when there is none (or it is not an object)."""
-    path = settings_path(hypotheses)
-    if not path.is_file():
-        return {}
+    return read_json_object(settings_path(hypotheses))
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON file's object, or ``{}`` where the file is missing, unreadable or not an object (a cache,
+    a settings file, a config: the caller decides what an empty one means)."""
     try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
-    return settings if isinstance(settings, dict) else {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def identified(document: dict, schema: int, inputs: Iterable[str | Path], subject: dict, kind: str) -> dict:

@@ -7,7 +7,6 @@ every command line is :func:`extract.device.default_device`.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from contextlib import nullcontext
@@ -21,7 +20,7 @@ from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
-from extract.provenance import model_label
+from extract.provenance import model_label, read_json_object
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
@@ -93,7 +92,7 @@ class ModelSpec:
         folder = Path(self.resolved_checkpoint())
         if not (folder / "config.json").is_file() or self.trust_remote_code or not family.extractor.transformers_classes:
             return None
-        named = family.extractor.site_names(_json_object(folder / "config.json"))
+        named = family.extractor.site_names(read_json_object(folder / "config.json"))
         if named is not None:
             return named
         import transformers
@@ -154,12 +153,3 @@ def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) ->
     extractor = load_extractor(spec)
     with quiet_transformers():
         return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())
-
-
-def _json_object(path: Path) -> dict:
-    """A config.json's object ({} where it is not one: the model's own loading says what is wrong)."""
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
