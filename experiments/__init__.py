@@ -9,7 +9,7 @@ names ``collect`` and ``correlate`` are the command-line modules ``experiments.c
 ``experiments.correlate``, which importing them would put in their place.
 """
 
-from importlib import import_module
+from extract.exports import lazy_exports
 
 _HOMES = {  # public name -> (the module that defines it, its name there)
     "load_study": ("experiments.study.schema", "load_study"),
@@ -21,16 +21,4 @@ _HOMES = {  # public name -> (the module that defines it, its name there)
 }
 __all__ = list(_HOMES)
 
-
-def __getattr__(name: str):
-    """A public name, imported from its home on first use and kept as a module global after that."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _HOMES[name]
-    value = getattr(import_module(module), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

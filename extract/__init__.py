@@ -5,7 +5,7 @@ docstrings); the rest is internal and may change. They load on first use (PEP 56
 ``__getattr__``), so ``import extract`` stays cheap: most of them import torch.
 """
 
-from importlib import import_module
+from extract.exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -25,15 +25,4 @@ _HOMES = {  # public name -> the module that defines it
 }
 __all__ = ["__version__", *_HOMES]
 
-
-def __getattr__(name: str):
-    """A public name, imported from its home on first use and kept as a module global after that."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
