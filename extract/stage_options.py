@@ -19,6 +19,24 @@ from extract.provenance import label_argument
 GENDER_CHOICES = ("female", "male")
 
 
+def _interventions_option(edited: str, recorded: str):
+    """``--intervene FILE ...``, an option of extraction and transcription (``edited``: what the
+    files edit; ``recorded``: where the run records them)."""
+    return option(
+        (),
+        f"an eraser or steering vector (python -m experiments.erase fit) edited into the {edited} at its site while it runs; "
+        f"several are applied in the order given; recorded in {recorded} (default: none)",
+        flag="--intervene",
+        metavar="FILE",
+        role="input",
+    )
+
+
+def _intervene_gender_option():
+    """``--intervene-gender``, beside :func:`_interventions_option`."""
+    return option(None, "apply the --intervene files only to utterances of this gender (default: every utterance)", choices=GENDER_CHOICES)
+
+
 def _sites(value: str) -> str | tuple[str, ...]:
     """``--sites``: ``all``, or names (and ``every:K``) separated by commas."""
     return "all" if value == "all" else tuple(name.strip() for name in value.split(",") if name.strip())
@@ -87,17 +105,8 @@ class ExtractOptions:
     pool: str | None = option(
         None, "store one vector per utterance and site, the mean over its speech frames (enough for --probe mean, LOSO included)", choices=("mean",)
     )
-    interventions: tuple[Path, ...] = option(
-        (),
-        "an eraser or steering vector (python -m experiments.erase fit) edited into the model at its site while it runs; "
-        "several are applied in the order given; recorded in the store's config (default: none)",
-        flag="--intervene",
-        metavar="FILE",
-        role="input",
-    )
-    intervene_gender: str | None = option(
-        None, "apply the --intervene files only to utterances of this gender (default: every utterance)", choices=GENDER_CHOICES
-    )
+    interventions: tuple[Path, ...] = _interventions_option(edited="model", recorded="the store's config")
+    intervene_gender: str | None = _intervene_gender_option()
 
     def __post_init__(self):
         if isinstance(self.sites, str) and self.sites != "all":
@@ -139,17 +148,8 @@ class TranscribeOptions:
         flag="--whisper-translate-by-forcing",
         study=True,
     )
-    interventions: tuple[Path, ...] = option(
-        (),
-        "an eraser or steering vector (python -m experiments.erase fit) edited into the encoder at its site while it runs; "
-        "several are applied in the order given; recorded in OUT.settings.json (default: none)",
-        flag="--intervene",
-        metavar="FILE",
-        role="input",
-    )
-    intervene_gender: str | None = option(
-        None, "apply the --intervene files only to utterances of this gender (default: every utterance)", choices=GENDER_CHOICES
-    )
+    interventions: tuple[Path, ...] = _interventions_option(edited="encoder", recorded="OUT.settings.json")
+    intervene_gender: str | None = _intervene_gender_option()
 
     def __post_init__(self):
         object.__setattr__(self, "interventions", tuple(Path(path) for path in self.interventions))
