@@ -7,8 +7,9 @@ import soundfile
 
 from extract.audio import SAMPLE_RATE
 from extract.families import tiny_extractor
-from extract.manifest import Utterance, write_manifest
+from extract.manifest import write_manifest
 from extract.store import ShardReader
+from tests.corpus import utterance
 
 
 def _noted_corpus(tmp_path):
@@ -24,19 +25,7 @@ def _noted_corpus(tmp_path):
     loud = (0.1 * rng.standard_normal(SAMPLE_RATE)).astype(np.float32)
     loud[100] = 2.5
     soundfile.write(folder / "u3.wav", loud, SAMPLE_RATE, subtype="FLOAT")
-    return [
-        Utterance(
-            id=f"u{i}",
-            audio=str(folder / f"u{i}.wav"),
-            language="en",
-            text="x",
-            gender="female" if i % 2 else "male",
-            speaker=f"s{i}",
-            split="train",
-            dataset="t",
-        )
-        for i in range(4)
-    ]
+    return [utterance(i, folder / f"u{i}.wav") for i in range(4)]
 
 
 EXPECTED = {
