@@ -40,21 +40,8 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
 
     manifest = write_manifest(tmp_path / "m.jsonl", _noted_corpus(tmp_path))
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper"))
-    argv = [
-        "--family",
-        "whisper",
-        "--manifest",
-        str(manifest),
-        "--sites",
-        "encoder.final",
-        "--out",
-        str(tmp_path / "s"),
-        "--quiet",
-        "--max-seconds",
-        "2",
-        "--utterances-per-part",
-        "2",
-    ]
+    argv = ["--family", "whisper", "--manifest", str(manifest), "--sites", "encoder.final", "--out", str(tmp_path / "s"), "--quiet"]
+    argv += ["--max-seconds", "2", "--utterances-per-part", "2"]
     assert cli.main(argv) == 0
     summary = capsys.readouterr().out
     assert "audio notes: 1 outside_unit_range, 1 shorter_than_header, 1 trimmed" in summary
