@@ -1,5 +1,5 @@
 """A tiny random Whisper saved as a transformers checkpoint folder, for tests that load a model by
-path (the study, fine-tuning): test-suite sizes, bundled tiny.en's real tokenizer (so that labels
+path (the study, fine-tuning): the Whisper family's tiny sizes, bundled tiny.en's real tokenizer (so that labels
 and hypotheses are real text), and a generation config that is English-only or multilingual."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ import importlib.resources
 from pathlib import Path
 
 import torch
+
+from extract.families.whisper import TINY_CONFIG
 
 
 def save_tiny_whisper(folder: Path, languages: tuple[str, ...] | None = None, source_positions: int = 1500, chunk_seconds: int = 30) -> Path:
@@ -22,23 +24,8 @@ def save_tiny_whisper(folder: Path, languages: tuple[str, ...] | None = None, so
         ["<|startoftranscript|>", "<|notimestamps|>", "<|endoftext|>", "<|transcribe|>", "<|translate|>"]
     )
     torch.manual_seed(0)
-    config = WhisperConfig(
-        vocab_size=51864,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        num_mel_bins=80,
-        max_source_positions=source_positions,
-        max_target_positions=64,
-        pad_token_id=end,
-        bos_token_id=end,
-        eos_token_id=end,
-        decoder_start_token_id=start,
-    )
+    special_tokens = {"pad_token_id": end, "bos_token_id": end, "eos_token_id": end, "decoder_start_token_id": start}
+    config = WhisperConfig(**TINY_CONFIG | {"vocab_size": 51864, "max_source_positions": source_positions} | special_tokens)
     model = WhisperForConditionalGeneration(config)
     if languages is None:
         prompt = {"forced_decoder_ids": [[1, no_timestamps]], "is_multilingual": False}

@@ -209,15 +209,8 @@ def cluster(embeddings: np.ndarray, settings: HdbscanSettings) -> np.ndarray:
     if settings.standardize:
         scale = x.std(axis=0)
         x = (x - x.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
-    model = HDBSCAN(
-        min_cluster_size=settings.min_cluster_size,
-        min_samples=settings.min_samples,
-        metric=settings.metric,
-        cluster_selection_epsilon=settings.cluster_selection_epsilon,
-        cluster_selection_method=settings.cluster_selection_method,
-        copy=True,
-    )
-    return model.fit(x).labels_
+    hdbscan_parameters = {name: value for name, value in asdict(settings).items() if name != "standardize"}  # the rest are HDBSCAN's, by name
+    return HDBSCAN(**hdbscan_parameters, copy=True).fit(x).labels_
 
 
 def scope_of(utterance, per_gender: bool) -> str:

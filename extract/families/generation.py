@@ -2,7 +2,7 @@
 
 A generator wraps the family's extractor (same loading, same input preparation, layerdrop off,
 eval mode) and adds the tokenizer and the language forcing the family needs; each family module
-holds its own subclass and language codes. Decoding uses each model's own generation config (plus
+holds its own subclass and language codes (NLLB's and SeamlessM4T's from :data:`FLORES_200`). Decoding uses each model's own generation config (plus
 the family's published defaults); ``num_beams`` and ``max_new_tokens`` override it when given.
 ``settings()`` returns what was used, for the output's settings file.
 """
@@ -20,6 +20,40 @@ import numpy as np
 import torch
 
 from extract.families.base import Extractor, tiny_checkpoint
+
+# ISO 639-1 -> FLORES-200 (ISO 639-3 and script), the languages of Common Voice, Fleurs and VoxPopuli
+# in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets: NLLB's codes as they are, and the
+# source of the families' own codes (SeamlessM4T's are the ISO 639-3 part).
+FLORES_200: dict[str, str] = {
+    "ar": "arb_Arab",
+    "ca": "cat_Latn",
+    "cs": "ces_Latn",
+    "de": "deu_Latn",
+    "en": "eng_Latn",
+    "es": "spa_Latn",
+    "et": "est_Latn",
+    "fi": "fin_Latn",
+    "fr": "fra_Latn",
+    "hr": "hrv_Latn",
+    "hu": "hun_Latn",
+    "it": "ita_Latn",
+    "ja": "jpn_Jpan",
+    "lt": "lit_Latn",
+    "nl": "nld_Latn",
+    "pl": "pol_Latn",
+    "pt": "por_Latn",
+    "ro": "ron_Latn",
+    "ru": "rus_Cyrl",
+    "sk": "slk_Latn",
+    "sl": "slv_Latn",
+    "sr": "srp_Cyrl",
+    "sv": "swe_Latn",
+    "sw": "swh_Latn",
+    "tr": "tur_Latn",
+    "uk": "ukr_Cyrl",
+    "yo": "yor_Latn",
+    "zh": "zho_Hans",
+}
 
 
 class GenerationError(ValueError):

@@ -9,6 +9,7 @@ import torch
 
 from extract.families.base import Extractor, Family, Prepared, padded_batch, seeded
 from extract.families.generation import GenerationError, Generator
+from extract.families.tiny import tiny_encoder_decoder
 from extract.hooks import Site
 
 
@@ -61,19 +62,9 @@ def tiny_model():
     from transformers import Speech2TextConfig, Speech2TextFeatureExtractor, Speech2TextForConditionalGeneration
 
     config = Speech2TextConfig(
-        vocab_size=100,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        conv_channels=16,
-        input_feat_per_channel=80,
-        num_conv_layers=2,
-        max_source_positions=600,
-        max_target_positions=64,
+        **tiny_encoder_decoder(
+            vocab_size=100, conv_channels=16, input_feat_per_channel=80, num_conv_layers=2, max_source_positions=600, max_target_positions=64
+        )
     )
     return Speech2TextForConditionalGeneration(config), Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80)
 

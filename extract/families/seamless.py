@@ -8,43 +8,15 @@ import numpy as np
 import torch
 
 from extract.families.base import FINAL, PRE_ADAPTER, Extractor, Family, Prepared, lengths_from_mask, padded_batch, seeded
-from extract.families.generation import Generator, language_code
+from extract.families.generation import FLORES_200, Generator, language_code
+from extract.families.tiny import tiny_stacks
 from extract.hooks import Site
 
 FEATURE_FRAMES_PER_SECOND = 50.0  # 10 ms filterbanks stacked by 2
 
-# ISO 639-1 -> SeamlessM4T v2 (ISO 639-3). Covers the languages of Common Voice, Fleurs and VoxPopuli
-# in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a 3-letter code passes through unchanged.
-LANGUAGE_CODES: dict[str, str] = {
-    "ar": "arb",
-    "ca": "cat",
-    "cs": "ces",
-    "de": "deu",
-    "en": "eng",
-    "es": "spa",
-    "et": "est",
-    "fi": "fin",
-    "fr": "fra",
-    "hr": "hrv",
-    "hu": "hun",
-    "it": "ita",
-    "ja": "jpn",
-    "lt": "lit",
-    "nl": "nld",
-    "pl": "pol",
-    "pt": "por",
-    "ro": "ron",
-    "ru": "rus",
-    "sk": "slk",
-    "sl": "slv",
-    "sr": "srp",
-    "sv": "swe",
-    "sw": "swh",
-    "tr": "tur",
-    "uk": "ukr",
-    "yo": "yor",
-    "zh": "cmn",
-}
+# SeamlessM4T v2's codes: the ISO 639-3 part of FLORES-200's, but Mandarin (cmn) for Chinese where
+# FLORES-200 names the macrolanguage (zho_Hans); a 3-letter code passes through unchanged.
+LANGUAGE_CODES: dict[str, str] = {language: code.split("_")[0] for language, code in FLORES_200.items()} | {"zh": "cmn"}
 
 
 def seamless_code(language: str) -> str:
@@ -114,15 +86,8 @@ def tiny_model():
         t2u_encoder_layers=1,
         t2u_decoder_layers=1,
         speech_encoder_attention_heads=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        t2u_encoder_attention_heads=2,
-        t2u_decoder_attention_heads=2,
+        **tiny_stacks("encoder", "decoder", "t2u_encoder", "t2u_decoder"),
         speech_encoder_intermediate_size=32,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        t2u_encoder_ffn_dim=32,
-        t2u_decoder_ffn_dim=32,
         feature_projection_input_dim=160,
         conv_depthwise_kernel_size=3,
         adaptor_kernel_size=8,

@@ -11,6 +11,7 @@ import torch
 from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator
+from extract.families.tiny import tiny_encoder_decoder
 from extract.hooks import Site
 from extract.weights import bundled_tokenizer_file, bundled_whisper
 
@@ -153,21 +154,6 @@ def tiny_model():
     return WhisperForConditionalGeneration(WhisperConfig(**TINY_CONFIG)), WhisperFeatureExtractor(feature_size=80)
 
 
-TINY_CONFIG = {  # transformers' test-suite sizes
-    "vocab_size": 100,
-    "d_model": 16,
-    "encoder_layers": 2,
-    "decoder_layers": 1,
-    "encoder_attention_heads": 2,
-    "decoder_attention_heads": 2,
-    "encoder_ffn_dim": 32,
-    "decoder_ffn_dim": 32,
-    "num_mel_bins": 80,
-    "max_source_positions": 1500,
-    "max_target_positions": 64,
-    "pad_token_id": 0,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "decoder_start_token_id": 1,
-}
+TINY_TOKENS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1}  # ids in the tiny vocabulary
+TINY_CONFIG = tiny_encoder_decoder(vocab_size=100, num_mel_bins=80, max_source_positions=1500, max_target_positions=64, **TINY_TOKENS)
 FAMILY = Family(WhisperExtractor, WhisperGenerator, tiny_model, tiny_config=TINY_CONFIG, bundled=bundled_whisper, display_name="Whisper")

@@ -54,42 +54,11 @@ from extract.families.base import (
     seeded,
     tiny_checkpoint,
 )
-from extract.families.generation import GenerationError, GenerationOptions, Generator, language_code, tiny_refusal
+from extract.families.generation import FLORES_200, GenerationError, GenerationOptions, Generator, language_code, tiny_refusal
 from extract.hooks import Site
 
-# ISO 639-1 -> NLLB / FLORES-200 (the decoder's target codes). Covers the languages of Common Voice,
-# Fleurs and VoxPopuli in Attanasio et al. 2024 and the MuST-C / MuST-SHE targets; a code already in
-# FLORES-200 form passes through unchanged.
-LANGUAGE_CODES: dict[str, str] = {
-    "ar": "arb_Arab",
-    "ca": "cat_Latn",
-    "cs": "ces_Latn",
-    "de": "deu_Latn",
-    "en": "eng_Latn",
-    "es": "spa_Latn",
-    "et": "est_Latn",
-    "fi": "fin_Latn",
-    "fr": "fra_Latn",
-    "hr": "hrv_Latn",
-    "hu": "hun_Latn",
-    "it": "ita_Latn",
-    "ja": "jpn_Jpan",
-    "lt": "lit_Latn",
-    "nl": "nld_Latn",
-    "pl": "pol_Latn",
-    "pt": "por_Latn",
-    "ro": "ron_Latn",
-    "ru": "rus_Cyrl",
-    "sk": "slk_Latn",
-    "sl": "slv_Latn",
-    "sr": "srp_Cyrl",
-    "sv": "swe_Latn",
-    "sw": "swh_Latn",
-    "tr": "tur_Latn",
-    "uk": "ukr_Cyrl",
-    "yo": "yor_Latn",
-    "zh": "zho_Hans",
-}
+# NLLB's target codes: FLORES-200 (a code already in that form passes through unchanged).
+LANGUAGE_CODES: dict[str, str] = FLORES_200
 
 
 def nllb_code(language: str) -> str:

@@ -231,6 +231,17 @@ def finished_run(tiny_whisper, noise_corpus, tmp_path_factory):
     return argv, folder / "run", printed.getvalue()
 
 
+@pytest.fixture
+def copied_run(finished_run, tmp_path):
+    """A copy of the finished run in this test's folder, and its argv pointing there."""
+    argv, finished, _ = finished_run
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    argv = list(argv)
+    argv[argv.index("--out") + 1] = str(out)
+    return argv, out
+
+
 @contextmanager
 def capture_stdout():
     buffer = io.StringIO()
@@ -263,12 +274,8 @@ def test_a_short_run_logs_per_gender_wer_and_saves_a_merged_model_that_transcrib
 
 
 @pytest.mark.filterwarnings("ignore:The dirpath has changed")  # the run folder was copied
-def test_a_run_resumes_from_its_checkpoint_and_refuses_other_settings(finished_run, tmp_path, capsys):
-    argv, finished, _ = finished_run
-    out = tmp_path / "run"
-    shutil.copytree(finished, out)
-    argv = list(argv)
-    argv[argv.index("--out") + 1] = str(out)
+def test_a_run_resumes_from_its_checkpoint_and_refuses_other_settings(copied_run, capsys):
+    argv, out = copied_run
     merged = _tensors(out / "model")
     assert cli.main(argv) == 2
     assert "already holds a run; pass --resume" in capsys.readouterr().err
@@ -284,15 +291,11 @@ def test_a_run_resumes_from_its_checkpoint_and_refuses_other_settings(finished_r
 
 
 @pytest.mark.filterwarnings("ignore:The dirpath has changed")  # the run folder was copied
-def test_a_history_record_cut_by_a_kill_is_dropped_and_redone_and_every_step_is_kept(finished_run, tmp_path, capsys):
+def test_a_history_record_cut_by_a_kill_is_dropped_and_redone_and_every_step_is_kept(copied_run, capsys):
     """#63: the record written after a resume was appended to the cut line, losing both steps."""
     from experiments.finetuning.tracking import read_history
 
-    argv, finished, _ = finished_run
-    out = tmp_path / "run"
-    shutil.copytree(finished, out)
-    argv = list(argv)
-    argv[argv.index("--out") + 1] = str(out)
+    argv, out = copied_run
     history = out / "val_history.jsonl"
     lines = history.read_text().splitlines()
     history.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:30])  # killed while writing the step-3 record
@@ -304,24 +307,28 @@ def test_a_history_record_cut_by_a_kill_is_dropped_and_redone_and_every_step_is_
     assert records[:2] == [json.loads(line) for line in lines[:2]] and not (out / "val_history.jsonl.lock").exists()
 
 
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (["--female-share", "0.3"], "not a whole number"),
-        (["--total", "40"], "wanted, the pool has"),
-        (["--val-split", "test"], "no validation utterance"),
-        (["--lora-rank", "0"], "LoRA rank"),
-        (["--checkpoint", "/no/such/folder"], "no such folder"),
-        (["--grafn", "/no/such/filters.json"], "no such filters file"),
-        (["--lr", "nan"], "--lr must be a finite number > 0 (at most 3.4e+37: AdamW's first step, lr / (1 - β1), is a float32), got nan"),
-        (["--lr", "inf"], "--lr must be a finite number > 0"),
-        (["--lr", "0"], "--lr must be a finite number > 0"),
-        (["--lr", "1e38"], "got 1e+38"),
-        (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0 (0: no decay"),
-        (["--weight-decay", "-0.1"], "--weight-decay must be a finite number >= 0"),
-        (["--weight-decay", "1e300"], "lr x weight decay at most 3.4e+38"),
-    ],
-)
+REFUSED = {  # flag -> value -> what the one error line says
+    "--female-share": {"0.3": "not a whole number"},
+    "--total": {"40": "wanted, the pool has"},
+    "--val-split": {"test": "no validation utterance"},
+    "--lora-rank": {"0": "LoRA rank"},
+    "--checkpoint": {"/no/such/folder": "no such folder"},
+    "--grafn": {"/no/such/filters.json": "no such filters file"},
+    "--lr": {
+        "nan": "--lr must be a finite number > 0 (at most 3.4e+37: AdamW's first step, lr / (1 - β1), is a float32), got nan",
+        "inf": "--lr must be a finite number > 0",
+        "0": "--lr must be a finite number > 0",
+        "1e38": "got 1e+38",
+    },
+    "--weight-decay": {
+        "nan": "--weight-decay must be a finite number >= 0 (0: no decay",
+        "-0.1": "--weight-decay must be a finite number >= 0",
+        "1e300": "lr x weight decay at most 3.4e+38",
+    },
+}
+
+
+@pytest.mark.parametrize("change, message", [([flag, value], message) for flag, values in REFUSED.items() for value, message in values.items()])
 def test_cli_errors_are_one_line_with_status_2(tiny_whisper, noise_corpus, tmp_path, capsys, change, message):
     assert cli.main([*_argv(noise_corpus, tiny_whisper, tmp_path / "run"), *change]) == 2
     err = capsys.readouterr().err

@@ -7,8 +7,9 @@ import soundfile
 
 from extract.audio import SAMPLE_RATE
 from extract.families import tiny_extractor
-from extract.manifest import Utterance, write_manifest
+from extract.manifest import write_manifest
 from extract.store import ShardReader
+from tests.corpus import utterance
 
 
 def _noted_corpus(tmp_path):
@@ -24,19 +25,7 @@ def _noted_corpus(tmp_path):
     loud = (0.1 * rng.standard_normal(SAMPLE_RATE)).astype(np.float32)
     loud[100] = 2.5
     soundfile.write(folder / "u3.wav", loud, SAMPLE_RATE, subtype="FLOAT")
-    return [
-        Utterance(
-            id=f"u{i}",
-            audio=str(folder / f"u{i}.wav"),
-            language="en",
-            text="x",
-            gender="female" if i % 2 else "male",
-            speaker=f"s{i}",
-            split="train",
-            dataset="t",
-        )
-        for i in range(4)
-    ]
+    return [utterance(i, folder / f"u{i}.wav") for i in range(4)]
 
 
 EXPECTED = {
@@ -51,21 +40,8 @@ def test_extraction_records_audio_notes_in_the_store_and_counts_them(tmp_path, m
 
     manifest = write_manifest(tmp_path / "m.jsonl", _noted_corpus(tmp_path))
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper"))
-    argv = [
-        "--family",
-        "whisper",
-        "--manifest",
-        str(manifest),
-        "--sites",
-        "encoder.final",
-        "--out",
-        str(tmp_path / "s"),
-        "--quiet",
-        "--max-seconds",
-        "2",
-        "--utterances-per-part",
-        "2",
-    ]
+    argv = ["--family", "whisper", "--manifest", str(manifest), "--sites", "encoder.final", "--out", str(tmp_path / "s"), "--quiet"]
+    argv += ["--max-seconds", "2", "--utterances-per-part", "2"]
     assert cli.main(argv) == 0
     summary = capsys.readouterr().out
     assert "audio notes: 1 outside_unit_range, 1 shorter_than_header, 1 trimmed" in summary

@@ -16,6 +16,7 @@ from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
 from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction, shard_slice
 from extract.store import ShardReader, StoreError
+from tests.corpus import write_corpus
 
 TINY_LAYERS = 2  # every family's tiny random model has two encoder layers (the conventions' test size)
 # the sites besides encoder.layer.N, per family
@@ -178,24 +179,7 @@ def test_non_finite_states_name_the_utterance():
 
 
 def _corpus(tmp_path, count=7):
-    utterances = []
-    for index, seconds in enumerate(np.linspace(0.5, 1.5, count)):
-        path = tmp_path / "audio" / f"u{index}.wav"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        soundfile.write(path, _waves((seconds,), seed=index)[0], 16_000)
-        utterances.append(
-            Utterance(
-                id=f"u{index}",
-                audio=str(path),
-                language="en",
-                text="x",
-                gender="female" if index % 2 else "male",
-                speaker=f"s{index % 3}",
-                split="train",
-                dataset="t",
-            )
-        )
-    return utterances
+    return write_corpus(tmp_path, [_waves((seconds,), seed=index)[0] for index, seconds in enumerate(np.linspace(0.5, 1.5, count))], speakers=3)
 
 
 def _store_arrays(folder):

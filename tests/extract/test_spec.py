@@ -99,6 +99,23 @@ def _manifest(tmp_path):
     return path
 
 
+def _whisper_asr_argv(tmp_path, checkpoint: str, *extra: str) -> list[str]:
+    """The transcription command's arguments: Whisper ``checkpoint`` transcribing :func:`_manifest` into h.jsonl."""
+    return [
+        "--family",
+        "whisper",
+        "--checkpoint",
+        checkpoint,
+        "--task",
+        "asr",
+        "--manifest",
+        str(_manifest(tmp_path)),
+        "--out",
+        str(tmp_path / "h.jsonl"),
+        *extra,
+    ]
+
+
 def _one_line_exit_2(main, argv, capsys) -> str:
     with pytest.raises(SystemExit) as stopped:
         main(argv)
@@ -114,19 +131,7 @@ def test_transcribe_names_a_checkpoint_that_cannot_be_loaded_in_one_line(tmp_pat
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
 
     monkeypatch.setattr("extract.spec.load_generator", offline)
-    argv = [
-        "--family",
-        "whisper",
-        "--checkpoint",
-        "someone/whisper-x",
-        "--task",
-        "asr",
-        "--manifest",
-        str(_manifest(tmp_path)),
-        "--out",
-        str(tmp_path / "h.jsonl"),
-    ]
-    error = _one_line_exit_2(cli.main, argv, capsys)
+    error = _one_line_exit_2(cli.main, _whisper_asr_argv(tmp_path, "someone/whisper-x"), capsys)
     assert error == "error: cannot load --checkpoint someone/whisper-x: We couldn't connect to 'https://huggingface.co' to load the files."
 
 
@@ -157,21 +162,7 @@ def test_a_local_folder_without_tokenizer_files_is_one_line(tmp_path, capsys):
     tiny = tiny_extractor("whisper")
     tiny.model.save_pretrained(folder)
     tiny.processor.save_pretrained(folder)  # a feature extractor only: no tokenizer files
-    argv = [
-        "--family",
-        "whisper",
-        "--checkpoint",
-        str(folder),
-        "--task",
-        "asr",
-        "--manifest",
-        str(_manifest(tmp_path)),
-        "--out",
-        str(tmp_path / "h.jsonl"),
-        "--device",
-        "cpu",
-    ]
-    error = _one_line_exit_2(cli.main, argv, capsys)
+    error = _one_line_exit_2(cli.main, _whisper_asr_argv(tmp_path, str(folder), "--device", "cpu"), capsys)
     assert error.startswith(f"error: cannot load --checkpoint {folder} (") and "complete transformers checkpoint" in error
 
 

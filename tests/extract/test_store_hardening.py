@@ -16,14 +16,14 @@ from unittest import mock
 import h5py
 import numpy as np
 import pytest
-import soundfile
 import torch
 
 from experiments import extract as cli
 from extract.families import tiny_extractor
-from extract.manifest import Utterance, write_manifest
+from extract.manifest import write_manifest
 from extract.runner import run_extraction
 from extract.store import PartWriter, ShardReader, StoreError, content_checksum, is_disk_full
+from tests.corpus import write_corpus
 from tests.paths import CHECKOUT
 
 SITE = "encoder.final"
@@ -87,24 +87,7 @@ def test_speech_frames_beyond_the_stored_frames_are_refused(tmp_path):
 
 def _corpus(tmp_path, seconds=(0.5, 1.13, 0.77, 1.5)):
     rng = np.random.default_rng(1)
-    utterances = []
-    for index, length in enumerate(seconds):
-        path = tmp_path / "audio" / f"u{index}.wav"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        soundfile.write(path, (0.1 * rng.standard_normal(int(length * 16_000))).astype(np.float32), 16_000)
-        utterances.append(
-            Utterance(
-                id=f"u{index}",
-                audio=str(path),
-                language="en",
-                text="x",
-                gender="female" if index % 2 else "male",
-                speaker=f"s{index}",
-                split="train",
-                dataset="t",
-            )
-        )
-    return utterances
+    return write_corpus(tmp_path, [(0.1 * rng.standard_normal(int(length * 16_000))).astype(np.float32) for length in seconds])
 
 
 def test_keep_padding_extraction_records_the_unpadded_lengths(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from extract.ct2 import CT2FormatError, parse_ct2
+from extract.families.tiny import tiny_encoder_decoder
 from extract.weights import BUNDLED, convert_ct2_directory
 from tests.ct2_writer import whisper_to_ct2_variables, write_ct2
 
@@ -44,19 +45,7 @@ def _tiny_whisper():
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     torch.manual_seed(0)
-    config = WhisperConfig(
-        vocab_size=51865,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        max_source_positions=1500,
-        max_target_positions=448,
-        num_mel_bins=80,
-    )
+    config = WhisperConfig(**tiny_encoder_decoder(vocab_size=51865, decoder_layers=2, max_source_positions=1500, max_target_positions=448, num_mel_bins=80))
     model = WhisperForConditionalGeneration(config).eval()
     with torch.no_grad():  # non-trivial norms and biases so a swapped mapping cannot pass
         for name, parameter in model.named_parameters():

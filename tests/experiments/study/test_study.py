@@ -300,6 +300,12 @@ def one_error_line(capsys) -> str:
     return err[0]
 
 
+def dry_run_refusal(study: Path, capsys) -> str:
+    """The one error line with which ``study run --dry-run`` refuses ``study`` (status 2)."""
+    assert main(["run", str(study), "--dry-run"]) == 2
+    return one_error_line(capsys)
+
+
 @pytest.mark.parametrize(
     "edit, expected",
     [
@@ -319,8 +325,7 @@ def test_a_study_file_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_w
     assert edit[0] in STUDY
     write_corpus(tmp_path)
     study = write_study(tmp_path, tiny_whisper, STUDY.replace(*edit))
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert line.startswith(f"error: {study.parent}/"), line
     assert expected.format(root=tmp_path) in line
     assert not (tmp_path / "runs").exists()
@@ -329,12 +334,10 @@ def test_a_study_file_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_w
 def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
     write_corpus(tmp_path, dataset="common_voice")
     study = write_study(tmp_path, tiny_whisper)
-    assert main(["run", str(study), "--dry-run"]) == 2
-    assert "records dataset 'common_voice', not 'cv'; the tables join on it" in one_error_line(capsys)
+    assert "records dataset 'common_voice', not 'cv'; the tables join on it" in dry_run_refusal(study, capsys)
     write_corpus(tmp_path)
     study = write_study(tmp_path, tiny_whisper, STUDY.replace("it: manifests/it.jsonl", "it: manifests/es.jsonl"))
-    assert main(["run", str(study), "--dry-run"]) == 2
-    assert "is in 'es', not 'it'; give each language its own manifest" in one_error_line(capsys)
+    assert "is in 'es', not 'it'; give each language its own manifest" in dry_run_refusal(study, capsys)
 
 
 @pytest.mark.parametrize(
@@ -476,8 +479,7 @@ def test_a_grid_list_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_wh
     assert edit[0] in POOLED_STUDY
     write_pooled_corpus(tmp_path)
     study = write_study(tmp_path, tiny_whisper, POOLED_STUDY.replace(*edit))
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert line.startswith(f"error: {study}: "), line
     assert expected in line
 
@@ -485,8 +487,7 @@ def test_a_grid_list_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_wh
 def test_a_model_language_the_pooled_part_lacks_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
     write_pooled_corpus(tmp_path)
     study = write_study(tmp_path, tiny_whisper, POOLED_STUDY.replace("languages: [en]}", "languages: [fr]}"))
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert f"{study}: models[1].languages: cv-all ({tmp_path}/manifests/all.jsonl) has no utterance in 'fr'; its languages: en, es, it" in line
     assert not (tmp_path / "runs").exists()
 
@@ -557,8 +558,7 @@ def test_a_gap_list_error_is_one_line_naming_the_comparison(tmp_path, tiny_whisp
     study = write_study(
         tmp_path, tiny_whisper, STUDY.replace("behaviour: {{gap: {{iterations: 50}}}}", "behaviour: {{gap: " + gap.replace("{", "{{").replace("}", "}}") + "}}")
     )
-    assert main(["run", str(study), "--dry-run"]) == 2
-    assert expected in one_error_line(capsys)
+    assert expected in dry_run_refusal(study, capsys)
 
 
 def test_every_missing_manifest_is_named_at_once_with_what_to_do(capsys):
@@ -651,8 +651,7 @@ def four_voices_study(folder: Path, family: str = "whisper", probe: str = "posit
 def test_the_dry_run_refuses_a_probe_split_the_run_would_refuse(tmp_path, capsys, splits, probe, options, expected):
     write_four_voices(tmp_path, splits)
     study = four_voices_study(tmp_path, probe=probe, options=options)
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert line.startswith(f"error: {study}: probes: tiny toy-en") and expected in line, line
     assert not (tmp_path / "runs").exists()
 
@@ -660,8 +659,7 @@ def test_the_dry_run_refuses_a_probe_split_the_run_would_refuse(tmp_path, capsys
 def test_the_dry_run_refuses_transcribing_with_a_tiny_random_model_that_has_no_tokenizer_offline(tmp_path, capsys):
     write_four_voices(tmp_path)
     study = four_voices_study(tmp_path, family="s2t")
-    assert main(["run", str(study), "--dry-run"]) == 2
-    assert "models[0] (tiny): the tiny random s2t model (checkpoint tiny-random) has no tokenizer offline" in one_error_line(capsys)
+    assert "models[0] (tiny): the tiny random s2t model (checkpoint tiny-random) has no tokenizer offline" in dry_run_refusal(study, capsys)
     study.write_text(study.read_text().replace("checkpoint: tiny-random,", "checkpoint: tiny-random, transcribe: false,"))
     assert main(["run", str(study), "--dry-run"]) == 0
 
@@ -683,8 +681,7 @@ def test_four_voices_with_tiny_random_whisper_run_offline_to_a_scatter_and_a_cha
     capsys.readouterr()
     manifest = tmp_path / "toy-en.jsonl"
     manifest.write_text(manifest.read_text().replace('"speaker": "m1"', '"speaker": "m2"'))
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert f"{out / 'stores' / 'tiny' / 'toy-en'} was written from {manifest} as it was before or with other settings (sha256 " in line
     assert "the extraction would refuse to add to it (and 1 more output(s) of extract, transcribe); rerun with --redo extract,transcribe" in line
     shutil.rmtree(out / "stores")  # the hypotheses too, once the stores are gone (the plan reads them first)
@@ -759,8 +756,7 @@ def test_a_stopped_run_s_claim_on_a_transcript_is_refused_by_the_dry_run_naming_
     gone = {"host": socket.gethostname(), "pid": int(finished.stdout), "since": "2026-11-27T05:07:01+0000"}
     claim_path(hypotheses).write_text(json.dumps(gone))
 
-    assert main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
+    line = dry_run_refusal(study, capsys)
     assert f"{hypotheses} is claimed by pid {gone['pid']}" in line and "which is gone" in line and "--reclaim-stale" in line
 
     assert main(["run", str(study), "--dry-run", "--reclaim-stale"]) == 0
