@@ -1,13 +1,14 @@
-"""The stages of the study: every ``python -m experiments.X`` command, found in the source tree.
+"""The stages of the study: every ``python -m experiments.X`` command, as the stage table lists them.
 
-A stage is a module of this package that defines ``main(argv)`` and runs it under
-``if __name__ == "__main__":`` (``experiments/probe.py`` -> ``probe``), or a package with such a
-``__main__.py`` anywhere below it, named by its folder (``experiments/recipes/realvoices/`` ->
-``realvoices``). Nothing registers a stage: a new command module is listed by ``speech-gender``
-and documented in ``docs/cli.md`` as it is. Listing reads the files (no stage is imported, so it is
-instant); the reference imports each stage and formats its parser (``build_parser()``, or
-``_parser()`` where a module still has that name) at a fixed width, so it does not depend on the
-terminal it is made in.
+A command is a record of :data:`experiments.stage_table.TABLE` with a ``module``: a module of this
+package that defines ``main(argv)`` and runs it under ``if __name__ == "__main__":``
+(``experiments/probe.py`` -> ``probe``), or a package with such a ``__main__.py``
+(``experiments.recipes.realvoices`` -> ``realvoices``). A new command is its module and one line of
+the table; a command module the table lacks is caught by ``tests/cli/test_entry_point.py``. Listing
+reads the table and each module's docstring from its file (no stage is imported, so it is instant);
+the reference imports each stage and formats its parser (``build_parser()``, or ``_parser()``
+where a module still has that name) at a fixed width, so it does not depend on the terminal it is
+made in.
 """
 
 from __future__ import annotations
@@ -55,39 +56,25 @@ class Stage:
 
 
 def stages() -> list[Stage]:
-    """Every stage of ``experiments``, by name."""
-    return find_stages(PACKAGE_FOLDER, __package__)
+    """Every command of the stage table, by name."""
+    return sorted((_stage(name, record.module) for name, record in BY_COMMAND.items()), key=lambda stage: stage.name)
 
 
-def find_stages(folder: Path, package: str) -> list[Stage]:
-    """The stages of the package ``package`` in ``folder``, by name; two of one name are refused."""
-    found: dict[str, Stage] = {}
-    for stage in _stage_candidates(folder, package):
-        if stage.name in found:
-            raise StageError(f"two stages named {stage.name!r}: {found[stage.name].path} and {stage.path}; rename one")
-        found[stage.name] = stage
-    return [found[name] for name in sorted(found)]
+def _stage(name: str, module: str) -> Stage:
+    """The stage ``name`` run as ``python -m module``, its summary read from the module's file."""
+    parts = module.split(".")
+    if parts[0] != __package__:
+        raise StageError(f"{name}: {module} is not a module of {__package__}")
+    base = PACKAGE_FOLDER.joinpath(*parts[1:])
+    path, docstring_of = (base / "__main__.py", base / "__init__.py") if base.is_dir() else (base.with_suffix(".py"), None)
+    if not path.is_file():
+        raise StageError(f"the stage table names {module} for {name}, and there is no {path.relative_to(PACKAGE_FOLDER.parent)}")
+    docstring = _docstring(docstring_of) if docstring_of is not None and docstring_of.is_file() else None
+    return Stage(name, module, path, summary(docstring or _docstring(path) or ""))
 
 
-def _stage_candidates(folder: Path, package: str) -> Iterator[Stage]:
-    for path in sorted(folder.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if not path.stem.startswith("_") and _is_command(tree):
-            yield Stage(path.stem, f"{package}.{path.stem}", path, summary(ast.get_docstring(tree) or ""))
-    for path in sorted(folder.rglob("__main__.py")):
-        if path.parent == folder or not _is_command(ast.parse(path.read_text(encoding="utf-8"))):
-            continue
-        module = ".".join([package, *path.parent.relative_to(folder).parts])
-        init = path.parent / "__init__.py"
-        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) if init.exists() else None
-        yield Stage(path.parent.name, module, path, summary(docstring or ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""))
-
-
-def _is_command(tree: ast.Module) -> bool:
-    """A top-level ``def main`` and an ``if __name__ == "__main__":`` block."""
-    defines_main = any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
-    runs_as_main = any(isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__") for node in tree.body)
-    return defines_main and runs_as_main
+def _docstring(path: Path) -> str | None:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
 
 
 def summary(docstring: str) -> str:

@@ -22,6 +22,7 @@ _HOMES = {  # public name -> the module that defines it
     "read_manifest": "extract.manifest",
     "write_manifest": "extract.manifest",
     "ShardReader": "extract.store",
+    "ActivationBatches": "extract.activations",
 }
 __all__ = ["__version__", *_HOMES]
 

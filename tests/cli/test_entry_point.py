@@ -17,6 +17,7 @@ import pytest
 
 from experiments import __main__ as entry
 from experiments import stages as stage_list
+from experiments.stage_table import StageRecord
 from tests.paths import CHECKOUT
 
 CHECKOUT = CHECKOUT
@@ -38,34 +39,17 @@ def test_every_command_module_is_a_stage_and_nothing_else_is():
     assert [stage.name for stage in stage_list.stages()] == sorted(found)
 
 
-COMMAND = "def main(argv=None):\n    return 0\n\n\nif __name__ == '__main__':\n    raise SystemExit(main())\n"
+def test_a_table_record_without_its_module_file_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(stage_list, "BY_COMMAND", {"ghost": StageRecord("ghost", "experiments.ghost", "x:y", "nothing")})
+    with pytest.raises(stage_list.StageError, match=r"^the stage table names experiments.ghost for ghost, and there is no experiments/ghost.py$"):
+        stage_list.stages()
 
 
-def test_a_new_stage_module_is_found_without_registering_it(tmp_path):
-    package = tmp_path / "pkg"
-    (package / "recipes" / "corpus").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "library.py").write_text('"""Not a command: no main."""\n')
-    (package / "helper.py").write_text('"""A main without a __main__ block is not a command."""\ndef main(argv=None):\n    return 0\n')
-    (package / "newstage.py").write_text(
-        '"""``python -m pkg.newstage X ... --out F`` (what ``make x`` runs): counts the things\nof a corpus, per language.\n\nMore."""\n' + COMMAND
-    )
-    (package / "recipes" / "corpus" / "__init__.py").write_text('"""The corpus recipe: downloads it."""\n')
-    (package / "recipes" / "corpus" / "__main__.py").write_text(COMMAND)
-    found = stage_list.find_stages(package, "pkg")
-    assert [(s.name, s.module, s.summary) for s in found] == [
-        ("corpus", "pkg.recipes.corpus", "The corpus recipe: downloads it."),
-        ("newstage", "pkg.newstage", "Counts the things of a corpus, per language."),
-    ]
-
-
-def test_two_stages_of_one_name_are_refused(tmp_path):
-    package = tmp_path / "pkg"
-    (package / "recipes" / "twice").mkdir(parents=True)
-    (package / "twice.py").write_text(COMMAND)
-    (package / "recipes" / "twice" / "__main__.py").write_text(COMMAND)
-    with pytest.raises(stage_list.StageError, match="two stages named 'twice'"):
-        stage_list.find_stages(package, "pkg")
+def test_a_package_stage_is_summarised_by_its_init_docstring():
+    realvoices = stage_list.find("realvoices")
+    assert realvoices.path == EXPERIMENTS / "recipes" / "realvoices" / "__main__.py"
+    init = ast.get_docstring(ast.parse((EXPERIMENTS / "recipes" / "realvoices" / "__init__.py").read_text()))
+    assert realvoices.summary == stage_list.summary(init)
 
 
 def test_every_stage_has_a_one_line_summary_and_runs_main_as_its_module_does():

@@ -24,6 +24,8 @@ def test_every_command_is_in_the_table_with_its_module_and_every_record_is_a_com
     assert found == {name: record.module for name, record in BY_COMMAND.items()}
     assert [record.name for record in TABLE if record.module is None] == ["report"]  # the study's own stage
     assert len({record.name for record in TABLE}) == len(TABLE)
+    commands = [record.command_name for record in TABLE if record.command_name is not None]
+    assert len(set(commands)) == len(commands)  # BY_COMMAND would keep only the last of two
 
 
 def test_the_study_runs_the_table_s_study_stages_in_its_order_and_submits_its_job_arrays():
