@@ -19,7 +19,7 @@ import os
 import sys
 
 from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES, AcousticError, compute_acoustics, side_files
-from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, run_cli
 from extract.manifest import read_manifest
 
 
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="bundled-base",
         help="Whisper tokenizer for the token rate: hub id, folder, or bundled-base (default, offline, multilingual)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_argument(parser, "no progress bars")
     add_reclaim_stale_argument(parser)
     return parser
 

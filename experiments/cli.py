@@ -58,14 +58,14 @@ class FileRole:
 
 
 def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:
-    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command reads."""
+    """A flag (argparse's ``add_argument`` arguments) for a file or folder the command reads."""
     action = parser.add_argument(*flags, **kwargs)
     action.file_role = FileRole("input", labelled=labelled)
     return action
 
 
 def output_argument(parser, *flags: str, sidecars: Callable[[Path], list[Path]] | None = None, **kwargs) -> argparse.Action:
-    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command writes, and the
+    """A flag (argparse's ``add_argument`` arguments) for a file or folder the command writes, and the
     files it writes beside it (``sidecars``: path -> paths)."""
     return mark_output(parser.add_argument(*flags, **kwargs), sidecars)
 
@@ -219,6 +219,11 @@ def add_reclaim_stale_argument(parser: argparse.ArgumentParser, what: str = "--o
     )
 
 
+def add_quiet_argument(parser: argparse.ArgumentParser, help: str = "no progress bar") -> None:
+    """``--quiet`` (``args.quiet``): the command prints no progress bars."""
+    parser.add_argument("--quiet", action="store_true", help=help)
+
+
 class _DeprecatedAlias(argparse.Action):
     """An old spelling of a flag: stores into the new flag's destination and prints a one-line note."""
 
@@ -351,6 +356,19 @@ def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_error
         return command()
     except _handled(errors, lazy_errors) as error:
         return fail(_user_message(error))
+
+
+def run_command(
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], int],
+    argv: list[str] | None,
+    *errors: type[BaseException],
+    lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None,
+) -> int:
+    """A command's ``main``: ``run`` on ``argv`` parsed by ``parser``, a user error (:func:`run_cli`,
+    with ``errors`` and ``lazy_errors``) one line and exit status 2."""
+    args = parser.parse_args(argv)
+    return run_cli(lambda: run(args), *errors, lazy_errors=lazy_errors)
 
 
 def _handled(errors: tuple[type[BaseException], ...], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None) -> tuple[type[BaseException], ...]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from experiments.cli import (
     CommandParser,
     add_model_arguments,
+    add_quiet_argument,
     add_reclaim_stale_argument,
     fail,
     input_argument,
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, ExtractOptions)
     parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser, "a part of --out")
     parser.add_argument(
         "--overwrite",

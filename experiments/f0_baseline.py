@@ -19,7 +19,7 @@ from pathlib import Path
 
 from experiments.analysis.acoustic import RANGE_BY
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_quiet_argument, input_argument, output_argument, run_command
 from extract.manifest import read_manifest
 from extract.store import StoreError
 
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--range-by", choices=RANGE_BY, default="speaker", help="pitch floor and ceiling per speaker (default: De Looze & Hirst's two passes) or per record"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_argument(parser, "no progress bars")
     return parser
 
 
@@ -54,8 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), F0Error, StoreError)
+    return run_command(build_parser(), _run, argv, F0Error, StoreError)
 
 
 if __name__ == "__main__":

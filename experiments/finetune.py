@@ -25,7 +25,7 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import TRAINING, FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.transform import GrafnError
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_argument(group_of(parser, TRAINING))
     output_argument(parser, "--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser, "OUT/val_history.jsonl")
     return parser
 

@@ -22,7 +22,7 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
 from experiments.normalisation.transform import GrafnError, GrafnParameters
 from experiments.options import add_options, from_args
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--per-gender", type=int, help="calibrate on at most N female and N male utterances (a seeded sample); default: all")
     add_out_argument(fit, "filters file to write (JSON)")
     add_options(fit, GrafnParameters)
-    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(fit)
     apply = commands.add_parser("apply", help="normalise a manifest's audio with fitted filters")
     input_argument(apply, "--filters", required=True, type=Path, help="filters file written by `fit`")
     input_argument(apply, "--manifest", required=True, type=Path, help="manifest to normalise")
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="gender",
         help="gender (default): the label's filter, non-binary labels passed through; predicted: the pitch rule's; utterance: its own, toward the target",
     )
-    apply.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(apply)
     add_reclaim_stale_argument(apply, f"--audio-dir's {DONE_FILE}")
     return parser
 

@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_command
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import MustSheError, read_definition
 
@@ -59,8 +59,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), MustSheError)
+    return run_command(build_parser(), _run, argv, MustSheError)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ follows too.
 How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``bool`` is a switch
 (``store_true``; a field that defaults to True needs a declared ``--no-...`` flag, ``store_false``);
 ``X | None`` takes an X and defaults to "not given"; a ``tuple`` of paths is a list of files
-(space-separated, the flag repeatable), a ``tuple`` of names a comma-separated list
+(space-separated, the flag repeatable), as is a ``tuple`` whose values a declared ``parse`` reads
+one by one (``COLUMN=VALUE`` pairs), a ``tuple`` of names a comma-separated list
 (:class:`experiments.cli.CommaList`); a field without a default is a required flag.
 """
 
@@ -44,7 +45,9 @@ def _base(hint: Any) -> tuple[Any, bool]:
 
 
 def _is_sequence(kind: Any) -> bool:
-    return typing.get_origin(kind) in (tuple, list)
+    """A list of values (``tuple[X, ...]``, ``list[X]``); a fixed-length tuple (``tuple[int, int]``) is one value, read by ``parse``."""
+    origin = typing.get_origin(kind)
+    return origin is list or (origin is tuple and typing.get_args(kind)[-1:] == (Ellipsis,))
 
 
 def flag_of(item: dataclasses.Field, declaration: Option) -> str:
@@ -83,8 +86,8 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any)
         kwargs["action"] = "store_false" if default is True else "store_true"
     elif _is_sequence(kind):
         element = typing.get_args(kind)[0]
-        kwargs["default"] = list(default) if default is not dataclasses.MISSING else None
-        if element is Path or declaration.role:
+        kwargs["default"] = None if default in (dataclasses.MISSING, None) else list(default)
+        if element is Path or declaration.role or declaration.parse:  # files, or values each parsed (``COLUMN=VALUE``)
             kwargs.update(nargs="+", action="extend", type=declaration.parse or element)
         else:
             kwargs.update(action=CommaList, choices=declaration.choices)
@@ -104,7 +107,7 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any)
     else:
         action = parser.add_argument(*spellings, **kwargs)
     if declaration.role:
-        action.file_role = FileRole(declaration.role)
+        action.file_role = FileRole(declaration.role, sidecars=declaration.sidecars)
     return action
 
 

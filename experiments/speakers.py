@@ -40,7 +40,7 @@ from experiments.analysis.speakers import (
     speechbrain_encoder,
     store_embeddings,
 )
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, add_quiet_argument, input_argument, run_cli
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest, write_manifest
 
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, HdbscanSettings)
     parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
     add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     return parser
 
 

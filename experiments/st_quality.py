@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_command
 from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
 
 
@@ -70,9 +70,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     # ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
-    return run_cli(lambda: _run(args), ValueError, RuntimeError)
+    return run_command(build_parser(), _run, argv, ValueError, RuntimeError)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from experiments.cli import (
     CommandParser,
     add_model_arguments,
+    add_quiet_argument,
     add_reclaim_stale_argument,
     fail,
     input_argument,
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--manifest", required=True)
     output_argument(parser, "--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
     add_options(parser, TranscribeOptions)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser)
     add_executor_arguments(parser, "this whole hypotheses file")
     return parser

@@ -32,7 +32,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_command
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, AnalyserError, load_analyser
 from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
 from experiments.scoring.word_alignment import SYMMETRISATIONS, AlignmentError, read_parallel
@@ -158,8 +158,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), WinoMTError, AlignmentError, AnalyserError, MustSheError)
+    return run_command(build_parser(), _run, argv, WinoMTError, AlignmentError, AnalyserError, MustSheError)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,17 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, input_argument, output_argument, program_name, run_cli
+from experiments.cli import (
+    CommandParser,
+    add_device_argument,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    fail,
+    input_argument,
+    output_argument,
+    program_name,
+    run_cli,
+)
 from experiments.scheduling import add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
@@ -93,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="compute these stages' outputs anew: the existing ones are moved to OUT/.superseded/STAMP/ first (nothing is deleted)",
     )
     add_reclaim_stale_argument(runner, "an output of the study")
-    runner.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_argument(runner, "no progress bars")
     runner.add_argument("--cells-per-task", type=int, default=1, help="with --executor: probe grid cells per task (default 1)")
     add_executor_arguments(runner, "a store shard (extract), a hypotheses file (transcribe), --cells-per-task grid cells (probe)", pick_tasks=False)
     return parser

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommaList, CommandParser, output_argument, program_name, run_cli
+from experiments.cli import CommaList, CommandParser, add_quiet_argument, output_argument, program_name, run_command
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the dataset every manifest row records (a study's corpus name, e.g. realvoices); default: each voice's source "
         "(asterisk, tuxpaint, ...), kept in the row's extra.source either way",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_quiet_argument(parser, "no progress output")
     return parser
 
 
@@ -56,8 +56,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), FetchError, RealVoicesError, DecoderMissingError)
+    return run_command(build_parser(), _run, argv, FetchError, RealVoicesError, DecoderMissingError)
 
 
 if __name__ == "__main__":
