@@ -15,22 +15,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.analysis.acoustic import RANGE_BY
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
 from experiments.cli import CommandParser, add_quiet_argument, input_argument, output_argument, run_command
+from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
+from extract.options import option
 from extract.store import StoreError
+
+
+@dataclass(frozen=True)
+class F0Options:
+    """How the pitch range of each record is set."""
+
+    range_by: str = option("speaker", "pitch floor and ceiling per speaker (default: De Looze & Hirst's two passes) or per record", choices=RANGE_BY)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, type=Path, help="utterance manifest (JSONL)")
     output_argument(parser, "--out", required=True, type=Path, help="store folder (new, or holding this F0 store)")
-    parser.add_argument(
-        "--range-by", choices=RANGE_BY, default="speaker", help="pitch floor and ceiling per speaker (default: De Looze & Hirst's two passes) or per record"
-    )
+    add_options(parser, F0Options)
     add_quiet_argument(parser, "no progress bars")
     return parser
 
@@ -38,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     if args.out.resolve() == args.manifest.resolve():
         raise F0Error(f"--out {args.out} is the manifest; give a store folder")
+    range_by = from_args(F0Options, args).range_by
     utterances = read_manifest(args.manifest)
-    print(f"[f0] {len(utterances)} records of {args.manifest}: {', '.join(F0_FEATURES)} with the pitch range per {args.range_by}")
-    written = write_f0_store(utterances, args.manifest, args.out, args.range_by, not args.quiet)
+    print(f"[f0] {len(utterances)} records of {args.manifest}: {', '.join(F0_FEATURES)} with the pitch range per {range_by}")
+    written = write_f0_store(utterances, args.manifest, args.out, range_by, not args.quiet)
     if written["up_to_date"]:
         print(f"[f0] {args.out} already holds this F0 store (same manifest and settings): nothing to do")
     else:

@@ -98,7 +98,7 @@ from experiments.analysis.feature_gap_report import CORRECTIONS
 from experiments.options import study_choices, study_fields, study_problem
 from experiments.scoring.gaps import GapOptions
 from extract.manifest import GENDERS
-from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
@@ -122,8 +122,7 @@ MODEL_FIELDS = {
     "name": ((str,), None),
     "family": ((str,), None),
     **study_fields(ModelOptions),  # checkpoint, revision, trust_remote_code, dtype: declared with the model flags
-    "random_init": ((bool,), False),
-    "seed": ((int,), 0),
+    **study_fields(RandomInitOptions),  # random_init, seed: declared with extract's flags
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
     "languages": ((list, NONE), None),

@@ -11,6 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from experiments import (
+    acoustics,
+    correlate,
+    embedding_store,
+    erase,
+    f0_baseline,
+    feature_gaps,
+    grafn,
+    lexical,
+    manifest,
+    mustshe,
+    probe_data,
+    speakers,
+    st_quality,
+    winomt,
+)
 from experiments import extract as extract_cli
 from experiments import probe as probe_cli
 from experiments import stages as stage_list
@@ -26,7 +42,7 @@ from experiments.scoring.gaps import GapOptions
 from experiments.scoring.vad import VadSettings
 from experiments.study import schema
 from extract.options import OptionError, declared, option
-from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.run import ProbeConfig
 from tests.paths import CHECKOUT
 
@@ -45,6 +61,23 @@ CONVERTED = [
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
     ("extract", ExecutorOptions, None, ()),
+    ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
+    ("extract", extract_cli.StoreReplacement, None, ()),
+    ("acoustics", acoustics.AcousticsOptions, None, ()),
+    ("correlate", correlate.CorrelateOptions, None, ()),
+    ("embedding_store", embedding_store.EmbeddingStoreOptions, None, ()),
+    ("erase fit", erase.ErasureFitOptions, None, ()),
+    ("f0_baseline", f0_baseline.F0Options, None, ()),
+    ("feature_gaps", feature_gaps.FeatureGapOptions, None, ()),
+    ("grafn fit", grafn.GrafnFitOptions, None, ()),
+    ("grafn apply", grafn.GrafnApplyOptions, None, ()),
+    ("lexical", lexical.LexicalOptions, None, ()),
+    ("manifest common_voice", manifest.ManifestOptions, None, ()),
+    ("mustshe", mustshe.MustSheOptions, None, ()),
+    ("probe_data", probe_data.ProbeDataOptions, None, ()),
+    ("speakers", speakers.SpeakerOptions, None, ()),
+    ("st_quality", st_quality.StQualityOptions, None, ()),
+    ("winomt", winomt.WinoMTOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
 ]
 
