@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -269,7 +270,9 @@ class CommaList(argparse.Action):
         names = [name.strip() for value in values for name in value.split(",") if name.strip()]
         unknown = [name for name in names if self.names is not None and name not in self.names]
         if unknown:
-            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}")
+            nearest = difflib.get_close_matches(unknown[0], self.names, n=1)
+            hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
+            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}{hint}")
         current = getattr(namespace, self.dest, None)
         setattr(namespace, self.dest, [*([] if current is None or current is self.default else current), *names])
 

@@ -60,11 +60,13 @@ def options_of(cls: type, skip: tuple[str, ...] = ()) -> Iterator[tuple[dataclas
     return ((item, declaration) for item, declaration in declared(cls) if declaration.command and item.name not in skip)
 
 
-def add_options(parser, cls: type, skip: tuple[str, ...] = ()) -> None:
-    """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``."""
+def add_options(parser, cls: type, skip: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> None:
+    """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``;
+    those in ``optional`` are not required even without a default (the command may get them another
+    way: ``probe --grid`` names the store and site in its file)."""
     hints = _hints(cls)
     for item, declaration in options_of(cls, skip):
-        _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name])
+        _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name], item.name in optional)
 
 
 def group_of(parser, title: str | None):
@@ -74,12 +76,12 @@ def group_of(parser, title: str | None):
     return next((group for group in parser._action_groups if group.title == title), None) or parser.add_argument_group(title)
 
 
-def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any) -> argparse.Action:
+def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any, optional: bool = False) -> argparse.Action:
     flag, default = flag_of(item, declaration), default_of(item)
     kind, _ = _base(hint)
     kwargs: dict[str, Any] = {"dest": item.name, "help": declaration.help.replace("%", "%%")}  # argparse formats helps with %
     if default is dataclasses.MISSING:
-        kwargs["required"] = True
+        kwargs["required"] = not optional
     elif not _is_sequence(kind):
         kwargs["default"] = default
     if kind is bool:

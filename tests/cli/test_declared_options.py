@@ -41,6 +41,7 @@ from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
 from experiments.scoring.vad import VadSettings
 from experiments.study import schema
+from experiments.study.__main__ import StudyRunOptions
 from extract.options import OptionError, declared, option
 from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.run import ProbeConfig
@@ -79,6 +80,8 @@ CONVERTED = [
     ("st_quality", st_quality.StQualityOptions, None, ()),
     ("winomt", winomt.WinoMTOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
+    ("study run", StudyRunOptions, None, ()),
+    ("probe", probe_cli.ProbeCommandOptions, None, ()),
 ]
 
 
