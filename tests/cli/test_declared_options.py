@@ -18,6 +18,7 @@ from experiments import (
     erase,
     f0_baseline,
     feature_gaps,
+    finetune,
     grafn,
     lexical,
     manifest,
@@ -37,6 +38,7 @@ from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
+from experiments.recipes.realvoices.__main__ import RealVoicesOptions
 from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
 from experiments.scoring.vad import VadSettings
@@ -82,6 +84,8 @@ CONVERTED = [
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
     ("study run", StudyRunOptions, None, ()),
     ("probe", probe_cli.ProbeCommandOptions, None, ()),
+    ("finetune", finetune.FinetuneRunOptions, None, ()),
+    ("realvoices", RealVoicesOptions, None, ()),
 ]
 
 
