@@ -405,6 +405,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_argument(parser)
 
 
+def add_model_stage_arguments(parser: argparse.ArgumentParser, out_help: str, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
+    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``): the
+    model flags (:func:`add_model_arguments`), ``--manifest`` and ``--out`` (``sidecars``: written beside it)."""
+    add_model_arguments(parser)
+    input_argument(parser, "--manifest", required=True)
+    output_argument(parser, "--out", required=True, help=out_help, sidecars=sidecars)
+
+
 def add_device_argument(parser: argparse.ArgumentParser, default: str | None = AUTO, help: str = DEVICE_HELP) -> argparse.Action:
     """``--device`` (``args.device``): ``auto``, the default, is resolved once the flags are parsed
     (:func:`extract.device.resolve_device`), so building the parser imports no torch."""

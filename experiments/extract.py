@@ -17,18 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from experiments.cli import (
-    CommandParser,
-    add_model_arguments,
-    add_quiet_argument,
-    add_reclaim_stale_argument,
-    fail,
-    input_argument,
-    load_or_exit,
-    model_spec,
-    output_argument,
-    run_cli,
-)
+from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.manifest import ManifestError, read_manifest
@@ -53,9 +42,7 @@ class StoreReplacement:
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the store, then the options of :class:`ExtractOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_arguments(parser)
-    input_argument(parser, "--manifest", required=True)
-    output_argument(parser, "--out", required=True, help="store folder")
+    add_model_stage_arguments(parser, "store folder")
     add_options(parser, ExtractOptions)
     add_options(parser, RandomInitOptions)
     add_quiet_argument(parser)
