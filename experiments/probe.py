@@ -63,8 +63,8 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
-from extract.options import Checked, option
+from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
+from extract.options import option
 from extract.store import StoreError
 from probing.data import TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
@@ -77,13 +77,6 @@ PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError
 
 PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups; --device: auto by default
 GIVEN_BY_A_GRID = ("store", "site")  # required of a single run (main), not with --grid
-
-
-@dataclass(frozen=True)
-class GridTasks(Checked):
-    """How a probe grid is split into executor tasks (``probe`` and ``study run``)."""
-
-    cells_per_task: int = option(1, "with --executor: probe grid cells per task (default 1)", least=1)
 
 
 @dataclass(frozen=True)

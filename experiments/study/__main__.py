@@ -53,8 +53,7 @@ from experiments.cli import (
     run_cli,
 )
 from experiments.options import add_options, from_args
-from experiments.probe import GridTasks
-from experiments.scheduling import add_executor_arguments
+from experiments.scheduling import GridTasks, add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
 from extract.options import OptionError, option
