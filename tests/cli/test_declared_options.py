@@ -173,6 +173,45 @@ def test_fields_become_the_flags_their_types_say():
     assert built == Toy(name="n", files=(Path("a"),))
 
 
+def _pair(value: str) -> tuple[str, str]:
+    key, _, wanted = value.partition("=")
+    return key, wanted
+
+
+def _two(value: str) -> tuple[int, int]:
+    first, second = value.split(",")
+    return int(first), int(second)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Parsed:
+    """The fields a declared ``parse`` reads, a list without a default, an output with files beside it."""
+
+    where: tuple[tuple[str, str], ...] = option((), "COLUMN=VALUE pairs", parse=_pair, metavar="COLUMN=VALUE")
+    counts: tuple[int, int] = option(help="FEMALE,MALE", parse=_two)
+    only: tuple[str, ...] | None = option(None, "names, or none given")
+    site: str = option(help="required, unless another flag gives it")
+    out: Path | None = option(None, "an output", role="output", sidecars=lambda out: [out.with_suffix(".md")])
+
+
+def test_parsed_values_lists_without_default_and_outputs_with_sidecars():
+    parser = CommandParser(prog="parsed")
+    add_options(parser, Parsed, optional=("site",))
+    args = parser.parse_args(["--where", "a=1", "b=2", "--where", "c=", "--counts", "3,4", "--out", "r.csv"])
+    built = from_args(Parsed, args)
+    assert built.where == (("a", "1"), ("b", "2"), ("c", "")) and built.counts == (3, 4) and built.only is None and built.site is None
+    assert from_args(Parsed, parser.parse_args(["--counts", "1,2", "--only", "x,y"])).only == ("x", "y")
+    actions = {action.dest: action for action in parser._actions}
+    assert not actions["site"].required and actions["counts"].required
+    assert file_role(actions["out"]).sidecars(Path("r.csv")) == [Path("r.md")]
+
+
+def test_an_unknown_name_in_a_comma_list_gets_the_nearest_one(capsys):
+    with pytest.raises(SystemExit):
+        _toy_parser().parse_args(["--name", "n", "--words", "xx"])
+    assert "--words xx: not one of x,y; did you mean 'x'?" in capsys.readouterr().err
+
+
 def test_a_renamed_option_keeps_its_old_spelling(capsys):
     assert _toy_parser().parse_args(["--name", "n", "--old", "5"]).renamed == 5
     assert capsys.readouterr().err == "note: --old is deprecated; use --renamed\n"
