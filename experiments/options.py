@@ -13,7 +13,8 @@ How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``boo
 ``X | None`` takes an X and defaults to "not given"; a ``tuple`` of paths is a list of files
 (space-separated, the flag repeatable), as is a ``tuple`` whose values a declared ``parse`` reads
 one by one (``COLUMN=VALUE`` pairs), a ``tuple`` of names a comma-separated list
-(:class:`experiments.cli.CommaList`); a field without a default is a required flag.
+(:class:`experiments.cli.CommaList`); a fixed-length ``tuple`` (``tuple[int, int]``) is one value
+its ``parse`` reads (``2514,2546``); a field without a default is a required flag.
 """
 
 from __future__ import annotations
