@@ -15,31 +15,13 @@ reason to ``OUT.summary.json``. Rules and references: ``experiments.analysis.aco
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from dataclasses import dataclass
 
-from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES, AcousticError, compute_acoustics, side_files
+from experiments.analysis.acoustic import AcousticError, compute_acoustics, side_files
+from experiments.analysis_options import AcousticsOptions
 from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, run_command
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
-from extract.options import Checked, option
-
-
-@dataclass(frozen=True)
-class AcousticsOptions(Checked):
-    """How the features are computed: the workers, the speech seconds, the pitch range, the tokenizer."""
-
-    workers: int = option(min(4, os.cpu_count() or 1), "processes over records (default: min(4, CPUs)); 1 runs in this process", least=1)
-    speech: str = option("vad", "seconds of speech for the rates: silero-vad (default) or the whole clip (duration, no model)", choices=SPEECH_SOURCES)
-    range_by: str = option(
-        "speaker",
-        "pitch floor and ceiling per speaker (default, the two-pass rule over the speaker's records) or per record (no speaker ids)",
-        choices=RANGE_BY,
-    )
-    tokenizer: str = option(
-        "bundled-base", "Whisper tokenizer for the token rate: hub id, folder, or bundled-base (default, offline, multilingual)", role="input"
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,23 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.analysis.acoustic import RANGE_BY
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
+from experiments.analysis_options import F0Options
 from experiments.cli import CommandParser, add_quiet_argument, input_argument, output_argument, run_command
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
-from extract.options import option
 from extract.store import StoreError
-
-
-@dataclass(frozen=True)
-class F0Options:
-    """How the pitch range of each record is set."""
-
-    range_by: str = option("speaker", "pitch floor and ceiling per speaker (default: De Looze & Hirst's two passes) or per record", choices=RANGE_BY)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.analysis.contrasts import UNITS, ContrastError
-from experiments.analysis.feature_gap_report import CORRECTIONS, DEFAULT_REGRESSION, feature_gaps_result, tables, write_feature_gaps
+from experiments.analysis.contrasts import ContrastError
+from experiments.analysis.feature_gap_report import feature_gaps_result, tables, write_feature_gaps
+from experiments.analysis_options import FeatureGapOptions
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
 from experiments.options import add_options, from_args
 from extract.manifest import iter_manifest
-from extract.options import option
 
 
 def _gap_argument(value: str) -> tuple[str, Path]:
@@ -40,21 +39,6 @@ def _gap_argument(value: str) -> tuple[str, Path]:
     if not separator or not model or not path:
         raise argparse.ArgumentTypeError(f"{value!r}: expected MODEL=PATH, e.g. whisper-base=gap-whisper-base.json")
     return model, Path(path)
-
-
-@dataclass(frozen=True)
-class FeatureGapOptions:
-    """The groups contrasted, the test and its correction, the features analysed."""
-
-    groups: str = option("female,male", "A,B (default female,male): differences are A − B, as in E(A, B)")
-    unit: str = option("record", "test records (default, the paper's) or per-speaker means", choices=UNITS)
-    student: bool = option(False, "Student's t-test (equal variances) instead of Welch's")
-    correction: str = option("holm", "multiple-comparison correction over the features of a dataset and language", choices=CORRECTIONS)
-    only: tuple[str, ...] | None = option(None, "comma-separated features to analyse (default: every feature in the files)")
-    regression_features: tuple[str, ...] | None = option(
-        None, f"comma-separated features for the error regression (default: those of {', '.join(DEFAULT_REGRESSION)} that are present)"
-    )
-    bootstrap: int = option(10_000, "bootstrap resamples of the correlation interval (default 10000)")
 
 
 def build_parser() -> argparse.ArgumentParser:

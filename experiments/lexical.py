@@ -15,25 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from dataclasses import dataclass
 
 from experiments.analysis.lexical import LexicalError, entity_labels, load_pipeline, write_lexical_rows
+from experiments.analysis_options import LexicalOptions
 from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, fail, input_argument, run_command
 from experiments.options import add_options, from_args
 from extract.appendlog import AppendLog, RowKind
 from extract.manifest import read_manifest
-from extract.options import Checked, option
 
 LEXICAL_ROWS = RowKind("lexical feature row", ("id", "features"), unique="id")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LexicalOptions(Checked):
-    """The spaCy pipeline, the records it reads and its batches."""
-
-    spacy_model: str = option(help="an installed spaCy pipeline by name, e.g. fr_core_news_sm (one language per run)")
-    language: str | None = option(None, "analyse only the records of this language (required when the manifest holds several)")
-    batch_size: int = option(64, "texts per spaCy batch (default 64)", least=1)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,15 +12,11 @@ from pathlib import Path
 import pytest
 
 from experiments import (
-    acoustics,
     correlate,
     embedding_store,
     erase,
-    f0_baseline,
-    feature_gaps,
     finetune,
     grafn,
-    lexical,
     manifest,
     mustshe,
     probe_data,
@@ -33,6 +29,7 @@ from experiments import probe as probe_cli
 from experiments import stages as stage_list
 from experiments import transcribe as transcribe_cli
 from experiments.analysis.speakers import HdbscanSettings
+from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.cli import CommaList, CommandParser, file_role
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
@@ -66,15 +63,15 @@ CONVERTED = [
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("extract", extract_cli.StoreReplacement, None, ()),
-    ("acoustics", acoustics.AcousticsOptions, None, ()),
+    ("acoustics", AcousticsOptions, schema.ACOUSTIC_FIELDS, ()),
     ("correlate", correlate.CorrelateOptions, None, ()),
     ("embedding_store", embedding_store.EmbeddingStoreOptions, None, ()),
     ("erase fit", erase.ErasureFitOptions, None, ()),
-    ("f0_baseline", f0_baseline.F0Options, None, ()),
-    ("feature_gaps", feature_gaps.FeatureGapOptions, None, ()),
+    ("f0_baseline", F0Options, schema.F0_FIELDS, ()),
+    ("feature_gaps", FeatureGapOptions, schema.FEATURE_GAPS_FIELDS, ()),
     ("grafn fit", grafn.GrafnFitOptions, None, ()),
     ("grafn apply", grafn.GrafnApplyOptions, None, ()),
-    ("lexical", lexical.LexicalOptions, None, ()),
+    ("lexical", LexicalOptions, schema.LEXICAL_FIELDS, ()),
     ("manifest common_voice", manifest.ManifestOptions, None, ()),
     ("mustshe", mustshe.MustSheOptions, None, ()),
     ("probe_data", probe_data.ProbeDataOptions, None, ()),
