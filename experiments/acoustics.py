@@ -15,11 +15,12 @@ reason to ``OUT.summary.json``. Rules and references: ``experiments.analysis.aco
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES, AcousticError, compute_acoustics, side_files
-from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, run_cli
+from experiments.analysis.acoustic import AcousticError, compute_acoustics, side_files
+from experiments.analysis_options import AcousticsOptions
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, run_command
+from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 
 
@@ -27,28 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL)")
     add_out_argument(parser, "feature rows (JSONL, resumable by id); OUT.ranges.json and OUT.summary.json beside it", sidecars=side_files)
-    parser.add_argument(
-        "--workers", type=int, default=min(4, os.cpu_count() or 1), help="processes over records (default: min(4, CPUs)); 1 runs in this process"
-    )
-    parser.add_argument(
-        "--speech",
-        choices=SPEECH_SOURCES,
-        default="vad",
-        help="seconds of speech for the rates: silero-vad (default) or the whole clip (duration, no model)",
-    )
-    parser.add_argument(
-        "--range-by",
-        choices=RANGE_BY,
-        default="speaker",
-        help="pitch floor and ceiling per speaker (default, the two-pass rule over the speaker's records) or per record (no speaker ids)",
-    )
-    input_argument(
-        parser,
-        "--tokenizer",
-        default="bundled-base",
-        help="Whisper tokenizer for the token rate: hub id, folder, or bundled-base (default, offline, multilingual)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_options(parser, AcousticsOptions)
+    add_quiet_argument(parser, "no progress bars")
     add_reclaim_stale_argument(parser)
     return parser
 
@@ -56,19 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from experiments.scoring.dataset_stats import whisper_token_counter  # loads transformers: after the manifest is read
 
+    options = from_args(AcousticsOptions, args)
     utterances = read_manifest(args.manifest)
     print(
-        f"[acoustics] {len(utterances)} records of {args.manifest}: F0 with per-{args.range_by} range, intensity, "
-        f"rates over {args.speech} seconds ({args.workers} worker(s))"
+        f"[acoustics] {len(utterances)} records of {args.manifest}: F0 with per-{options.range_by} range, intensity, "
+        f"rates over {options.speech} seconds ({options.workers} worker(s))"
     )
     summary = compute_acoustics(
         utterances,
         args.out,
-        whisper_token_counter(args.tokenizer),
-        args.tokenizer,
-        args.speech,
-        args.range_by,
-        args.workers,
+        whisper_token_counter(options.tokenizer),
+        options.tokenizer,
+        options.speech,
+        options.range_by,
+        options.workers,
         not args.quiet,
         args.reclaim_stale,
     )
@@ -82,11 +64,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error(f"--workers must be at least 1, got {args.workers}")
-    return run_cli(lambda: _run(args), AcousticError)
+    return run_command(build_parser(), _run, argv, AcousticError)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -58,14 +59,14 @@ class FileRole:
 
 
 def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:
-    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command reads."""
+    """A flag (argparse's ``add_argument`` arguments) for a file or folder the command reads."""
     action = parser.add_argument(*flags, **kwargs)
     action.file_role = FileRole("input", labelled=labelled)
     return action
 
 
 def output_argument(parser, *flags: str, sidecars: Callable[[Path], list[Path]] | None = None, **kwargs) -> argparse.Action:
-    """``parser.add_argument(*flags, **kwargs)`` for a file or folder the command writes, and the
+    """A flag (argparse's ``add_argument`` arguments) for a file or folder the command writes, and the
     files it writes beside it (``sidecars``: path -> paths)."""
     return mark_output(parser.add_argument(*flags, **kwargs), sidecars)
 
@@ -219,6 +220,11 @@ def add_reclaim_stale_argument(parser: argparse.ArgumentParser, what: str = "--o
     )
 
 
+def add_quiet_argument(parser: argparse.ArgumentParser, help: str = "no progress bar") -> None:
+    """``--quiet`` (``args.quiet``): the command prints no progress bars."""
+    parser.add_argument("--quiet", action="store_true", help=help)
+
+
 class _DeprecatedAlias(argparse.Action):
     """An old spelling of a flag: stores into the new flag's destination and prints a one-line note."""
 
@@ -264,7 +270,9 @@ class CommaList(argparse.Action):
         names = [name.strip() for value in values for name in value.split(",") if name.strip()]
         unknown = [name for name in names if self.names is not None and name not in self.names]
         if unknown:
-            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}")
+            nearest = difflib.get_close_matches(unknown[0], self.names, n=1)
+            hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
+            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}{hint}")
         current = getattr(namespace, self.dest, None)
         setattr(namespace, self.dest, [*([] if current is None or current is self.default else current), *names])
 
@@ -353,6 +361,19 @@ def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_error
         return fail(_user_message(error))
 
 
+def run_command(
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], int],
+    argv: list[str] | None,
+    *errors: type[BaseException],
+    lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None,
+) -> int:
+    """A command's ``main``: ``run`` on ``argv`` parsed by ``parser``, a user error (:func:`run_cli`,
+    with ``errors`` and ``lazy_errors``) one line and exit status 2."""
+    args = parser.parse_args(argv)
+    return run_cli(lambda: run(args), *errors, lazy_errors=lazy_errors)
+
+
 def _handled(errors: tuple[type[BaseException], ...], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None) -> tuple[type[BaseException], ...]:
     """The errors :func:`run_cli` turns into one line; evaluated only when an exception is raised."""
     return (*USER_ERRORS, *errors, *_sound_file_errors(), *(lazy_errors() if lazy_errors else ()))
@@ -382,6 +403,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_options(parser, ModelOptions)
     add_device_argument(parser)
+
+
+def add_model_stage_arguments(parser: argparse.ArgumentParser, out_help: str, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
+    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``): the
+    model flags (:func:`add_model_arguments`), ``--manifest`` and ``--out`` (``sidecars``: written beside it)."""
+    add_model_arguments(parser)
+    input_argument(parser, "--manifest", required=True)
+    output_argument(parser, "--out", required=True, help=out_help, sidecars=sidecars)
 
 
 def add_device_argument(parser: argparse.ArgumentParser, default: str | None = AUTO, help: str = DEVICE_HELP) -> argparse.Action:

@@ -29,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, input_argument, output_argument, run_command
 from experiments.scoring.collect import CollectError, collect, collected_files, write_collected
 
 
@@ -59,8 +59,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), CollectError)
+    return run_command(build_parser(), _run, argv, CollectError)
 
 
 if __name__ == "__main__":

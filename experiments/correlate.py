@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, output_argument, run_command
+from experiments.options import add_options, from_args
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
+from extract.options import option
 
 
 def _condition(value: str) -> tuple[str, str]:
@@ -38,32 +41,32 @@ def _plot_files(plot: Path) -> list[Path]:
     return figure_paths(plot)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CorrelateOptions:
+    """The columns correlated, the rows kept and the interval's resampling."""
+
+    x: str = option(help="the column of the x values")
+    y: str = option(help="the column of the y values")
+    label: str | None = option(None, "column naming each point in the plot (several: comma-separated)")
+    where: tuple[tuple[str, str], ...] = option((), "only rows whose COLUMN holds VALUE (several: all of them)", parse=_condition, metavar="COLUMN=VALUE")
+    bootstrap: int = option(10_000, "bootstrap resamples of the 95% interval of r")
+    seed: int = option(0, "bootstrap seed")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--table", required=True, type=Path, help="CSV with a header row")
-    parser.add_argument("--x", required=True)
-    parser.add_argument("--y", required=True)
-    parser.add_argument("--label", help="column naming each point in the plot (several: comma-separated)")
-    parser.add_argument(
-        "--where",
-        action="extend",
-        nargs="+",
-        default=[],
-        type=_condition,
-        metavar="COLUMN=VALUE",
-        help="only rows whose COLUMN holds VALUE (several: all of them)",
-    )
+    add_options(parser, CorrelateOptions)
     add_out_argument(parser, "statistics JSON")
     output_argument(parser, "--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)", sidecars=_plot_files)
-    parser.add_argument("--bootstrap", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    where = dict(args.where)
-    xs, ys, labels, dropped = read_columns(args.table, args.x, args.y, args.label, where)
-    result = correlate(xs, ys, args.bootstrap, args.seed) | {"x": args.x, "y": args.y, "dropped_rows": dropped}
+    options = from_args(CorrelateOptions, args)
+    where = dict(options.where)
+    xs, ys, labels, dropped = read_columns(args.table, options.x, options.y, options.label, where)
+    result = correlate(xs, ys, options.bootstrap, options.seed) | {"x": options.x, "y": options.y, "dropped_rows": dropped}
     if where:
         result["where"] = where
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,15 +78,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         from experiments.reports.plots import scatter_with_fit  # here, not at the top: matplotlib, only for --plot
 
-        written = scatter_with_fit(xs, ys, labels, result, args.x, args.y, args.plot)
+        written = scatter_with_fit(xs, ys, labels, result, options.x, options.y, args.plot)
         print(f"[correlate] plot: {', '.join(map(str, written))}")
     print(f"[correlate] wrote {args.out}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), CorrelationError)
+    return run_command(build_parser(), _run, argv, CorrelationError)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import csv
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, input_argument, run_command
 from experiments.scoring.dataset_stats import markdown, statistics, whisper_token_counter
 from extract.manifest import iter_manifest
 
@@ -50,8 +50,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args))
+    return run_command(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

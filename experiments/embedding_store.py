@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, input_argument, output_argument, run_command
+from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
+from extract.options import option
 from extract.store import StoreError
 
 SITE = "embedding"
@@ -74,19 +77,27 @@ def write_embedding_store(manifest: Path, source_text: str, out: Path, device: s
     return {"store": str(out), "stored": len(utterances), "dim": int(embeddings.shape[1]), "label": label, "untrimmed": untrimmed}
 
 
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingStoreOptions:
+    """Which speaker embeddings the store holds."""
+
+    embeddings: str = option(help="resemblyzer, mfcc or speechbrain:HUB_ID (as experiments.speakers)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, type=Path, help="utterance manifest (JSONL)")
-    parser.add_argument("--embeddings", required=True, help="resemblyzer, mfcc or speechbrain:HUB_ID (as experiments.speakers)")
+    add_options(parser, EmbeddingStoreOptions)
     output_argument(parser, "--out", required=True, type=Path, help="store folder (new or empty)")
     add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_argument(parser, "no progress bars")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    written = write_embedding_store(args.manifest, args.embeddings, args.out, args.device, not args.quiet)
-    print(f"[embedding_store] {written['stored']} records of {args.manifest}: {written['dim']}-d {args.embeddings} embeddings (model label {written['label']})")
+    embeddings = from_args(EmbeddingStoreOptions, args).embeddings
+    written = write_embedding_store(args.manifest, embeddings, args.out, args.device, not args.quiet)
+    print(f"[embedding_store] {written['stored']} records of {args.manifest}: {written['dim']}-d {embeddings} embeddings (model label {written['label']})")
     if written["untrimmed"]:
         listed = ", ".join(written["untrimmed"][:10])
         print(f"[embedding_store] {len(written['untrimmed'])} records in which webrtcvad found no speech, embedded untrimmed: {listed}")
@@ -95,10 +106,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from experiments.analysis.speakers import SpeakerError
+    return run_command(build_parser(), _run, argv, StoreError, lazy_errors=_speaker_errors)
 
-    return run_cli(lambda: _run(args), SpeakerError, StoreError)
+
+def _speaker_errors() -> tuple[type[BaseException], ...]:
+    from experiments.analysis.speakers import SpeakerError  # imported only when an error is handled, as run_cli's lazy errors
+
+    return (SpeakerError,)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
+from experiments.options import add_options, from_args
+from extract.options import option
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErasureFitOptions:
+    """What ``erase fit`` fits, where, and with which seed (``probing.erasure.fit``'s arguments)."""
+
+    site: str = option(help="the site to fit at (one of the store's sites)")
+    method: str = option("leace", "default leace (see above)", choices=("leace", "random", "mean-diff"))
+    target: str | None = option(None, "mean-diff: the gender the states are moved toward (required)", choices=("female", "male"))
+    alpha: float = option(1.0, "mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
+    seed: int = option(0, "seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,12 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     fit = commands.add_parser("fit", help="fit an eraser, its random-concept control or a steering vector on a store")
     input_argument(fit, "--store", required=True, help="store folder (python -m experiments.extract) with gender and speaker metadata")
-    fit.add_argument("--site", required=True, help="the site to fit at (one of the store's sites)")
     output_argument(fit, "--out", required=True, help="the intervention file to write (.safetensors)")
-    fit.add_argument("--method", default="leace", choices=["leace", "random", "mean-diff"], help="default leace (see above)")
-    fit.add_argument("--target", choices=["female", "male"], help="mean-diff: the gender the states are moved toward (required)")
-    fit.add_argument("--alpha", type=float, default=1.0, help="mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
-    fit.add_argument("--seed", type=int, default=0, help="seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
+    add_options(fit, ErasureFitOptions)
     show = commands.add_parser("show", help="print an intervention file's record")
     input_argument(show, "file")
     return parser
@@ -53,14 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
 def fit_command(args) -> int:
     from probing.erasure import fit
 
-    if args.method == "mean-diff" and args.target is None:
+    options = from_args(ErasureFitOptions, args)
+    if options.method == "mean-diff" and options.target is None:
         return fail("--method mean-diff needs --target female|male")
-    if args.method != "mean-diff" and (args.target is not None or args.alpha != 1.0):
-        return fail(f"--target and --alpha are for --method mean-diff, not {args.method}")
+    if options.method != "mean-diff" and (options.target is not None or options.alpha != 1.0):
+        return fail(f"--target and --alpha are for --method mean-diff, not {options.method}")
     if Path(args.out).is_dir():
         return fail(f"--out {args.out} is a folder; give the path of the intervention file to write (.safetensors)")
-    print(f"[erase] fitting {args.method} at {args.site} on the training split of {args.store} (seed {args.seed})")
-    intervention = fit(args.store, args.site, args.method, args.seed, args.alpha, args.target)
+    print(f"[erase] fitting {options.method} at {options.site} on the training split of {args.store} (seed {options.seed})")
+    intervention = fit(args.store, options.site, options.method, options.seed, options.alpha, options.target)
     path = intervention.save(args.out)
     record = intervention.fit
     where = f"{record['utterances']} utterances, {record['speakers']} speakers, {sum(record['frames'].values())} speech frames"

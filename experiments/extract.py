@@ -13,46 +13,41 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from experiments.cli import (
-    CommandParser,
-    add_model_arguments,
-    add_reclaim_stale_argument,
-    fail,
-    input_argument,
-    load_or_exit,
-    model_spec,
-    output_argument,
-    run_cli,
-)
+from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.manifest import ManifestError, read_manifest
-from extract.stage_options import ExtractOptions
+from extract.options import option
+from extract.stage_options import ExtractOptions, RandomInitOptions
 from extract.store import StoreError
 
 if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
     from extract.jobs import ExtractionJob
 
 
+@dataclass(frozen=True)
+class StoreReplacement:
+    """Whether an existing store is set aside and computed anew (:func:`overwrite`)."""
+
+    overwrite: bool = option(
+        False,
+        "compute the store anew: an existing --out is first moved to OUT_PARENT/.superseded/STAMP/ (nothing is deleted; one shard per run is refused)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the store, then the options of :class:`ExtractOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_arguments(parser)
-    input_argument(parser, "--manifest", required=True)
-    output_argument(parser, "--out", required=True, help="store folder")
+    add_model_stage_arguments(parser, "store folder")
     add_options(parser, ExtractOptions)
-    parser.add_argument("--random-init", action="store_true", help="same architecture, random weights (the random-model baseline)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for --random-init")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_options(parser, RandomInitOptions)
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser, "a part of --out")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="compute the store anew: an existing --out is first moved to OUT_PARENT/.superseded/STAMP/ (nothing is deleted; one shard per run is refused)",
-    )
+    add_options(parser, StoreReplacement)
     add_executor_arguments(parser, "one shard of --num-shards, every shard submitted (--shard-index is not used)")
     return parser
 
@@ -108,14 +103,15 @@ def _main(argv: list[str] | None) -> int:
     from extract.runner import audio_notes_summary
     from extract.spec import load_extractor
 
-    spec = model_spec(args, random_init=args.random_init, seed=args.seed)
+    baseline = from_args(RandomInitOptions, args)
+    spec = model_spec(args, random_init=baseline.random_init, seed=baseline.seed)
     job = from_args(ExtractionJob, args, spec=spec, manifest=args.manifest, out=Path(args.out))
     try:
         utterances = read_manifest(job.manifest)[: job.limit]
         intervener = job.intervener()
     except (ManifestError, OSError, InterventionError) as error:
         return fail(str(error))
-    if args.overwrite:
+    if from_args(StoreReplacement, args).overwrite:
         overwrite(args)
     if args.executor:
         return submit_shards(args, job, len(utterances))

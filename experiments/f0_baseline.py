@@ -17,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.analysis.acoustic import RANGE_BY
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.analysis_options import F0Options
+from experiments.cli import CommandParser, add_quiet_argument, input_argument, output_argument, run_command
+from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 from extract.store import StoreError
 
@@ -28,19 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, type=Path, help="utterance manifest (JSONL)")
     output_argument(parser, "--out", required=True, type=Path, help="store folder (new, or holding this F0 store)")
-    parser.add_argument(
-        "--range-by", choices=RANGE_BY, default="speaker", help="pitch floor and ceiling per speaker (default: De Looze & Hirst's two passes) or per record"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_options(parser, F0Options)
+    add_quiet_argument(parser, "no progress bars")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.out.resolve() == args.manifest.resolve():
         raise F0Error(f"--out {args.out} is the manifest; give a store folder")
+    range_by = from_args(F0Options, args).range_by
     utterances = read_manifest(args.manifest)
-    print(f"[f0] {len(utterances)} records of {args.manifest}: {', '.join(F0_FEATURES)} with the pitch range per {args.range_by}")
-    written = write_f0_store(utterances, args.manifest, args.out, args.range_by, not args.quiet)
+    print(f"[f0] {len(utterances)} records of {args.manifest}: {', '.join(F0_FEATURES)} with the pitch range per {range_by}")
+    written = write_f0_store(utterances, args.manifest, args.out, range_by, not args.quiet)
     if written["up_to_date"]:
         print(f"[f0] {args.out} already holds this F0 store (same manifest and settings): nothing to do")
     else:
@@ -54,8 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), F0Error, StoreError)
+    return run_command(build_parser(), _run, argv, F0Error, StoreError)
 
 
 if __name__ == "__main__":

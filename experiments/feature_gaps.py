@@ -26,9 +26,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.analysis.contrasts import UNITS, ContrastError
-from experiments.analysis.feature_gap_report import CORRECTIONS, DEFAULT_REGRESSION, feature_gaps_result, tables, write_feature_gaps
+from experiments.analysis.contrasts import ContrastError
+from experiments.analysis.feature_gap_report import feature_gaps_result, tables, write_feature_gaps
+from experiments.analysis_options import FeatureGapOptions
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
+from experiments.options import add_options, from_args
 from extract.manifest import iter_manifest
 
 
@@ -37,10 +39,6 @@ def _gap_argument(value: str) -> tuple[str, Path]:
     if not separator or not model or not path:
         raise argparse.ArgumentTypeError(f"{value!r}: expected MODEL=PATH, e.g. whisper-base=gap-whisper-base.json")
     return model, Path(path)
-
-
-def _names(value: str) -> list[str]:
-    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,21 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODEL=GAP.json",
         help="experiments.asr_gap reports, one per model",
     )
-    parser.add_argument("--groups", default="female,male", help="A,B (default female,male): differences are A − B, as in E(A, B)")
-    parser.add_argument("--unit", choices=UNITS, default="record", help="test records (default, the paper's) or per-speaker means")
-    parser.add_argument("--student", action="store_true", help="Student's t-test (equal variances) instead of Welch's")
-    parser.add_argument("--correction", choices=CORRECTIONS, default="holm", help="multiple-comparison correction over the features of a dataset and language")
-    parser.add_argument("--only", type=_names, help="comma-separated features to analyse (default: every feature in the files)")
-    parser.add_argument(
-        "--regression-features",
-        type=_names,
-        help=f"comma-separated features for the error regression (default: those of {', '.join(DEFAULT_REGRESSION)} that are present)",
-    )
-    parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples of the correlation interval (default 10000)")
+    add_options(parser, FeatureGapOptions)
     return parser
 
 
 def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
+    options = from_args(FeatureGapOptions, args)
     utterances = list(iter_manifest(args.manifest))
     result = feature_gaps_result(
         utterances,
@@ -85,19 +74,19 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
         args.features,
         args.gaps,
         groups,
-        args.unit,
-        args.student,
-        args.correction,
-        args.only,
-        args.regression_features,
-        args.bootstrap,
+        options.unit,
+        options.student,
+        options.correction,
+        options.only,
+        options.regression_features,
+        options.bootstrap,
     )
     print(
         f"[feature_gaps] {result.records} records with features ({len(result.features)} features); "
         f"{result.unmatched_feature_rows} feature rows not in the manifest"
     )
-    test = "Student" if args.student else "Welch"
-    print(f"[feature_gaps] {len(result.contrasts)} contrasts; {result.significant} with {test} p < 0.05 after {args.correction}")
+    test = "Student" if options.student else "Welch"
+    print(f"[feature_gaps] {len(result.contrasts)} contrasts; {result.significant} with {test} p < 0.05 after {options.correction}")
     if result.setups is not None:
         print(f"[feature_gaps] {len(result.setups)} (dataset, language, model) setups; regression on {', '.join(result.regression_features) or 'gender only'}")
         if len(result.setups) < 3:

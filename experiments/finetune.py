@@ -23,13 +23,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import TRAINING, FinetuneConfig, FinetuneError, run_finetuning
 from experiments.normalisation.transform import GrafnError
 from experiments.options import add_options, from_args, group_of
+from extract.options import option
+
+
+@dataclass(frozen=True)
+class FinetuneRunOptions:
+    """Whether the run starts or continues (what it trains: :class:`FinetuneConfig`)."""
+
+    resume: bool = option(False, "continue the run in --out from its last checkpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, LoraOptions)
     add_device_argument(group_of(parser, TRAINING))
     output_argument(parser, "--out", required=True, type=Path, help="run folder (see the layout in experiments/finetuning/run.py)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_options(parser, FinetuneRunOptions)
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser, "OUT/val_history.jsonl")
     return parser
 
@@ -78,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         + (f", GRAFN front end {config.grafn} by {config.grafn_by}" if config.grafn else "")
     )
     started = time.time()
-    result = run_finetuning(config, args.out, device=device, resume=args.resume, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale)
+    result = run_finetuning(
+        config, args.out, device=device, resume=from_args(FinetuneRunOptions, args).resume, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale
+    )
     if result.already_done:
         print(f"[finetune] {args.out} is finished already; the model is {result.model_dir}")
     for record in result.history:

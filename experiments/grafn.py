@@ -20,12 +20,33 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
 from experiments.normalisation.transform import GrafnError, GrafnParameters
 from experiments.options import add_options, from_args
+from extract.options import option
+
+
+@dataclass(frozen=True)
+class GrafnFitOptions:
+    """Which rows of the manifest calibrate the filters (their parameters: :class:`GrafnParameters`)."""
+
+    split: str | None = option(None, "calibrate on this split of the manifest only (e.g. train); default: every row")
+    per_gender: int | None = option(None, "calibrate on at most N female and N male utterances (a seeded sample); default: all")
+
+
+@dataclass(frozen=True)
+class GrafnApplyOptions:
+    """Whose filter normalises each utterance."""
+
+    by: str = option(
+        "gender",
+        "gender (default): the label's filter, non-binary labels passed through; predicted: the pitch rule's; utterance: its own, toward the target",
+        choices=MODES,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,11 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     fit = commands.add_parser("fit", help="calibrate the per-gender filters on a labelled manifest")
     input_argument(fit, "--manifest", required=True, type=Path, help="calibration manifest (female and male rows are used, others counted)")
-    fit.add_argument("--split", help="calibrate on this split of the manifest only (e.g. train); default: every row")
-    fit.add_argument("--per-gender", type=int, help="calibrate on at most N female and N male utterances (a seeded sample); default: all")
+    add_options(fit, GrafnFitOptions)
     add_out_argument(fit, "filters file to write (JSON)")
     add_options(fit, GrafnParameters)
-    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(fit)
     apply = commands.add_parser("apply", help="normalise a manifest's audio with fitted filters")
     input_argument(apply, "--filters", required=True, type=Path, help="filters file written by `fit`")
     input_argument(apply, "--manifest", required=True, type=Path, help="manifest to normalise")
@@ -45,13 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         apply, "--audio-dir", required=True, type=Path, help="folder for the normalised audio (float WAV) and the resume records", sidecars=run_files
     )
     add_out_argument(apply, "normalised manifest to write (same ids and metadata)")
-    apply.add_argument(
-        "--by",
-        choices=MODES,
-        default="gender",
-        help="gender (default): the label's filter, non-binary labels passed through; predicted: the pitch rule's; utterance: its own, toward the target",
-    )
-    apply.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_options(apply, GrafnApplyOptions)
+    add_quiet_argument(apply)
     add_reclaim_stale_argument(apply, f"--audio-dir's {DONE_FILE}")
     return parser
 
@@ -62,9 +77,9 @@ def _parameters(args: argparse.Namespace) -> GrafnParameters:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    params = _parameters(args)
-    print(f"[grafn] calibrating on {args.manifest}" + (f" (split {args.split})" if args.split else ""))
-    filters, skipped = fit_from_manifest(args.manifest, params, args.split, args.per_gender, show_progress=not args.quiet)
+    params, rows = _parameters(args), from_args(GrafnFitOptions, args)
+    print(f"[grafn] calibrating on {args.manifest}" + (f" (split {rows.split})" if rows.split else ""))
+    filters, skipped = fit_from_manifest(args.manifest, params, rows.split, rows.per_gender, show_progress=not args.quiet)
     filters.save(args.out)
     for group, entry in filters.groups.items():
         f0 = entry["median_f0_hz"]
@@ -78,9 +93,10 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    print(f"[grafn] normalising {args.manifest} by {args.by} with {args.filters} into {args.audio_dir}")
+    by = from_args(GrafnApplyOptions, args).by
+    print(f"[grafn] normalising {args.manifest} by {by} with {args.filters} into {args.audio_dir}")
     started = time.time()
-    report = apply_to_manifest(args.filters, args.manifest, args.audio_dir, args.out, args.by, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale)
+    report = apply_to_manifest(args.filters, args.manifest, args.audio_dir, args.out, by, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale)
     print(
         f"[grafn] {report.normalised} of {report.total} utterances normalised ({', '.join(f'{k} {v}' for k, v in sorted(report.by_filter.items())) or 'none'}; "
         f"{report.resumed} done by an earlier run) in {time.time() - started:.1f} s"

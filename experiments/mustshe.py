@@ -19,11 +19,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_command
+from experiments.options import add_options, from_args
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import MustSheError, read_definition
+from extract.options import option
+
+
+@dataclass(frozen=True)
+class MustSheOptions:
+    """How the hypotheses are read (the target language: ``--tgt-lang``)."""
+
+    pretokenized: bool = option(False, "the hypotheses are tokenized already: split on whitespace, no Moses tokenizer")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,14 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(
         parser, "--hypotheses", required=True, type=Path, help="one translation per line, aligned with the TSV, or transcribe's .jsonl (matched by ID)"
     )
-    parser.add_argument("--pretokenized", action="store_true")
+    add_options(parser, MustSheOptions)
     add_tgt_lang_argument(parser, ("--lang",), "target language for the Moses tokenizer", default="it")
     add_out_argument(parser, "scores JSON (per-sentence counts go to OUT.sentences.jsonl)", sidecars=lambda out: [sentences_path(out)])
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    result, rows = score_hypotheses(read_definition(args.definition), args.hypotheses, args.tgt_lang, args.pretokenized, args.definition)
+    pretokenized = from_args(MustSheOptions, args).pretokenized
+    result, rows = score_hypotheses(read_definition(args.definition), args.hypotheses, args.tgt_lang, pretokenized, args.definition)
     if "unmatched_hypotheses" in result:
         unmatched = result["unmatched_hypotheses"]["ids"]
         print(
@@ -59,8 +70,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), MustSheError)
+    return run_command(build_parser(), _run, argv, MustSheError)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ follows too.
 How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``bool`` is a switch
 (``store_true``; a field that defaults to True needs a declared ``--no-...`` flag, ``store_false``);
 ``X | None`` takes an X and defaults to "not given"; a ``tuple`` of paths is a list of files
-(space-separated, the flag repeatable), a ``tuple`` of names a comma-separated list
-(:class:`experiments.cli.CommaList`); a field without a default is a required flag.
+(space-separated, the flag repeatable), as is a ``tuple`` whose values a declared ``parse`` reads
+one by one (``COLUMN=VALUE`` pairs), a ``tuple`` of names a comma-separated list
+(:class:`experiments.cli.CommaList`); a fixed-length ``tuple`` (``tuple[int, int]``) is one value
+its ``parse`` reads (``2514,2546``); a field without a default is a required flag.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def _base(hint: Any) -> tuple[Any, bool]:
 
 
 def _is_sequence(kind: Any) -> bool:
-    return typing.get_origin(kind) in (tuple, list)
+    """A list of values (``tuple[X, ...]``, ``list[X]``); a fixed-length tuple (``tuple[int, int]``) is one value, read by ``parse``."""
+    origin = typing.get_origin(kind)
+    return origin is list or (origin is tuple and typing.get_args(kind)[-1:] == (Ellipsis,))
 
 
 def flag_of(item: dataclasses.Field, declaration: Option) -> str:
@@ -57,11 +61,13 @@ def options_of(cls: type, skip: tuple[str, ...] = ()) -> Iterator[tuple[dataclas
     return ((item, declaration) for item, declaration in declared(cls) if declaration.command and item.name not in skip)
 
 
-def add_options(parser, cls: type, skip: tuple[str, ...] = ()) -> None:
-    """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``."""
+def add_options(parser, cls: type, skip: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> None:
+    """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``;
+    those in ``optional`` are not required even without a default (the command may get them another
+    way: ``probe --grid`` names the store and site in its file)."""
     hints = _hints(cls)
     for item, declaration in options_of(cls, skip):
-        _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name])
+        _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name], item.name in optional)
 
 
 def group_of(parser, title: str | None):
@@ -71,20 +77,20 @@ def group_of(parser, title: str | None):
     return next((group for group in parser._action_groups if group.title == title), None) or parser.add_argument_group(title)
 
 
-def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any) -> argparse.Action:
+def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any, optional: bool = False) -> argparse.Action:
     flag, default = flag_of(item, declaration), default_of(item)
     kind, _ = _base(hint)
     kwargs: dict[str, Any] = {"dest": item.name, "help": declaration.help.replace("%", "%%")}  # argparse formats helps with %
     if default is dataclasses.MISSING:
-        kwargs["required"] = True
+        kwargs["required"] = not optional
     elif not _is_sequence(kind):
         kwargs["default"] = default
     if kind is bool:
         kwargs["action"] = "store_false" if default is True else "store_true"
     elif _is_sequence(kind):
         element = typing.get_args(kind)[0]
-        kwargs["default"] = list(default) if default is not dataclasses.MISSING else None
-        if element is Path or declaration.role:
+        kwargs["default"] = None if default in (dataclasses.MISSING, None) else list(default)
+        if element is Path or declaration.role or declaration.parse:  # files, or values each parsed (``COLUMN=VALUE``)
             kwargs.update(nargs="+", action="extend", type=declaration.parse or element)
         else:
             kwargs.update(action=CommaList, choices=declaration.choices)
@@ -104,7 +110,7 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any)
     else:
         action = parser.add_argument(*spellings, **kwargs)
     if declaration.role:
-        action.file_role = FileRole(declaration.role)
+        action.file_role = FileRole(declaration.role, sidecars=declaration.sidecars)
     return action
 
 

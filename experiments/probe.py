@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cli import (
@@ -62,7 +63,8 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
+from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
+from extract.options import option
 from extract.store import StoreError
 from probing.data import TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
@@ -73,16 +75,22 @@ from probing.run import ProbeConfig
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
 
 
-PROBE_FLAGS_BY_HAND = ("store", "site", "task", "device")  # --store/--site: not required with --grid; task: --groups; --device: auto
+PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups; --device: auto by default
+GIVEN_BY_A_GRID = ("store", "site")  # required of a single run (main), not with --grid
+
+
+@dataclass(frozen=True)
+class ProbeCommandOptions(GridTasks):
+    """What the command does with the grid or run besides training: its executor tasks, or only merging their rows."""
+
+    merge: bool = option(False, "only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """A grid file, or one run: the store and site, the two groups, the device, then the options of :class:`ProbeConfig`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--grid", help="YAML grid file (then the other options come from it)")
-    input_argument(parser, "--store", help="the store the probe learns from")
-    parser.add_argument("--site", help="the site of the store the probe reads")
-    add_options(parser, ProbeConfig, skip=PROBE_FLAGS_BY_HAND)
+    add_options(parser, ProbeConfig, skip=PROBE_FLAGS_BY_HAND, optional=GIVEN_BY_A_GRID)
     add_groups_argument(
         parser,
         "the two groups the probe tells apart: female,male (default) or other,male; the first is the positive class",
@@ -90,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_device_argument(parser)
     output_argument(parser, "--out", help="results JSONL (appended)", sidecars=results_files)
-    parser.add_argument("--cells-per-task", type=int, default=1, help="with --executor: grid cells per task (default 1)")
-    parser.add_argument("--merge", action="store_true", help="only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
+    add_options(parser, ProbeCommandOptions)
     add_reclaim_stale_argument(parser, "the results file (or a grid task's file)")
     add_executor_arguments(parser, "a group of --cells-per-task grid cells (a single run: one task)")
     return parser
@@ -103,14 +110,15 @@ def results_files(out: Path) -> list[Path]:
 
 
 def _run(args, configs: list[ProbeConfig], out: Path) -> int:
-    if args.merge:
+    command = from_args(ProbeCommandOptions, args)
+    if command.merge:
         print(f"[probe] merged {merge_task_results(out)} rows of finished tasks into {out}")
         return 0
     if not args.executor:
         run_all(configs, out, reclaim_stale=args.reclaim_stale)
         return 0
     check_executor_arguments(args)
-    return submit_grid(args, configs, out, args.cells_per_task, args.reclaim_stale)
+    return submit_grid(args, configs, out, command.cells_per_task, args.reclaim_stale)
 
 
 def _run_grid(args) -> int:
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.grid:
         return run_cli(lambda: _run_grid(args), *PROBE_ERRORS)
-    missing = [name for name in ("store", "site", "out") if getattr(args, name) is None]
+    missing = [name for name in (*GIVEN_BY_A_GRID, "out") if getattr(args, name) is None]
     if missing:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
     if args.positions <= 0:
@@ -150,9 +158,7 @@ def probe_task(parser: argparse.ArgumentParser, text: str) -> str:
 def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ProbeConfig:
     """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
     try:
-        return from_args(
-            ProbeConfig, args, skip=PROBE_FLAGS_BY_HAND, store=args.store, site=args.site, task=probe_task(parser, args.groups), device=args.device
-        )
+        return from_args(ProbeConfig, args, skip=PROBE_FLAGS_BY_HAND, task=probe_task(parser, args.groups), device=args.device)
     except ProbeError as error:
         parser.error(str(error))
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, input_argument, output_argument, run_command
+from experiments.options import add_options, from_args
 from extract.manifest import Utterance, read_manifest, write_manifest
+from extract.options import option
 
 GENDERS = ("female", "male")
 
@@ -82,31 +85,38 @@ def _with_split(row: Utterance, split: str) -> Utterance:
     return replace(row, split=split)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProbeDataOptions:
+    """How many segments of each gender train and dev draw, and the seed that draws them."""
+
+    train: tuple[int, int] = option(help="FEMALE,MALE training segments (Fucci et al.: 2514,2546)", parse=_counts)
+    dev: tuple[int, int] = option(help="FEMALE,MALE dev segments, of speakers not in train (Fucci et al.: 539,539)", parse=_counts)
+    seed: int = option(0, "seed of the speakers' division and of the segments drawn")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--from", dest="source", required=True, type=Path, help="manifest the train and dev segments are drawn from")
-    parser.add_argument("--train", required=True, type=_counts, help="FEMALE,MALE training segments (Fucci et al.: 2514,2546)")
-    parser.add_argument("--dev", required=True, type=_counts, help="FEMALE,MALE dev segments, of speakers not in train (Fucci et al.: 539,539)")
     input_argument(parser, "--test", nargs="+", action="extend", type=Path, default=[], help="manifests whose every segment is the test split")
-    parser.add_argument("--seed", type=int, default=0)
+    add_options(parser, ProbeDataOptions)
     output_argument(parser, "--out", required=True, type=Path, help="the manifest written")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = from_args(ProbeDataOptions, args)
     test = [row for path in args.test for row in read_manifest(path)]
-    rows = sample_probe_data(read_manifest(args.source), args.train, args.dev, test, args.seed)
+    rows = sample_probe_data(read_manifest(args.source), options.train, options.dev, test, options.seed)
     write_manifest(args.out, rows)
     counts = {split: {gender: sum(r.split == split and r.gender == gender for r in rows) for gender in GENDERS} for split in ("train", "dev", "test")}
     described = "; ".join(f"{split} {c['female']} female + {c['male']} male" for split, c in counts.items())
-    print(f"[probe_data] {described} (seed {args.seed})")
+    print(f"[probe_data] {described} (seed {options.seed})")
     print(f"[probe_data] wrote {args.out}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), ProbeDataError)
+    return run_command(build_parser(), _run, argv, ProbeDataError)
 
 
 if __name__ == "__main__":

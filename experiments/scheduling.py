@@ -30,7 +30,7 @@ from pathlib import Path
 
 from experiments.options import add_options
 from experiments.stage_table import JOB_ARRAY_STAGES
-from extract.options import option
+from extract.options import Checked, option
 
 EXECUTORS = ("local", "slurm")
 TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --task-memory-gb
@@ -85,6 +85,13 @@ class ExecutorOptions:
         None, "only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task", group=EXECUTOR_GROUP
     )
     no_wait: bool = option(False, "submit and return; rerun the same command later to see what is left (and, for grids, to merge)", group=EXECUTOR_GROUP)
+
+
+@dataclass(frozen=True)
+class GridTasks(Checked):
+    """How a probe grid is split into executor tasks (``probe`` and ``study run``; :func:`submit_grid`)."""
+
+    cells_per_task: int = option(1, "with --executor: probe grid cells per task (default 1)", least=1)
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_tasks: bool = True) -> None:

@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiments.analysis.speakers import (
@@ -40,9 +40,10 @@ from experiments.analysis.speakers import (
     speechbrain_encoder,
     store_embeddings,
 )
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, add_quiet_argument, input_argument, run_cli
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest, write_manifest
+from extract.options import option
 
 
 def clustering_path(out: Path) -> Path:
@@ -50,23 +51,31 @@ def clustering_path(out: Path) -> Path:
     return out.with_suffix(".clustering.json")
 
 
+@dataclass(frozen=True, kw_only=True)
+class SpeakerOptions:
+    """Where the embeddings come from and what is clustered together (HDBSCAN's own settings: :class:`HdbscanSettings`)."""
+
+    embeddings: str = option(help="speechbrain:HUB_ID, store:PATH[@SITE], mfcc or resemblyzer")
+    per_gender: bool = option(True, "cluster per dataset and language, not per gender too", flag="--no-per-gender")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--manifest", required=True, help="utterance manifest (JSONL)")
-    parser.add_argument("--embeddings", required=True, help="speechbrain:HUB_ID, store:PATH[@SITE], mfcc or resemblyzer")
+    add_options(parser, SpeakerOptions)
     add_out_argument(
         parser, "the manifest with speaker ids from the clusters (JSONL); OUT.clustering.json beside it", sidecars=lambda out: [clustering_path(out)]
     )
     add_options(parser, HdbscanSettings)
-    parser.add_argument("--no-per-gender", dest="per_gender", action="store_false", help="cluster per dataset and language, not per gender too")
     add_device_argument(parser, default="cpu", help="where a SpeechBrain or Resemblyzer model runs: cpu (default), cuda, cuda:N, mps or auto")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = from_args(SpeakerOptions, args)
     utterances = read_manifest(args.manifest)
-    source = parse_source(args.embeddings)
+    source = parse_source(options.embeddings)
     settings = from_args(HdbscanSettings, args)
     print(f"[speakers] {len(utterances)} records; embeddings: {source.describe()}; HDBSCAN {settings}")
     site, untrimmed = None, []
@@ -82,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"[speakers] {len(untrimmed)} record(s) embedded untrimmed, webrtcvad found no speech in them: {', '.join(untrimmed[:10])}")
     else:
         embeddings = audio_embeddings(utterances, speechbrain_encoder(source.location, args.device), not args.quiet)
-    assigned = assign_speakers(utterances, embeddings, settings, args.per_gender)
+    assigned = assign_speakers(utterances, embeddings, settings, options.per_gender)
     known = known_speakers(utterances)
     rewritten = []
     for utterance, found in zip(utterances, assigned):
@@ -90,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         rewritten.append(replace(utterance, speaker=found["speaker"], extra={**utterance.extra, "speaker_cluster": cluster}))
     per_scope = Counter(found["scope"] for found in assigned)
     report = {
-        "clustering": clustering_record(source, site, settings, args.per_gender),
+        "clustering": clustering_record(source, site, settings, options.per_gender),
         "scopes": {
             scope: {
                 "records": count,

@@ -16,21 +16,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_command
+from experiments.options import add_options, from_args
 from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
+from extract.options import option
+
+
+@dataclass(frozen=True)
+class StQualityOptions:
+    """Which COMET model scores the translations, and where it runs (BLEU and chrF take no options)."""
+
+    comet_model: str = option(DEFAULT_COMET, "hub name or local checkpoint", role="input")
+    no_comet: bool = option(False, "BLEU and chrF only: no COMET model is loaded")
+    batch_size: int = option(16, "segments per COMET batch")
+    gpus: int | None = option(None, "GPUs COMET runs on (default: 1 with --device cuda, else 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--hypotheses", required=True, type=Path)
     add_out_argument(parser, "scores JSON")
-    input_argument(parser, "--comet-model", default=DEFAULT_COMET, help="hub name or local checkpoint")
-    parser.add_argument("--no-comet", action="store_true")
-    parser.add_argument("--batch-size", type=int, default=16)
+    add_options(parser, StQualityOptions)
     add_device_argument(parser, default=None, help="where COMET runs: cpu, cuda or cuda:N (default: cpu, or cuda with --gpus N)")
-    parser.add_argument("--gpus", type=int, help="GPUs COMET runs on (default: 1 with --device cuda, else 0)")
     return parser
 
 
@@ -52,14 +62,15 @@ def comet_devices(device: str | None, gpus: int | None) -> tuple[int, list[int] 
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = from_args(StQualityOptions, args)
     rows = read_rows(args.hypotheses)
     target_language(rows, args.hypotheses)  # bad rows and several target languages are refused before COMET loads
     try:
-        gpus, devices = comet_devices(args.device, args.gpus)
+        gpus, devices = comet_devices(args.device, options.gpus)
     except ValueError as error:
         return fail(str(error))
-    scorer = None if args.no_comet else comet_scorer(args.comet_model, args.batch_size, gpus, devices)
-    result = quality_report(rows, args.hypotheses, scorer, args.comet_model)
+    scorer = None if options.no_comet else comet_scorer(options.comet_model, options.batch_size, gpus, devices)
+    result = quality_report(rows, args.hypotheses, scorer, options.comet_model)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     for name, entry in result["groups"].items():
@@ -70,9 +81,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     # ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
-    return run_cli(lambda: _run(args), ValueError, RuntimeError)
+    return run_command(build_parser(), _run, argv, ValueError, RuntimeError)
 
 
 if __name__ == "__main__":

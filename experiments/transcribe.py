@@ -27,17 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.cli import (
-    CommandParser,
-    add_model_arguments,
-    add_reclaim_stale_argument,
-    fail,
-    input_argument,
-    load_or_exit,
-    model_spec,
-    output_argument,
-    run_cli,
-)
+from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
 from extract.claims import ClaimError
@@ -52,11 +42,9 @@ if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, 
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the hypotheses file, then the options of :class:`TranscribeOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_arguments(parser)
-    input_argument(parser, "--manifest", required=True)
-    output_argument(parser, "--out", required=True, help="hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
+    add_model_stage_arguments(parser, "hypotheses JSONL (appended to; existing ids are skipped)", sidecars=lambda out: [settings_path(out)])
     add_options(parser, TranscribeOptions)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser)
     add_executor_arguments(parser, "this whole hypotheses file")
     return parser

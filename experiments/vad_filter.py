@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, add_quiet_argument, fail, input_argument, run_command
 from experiments.options import add_options, from_args
 from experiments.scoring.vad import VadSettings, filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_out_argument(parser, "kept records (manifest JSONL); dropped ones go to OUT.dropped.jsonl", sidecars=lambda out: [dropped_path(out)])
     add_options(parser, VadSettings)
     add_device_argument(parser, default="cpu", help="where silero-vad runs: cpu (default; the model is made for it), cuda, cuda:N, mps or auto")
-    parser.add_argument("--quiet", action="store_true")
+    add_quiet_argument(parser)
     return parser
 
 
@@ -61,8 +61,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args))
+    return run_command(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_command
+from experiments.options import add_options, from_args
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, AnalyserError, load_analyser
 from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
 from experiments.scoring.word_alignment import SYMMETRISATIONS, AlignmentError, read_parallel
 from extract.corpora.must_she import MustSheError
+from extract.options import Checked, option
+
+
+@dataclass(frozen=True)
+class WinoMTOptions(Checked):
+    """Which side is scored, how the words are aligned and read, and the bootstrap of the intervals."""
+
+    task: str = option("st", "st: gender of the translated entity (default); asr: pronoun and profession in transcripts", choices=("st", "asr"))
+    symmetrisation: str = option("grow-diag-final-and", "how eflomal's two directions are combined (default grow-diag-final-and)", choices=SYMMETRISATIONS)
+    spacy_model: str | None = option(
+        None,
+        "spaCy pipeline that reads grammatical gender (default by --tgt-lang: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_SPACY_MODELS.items()) + ")",
+    )
+    iterations: int = option(1000, "sentence-bootstrap resamples for the 95 % intervals (default 1000; 0: none)", least=0)
+    seed: int = option(0, "bootstrap seed (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,9 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="transcribe's .jsonl (matched by id) or one output per line of --source (translations, or transcripts with --task asr)",
     )
-    parser.add_argument(
-        "--task", choices=("st", "asr"), default="st", help="st: gender of the translated entity (default); asr: pronoun and profession in transcripts"
-    )
     add_tgt_lang_argument(parser, (), "target language of the translations (required with --task st; picks the default spaCy pipeline)")
     input_argument(
         parser,
@@ -61,21 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="precomputed Pharaoh alignments (i-j, 0-based whitespace tokens), one line per sentence; default: align with eflomal",
     )
-    parser.add_argument(
-        "--symmetrisation",
-        choices=SYMMETRISATIONS,
-        default="grow-diag-final-and",
-        help="how eflomal's two directions are combined (default grow-diag-final-and)",
-    )
     input_argument(
         parser, "--extra-parallel", type=Path, help="more parallel text for eflomal, 'source ||| target' per line (aligned with the test pairs, then dropped)"
     )
-    parser.add_argument(
-        "--spacy-model",
-        help="spaCy pipeline that reads grammatical gender (default by --tgt-lang: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_SPACY_MODELS.items()) + ")",
-    )
-    parser.add_argument("--iterations", type=int, default=1000, help="sentence-bootstrap resamples for the 95 %% intervals (default 1000; 0: none)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    add_options(parser, WinoMTOptions)
     add_out_argument(
         parser,
         "result JSON (per-sentence rows go to OUT.sentences.jsonl, alignments to OUT.alignments.txt)",
@@ -84,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _spacy_model(args: argparse.Namespace) -> str | None:
-    return args.spacy_model or DEFAULT_SPACY_MODELS.get(args.tgt_lang)
+def _spacy_model(options: WinoMTOptions, tgt_lang: str) -> str | None:
+    return options.spacy_model or DEFAULT_SPACY_MODELS.get(tgt_lang)
 
 
 def _show(value) -> str:
@@ -121,17 +124,16 @@ def _warn(result: dict, args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.iterations < 0:
-        return fail(f"--iterations must be 0 or more, got {args.iterations}")
-    if args.task == "asr":
+    options = from_args(WinoMTOptions, args)
+    if options.task == "asr":
         print(f"[winomt] ASR side: pronouns and professions of {args.translations} against {args.source}")
-        result, sentences = evaluate_transcripts(args.source, args.pro, args.anti, args.translations, args.out, args.iterations, args.seed)
+        result, sentences = evaluate_transcripts(args.source, args.pro, args.anti, args.translations, args.out, options.iterations, options.seed)
         _warn(result, args)
         _print_asr(result, args.out, sentences)
         return 0
     if not args.tgt_lang:
         return fail("--task st needs --tgt-lang (the language of the translations)")
-    model = _spacy_model(args)
+    model = _spacy_model(options, args.tgt_lang)
     if model is None:
         return fail(f"no default spaCy pipeline for --tgt-lang {args.tgt_lang}; give --spacy-model (a pipeline with a morphologizer)")
     extra = read_parallel(args.extra_parallel) if args.extra_parallel else ()
@@ -145,10 +147,10 @@ def _run(args: argparse.Namespace) -> int:
         analyser,
         args.out,
         alignments=args.alignments,
-        symmetrisation=args.symmetrisation,
+        symmetrisation=options.symmetrisation,
         extra_parallel=extra,
-        iterations=args.iterations,
-        seed=args.seed,
+        iterations=options.iterations,
+        seed=options.seed,
         tgt_lang=args.tgt_lang,
         log=lambda message: print(f"[winomt] {message}"),
     )
@@ -158,8 +160,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), WinoMTError, AlignmentError, AnalyserError, MustSheError)
+    return run_command(build_parser(), _run, argv, WinoMTError, AlignmentError, AnalyserError, MustSheError)
 
 
 if __name__ == "__main__":

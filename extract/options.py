@@ -48,7 +48,8 @@ class Option:
     ``choices``: the values it takes; ``least``: its smallest value (``positive``: above 0 instead);
     ``flag``: its command-line spelling (default ``--field-name``), ``aliases``: deprecated spellings
     that still work with a note, ``also``: other spellings without one; ``metavar`` as argparse's;
-    ``role``: ``input`` or ``output`` for a file or folder the command reads or writes; ``parse``:
+    ``role``: ``input`` or ``output`` for a file or folder the command reads or writes (``sidecars``:
+    the files an output writes beside its path, path -> paths); ``parse``:
     the command line's conversion of a value (argparse's ``type``; default: the field's type);
     ``group``: the heading of its flag in ``--help`` (default: the parser's options); ``study``: also
     a key of its section in a study file; ``command``: a command-line flag at all."""
@@ -62,6 +63,7 @@ class Option:
     also: tuple[str, ...] = ()
     metavar: str | None = None
     role: str | None = None
+    sidecars: Callable[[Any], list] | None = None
     parse: Callable[[str], Any] | None = None
     group: str | None = None
     study: bool = False
@@ -115,3 +117,11 @@ def check_options(instance: Any) -> None:
         problem = declaration.problem(value)
         if problem is not None:
             raise OptionError.refused(item.name, value, problem)
+
+
+class Checked:
+    """The base of an options dataclass whose values are checked by their declarations alone
+    (:func:`check_options`, as the dataclass is made)."""
+
+    def __post_init__(self):
+        check_options(self)

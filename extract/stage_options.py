@@ -72,6 +72,14 @@ class ModelOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RandomInitOptions:
+    """The random-weights baseline of an architecture: ``extract``'s flags and a study model's keys."""
+
+    random_init: bool = option(False, "same architecture, random weights (the random-model baseline)", study=True)
+    seed: int = option(0, "seed for --random-init", study=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExtractOptions:
     """How a store is extracted; what of it determines the stored values is in the store's config."""
 

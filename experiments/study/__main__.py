@@ -36,27 +36,48 @@ naming the file and key, exit status 2; a failed submitted task is reported with
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_reclaim_stale_argument, fail, input_argument, output_argument, program_name, run_cli
-from experiments.scheduling import add_executor_arguments
+from experiments.cli import (
+    CommandParser,
+    add_device_argument,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    fail,
+    input_argument,
+    output_argument,
+    program_name,
+    run_cli,
+)
+from experiments.options import add_options, from_args
+from experiments.scheduling import GridTasks, add_executor_arguments
 from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
+from extract.options import OptionError, option
 
 
-def _stages(text: str) -> tuple[str, ...]:
-    chosen = [name.strip() for name in text.split(",") if name.strip()]
-    for name in chosen:
-        if name not in STAGES:
-            nearest = difflib.get_close_matches(name, STAGES, n=1)
-            hint = f"did you mean {nearest[0]!r}?" if nearest else f"stages: {', '.join(STAGES)}"
-            raise argparse.ArgumentTypeError(f"unknown stage {name!r}; {hint}")
-    if not chosen:
-        raise argparse.ArgumentTypeError(f"give stages separated by commas, from {', '.join(STAGES)}")
-    return tuple(stage for stage in STAGES if stage in chosen)
+@dataclass(frozen=True)
+class StudyRunOptions(GridTasks):
+    """Which stages run, which are computed anew, and whether anything runs at all."""
+
+    dry_run: bool = option(False, "print the plan and stop: no model is loaded, nothing is written")
+    stages: tuple[str, ...] = option(STAGES, f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)", choices=STAGES)
+    redo: tuple[str, ...] = option(
+        (),
+        "compute these stages' outputs anew: the existing ones are moved to OUT/.superseded/STAMP/ first (nothing is deleted)",
+        choices=STAGES,
+        metavar="STAGE[,STAGE]",
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.stages:
+            raise OptionError(f"{{stages}}: give stages separated by commas, from {', '.join(STAGES)}", "stages")
+        for name in ("stages", "redo"):  # in the order they run, whatever the order given
+            object.__setattr__(self, name, tuple(stage for stage in STAGES if stage in getattr(self, name)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     runner = commands.add_parser("run", help="plan a study file and run what is not finished", description=__doc__, formatter_class=formatter)
     input_argument(runner, "study", type=Path, help="the study file (YAML; see experiments/studies/README.md)")
-    runner.add_argument("--dry-run", action="store_true", help="print the plan and stop: no model is loaded, nothing is written")
-    runner.add_argument("--stages", type=_stages, default=STAGES, help=f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)")
+    add_options(runner, StudyRunOptions)
     runner.add_argument(
         "--root",
         nargs="?",
@@ -85,16 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,  # whether this machine has it is checked after parsing, unless --executor slurm sends the work elsewhere
         help="where models and probes run: cpu, cuda, cuda:N, mps (default: the study's device, else cuda if a GPU is visible, else cpu)",
     )
-    runner.add_argument(
-        "--redo",
-        type=_stages,
-        default=(),
-        metavar="STAGE[,STAGE]",
-        help="compute these stages' outputs anew: the existing ones are moved to OUT/.superseded/STAMP/ first (nothing is deleted)",
-    )
     add_reclaim_stale_argument(runner, "an output of the study")
-    runner.add_argument("--quiet", action="store_true", help="no progress bars")
-    runner.add_argument("--cells-per-task", type=int, default=1, help="with --executor: probe grid cells per task (default 1)")
+    add_quiet_argument(runner, "no progress bars")
     add_executor_arguments(runner, "a store shard (extract), a hypotheses file (transcribe), --cells-per-task grid cells (probe)", pick_tasks=False)
     return parser
 
@@ -109,7 +121,7 @@ def _write_placeholders(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     from extract.device import default_device, device_problem
 
     if args.placeholders:
@@ -119,18 +131,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.device is None and study.device is not None and args.executor != "slurm" and device_problem(study.device):
         raise StudyError(f"{study.path}: device: {device_problem(study.device)} (or give --device)")
     device = args.device or study.device or default_device()
-    context = Context(study, device, show_progress=not args.quiet, write=not args.dry_run, reclaim_stale=args.reclaim_stale, redo=tuple(args.redo))
+    context = Context(study, device, show_progress=not args.quiet, write=not options.dry_run, reclaim_stale=args.reclaim_stale, redo=options.redo)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
-    if args.redo:
-        if args.dry_run:
+    if options.redo:
+        if options.dry_run:
             aside = study.out / ".superseded"
-            print(f"[study] --redo {','.join(args.redo)}: a run would set their outputs aside under {aside}/ (the plan below shows them to do)")
+            print(f"[study] --redo {','.join(options.redo)}: a run would set their outputs aside under {aside}/ (the plan below shows them to do)")
         else:
-            aside = redo(context, args.redo)
+            aside = redo(context, options.redo)
             context.redo = ()  # set aside: the plan now finds them missing, as after any deletion
-            print(f"[study] --redo {','.join(args.redo)}: " + (f"earlier outputs set aside -> {aside}" if aside else "no earlier output to set aside"))
-    print_lines(["[study] plan:", *describe(plan(context, args.stages))])
-    if args.dry_run:
+            print(f"[study] --redo {','.join(options.redo)}: " + (f"earlier outputs set aside -> {aside}" if aside else "no earlier output to set aside"))
+    print_lines(["[study] plan:", *describe(plan(context, options.stages))])
+    if options.dry_run:
         print("[study] dry run: nothing loaded, nothing written")
         return 0
     executor = None
@@ -139,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
 
         executor = argparse.Namespace(**{**vars(args), "device": context.device})
         check_executor_arguments(executor)
-    status = run(context, args.stages, executor)
+    status = run(context, options.stages, executor)
     if status == 0 and context.layout.results_md.exists():
         print(f"[study] results: {context.layout.results_md}")
     print(f"[study] done in {time.time() - started:.1f} s")
@@ -149,11 +161,10 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.cells_per_task < 1:
-        parser.error(f"--cells-per-task {args.cells_per_task}: must be at least 1")
+    options = from_args(StudyRunOptions, args)
     if args.root is not None and not args.root.strip():
         return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
-    return run_cli(lambda: _run(args), StudyError, lazy_errors=study_errors)
+    return run_cli(lambda: _run(args, options), StudyError, lazy_errors=study_errors)
 
 
 if __name__ == "__main__":

@@ -92,13 +92,11 @@ import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from experiments.analysis.acoustic import RANGE_BY, SPEECH_SOURCES
-from experiments.analysis.contrasts import UNITS
-from experiments.analysis.feature_gap_report import CORRECTIONS
+from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.options import study_choices, study_fields, study_problem
 from experiments.scoring.gaps import GapOptions
 from extract.manifest import GENDERS
-from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
@@ -122,8 +120,7 @@ MODEL_FIELDS = {
     "name": ((str,), None),
     "family": ((str,), None),
     **study_fields(ModelOptions),  # checkpoint, revision, trust_remote_code, dtype: declared with the model flags
-    "random_init": ((bool,), False),
-    "seed": ((int,), 0),
+    **study_fields(RandomInitOptions),  # random_init, seed: declared with extract's flags
     "sites": ((str, list), None),
     "decoder": ((str, NONE), None),
     "languages": ((list, NONE), None),
@@ -140,31 +137,23 @@ GAP_FIELDS = {
 ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
 REPORT_FIELDS = {"site": ((str, NONE), None)}
 BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
-F0_FIELDS = {"corpora": ((list, NONE), None), "range_by": ((str,), "speaker")}
+F0_FIELDS = {"corpora": ((list, NONE), None), **study_fields(F0Options)}  # the analyses' keys: declared with their flags (experiments.analysis_options)
 ANALYSES_FIELDS = {  # feature_gaps unset: on when acoustic or lexical is
     "acoustic": ((bool, dict), False),
     "lexical": ((bool, dict), False),
     "feature_gaps": ((bool, dict), None),
     "corpora": ((list, NONE), None),
 }
-ACOUSTIC_FIELDS = {"speech": ((str,), "vad"), "range_by": ((str,), "speaker"), "tokenizer": ((str,), "bundled-base"), "workers": ((int,), 1)}
-LEXICAL_FIELDS = {"pipelines": ((dict,), None), "batch_size": ((int,), 64)}
-FEATURE_GAPS_FIELDS = {
-    "groups": ((list,), ["female", "male"]),
-    "unit": ((str,), "record"),
-    "student": ((bool,), False),
-    "correction": ((str,), "holm"),
-    "bootstrap": ((int,), 10_000),
-}
+ACOUSTIC_FIELDS = {**study_fields(AcousticsOptions), "workers": ((int,), 1)}
+LEXICAL_FIELDS = {"pipelines": ((dict,), None), **study_fields(LexicalOptions)}
+FEATURE_GAPS_FIELDS = {"groups": ((list,), ["female", "male"]), **study_fields(FeatureGapOptions)}
 CHOICES = {
     **study_choices(ExtractOptions, "extract"),
     **study_choices(TranscribeOptions, "transcribe"),
     **study_choices(GapOptions, "behaviour.gap"),
-    "baselines.f0.range_by": ("speaker", "record"),
-    "analyses.acoustic.speech": SPEECH_SOURCES,
-    "analyses.acoustic.range_by": RANGE_BY,
-    "analyses.feature_gaps.unit": UNITS,
-    "analyses.feature_gaps.correction": CORRECTIONS,
+    **study_choices(F0Options, "baselines.f0"),
+    **study_choices(AcousticsOptions, "analyses.acoustic"),
+    **study_choices(FeatureGapOptions, "analyses.feature_gaps"),
 }
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
 

@@ -11,22 +11,38 @@ from pathlib import Path
 
 import pytest
 
+from experiments import (
+    correlate,
+    embedding_store,
+    erase,
+    finetune,
+    grafn,
+    manifest,
+    mustshe,
+    probe_data,
+    speakers,
+    st_quality,
+    winomt,
+)
 from experiments import extract as extract_cli
 from experiments import probe as probe_cli
 from experiments import stages as stage_list
 from experiments import transcribe as transcribe_cli
 from experiments.analysis.speakers import HdbscanSettings
+from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.cli import CommaList, CommandParser, file_role
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
+from experiments.recipes.realvoices.__main__ import RealVoicesOptions
 from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
 from experiments.scoring.vad import VadSettings
 from experiments.study import schema
+from experiments.study.__main__ import StudyRunOptions
 from extract.options import OptionError, declared, option
-from extract.stage_options import ExtractOptions, ModelOptions, TranscribeOptions
+from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.run import ProbeConfig
 from tests.paths import CHECKOUT
 
@@ -45,7 +61,28 @@ CONVERTED = [
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
     ("extract", ExecutorOptions, None, ()),
+    ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
+    ("extract", extract_cli.StoreReplacement, None, ()),
+    ("acoustics", AcousticsOptions, schema.ACOUSTIC_FIELDS, ()),
+    ("correlate", correlate.CorrelateOptions, None, ()),
+    ("embedding_store", embedding_store.EmbeddingStoreOptions, None, ()),
+    ("erase fit", erase.ErasureFitOptions, None, ()),
+    ("f0_baseline", F0Options, schema.F0_FIELDS, ()),
+    ("feature_gaps", FeatureGapOptions, schema.FEATURE_GAPS_FIELDS, ()),
+    ("grafn fit", grafn.GrafnFitOptions, None, ()),
+    ("grafn apply", grafn.GrafnApplyOptions, None, ()),
+    ("lexical", LexicalOptions, schema.LEXICAL_FIELDS, ()),
+    ("manifest common_voice", manifest.ManifestOptions, None, ()),
+    ("mustshe", mustshe.MustSheOptions, None, ()),
+    ("probe_data", probe_data.ProbeDataOptions, None, ()),
+    ("speakers", speakers.SpeakerOptions, None, ()),
+    ("st_quality", st_quality.StQualityOptions, None, ()),
+    ("winomt", winomt.WinoMTOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
+    ("study run", StudyRunOptions, None, ()),
+    ("probe", probe_cli.ProbeCommandOptions, None, ()),
+    ("finetune", finetune.FinetuneRunOptions, None, ()),
+    ("realvoices", RealVoicesOptions, None, ()),
 ]
 
 
@@ -131,6 +168,45 @@ def test_fields_become_the_flags_their_types_say():
     assert file_role(actions["files"]).kind == "input" and isinstance(actions["words"], CommaList) and actions["name"].required
     built = from_args(Toy, _toy_parser().parse_args(["--name", "n", "--file", "a"]))
     assert built == Toy(name="n", files=(Path("a"),))
+
+
+def _pair(value: str) -> tuple[str, str]:
+    key, _, wanted = value.partition("=")
+    return key, wanted
+
+
+def _two(value: str) -> tuple[int, int]:
+    first, second = value.split(",")
+    return int(first), int(second)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Parsed:
+    """The fields a declared ``parse`` reads, a list without a default, an output with files beside it."""
+
+    where: tuple[tuple[str, str], ...] = option((), "COLUMN=VALUE pairs", parse=_pair, metavar="COLUMN=VALUE")
+    counts: tuple[int, int] = option(help="FEMALE,MALE", parse=_two)
+    only: tuple[str, ...] | None = option(None, "names, or none given")
+    site: str = option(help="required, unless another flag gives it")
+    out: Path | None = option(None, "an output", role="output", sidecars=lambda out: [out.with_suffix(".md")])
+
+
+def test_parsed_values_lists_without_default_and_outputs_with_sidecars():
+    parser = CommandParser(prog="parsed")
+    add_options(parser, Parsed, optional=("site",))
+    args = parser.parse_args(["--where", "a=1", "b=2", "--where", "c=", "--counts", "3,4", "--out", "r.csv"])
+    built = from_args(Parsed, args)
+    assert built.where == (("a", "1"), ("b", "2"), ("c", "")) and built.counts == (3, 4) and built.only is None and built.site is None
+    assert from_args(Parsed, parser.parse_args(["--counts", "1,2", "--only", "x,y"])).only == ("x", "y")
+    actions = {action.dest: action for action in parser._actions}
+    assert not actions["site"].required and actions["counts"].required
+    assert file_role(actions["out"]).sidecars(Path("r.csv")) == [Path("r.md")]
+
+
+def test_an_unknown_name_in_a_comma_list_gets_the_nearest_one(capsys):
+    with pytest.raises(SystemExit):
+        _toy_parser().parse_args(["--name", "n", "--words", "xx"])
+    assert "--words xx: not one of x,y; did you mean 'x'?" in capsys.readouterr().err
 
 
 def test_a_renamed_option_keeps_its_old_spelling(capsys):

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommaList, CommandParser, output_argument, program_name, run_cli
+from experiments.cli import CommandParser, add_quiet_argument, output_argument, program_name, run_command
+from experiments.options import add_options, from_args
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
 from experiments.recipes.realvoices.sources import LANGUAGES
+from extract.options import Checked, option
 
 
 def output_folder(value: str) -> Path:
@@ -20,11 +23,18 @@ def output_folder(value: str) -> Path:
     return path
 
 
-def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return number
+@dataclass(frozen=True, kw_only=True)
+class RealVoicesOptions(Checked):
+    """Which voices, how many clips of each, and the dataset name the rows record."""
+
+    languages: tuple[str, ...] | None = option(None, f"default: all ({','.join(LANGUAGES)})", choices=LANGUAGES, metavar="LANG[,LANG]")
+    per_speaker: int | None = option(None, "clips per voice (a speaker in one language), drawn with --seed; default: all", least=1)
+    seed: int = option(0, "selects the clips and the speaker-disjoint splits (default 0)")
+    dataset: str | None = option(
+        None,
+        "the dataset every manifest row records (a study's corpus name, e.g. realvoices); default: each voice's source "
+        "(asterisk, tuxpaint, ...), kept in the row's extra.source either way",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,21 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
         "16 kHz WAVs in the cache, DIR/manifest.jsonl and DIR/CARD.md.",
     )
     output_argument(parser, "--out", required=True, type=output_folder, help="folder for manifest.jsonl, card.json and CARD.md")
-    parser.add_argument("--languages", action=CommaList, choices=LANGUAGES, metavar="LANG[,LANG]", help=f"default: all ({','.join(LANGUAGES)})")
-    parser.add_argument("--per-speaker", type=positive, help="clips per voice (a speaker in one language), drawn with --seed; default: all")
-    parser.add_argument("--seed", type=int, default=0, help="selects the clips and the speaker-disjoint splits (default 0)")
-    parser.add_argument(
-        "--dataset",
-        help="the dataset every manifest row records (a study's corpus name, e.g. realvoices); default: each voice's source "
-        "(asterisk, tuxpaint, ...), kept in the row's extra.source either way",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_options(parser, RealVoicesOptions)
+    add_quiet_argument(parser, "no progress output")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    languages = tuple(dict.fromkeys(args.languages)) if args.languages else None
-    rows = build_realvoices(args.out, languages, args.per_speaker, args.seed, show_progress=not args.quiet, dataset=args.dataset)
+    options = from_args(RealVoicesOptions, args)
+    languages = tuple(dict.fromkeys(options.languages)) if options.languages else None
+    rows = build_realvoices(args.out, languages, options.per_speaker, options.seed, show_progress=not args.quiet, dataset=options.dataset)
     speakers = len({row["speaker"] for row in rows})
     clips = sum(row["clips"] for row in rows)
     print(f"{clips} clips of {len(rows)} voices ({speakers} speakers): {args.out / 'manifest.jsonl'}, {args.out / 'CARD.md'}")
@@ -56,8 +60,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args), FetchError, RealVoicesError, DecoderMissingError)
+    return run_command(build_parser(), _run, argv, FetchError, RealVoicesError, DecoderMissingError)
 
 
 if __name__ == "__main__":
