@@ -267,6 +267,7 @@ class CommaList(argparse.Action):
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        values = [values] if isinstance(values, str) else values  # nargs=None: one value
         names = [name.strip() for value in values for name in value.split(",") if name.strip()]
         unknown = [name for name in names if self.names is not None and name not in self.names]
         if unknown:

@@ -93,7 +93,7 @@ def _add_option(parser, item: dataclasses.Field, declaration: Option, hint: Any,
         if element is Path or declaration.role or declaration.parse:  # files, or values each parsed (``COLUMN=VALUE``)
             kwargs.update(nargs="+", action="extend", type=declaration.parse or element)
         else:
-            kwargs.update(action=CommaList, choices=declaration.choices)
+            kwargs.update(action=CommaList, choices=declaration.choices, nargs=None if declaration.one_value else "+")
     else:
         kwargs["type"] = declaration.parse or (kind if kind in (int, float, Path) else None)
         if declaration.choices is not None:

@@ -52,7 +52,9 @@ class Option:
     the files an output writes beside its path, path -> paths); ``parse``:
     the command line's conversion of a value (argparse's ``type``; default: the field's type);
     ``group``: the heading of its flag in ``--help`` (default: the parser's options); ``study``: also
-    a key of its section in a study file; ``command``: a command-line flag at all."""
+    a key of its section in a study file; ``command``: a command-line flag at all; ``one_value``: a
+    list of names given in one comma-separated value only (a command whose positional argument may
+    follow its flags: ``study run --stages probe STUDY.yaml`` would otherwise read the file as a stage)."""
 
     help: str
     choices: tuple | None = None
@@ -68,6 +70,7 @@ class Option:
     group: str | None = None
     study: bool = False
     command: bool = True
+    one_value: bool = False
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is refused, or None (None itself is always accepted: "not given")."""

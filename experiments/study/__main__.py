@@ -64,12 +64,13 @@ class StudyRunOptions(GridTasks):
     """Which stages run, which are computed anew, and whether anything runs at all."""
 
     dry_run: bool = option(False, "print the plan and stop: no model is loaded, nothing is written")
-    stages: tuple[str, ...] = option(STAGES, f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)", choices=STAGES)
+    stages: tuple[str, ...] = option(STAGES, f"comma-separated subset of {','.join(STAGES)} (default: all, in that order)", choices=STAGES, one_value=True)
     redo: tuple[str, ...] = option(
         (),
         "compute these stages' outputs anew: the existing ones are moved to OUT/.superseded/STAMP/ first (nothing is deleted)",
         choices=STAGES,
         metavar="STAGE[,STAGE]",
+        one_value=True,
     )
 
     def __post_init__(self):

@@ -319,3 +319,13 @@ def test_given_values_win_over_flags_and_a_field_cannot_have_both_kinds_of_other
 
     with pytest.raises(ValueError, match="aliases .* or also .*, not both"):
         add_options(CommandParser(prog="x"), Both)
+
+
+def test_a_one_value_list_leaves_the_positional_after_it_alone():
+    """``study run --stages probe STUDY.yaml``: the study file is not read as a stage (a list of
+    names declared ``one_value`` takes one comma-separated value); a repeated flag still adds."""
+    from experiments.study.__main__ import build_parser
+
+    args = build_parser().parse_args(["run", "--stages", "probe,collect", "--redo", "probe", "--redo", "collect", "study.yaml"])
+    assert str(args.study) == "study.yaml"
+    assert args.stages == ["probe", "collect"] and args.redo == ["probe", "collect"]
