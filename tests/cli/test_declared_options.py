@@ -21,6 +21,7 @@ from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
+from experiments.patching.run import PatchOptions
 from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
 from experiments.scoring.vad import VadSettings
@@ -44,6 +45,7 @@ CONVERTED = [
     ("asr_gap", GapOptions, schema.GAP_FIELDS, ()),
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
+    ("patch", PatchOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("study run", ExecutorOptions, None, ("tasks",)),  # a study resubmits every unfinished task: no --tasks
 ]
