@@ -151,7 +151,7 @@ class PatchJob:
 
 
 @dataclass
-class PatchReport:
+class PatchRunReport:
     pairs: int = 0
     unpaired: list[dict] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
@@ -177,8 +177,8 @@ def run_patching(
     reclaim_stale: bool = False,
     generator: Generator | None = None,
     load: Callable[[ModelSpec, GenerationOptions], Generator] | None = None,
-    announce: Callable[[PatchReport], None] | None = None,
-) -> PatchReport:
+    announce: Callable[[PatchRunReport], None] | None = None,
+) -> PatchRunReport:
     """Runs ``job`` (see the module docstring); ``generator``: the model already loaded with the
     job's decoding options, else ``load(spec, decoding)`` (default :func:`extract.spec.load_generator`)
     once ``OUT`` is claimed. ``announce(report)`` is told the pairs, sites and work left before the model runs."""
@@ -192,7 +192,7 @@ def run_patching(
     options = job.options
     utterances = read_manifest(job.manifest)[: options.limit]
     pairs, unpaired = job_pairs(job, utterances)
-    report = PatchReport(pairs=len(pairs), unpaired=unpaired)
+    report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
     job.out.parent.mkdir(parents=True, exist_ok=True)
     with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
         if generator is None:
@@ -227,7 +227,7 @@ def row_id(pair: Pair, site: str) -> str:
 class _Runner:
     """The batch loop of :func:`run_patching`."""
 
-    def __init__(self, job: PatchJob, generator: Generator, by_id: dict, log: AppendLog, report: PatchReport, bar):
+    def __init__(self, job: PatchJob, generator: Generator, by_id: dict, log: AppendLog, report: PatchRunReport, bar):
         self.job, self.generator, self.by_id, self.log, self.report, self.bar = job, generator, by_id, log, report, bar
         self.options = job.options
         self.plain: dict[str, str] = {}  # target id -> unpatched hypothesis, once per run
@@ -333,7 +333,7 @@ class _Runner:
         return row
 
 
-def write_summary(job: PatchJob, rows: list[dict], report: PatchReport) -> dict:
+def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport) -> dict:
     """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the figure, from every row of ``OUT``."""
     from experiments.patching.figure import effect_per_site
     from experiments.patching.scoring import site_summary

@@ -232,3 +232,20 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     broken = tmp_path / "pairs.jsonl"
     broken.write_text('{"kind": "patch_pair", "pairing": "cross"}\n')
     assert "a patch pair without 'target'" in _cli_error([*base, "--pairs-file", str(broken), "--out", str(tmp_path / "x.jsonl")], capsys)
+
+
+def test_a_translation_run_scores_mustshe_category_1_where_the_manifest_has_it(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["extra"] = {"category": "1F", "genderterms": "tired tiredm"}  # f1: annotated; the others are not
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", task="st", tgt_lang="en"), show_progress=False, generator=generator)
+    assert report.written == 8
+    written = {row["target"]: row for row in _rows(tmp_path / "out" / "p.jsonl") if row["pairing"] == "cross"}
+    scored = written["f1"]["mustshe"]
+    assert scored["scored"] and scored["category"] == "1F" and scored["source_form"] == "masculine"
+    assert scored["plain_gender"] == "none" == scored["patched_gender"]  # the random model's words are not the terms
+    assert written["m1"]["mustshe"] == {"scored": False, "reason": "no MuST-SHE annotation (category and genderterms) in the manifest"}
+    assert written["f1"]["reference"] is None and written["f1"]["tgt_lang"] == "en"
+    entry = report.summary["sites"]["encoder.layer.0"]["pairings"]
+    assert entry["cross"]["scored"] == 1 and entry["cross"]["effect"] == 0.0
