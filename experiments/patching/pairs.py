@@ -73,7 +73,8 @@ class Pair:
 
 
 def utterance_seconds(utterance: Utterance) -> float:
-    """The manifest's duration, or the audio file's length from its header (less the offset)."""
+    """The manifest's duration, or the audio file's length from its header (less the offset); an
+    unreadable header is a :class:`PairsError` naming the file."""
     if utterance.duration is not None:
         return float(utterance.duration)
     import soundfile
@@ -81,7 +82,7 @@ def utterance_seconds(utterance: Utterance) -> float:
     try:
         info = soundfile.info(utterance.audio)
     except (OSError, RuntimeError) as error:  # libsndfile's errors are RuntimeErrors
-        raise PairsError(f"utterance {utterance.id}: cannot read the length of {utterance.audio} ({error}); give the manifest a duration") from None
+        raise PairsError(f"cannot read the length of {utterance.audio} ({error})") from None
     return max(0.0, info.frames / info.samplerate - (utterance.offset or 0.0))
 
 
@@ -92,22 +93,26 @@ def _text_key(text: str) -> str:
 def form_pairs(utterances: Sequence[Utterance], pairings: Iterable[str] = PAIRINGS, seed: int = 0) -> tuple[list[Pair], list[dict]]:
     """The pairs of ``pairings`` among ``utterances`` (see the module docstring), and the unpaired
     targets ``{"target", "pairing", "reason"}``. Utterances of another gender label than female or
-    male take no part (listed as unpaired with that reason)."""
+    male, and those whose length cannot be read (no duration in the manifest, an unreadable audio
+    header), take no part (listed as unpaired with the reason)."""
     pairings = list(dict.fromkeys(pairings))
     unknown = [name for name in pairings if name not in PAIRINGS]
     if unknown:
         raise ValueError(f"unknown pairing(s) {', '.join(unknown)}; choose from {', '.join(PAIRINGS)}")
-    unpaired = [
-        {"target": u.id, "pairing": pairing, "reason": f"gender {u.gender!r} is neither female nor male"}
-        for u in utterances
-        if u.gender not in GENDERS
-        for pairing in pairings
-    ]
+    excluded, seconds = {}, {}
+    for utterance in utterances:
+        if utterance.gender not in GENDERS:
+            excluded[utterance.id] = f"gender {utterance.gender!r} is neither female nor male"
+            continue
+        try:
+            seconds[utterance.id] = utterance_seconds(utterance)
+        except PairsError as error:
+            excluded[utterance.id] = str(error)
+    unpaired = [{"target": identifier, "pairing": pairing, "reason": reason} for identifier, reason in excluded.items() for pairing in pairings]
     by_language: dict[str, list[Utterance]] = defaultdict(list)
     for utterance in utterances:
-        if utterance.gender in GENDERS:
+        if utterance.id in seconds:
             by_language[utterance.language].append(utterance)
-    seconds = {u.id: utterance_seconds(u) for group in by_language.values() for u in group}
     pairs = []
     for language, group in sorted(by_language.items()):
         for pairing in pairings:

@@ -78,6 +78,15 @@ def test_targets_without_a_source_and_other_labels_are_listed_as_unpaired():
     assert reasons[("x", "cross")] == "gender 'other' is neither female nor male"
 
 
+def test_an_utterance_whose_length_cannot_be_read_is_listed_as_unpaired(tmp_path):
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
+    utterances.append(Utterance(id="gone", audio=str(tmp_path / "gone.wav"), language="en", text="x", gender="male", speaker="M2"))
+    pairs, unpaired = form_pairs(utterances, ["cross"])
+    assert sorted((p.target, p.source) for p in pairs) == [("a", "c"), ("c", "a")]
+    assert unpaired == [{"target": "gone", "pairing": "cross", "reason": unpaired[0]["reason"]}]
+    assert unpaired[0]["reason"].startswith(f"cannot read the length of {tmp_path / 'gone.wav'}")
+
+
 def test_a_pairs_file_round_trips_and_is_checked_against_the_manifest(tmp_path):
     utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
     pairs, unpaired = form_pairs(utterances, ["cross"])
@@ -189,6 +198,35 @@ def test_a_run_writes_a_row_per_pair_and_site_and_a_rerun_does_only_what_is_new(
     assert summary["sites"]["encoder.final"]["pairings"]["cross"]["pairs"] == 4
     assert (tmp_path / "out" / "p.jsonl.effect.png").is_file()
     assert run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.final"), show_progress=False, generator=generator).todo == 0
+
+
+def test_a_pair_whose_audio_cannot_be_loaded_is_skipped_listed_and_retried(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["duration"] = 0.5  # its length known, so that it is paired; its file then goes missing
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    audio = tmp_path / "F1.wav"
+    kept = audio.read_bytes()
+    audio.unlink()
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    out = tmp_path / "out" / "p.jsonl"
+    with_f1 = {p["pair"] for p in _rows(pairs_path(out)) if p["kind"] == "patch_pair" and "f1" in (p["target"], p["source"])}
+    assert len(with_f1) == 2 and {entry["pair"] for entry in report.skipped} == with_f1
+    assert all(entry["ids"] == ["f1"] and "file not found" in entry["message"] for entry in report.skipped)
+    assert report.written == 2 and report.summary["skipped"] == report.skipped
+    audio.write_bytes(kept)
+    again = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    assert (again.todo, again.written, again.skipped) == (2, 2, [])
+
+
+def test_a_pairs_file_runs_those_pairs(tmp_path, generator):
+    _corpus(tmp_path)
+    first = _job(tmp_path, sites="encoder.layer.0", pairings=("within",))
+    run_patching(first, show_progress=False, generator=generator)
+    chosen = tmp_path / "chosen.jsonl"
+    chosen.write_text(pairs_path(first.out).read_text().splitlines()[0] + "\n")
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.layer.1", pairs_file=chosen), show_progress=False, generator=generator)
+    assert (report.pairs, report.todo, report.written) == (1, 1, 1)
 
 
 def test_a_rerun_with_other_settings_is_refused(tmp_path, generator):
