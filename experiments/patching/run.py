@@ -184,6 +184,7 @@ def run_patching(
     once ``OUT`` is claimed. ``announce(report)`` is told the pairs, sites and work left before the model runs."""
     from tqdm.auto import tqdm
 
+    from extract.diskfull import naming_full_disk
     from extract.manifest import read_manifest
     from extract.patching import check_site
     from extract.provenance import settings_path
@@ -195,6 +196,7 @@ def run_patching(
     report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
     job.out.parent.mkdir(parents=True, exist_ok=True)
     with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
+        check_rows(job.out, log.rows)
         if generator is None:
             from extract.spec import load_generator
 
@@ -213,11 +215,26 @@ def run_patching(
         if announce is not None:
             announce(report)
         by_id = {u.id: u for u in utterances}
-        with tqdm(total=report.todo, desc=f"patching {extractor.family}", unit="row", disable=not show_progress) as bar:
+        kept = "the rows written so far are kept and the rerun continues after them"
+        with naming_full_disk(job.out, kept), tqdm(total=report.todo, desc=f"patching {extractor.family}", unit="row", disable=not show_progress) as bar:
             _Runner(job, generator, by_id, log, report, bar).run(todo)
-        rows = [row for row in log.rows if row.get("kind") == ROW_KIND]
-    report.summary = write_summary(job, rows, report)
+        report.summary = write_summary(job, log.rows, report)  # under the claim: one run writes the summary at a time
     return report
+
+
+def check_rows(path: Path, rows: list[dict]) -> None:
+    """Every row of ``path`` a patch row this code reads (``kind`` and ``schema``), or one line naming the first that is not."""
+    from extract.appendlog import OutputKindError
+
+    for number, row in enumerate(rows, start=1):
+        if row["kind"] != ROW_KIND:
+            raise OutputKindError(path, None, f"row {number} is a {row['kind']!r} row, not a patch row; write to another file")
+        if not isinstance(row.get("schema"), int) or row["schema"] > ROW_SCHEMA:
+            raise OutputKindError(
+                path,
+                None,
+                f"row {number} has schema {row.get('schema')!r}; this code writes and reads {ROW_SCHEMA}: update the package or write to another file",
+            )
 
 
 def row_id(pair: Pair, site: str) -> str:

@@ -287,3 +287,18 @@ def test_a_translation_run_scores_mustshe_category_1_where_the_manifest_has_it(t
     assert written["f1"]["reference"] is None and written["f1"]["tgt_lang"] == "en"
     entry = report.summary["sites"]["encoder.layer.0"]["pairings"]
     assert entry["cross"]["scored"] == 1 and entry["cross"]["effect"] == 0.0
+
+
+def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anything_runs(tmp_path, generator):
+    from extract.appendlog import OutputKindError
+
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.0")
+    job.out.parent.mkdir(parents=True)
+    job.out.write_text('{"id": "f1", "hypothesis": "x"}\n')
+    with pytest.raises(OutputKindError, match="not a patch row"):
+        run_patching(job, show_progress=False, generator=generator)
+    job.out.write_text('{"kind": "patch_row", "schema": 2, "row_id": "r", "pair": "p", "site": "s"}\n')
+    with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
+        run_patching(job, show_progress=False, generator=generator)
+    assert not pairs_path(job.out).exists()
