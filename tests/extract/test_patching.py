@@ -1,4 +1,4 @@
-"""Activation patching (extract.patching) on tiny random models: the hook replaces exactly the frames
+"""Activation patching (extract.patching) on tiny random models of every family: the hook replaces exactly the frames
 its docstring promises at the chosen site, nothing upstream changes, everything downstream runs on
 the patched states, and patching a target with its own states is the identity, bit for bit."""
 
@@ -9,7 +9,9 @@ from transformers import GenerationConfig
 
 from extract.families import tiny_extractor
 from extract.families.s2t import S2TGenerator
+from extract.families.seamless import SeamlessGenerator
 from extract.families.whisper import WhisperGenerator
+from extract.families.zeroswot import ZeroSwotGenerator
 from extract.hooks import capture
 from extract.patching import FrameSpan, PatchError, capture_sources, parse_frames, patched_bounds, patched_generation
 
@@ -138,3 +140,32 @@ def test_a_padding_family_patches_too():
     other = capture_sources(extractor, audios[::-1], [site], None, alone=True)
     hypotheses, report = patched_generation(generator, site, audios, other, "en", "asr", None)
     assert len(hypotheses) == 2 and min(report.replaced) > 0
+
+
+def _seamless():
+    extractor = tiny_extractor("seamless")
+    extractor.model.generation_config.text_decoder_lang_to_code_id = {"spa": 50, "eng": 51}
+    return SeamlessGenerator(extractor, _Ids(), max_new_tokens=4)
+
+
+def _zeroswot():
+    from tests.extract.test_transcribe import IdTokenizer, _tiny_nllb
+
+    return ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"spa_Latn": 60}), _tiny_nllb(), max_new_tokens=4)
+
+
+@pytest.mark.parametrize("make", [_seamless, _zeroswot], ids=["seamless", "zeroswot"])
+def test_every_family_s_editable_sites_patch_and_a_target_s_own_states_are_the_identity(make):
+    generator = make()
+    extractor = generator.extractor
+    table = extractor.site_table()
+    editable = [name for name, site in table.items() if site.select is None and site.transform is None]
+    audios = _audios((1.0, 0.6))
+    plain = generator.generate(audios, "en", "st", "es")
+    for site in editable:
+        own = capture_sources(extractor, audios, [site], FrameSpan(0))
+        assert patched_generation(generator, site, audios, own, "en", "st", "es", FrameSpan(0))[0] == plain, site
+    derived = [name for name in table if name not in editable]
+    for site in derived:
+        with pytest.raises(PatchError, match="derived view"):
+            capture_sources(extractor, audios, [site], None)
