@@ -108,6 +108,13 @@ TABLE: tuple[StageRecord, ...] = (
         options="experiments.normalisation.transform:GrafnParameters",
     ),
     StageRecord("manifest", f"{_E}.manifest", "extract.corpora:RECIPES", "a manifest JSONL"),
+    StageRecord(
+        "patch",
+        f"{_E}.patch",
+        "experiments.patching.run:run_patching",
+        "patch rows JSONL, OUT.pairs.jsonl, OUT.settings.json, OUT.summary.json and a figure",
+        options="experiments.patching.run:PatchOptions",
+    ),
     StageRecord("probe_data", f"{_E}.probe_data", "experiments.probe_data:sample_probe_data", "a manifest with train, dev and test splits"),
     StageRecord("realvoices", f"{_E}.recipes.realvoices", "experiments.recipes.realvoices.build:build_realvoices", "a real-voice corpus folder"),
     StageRecord(

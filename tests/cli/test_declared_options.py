@@ -35,6 +35,7 @@ from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, flag_of, from_args, options_of, study_choices, study_fields, study_problem
+from experiments.patching.run import PatchOptions
 from experiments.recipes.realvoices.__main__ import RealVoicesOptions
 from experiments.scheduling import ExecutorOptions
 from experiments.scoring.gaps import GapOptions
@@ -60,6 +61,7 @@ CONVERTED = [
     ("asr_gap", GapOptions, schema.GAP_FIELDS, ()),
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
+    ("patch", PatchOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("extract", extract_cli.StoreReplacement, None, ()),

@@ -30,6 +30,7 @@ DOCUMENTS = (
     "docs/stages/results.md",
     "docs/stages/study.md",
     "docs/real-voices.md",
+    "docs/stages/patching.md",
 )
 SEPARATORS = {";", "&&", "||", "|", ">", ">>", "<", "(", ")", "&"}
 SHELL_WORDS = {"do", "then", "else", "done", "fi"}

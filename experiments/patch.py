@@ -1,0 +1,110 @@
+"""``python -m experiments.patch``: activation patching between speakers: where does the output read the speaker's gender?
+
+Example (the bundled Whisper base, offline)::
+
+    python -m experiments.patch --family whisper --checkpoint bundled-base --manifest corpus.jsonl \\
+        --sites encoder.layer.0,encoder.layer.3,encoder.final --pairs cross,within --out patch/whisper-base.jsonl
+
+For each pair (a target utterance and a source: of the other gender, ``cross``, or of the same
+gender and another speaker, ``within``: the control), matched by text where two share one and by
+duration, the model runs on the target with its states at a site replaced by the source's (every
+speech frame both have, or ``--frames START:END``), and the output is scored: ASR, the transcript's
+WER against the target's reference beside the unpatched one; ST (``--task st``), whether MuST-SHE's
+category-1 words take the source speaker's gender. One row per pair and site is appended to
+``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
+only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
+per-site summary (cross vs within, speaker-bootstrap interval) to ``OUT.summary.json`` and the
+figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. See docs/stages/patching.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from experiments.cli import (
+    CommandParser,
+    add_model_arguments,
+    add_reclaim_stale_argument,
+    fail,
+    input_argument,
+    load_or_exit,
+    model_spec,
+    output_argument,
+    run_cli,
+)
+from experiments.options import add_options, from_args
+from experiments.patching.pairs import PairsError
+from experiments.patching.run import PatchOptions, sidecars
+from extract.patching import PatchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The model flags, the manifest and the rows file, then the options of :class:`PatchOptions`."""
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(parser)
+    input_argument(parser, "--manifest", required=True)
+    output_argument(parser, "--out", required=True, help="patch rows JSONL (appended to; rows already there are skipped)", sidecars=sidecars)
+    add_options(parser, PatchOptions)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_reclaim_stale_argument(parser)
+    return parser
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    options = from_args(PatchOptions, args)  # a refused option is one line before anything heavy loads
+    out = Path(args.out)
+    if out.is_dir():
+        return fail(f"--out {out} is a folder; give the path of the patch rows JSONL file")
+    from experiments.patching.run import PatchJob, run_patching  # after parsing: the model code loads torch, which --help never needs
+    from extract.families.errors import UnknownSiteError
+    from extract.families.generation import GenerationError, LanguageCodeError
+    from extract.runner import SettingsMismatchError
+    from extract.spec import load_generator
+
+    spec = model_spec(args)
+    job = PatchJob(spec, Path(args.manifest), out, options)
+    load_or_exit(spec.resolved_checkpoint, spec)
+
+    def announce(report) -> None:
+        print(
+            f"[patch] {options.task} with {spec.family} {job.model_name()} on {spec.device}: {report.pairs} pairs "
+            f"({', '.join(options.pairings)}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
+            f"{report.todo} rows to do"
+        )
+
+    started = time.time()
+    try:
+        report = run_patching(
+            job,
+            show_progress=not args.quiet,
+            reclaim_stale=args.reclaim_stale,
+            load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
+            announce=announce,
+        )
+    except (UnknownSiteError, GenerationError, LanguageCodeError, SettingsMismatchError) as error:
+        return fail(str(error))
+    print(f"[patch] wrote {report.written} rows in {time.time() - started:.1f} s; {len(report.skipped)} pairs skipped for bad audio (a rerun retries them)")
+    for item in report.skipped:
+        print(f"  skipped {item['pair']}: {item['message']}", file=sys.stderr)
+    for site, entry in report.summary["sites"].items():
+        effects = ", ".join(f"{pairing} {_points(value['effect'])}" for pairing, value in entry["pairings"].items())
+        print(f"  {site}: {effects}" + (f"; cross - within {_points(entry['cross_minus_within'])}" if "cross_minus_within" in entry else ""))
+    print(f"[patch] rows: {out}; pairs, settings, summary and figure beside it ({out.name}.pairs.jsonl, .settings.json, .summary.json, .effect.png)")
+    return 0
+
+
+def _points(value) -> str:
+    return "n/a" if value is None else f"{value:+.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command; a user error (a bad manifest or pairs file, an unknown site, a settings mismatch) ends with one line and exit status 2."""
+    return run_cli(lambda: _main(argv), PairsError, PatchError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

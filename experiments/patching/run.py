@@ -1,0 +1,377 @@
+"""The patch stage: its options, declared once, and the resumable run behind ``python -m experiments.patch``.
+
+A run reads the manifest, forms the pairs (or reads them from a pairs file) and writes them to
+``OUT.pairs.jsonl``; claims ``OUT`` (:class:`extract.appendlog.AppendLog`: one writer, a line cut by
+a kill removed and redone); checks or writes ``OUT.settings.json`` (a rerun with another model,
+task, frames, decoding or manifest is refused, see :func:`extract.runner.check_settings`); then, per
+batch of pairs that share a language, loads their audio, transcribes the targets once unpatched
+(each target once per run, whatever its pairs), captures the sources' states at every site still
+to do in one encoder pass, and per site generates the targets patched (:mod:`extract.patching`),
+appending one row per pair and site as each site's batch finishes. A rerun skips the rows already
+written (by ``row_id``: pair and site), so adding a site or a pairing later runs only what is new.
+The summary (``OUT.summary.json``) and the figure (``OUT.effect.png`` / ``.pdf``) are rewritten
+from every row in ``OUT`` at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from experiments.patching.pairs import PAIRINGS, Pair, form_pairs, read_pairs, write_pairs
+from extract.appendlog import AppendLog, RowKind
+from extract.options import OptionError, check_options, option
+from extract.patching import PatchError, frames_label, parse_frames
+from extract.provenance import label_argument
+
+if TYPE_CHECKING:
+    from extract.families.generation import GenerationOptions, Generator
+    from extract.manifest import Utterance
+    from extract.spec import ModelSpec
+
+ROW_KIND, ROW_SCHEMA = "patch_row", 1  # kept here, not in extract.records: one writer, one reader (the summary)
+SUMMARY_KIND, SUMMARY_SCHEMA = "patch_summary", 1
+PATCH_ROWS = RowKind("patch row", ("kind", "row_id", "pair", "site"), unique="row_id")
+MAX_SECONDS = {"asr": 30.0, "st": 60.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchOptions:
+    """What a patch run does; what of it the rows depend on is in ``OUT.settings.json``."""
+
+    sites: str = option("all", "comma-separated site names to patch, 'all', or every:K (every K-th site and the last)", metavar="SITES")
+    pairings: tuple[str, ...] = option(
+        PAIRINGS,
+        "which pairs: cross (a source of the other gender) and within (the same gender, another speaker: the control)",
+        flag="--pairs",
+        choices=PAIRINGS,
+    )
+    pairs_file: Path | None = option(None, "patch these pairs (a run's OUT.pairs.jsonl) instead of forming them from the manifest", role="input")
+    frames: str = option("speech", "the frames replaced: speech (every speech frame both utterances have) or START:END (frame indices at the site)")
+    task: str = option("asr", "asr: transcripts scored by WER; st: translations into --tgt-lang, scored by MuST-SHE category 1", choices=("asr", "st"))
+    tgt_lang: str | None = option(None, "target language for --task st (ISO 639-1, or the model's own code)")
+    translate_by_forcing: bool = option(
+        False, "Whisper, ST into a language other than English: transcribe with the target language forced", flag="--whisper-translate-by-forcing"
+    )
+    num_beams: int | None = option(None, "override the model's generation config", least=1)
+    max_new_tokens: int | None = option(None, "override the model's generation config", least=1)
+    batch_size: int = option(8, "pairs per batch (the sources' states at every site of a batch are held at once)", least=1)
+    max_seconds: float | None = option(None, "trim audio to this length (default 30 for asr, 60 for st)", positive=True)
+    limit: int | None = option(None, "only the first N utterances of the manifest", least=1)
+    seed: int = option(0, "seed of the pairing order (ties in duration go the same way on every run)", least=0)
+    iterations: int = option(1000, "speaker-bootstrap resamples for the summary's interval", least=1)
+    label: str | None = option(None, "the model label written in each row (default: from the family and checkpoint)", parse=label_argument)
+
+    def __post_init__(self):
+        check_options(self)
+        try:
+            parse_frames(self.frames)
+        except PatchError as error:
+            raise OptionError.refused("frames", self.frames, str(error).partition(": ")[2]) from None
+        if self.task == "st" and not self.tgt_lang:
+            raise OptionError("{task} st needs {tgt_lang}", "task", "tgt_lang")
+        if not self.pairings:
+            raise OptionError("{pairings}: give cross, within or both", "pairings")
+
+    @property
+    def span(self):
+        return parse_frames(self.frames)
+
+    @property
+    def trim_seconds(self) -> float:
+        return self.max_seconds or MAX_SECONDS[self.task]
+
+    def decoding(self) -> GenerationOptions:
+        from extract.families.generation import GenerationOptions
+
+        return GenerationOptions(self.num_beams, self.max_new_tokens, translate_by_forcing=self.translate_by_forcing)
+
+    def site_names(self) -> list[str] | str:
+        return "all" if self.sites == "all" else [name.strip() for name in self.sites.split(",") if name.strip()]
+
+
+def pairs_path(out: Path) -> Path:
+    return out.with_name(out.name + ".pairs.jsonl")
+
+
+def summary_path(out: Path) -> Path:
+    return out.with_name(out.name + ".summary.json")
+
+
+def figure_path(out: Path) -> Path:
+    """Where the figure goes: ``OUT.effect.png``, and ``OUT.effect.pdf`` beside it."""
+    return out.with_name(out.name + ".effect.png")
+
+
+def sidecars(out: Path) -> list[Path]:
+    """Every file a run writes beside ``OUT`` (the output guard checks them against the inputs)."""
+    from experiments.reports.plots import figure_paths
+    from extract.provenance import settings_path
+
+    return [settings_path(out), pairs_path(out), summary_path(out), *figure_paths(figure_path(out))]
+
+
+@dataclass(frozen=True)
+class PatchJob:
+    spec: ModelSpec
+    manifest: Path
+    out: Path
+    options: PatchOptions = field(default_factory=PatchOptions)
+
+    def model_name(self) -> str:
+        return self.options.label or self.spec.label()
+
+    def settings(self, generator: Generator) -> dict:
+        """What the rows depend on; a rerun with other settings is refused (the sites and pairs may grow)."""
+        from extract.provenance import file_sha256, provenance
+
+        spec, options = self.spec, self.options
+        return {
+            "kind": "patch",
+            "model": self.model_name(),
+            "family": spec.family,
+            "checkpoint": spec.resolved_checkpoint(),
+            "revision": spec.revision,
+            "model_fingerprint": generator.extractor.fingerprint,
+            "dtype": spec.dtype,
+            "task": options.task,
+            "tgt_lang": options.tgt_lang,
+            "frames": frames_label(options.span),
+            "max_seconds": options.trim_seconds,
+            "decoding": generator.settings(),
+            "seed": options.seed,
+            "scoring": {"normalizer": "whisper"} if options.task == "asr" else {"mustshe": "category 1"},
+            "manifest": str(self.manifest),
+            "manifest_sha256": file_sha256(self.manifest),
+            "provenance": provenance(),
+        }
+
+
+@dataclass
+class PatchRunReport:
+    pairs: int = 0
+    unpaired: list[dict] = field(default_factory=list)
+    sites: list[str] = field(default_factory=list)
+    todo: int = 0  # pair x site rows not in OUT when the run started
+    written: int = 0
+    skipped: list[dict] = field(default_factory=list)  # pairs with unreadable audio (a rerun retries them)
+    summary: dict = field(default_factory=dict)
+
+
+def job_pairs(job: PatchJob, utterances: list[Utterance]) -> tuple[list[Pair], list[dict]]:
+    """The pairs of the job's pairings (from ``--pairs-file`` or formed), and the unpaired targets."""
+    options = job.options
+    if options.pairs_file is not None:
+        pairs, unpaired = read_pairs(options.pairs_file, utterances), []
+    else:
+        pairs, unpaired = form_pairs(utterances, options.pairings, options.seed)
+    return [pair for pair in pairs if pair.pairing in options.pairings], [entry for entry in unpaired if entry["pairing"] in options.pairings]
+
+
+def run_patching(
+    job: PatchJob,
+    show_progress: bool = True,
+    reclaim_stale: bool = False,
+    generator: Generator | None = None,
+    load: Callable[[ModelSpec, GenerationOptions], Generator] | None = None,
+    announce: Callable[[PatchRunReport], None] | None = None,
+) -> PatchRunReport:
+    """Runs ``job`` (see the module docstring); ``generator``: the model already loaded with the
+    job's decoding options, else ``load(spec, decoding)`` (default :func:`extract.spec.load_generator`)
+    once ``OUT`` is claimed. ``announce(report)`` is told the pairs, sites and work left before the model runs."""
+    from tqdm.auto import tqdm
+
+    from extract.diskfull import naming_full_disk
+    from extract.manifest import read_manifest
+    from extract.patching import check_site
+    from extract.provenance import settings_path
+    from extract.runner import check_settings
+
+    options = job.options
+    utterances = read_manifest(job.manifest)[: options.limit]
+    pairs, unpaired = job_pairs(job, utterances)
+    report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
+        check_rows(job.out, log.rows)
+        if generator is None:
+            from extract.spec import load_generator
+
+            generator = (load or load_generator)(job.spec, options.decoding())
+        generator.check(options.task, options.tgt_lang)
+        extractor = generator.extractor
+        report.sites = extractor.resolve_sites(options.site_names())
+        for site in report.sites:
+            check_site(extractor, site)
+        check_settings(settings_path(job.out), job.settings(generator), job.out)
+        write_pairs(pairs_path(job.out), pairs, unpaired)
+        done = log.ids
+        todo = [(pair, [site for site in report.sites if row_id(pair, site) not in done]) for pair in pairs]
+        todo = [(pair, sites) for pair, sites in todo if sites]
+        report.todo = sum(len(sites) for _, sites in todo)
+        if announce is not None:
+            announce(report)
+        by_id = {u.id: u for u in utterances}
+        kept = "the rows written so far are kept and the rerun continues after them"
+        with naming_full_disk(job.out, kept), tqdm(total=report.todo, desc=f"patching {extractor.family}", unit="row", disable=not show_progress) as bar:
+            _Runner(job, generator, by_id, log, report, bar).run(todo)
+        report.summary = write_summary(job, log.rows, report)  # under the claim: one run writes the summary at a time
+    return report
+
+
+def check_rows(path: Path, rows: list[dict]) -> None:
+    """Every row of ``path`` a patch row this code reads (``kind`` and ``schema``), or one line naming the first that is not."""
+    from extract.appendlog import OutputKindError
+
+    for number, row in enumerate(rows, start=1):
+        if row["kind"] != ROW_KIND:
+            raise OutputKindError(path, None, f"row {number} is a {row['kind']!r} row, not a patch row; write to another file")
+        if not isinstance(row.get("schema"), int) or row["schema"] > ROW_SCHEMA:
+            raise OutputKindError(
+                path,
+                None,
+                f"row {number} has schema {row.get('schema')!r}; this code writes and reads {ROW_SCHEMA}: update the package or write to another file",
+            )
+
+
+def row_id(pair: Pair, site: str) -> str:
+    return f"{pair.id}@{site}"
+
+
+class _Runner:
+    """The batch loop of :func:`run_patching`."""
+
+    def __init__(self, job: PatchJob, generator: Generator, by_id: dict, log: AppendLog, report: PatchRunReport, bar):
+        self.job, self.generator, self.by_id, self.log, self.report, self.bar = job, generator, by_id, log, report, bar
+        self.options = job.options
+        self.plain: dict[str, str] = {}  # target id -> unpatched hypothesis, once per run
+        table = list(generator.extractor.site_table())
+        self.site_index = {site: table.index(site) for site in table}
+
+    def run(self, todo: list[tuple[Pair, list[str]]]) -> None:
+        by_language: dict[str, list[tuple[Pair, list[str]]]] = {}
+        for item in todo:
+            by_language.setdefault(item[0].language, []).append(item)
+        size = self.options.batch_size
+        for language, items in sorted(by_language.items()):
+            for start in range(0, len(items), size):
+                self.batch(language, items[start : start + size])
+
+    def batch(self, language: str, items: list[tuple[Pair, list[str]]]) -> None:
+        from extract.patching import capture_sources, patched_generation
+
+        audio, errors = self.load([pair.target for pair, _ in items] + [pair.source for pair, _ in items])
+        usable = []
+        for pair, sites in items:
+            missing = [i for i in (pair.target, pair.source) if i in errors]
+            if missing:
+                self.report.skipped.append({"pair": pair.id, "ids": missing, "message": errors[missing[0]]})
+                self.bar.update(len(sites))
+            else:
+                usable.append((pair, sites))
+        if not usable:
+            return
+        options = self.options
+        self.transcribe_plain(language, [pair.target for pair, _ in usable], audio)
+        sites = [site for site in self.report.sites if any(site in wanted for _, wanted in usable)]
+        sources = capture_sources(self.generator.extractor, [audio[pair.source] for pair, _ in usable], sites, options.span, alone=options.span is not None)
+        for site in sites:
+            chosen = [(index, pair) for index, (pair, wanted) in enumerate(usable) if site in wanted]
+            hypotheses, patch = patched_generation(
+                self.generator,
+                site,
+                [audio[pair.target] for _, pair in chosen],
+                [sources[index] for index, _ in chosen],
+                language,
+                options.task,
+                options.tgt_lang,
+                options.span,
+            )
+            rows = [self.row(pair, site, hypothesis, patch, position) for position, ((_, pair), hypothesis) in enumerate(zip(chosen, hypotheses))]
+            self.log.append(rows)
+            self.report.written += len(rows)
+            self.bar.update(len(rows))
+
+    def load(self, ids: list[str]) -> tuple[dict, dict[str, str]]:
+        """Samples by id, and the message of each id whose audio could not be read."""
+        from extract.audio import AudioError, load_audio
+
+        audio, errors = {}, {}
+        for identifier in dict.fromkeys(ids):
+            utterance = self.by_id[identifier]
+            try:
+                audio[identifier] = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=self.options.trim_seconds).samples
+            except AudioError as error:
+                errors[identifier] = str(error)
+        return audio, errors
+
+    def transcribe_plain(self, language: str, targets: list[str], audio: dict) -> None:
+        missing = [identifier for identifier in dict.fromkeys(targets) if identifier not in self.plain]
+        if missing:
+            hypotheses = self.generator.generate([audio[i] for i in missing], language, self.options.task, self.options.tgt_lang)
+            self.plain.update(zip(missing, hypotheses))
+
+    def row(self, pair: Pair, site: str, hypothesis: str, patch, position: int) -> dict:
+        from experiments.patching.scoring import asr_scores, mustshe_scores
+        from experiments.scoring.asr_metrics import Scoring
+
+        options, target = self.options, self.by_id[pair.target]
+        plain = self.plain[pair.target]
+        row = {
+            "kind": ROW_KIND,
+            "schema": ROW_SCHEMA,
+            "row_id": row_id(pair, site),
+            "model": self.job.model_name(),
+            "family": self.job.spec.family,
+            "dataset": target.dataset,
+            "site": site,
+            "site_index": self.site_index[site],
+            "frames": frames_label(options.span),
+            "task": options.task,
+            "language": pair.language,
+            "tgt_lang": options.tgt_lang if options.task == "st" else pair.language,
+            "pair": pair.id,
+            **{key: value for key, value in pair.to_dict().items() if key not in ("kind", "schema", "pair", "language")},
+            "patched": {"start": patch.start[position], "end": patch.end[position], "target_frames": patch.target_frames[position]},
+            "reference": target.text if options.task == "asr" else target.translation,
+            "plain_hypothesis": plain,
+            "hypothesis": hypothesis,
+        }
+        if options.task == "asr":
+            try:
+                row["asr"] = asr_scores(target.text, plain, hypothesis, pair.language, Scoring())
+            except ValueError as error:  # a reference empty after normalization
+                row["asr"], row["unscored"] = None, str(error)
+        else:
+            row["mustshe"] = mustshe_scores(target, pair.source_gender, plain, hypothesis, options.tgt_lang)
+        return row
+
+
+def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport) -> dict:
+    """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the figure, from every row of ``OUT``."""
+    from experiments.patching.figure import effect_per_site
+    from experiments.patching.scoring import site_summary
+    from extract.provenance import provenance
+
+    ordered = sorted(rows, key=lambda row: (row["site_index"], row["row_id"]))
+    summary = {
+        "kind": SUMMARY_KIND,
+        "schema": SUMMARY_SCHEMA,
+        "subject": {"model": job.model_name(), "task": job.options.task, "languages": sorted({row["language"] for row in rows})},
+        "frames": frames_label(job.options.span),
+        "rows": len(rows),
+        "unpaired": report.unpaired,
+        "skipped": report.skipped,
+        "sites": site_summary(ordered, job.options.iterations, job.options.seed),
+        "provenance": provenance(),
+    }
+    path = summary_path(job.out)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    if summary["sites"]:
+        effect_per_site(summary, figure_path(job.out))
+    return summary

@@ -1,0 +1,211 @@
+"""Activation patching between utterances: run a model on a target utterance A while the states at
+one site come from a source utterance B, and generate from that.
+
+For a batch of (A, B) pairs and a site, :func:`capture_sources` runs the encoder once on the B's
+(stopping after the last wanted site) and keeps their states; :func:`patched_generation` then runs
+the generator on the A's with a hook at the site (:func:`extract.hooks.edit`, the mechanism the
+interventions of ``extract.interventions`` use) that overwrites each A's states there by its B's.
+Everything downstream of the site (the later layers, the decoder) runs on the patched states;
+everything upstream is A's own.
+
+Which frames are replaced (the target's frame index i takes the source's frame i; frames are never
+shifted, stretched or resampled):
+
+- **speech frames** (the default): frames ``0 .. min(speech(A), speech(B)) - 1``, where
+  ``speech(X)`` is :meth:`Extractor.speech_frames` of X at the site. When B is shorter, A's frames
+  beyond B's length are kept (A's own states); when B is longer, B's frames beyond A's length are
+  not used. A's padding is never touched. For Whisper, whose encoder always sees a 30 s window of
+  1500 frames, this leaves A's padding frames as they were; from the first layer on they have
+  attended to A's speech, so they carry some of A (see ``docs/stages/patching.md``). Pairs matched
+  by duration (``experiments.patching.pairs``) keep the kept or unused frames few.
+- **a frame span** ``START:END`` (:class:`FrameSpan`, END exclusive, either side may be left
+  open): frames ``START .. min(END, frames(A), frames(B)) - 1``, where ``frames(X)`` is the number
+  of frames X has at the site when run: for Whisper all 1500 of its window (its padding included),
+  for the families that pad a batch to its longest input the utterance's own frames (B is captured
+  alone for this: :func:`capture_sources` with ``alone=True``). ``0:1500`` on Whisper patches the
+  whole window, the padding included.
+
+A site that reads a derived view of its module (a ``select`` or ``transform`` in the site table)
+cannot be patched, as it cannot be edited. A patch that never ran (the forward stopped before the
+site) is an error, never a silent "no effect".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+    from extract.families.base import Extractor
+    from extract.families.generation import Generator
+
+
+class PatchError(ValueError):
+    """A patch that cannot be made as asked: an unknown or derived site, a bad frame span, a batch that does not match."""
+
+
+@dataclass(frozen=True)
+class FrameSpan:
+    """Frames ``start`` (inclusive) to ``end`` (exclusive; None: to the last frame both utterances have)."""
+
+    start: int = 0
+    end: int | None = None
+
+    def __post_init__(self):
+        if self.start < 0 or (self.end is not None and self.end <= self.start):
+            raise PatchError(f"frame span {self}: give START:END with 0 <= START < END (END may be left out)")
+
+    def __str__(self) -> str:
+        return f"{self.start}:{'' if self.end is None else self.end}"
+
+
+SPEECH = "speech"  # how rows and settings name the default (no span): every speech frame both utterances have
+
+
+def parse_frames(text: str | None) -> FrameSpan | None:
+    """``--frames``: None or ``speech`` (the speech frames), or ``START:END`` (either may be empty)."""
+    if text is None or text == SPEECH:
+        return None
+    match = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text)
+    if match is None:
+        raise PatchError(f"--frames {text!r}: give 'speech' or START:END in frames (e.g. 0:50, 100:)")
+    start, end = match.groups()
+    return FrameSpan(int(start) if start else 0, int(end) if end else None)
+
+
+def frames_label(span: FrameSpan | None) -> str:
+    return SPEECH if span is None else str(span)
+
+
+def check_site(extractor: Extractor, site: str) -> None:
+    """Refuse a site the model lacks or one that reads a derived view (it cannot be overwritten)."""
+    table = extractor.site_table()
+    if site not in table:
+        raise PatchError(f"unknown site {site!r} for {extractor.family}; valid sites: {', '.join(table)}")
+    if table[site].select is not None or table[site].transform is not None:
+        raise PatchError(f"site {site} is a derived view of its module's output and cannot be patched; choose another site")
+
+
+@dataclass
+class SourceStates:
+    """One source utterance's states at the sites: ``states[site]`` [frames, D] (on the model's
+    device, in its dtype), ``frames[site]`` the frames that may be used (see the module docstring)."""
+
+    states: dict[str, torch.Tensor]
+    frames: dict[str, int]
+
+
+def capture_sources(
+    extractor: Extractor, audios: Sequence[np.ndarray], sites: Sequence[str], span: FrameSpan | None, alone: bool = False
+) -> list[SourceStates]:
+    """The states of ``audios`` at ``sites`` (one encoder pass, stopped after the last site; with
+    ``alone``, one pass per utterance, so that a padding family's frames are the utterance's own).
+    The usable frames are the speech frames without ``span``, all the utterance's frames with one."""
+    import torch
+
+    from extract.hooks import capture
+
+    for site in sites:
+        check_site(extractor, site)
+    if alone and len(audios) > 1:
+        return [source for audio in audios for source in capture_sources(extractor, [audio], sites, span)]
+    table = extractor.site_table()
+    prepared = extractor.prepare(list(audios))
+    inputs = extractor.on_device(prepared.inputs)
+    with torch.inference_mode(), capture(extractor.model, {site: table[site] for site in sites}) as (captured, run):
+        run(extractor.encode, inputs)
+    sources = []
+    for row, samples in enumerate(prepared.samples):
+        states = {site: captured.tensors[site][row] for site in sites}
+        if span is None:
+            frames = {site: extractor.speech_frames(site, int(samples), states[site].shape[0]) for site in sites}
+        else:
+            frames = {site: states[site].shape[0] for site in sites}
+        sources.append(SourceStates(states, frames))
+    return sources
+
+
+@dataclass
+class PatchReport:
+    """What one patched generation replaced: per row, the target's frames at the site and the first and
+    last-plus-one frame replaced (``replaced`` = ``end - start``, 0 where the source had none there)."""
+
+    target_frames: list[int]
+    start: list[int]
+    end: list[int]
+
+    @property
+    def replaced(self) -> list[int]:
+        return [max(0, end - start) for start, end in zip(self.start, self.end)]
+
+
+def patched_bounds(span: FrameSpan | None, target_frames: int, source_frames: int) -> tuple[int, int]:
+    """The frames ``[start, end)`` of the target that take the source's states (the module docstring's rule);
+    ``target_frames``: the target's speech frames without a span, its frames at the site with one."""
+    start = 0 if span is None else span.start
+    end = min(target_frames, source_frames, *(() if span is None or span.end is None else (span.end,)))
+    return start, max(start, end)
+
+
+@contextmanager
+def patched(extractor: Extractor, site: str, sources: Sequence[SourceStates], samples: Sequence[int], span: FrameSpan | None) -> Iterator[PatchReport]:
+    """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
+    of ``samples`` input samples each) have their states at ``site`` overwritten by the sources'
+    (:func:`patched_bounds`). The hook must run exactly once inside (one generation: its encoder
+    runs once); the report yielded is filled when it has."""
+    from extract.hooks import edit
+
+    check_site(extractor, site)
+    if len(sources) != len(samples):
+        raise PatchError(f"{len(sources)} sources for {len(samples)} targets")
+    report = PatchReport([], [], [])
+    fired = []
+
+    def overwrite(states: torch.Tensor) -> torch.Tensor:
+        if fired:
+            raise PatchError(f"site {site} ran twice in one patched pass (patch one forward pass at a time)")
+        if states.ndim != 3 or states.shape[0] != len(sources):
+            raise PatchError(f"site {site}: states of shape {tuple(states.shape)} for a batch of {len(sources)} targets")
+        frames = states.shape[1]
+        result = states.clone()
+        for row, (source, count) in enumerate(zip(sources, samples)):
+            given = source.states[site]
+            if given.shape[-1] != states.shape[-1]:
+                raise PatchError(f"site {site}: source states of size {given.shape[-1]}, the target's have {states.shape[-1]}")
+            target_frames = extractor.speech_frames(site, int(count), frames) if span is None else frames
+            start, end = patched_bounds(span, target_frames, min(source.frames[site], given.shape[0]))
+            result[row, start:end] = given[start:end].to(device=states.device, dtype=states.dtype)
+            report.target_frames.append(target_frames)
+            report.start.append(start)
+            report.end.append(end)
+        fired.append(True)
+        return result
+
+    with edit(extractor.model, {site: (extractor.site_table()[site], overwrite)}):
+        yield report
+    if not fired:
+        raise PatchError(f"the patch at {site} never ran: the forward pass stopped before that site")
+
+
+def patched_generation(
+    generator: Generator,
+    site: str,
+    targets: Sequence[np.ndarray],
+    sources: Sequence[SourceStates],
+    language: str,
+    task: str,
+    tgt_lang: str | None,
+    span: FrameSpan | None = None,
+) -> tuple[list[str], PatchReport]:
+    """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at ``site``
+    replaced by the ``sources``' (see :func:`capture_sources`), and what was replaced."""
+    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span) as report:
+        hypotheses = generator.generate(list(targets), language, task, tgt_lang)
+    return hypotheses, report

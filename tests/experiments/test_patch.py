@@ -1,0 +1,304 @@
+"""The patch stage (experiments.patching, ``python -m experiments.patch``): pairs across genders and
+within, matched by text and duration and seeded; scores on hand-computed examples; a run that
+resumes, refuses other settings, and fails in one line; the command end to end on the tiny Whisper."""
+
+import json
+
+import numpy as np
+import pytest
+import soundfile
+
+from experiments import patch as patch_cli
+from experiments.patching.pairs import PairsError, form_pairs, read_pairs, write_pairs
+from experiments.patching.run import PatchJob, PatchOptions, pairs_path, run_patching, summary_path
+from experiments.patching.scoring import asr_scores, mustshe_scores, site_summary
+from experiments.scoring.asr_metrics import Scoring
+from extract.manifest import Utterance, write_manifest
+from extract.options import OptionError
+from extract.runner import SettingsMismatchError
+from extract.spec import ModelSpec
+
+RATE = 16_000
+
+
+def _utterance(identifier, gender, speaker, seconds, text=None, **extra):
+    text = text or f"the words of {identifier}"
+    return Utterance(id=identifier, audio=f"{identifier}.wav", language="en", text=text, gender=gender, speaker=speaker, duration=seconds, extra=extra)
+
+
+# ---------------------------------------------------------------- pairs
+
+
+def test_cross_pairs_take_the_nearest_duration_of_the_other_gender_and_within_pairs_another_speaker():
+    utterances = [
+        _utterance("a", "female", "F1", 1.0),
+        _utterance("b", "female", "F2", 3.0),
+        _utterance("c", "male", "M1", 1.1),
+        _utterance("d", "male", "M2", 2.9),
+    ]
+    pairs, unpaired = form_pairs(utterances, seed=3)
+    assert sorted((p.target, p.source) for p in pairs if p.pairing == "cross") == [("a", "c"), ("b", "d"), ("c", "a"), ("d", "b")]
+    assert sorted((p.target, p.source) for p in pairs if p.pairing == "within") == [("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")]
+    assert not unpaired
+    for pair in pairs:
+        assert pair.target_speaker != pair.source_speaker and pair.match == "duration"
+        assert (pair.target_gender != pair.source_gender) == (pair.pairing == "cross")
+
+
+def test_a_shared_text_wins_over_a_nearer_duration_and_sources_are_not_reused():
+    utterances = [
+        _utterance("a", "female", "F1", 1.0, text="The  cat sat"),
+        _utterance("b", "female", "F2", 1.05),
+        _utterance("c", "male", "M1", 1.1),
+        _utterance("d", "male", "M2", 4.0, text="the cat sat"),
+    ]
+    cross = {p.target: p for p in form_pairs(utterances, ["cross"])[0]}
+    assert cross["a"].source == "d" and cross["a"].match == "text"
+    assert cross["b"].source == "c" and cross["b"].match == "duration"  # d is taken: without replacement
+    assert len({p.source for p in cross.values()}) == len(cross)
+
+
+def test_pairs_are_seeded_and_a_tie_goes_either_way_across_seeds():
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.5), _utterance("e", "male", "M2", 0.5)]
+
+    def source_of_a(seed):
+        return next(p.source for p in form_pairs(utterances, ["cross"], seed)[0] if p.target == "a")
+
+    assert source_of_a(7) == source_of_a(7)
+    assert {source_of_a(seed) for seed in range(12)} == {"c", "e"}
+
+
+def test_targets_without_a_source_and_other_labels_are_listed_as_unpaired():
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("b", "female", "F1", 1.2), _utterance("x", "other", "X", 1.0)]
+    pairs, unpaired = form_pairs(utterances)
+    assert pairs == []
+    reasons = {(entry["target"], entry["pairing"]): entry["reason"] for entry in unpaired}
+    assert reasons[("a", "cross")] == "no source of the other gender left in en"
+    assert reasons[("a", "within")] == "no source of the same gender and another speaker left in en"
+    assert reasons[("x", "cross")] == "gender 'other' is neither female nor male"
+
+
+def test_an_utterance_whose_length_cannot_be_read_is_listed_as_unpaired(tmp_path):
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
+    utterances.append(Utterance(id="gone", audio=str(tmp_path / "gone.wav"), language="en", text="x", gender="male", speaker="M2"))
+    pairs, unpaired = form_pairs(utterances, ["cross"])
+    assert sorted((p.target, p.source) for p in pairs) == [("a", "c"), ("c", "a")]
+    assert unpaired == [{"target": "gone", "pairing": "cross", "reason": unpaired[0]["reason"]}]
+    assert unpaired[0]["reason"].startswith(f"cannot read the length of {tmp_path / 'gone.wav'}")
+
+
+def test_a_pairs_file_round_trips_and_is_checked_against_the_manifest(tmp_path):
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
+    pairs, unpaired = form_pairs(utterances, ["cross"])
+    path = write_pairs(tmp_path / "p.jsonl", pairs, unpaired)
+    assert read_pairs(path, utterances) == pairs
+    with pytest.raises(PairsError, match=r"p.jsonl:1: target 'a' is not in the manifest"):
+        read_pairs(path, utterances[1:])
+    moved = [utterances[0], _utterance("c", "female", "M1", 1.1)]
+    with pytest.raises(PairsError, match="another language, gender or speaker"):
+        read_pairs(path, moved)
+
+
+# ---------------------------------------------------------------- scores
+
+
+def test_asr_scores_by_hand():
+    scores = asr_scores("The cat sat.", "the cat sat", "the bat", "en", Scoring())
+    assert scores == {
+        "reference_length": 3,
+        "plain_errors": 0,
+        "patched_errors": 2,  # cat -> bat, sat deleted
+        "plain_error_rate": 0.0,
+        "patched_error_rate": pytest.approx(200 / 3),
+        "effect": pytest.approx(200 / 3),
+    }
+
+
+def test_mustshe_category_1_follows_the_source_gender_by_hand():
+    target = _utterance("t", "female", "F1", 1.0, category="1F", genderterms="cansada cansado;lista listo")
+    scores = mustshe_scores(target, "male", "Estoy cansada y lista.", "Estoy cansado y listo.", "es")
+    assert scores["plain_gender"] == "feminine" and scores["patched_gender"] == "masculine"
+    assert scores["source_form"] == "masculine" and scores["follows_source"] and not scores["followed_source_before"]
+    assert scores["effect"] == 100.0
+    mixed = mustshe_scores(target, "male", "Estoy cansada y lista.", "Estoy cansado y lista.", "es")
+    assert mixed["patched_gender"] == "mixed" and not mixed["follows_source"] and mixed["effect"] == 0.0
+    assert mustshe_scores(_utterance("u", "female", "F1", 1.0), "male", "a", "b", "es") == {
+        "scored": False,
+        "reason": "no MuST-SHE annotation (category and genderterms) in the manifest",
+    }
+    other = _utterance("v", "female", "F1", 1.0, category="2M", genderterms="él ella")
+    assert "refer to someone else than the speaker" in mustshe_scores(other, "male", "a", "b", "es")["reason"]
+
+
+def _row(pairing, speaker, reference_length, plain, patched, site="encoder.layer.0"):
+    scores = {"reference_length": reference_length, "plain_errors": plain, "patched_errors": patched}
+    return {"site": site, "site_index": 1, "task": "asr", "pairing": pairing, "target_speaker": speaker, "asr": scores}
+
+
+def test_the_site_summary_by_hand():
+    rows = [_row("cross", "F1", 4, 1, 3), _row("cross", "F1", 6, 0, 1), _row("within", "M1", 5, 1, 1)]
+    rows.append({**_row("within", "M1", 0, 0, 0), "asr": None, "unscored": "reference is empty after normalization"})
+    entry = site_summary(rows, iterations=20)["encoder.layer.0"]
+    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "speakers": 1, "effect": pytest.approx(30.0)}  # (3 + 1 - 1 - 0) / 10
+    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "speakers": 1, "effect": 0.0}
+    assert entry["cross_minus_within"] == pytest.approx(30.0)
+    assert entry["ci95"] == [None, None] and "one target speaker" in entry["ci95_note"]
+    more = rows + [_row("cross", "F2", 2, 0, 0), _row("within", "M2", 2, 0, 2)]
+    low, high = site_summary(more, iterations=200)["encoder.layer.0"]["ci95"]
+    assert low <= high
+
+
+# ---------------------------------------------------------------- runs on the tiny Whisper
+
+
+def _corpus(root, speakers=(("F1", "female"), ("M1", "male"), ("F2", "female"), ("M2", "male"))):
+    rng = np.random.default_rng(0)
+    utterances = []
+    for number, (speaker, gender) in enumerate(speakers):
+        seconds = 0.5 + 0.1 * number
+        path = root / f"{speaker}.wav"
+        soundfile.write(path, rng.normal(0, 0.1, int(seconds * RATE)).astype(np.float32), RATE)
+        utterances.append(Utterance(id=speaker.lower(), audio=str(path), language="en", text="the cat sat", gender=gender, speaker=speaker))
+    return write_manifest(root / "m.jsonl", utterances)
+
+
+@pytest.fixture(scope="module")
+def generator():
+    from extract.families.generation import GenerationOptions
+    from extract.spec import load_generator
+
+    return load_generator(ModelSpec("whisper", "tiny-random", device="cpu"), GenerationOptions(max_new_tokens=3))
+
+
+def _job(tmp_path, **options):
+    spec = ModelSpec("whisper", "tiny-random", device="cpu")
+    return PatchJob(spec, tmp_path / "m.jsonl", tmp_path / "out" / "p.jsonl", PatchOptions(max_new_tokens=3, iterations=20, **options))
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_writes_a_row_per_pair_and_site_and_a_rerun_does_only_what_is_new(tmp_path, generator):
+    _corpus(tmp_path)
+    first = run_patching(_job(tmp_path, sites="encoder.layer.0"), show_progress=False, generator=generator)
+    assert (first.pairs, first.todo, first.written) == (8, 8, 8)
+    out = tmp_path / "out" / "p.jsonl"
+    rows = _rows(out)
+    assert {row["kind"] for row in rows} == {"patch_row"} and {row["site"] for row in rows} == {"encoder.layer.0"}
+    assert all(row["patched"]["start"] == 0 and row["patched"]["end"] > 0 and "effect" in row["asr"] for row in rows)
+    assert len(_rows(pairs_path(out))) == 8
+    out.write_text(out.read_text()[:-40])  # a kill mid-row: the cut line is removed and redone
+    again = run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.final"), show_progress=False, generator=generator)
+    assert (again.todo, again.written) == (9, 9)
+    rows = _rows(out)
+    assert len(rows) == 16 and len({row["row_id"] for row in rows}) == 16
+    summary = json.loads(summary_path(out).read_text())
+    assert summary["kind"] == "patch_summary" and list(summary["sites"]) == ["encoder.layer.0", "encoder.final"]
+    assert summary["sites"]["encoder.final"]["pairings"]["cross"]["pairs"] == 4
+    assert (tmp_path / "out" / "p.jsonl.effect.png").is_file()
+    assert run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.final"), show_progress=False, generator=generator).todo == 0
+
+
+def test_a_pair_whose_audio_cannot_be_loaded_is_skipped_listed_and_retried(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["duration"] = 0.5  # its length known, so that it is paired; its file then goes missing
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    audio = tmp_path / "F1.wav"
+    kept = audio.read_bytes()
+    audio.unlink()
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    out = tmp_path / "out" / "p.jsonl"
+    with_f1 = {p["pair"] for p in _rows(pairs_path(out)) if p["kind"] == "patch_pair" and "f1" in (p["target"], p["source"])}
+    assert len(with_f1) == 2 and {entry["pair"] for entry in report.skipped} == with_f1
+    assert all(entry["ids"] == ["f1"] and "file not found" in entry["message"] for entry in report.skipped)
+    assert report.written == 2 and report.summary["skipped"] == report.skipped
+    audio.write_bytes(kept)
+    again = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    assert (again.todo, again.written, again.skipped) == (2, 2, [])
+
+
+def test_a_pairs_file_runs_those_pairs(tmp_path, generator):
+    _corpus(tmp_path)
+    first = _job(tmp_path, sites="encoder.layer.0", pairings=("within",))
+    run_patching(first, show_progress=False, generator=generator)
+    chosen = tmp_path / "chosen.jsonl"
+    chosen.write_text(pairs_path(first.out).read_text().splitlines()[0] + "\n")
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.layer.1", pairs_file=chosen), show_progress=False, generator=generator)
+    assert (report.pairs, report.todo, report.written) == (1, 1, 1)
+
+
+def test_a_rerun_with_other_settings_is_refused(tmp_path, generator):
+    _corpus(tmp_path)
+    run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    with pytest.raises(SettingsMismatchError, match="frames: 'speech' vs '0:10'"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", frames="0:10"), show_progress=False, generator=generator)
+
+
+def test_options_refuse_bad_values_in_one_line():
+    with pytest.raises(OptionError, match="frames 9:3: give START:END with 0 <= START < END"):
+        PatchOptions(frames="9:3")
+    with pytest.raises(OptionError, match="task st needs tgt_lang"):
+        PatchOptions(task="st")
+
+
+def _cli_error(argv, capsys):
+    try:
+        code = patch_cli.main(argv)
+    except SystemExit as stopped:  # refused while parsing
+        code = stopped.code
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and len(error.splitlines()) == 1, error
+    return error
+
+
+def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    manifest = _corpus(tmp_path)
+    out = tmp_path / "cli" / "p.jsonl"
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--max-new-tokens", "2"]
+    argv = [*base, "--sites", "encoder.layer.1", "--pairs", "cross", "--iterations", "10", "--out", str(out), "--quiet"]
+    assert patch_cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "4 pairs (cross; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
+    assert len(_rows(out)) == 4
+    assert _cli_error([*base, "--sites", "encoder.layer.9", "--out", str(tmp_path / "x.jsonl")], capsys).startswith(
+        "error: unknown site(s) encoder.layer.9 for whisper; valid sites: encoder.embed"
+    )
+    assert _cli_error([*base, "--frames", "a:b", "--out", str(tmp_path / "x.jsonl")], capsys).startswith("error: --frames a:b: give 'speech' or START:END")
+    assert _cli_error([*base, "--task", "st", "--out", str(tmp_path / "x.jsonl")], capsys) == "error: --task st needs --tgt-lang"
+    broken = tmp_path / "pairs.jsonl"
+    broken.write_text('{"kind": "patch_pair", "pairing": "cross"}\n')
+    assert "a patch pair without 'target'" in _cli_error([*base, "--pairs-file", str(broken), "--out", str(tmp_path / "x.jsonl")], capsys)
+
+
+def test_a_translation_run_scores_mustshe_category_1_where_the_manifest_has_it(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["extra"] = {"category": "1F", "genderterms": "tired tiredm"}  # f1: annotated; the others are not
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", task="st", tgt_lang="en"), show_progress=False, generator=generator)
+    assert report.written == 8
+    written = {row["target"]: row for row in _rows(tmp_path / "out" / "p.jsonl") if row["pairing"] == "cross"}
+    scored = written["f1"]["mustshe"]
+    assert scored["scored"] and scored["category"] == "1F" and scored["source_form"] == "masculine"
+    assert scored["plain_gender"] == "none" == scored["patched_gender"]  # the random model's words are not the terms
+    assert written["m1"]["mustshe"] == {"scored": False, "reason": "no MuST-SHE annotation (category and genderterms) in the manifest"}
+    assert written["f1"]["reference"] is None and written["f1"]["tgt_lang"] == "en"
+    entry = report.summary["sites"]["encoder.layer.0"]["pairings"]
+    assert entry["cross"]["scored"] == 1 and entry["cross"]["effect"] == 0.0
+
+
+def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anything_runs(tmp_path, generator):
+    from extract.appendlog import OutputKindError
+
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.0")
+    job.out.parent.mkdir(parents=True)
+    job.out.write_text('{"id": "f1", "hypothesis": "x"}\n')
+    with pytest.raises(OutputKindError, match="not a patch row"):
+        run_patching(job, show_progress=False, generator=generator)
+    job.out.write_text('{"kind": "patch_row", "schema": 2, "row_id": "r", "pair": "p", "site": "s"}\n')
+    with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
+        run_patching(job, show_progress=False, generator=generator)
+    assert not pairs_path(job.out).exists()

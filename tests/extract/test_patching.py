@@ -1,0 +1,171 @@
+"""Activation patching (extract.patching) on tiny random models of every family: the hook replaces exactly the frames
+its docstring promises at the chosen site, nothing upstream changes, everything downstream runs on
+the patched states, and patching a target with its own states is the identity, bit for bit."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import GenerationConfig
+
+from extract.families import tiny_extractor
+from extract.families.s2t import S2TGenerator
+from extract.families.seamless import SeamlessGenerator
+from extract.families.whisper import WhisperGenerator
+from extract.families.zeroswot import ZeroSwotGenerator
+from extract.hooks import capture
+from extract.patching import FrameSpan, PatchError, capture_sources, parse_frames, patched_bounds, patched_generation
+
+RATE = 16_000
+SITES = ("encoder.embed", "encoder.layer.0", "encoder.layer.1")
+
+
+def _audios(seconds, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(0, 0.1, int(s * RATE)).astype(np.float32) for s in seconds]
+
+
+class _Ids:
+    """Decodes token ids as words ``t<id>``: two hypotheses are equal exactly when the ids are."""
+
+    def batch_decode(self, tokens, skip_special_tokens=True):
+        return [" ".join(f"t{i}" for i in row) for row in tokens.tolist()]
+
+
+def _whisper():
+    extractor = tiny_extractor("whisper")
+    extractor.model.generation_config = GenerationConfig(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=False, max_length=12)
+    return WhisperGenerator(extractor, _Ids(), max_new_tokens=8)
+
+
+def _generate_reading(generator, audios, site=None, sources=None, span=None):
+    """Hypotheses and the states at every site of ``SITES`` during one generation (patched at ``site`` when given)."""
+    table = generator.extractor.site_table()
+    with torch.inference_mode(), capture(generator.extractor.model, {name: table[name] for name in SITES}, stop_early=False) as (seen, run):
+        if site is None:
+            hypotheses, report = run(generator.generate, audios, "en", "asr"), None
+        else:
+            hypotheses, report = run(patched_generation, generator, site, audios, sources, "en", "asr", None, span)
+    return hypotheses, {name: tensor.numpy() for name, tensor in seen.tensors.items()}, report
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_patching_a_target_with_its_own_states_changes_nothing_bit_for_bit(site):
+    generator = _whisper()
+    audios = _audios((1.0, 0.6))
+    plain, plain_states, _ = _generate_reading(generator, audios)
+    sources = capture_sources(generator.extractor, audios, [site], None)
+    patched, patched_states, report = _generate_reading(generator, audios, site, sources)
+    assert patched == plain
+    for name in SITES:
+        np.testing.assert_array_equal(patched_states[name], plain_states[name])
+    assert report.replaced == [50, 30]  # every speech frame of each (1.0 s and 0.6 s at 50 frames a second)
+
+
+def test_another_utterance_replaces_the_site_s_speech_frames_and_changes_only_what_follows():
+    """B (0.6 s, 30 frames) patched into A (1.0 s, 50 frames) at layer 0: the embedding (upstream) is
+    A's, layer 0's first 30 frames are B's, its frames from 30 on (A's speech beyond B's length, and
+    the padding) are A's, and layer 1 (downstream) differs from A's plain run."""
+    generator = _whisper()
+    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    _, plain, _ = _generate_reading(generator, target)
+    _, of_source, _ = _generate_reading(generator, source)
+    sources = capture_sources(generator.extractor, source, ["encoder.layer.0"], None)
+    _, patched, report = _generate_reading(generator, target, "encoder.layer.0", sources)
+    assert (report.start, report.end, report.target_frames) == ([0], [30], [50])
+    np.testing.assert_array_equal(patched["encoder.embed"], plain["encoder.embed"])
+    np.testing.assert_array_equal(patched["encoder.layer.0"][0, :30], of_source["encoder.layer.0"][0, :30])
+    np.testing.assert_array_equal(patched["encoder.layer.0"][0, 30:], plain["encoder.layer.0"][0, 30:])
+    assert not np.allclose(patched["encoder.layer.1"], plain["encoder.layer.1"], atol=1e-4)
+
+
+def test_a_longer_source_gives_only_as_many_frames_as_the_target_has_speech():
+    generator = _whisper()
+    target, source = _audios((0.6,), seed=1), _audios((1.0,), seed=2)
+    _, of_source, _ = _generate_reading(generator, source)
+    _, plain, _ = _generate_reading(generator, target)
+    sources = capture_sources(generator.extractor, source, ["encoder.layer.1"], None)
+    _, patched, report = _generate_reading(generator, target, "encoder.layer.1", sources)
+    assert report.replaced == [30]
+    np.testing.assert_array_equal(patched["encoder.layer.1"][0, :30], of_source["encoder.layer.1"][0, :30])
+    np.testing.assert_array_equal(patched["encoder.layer.1"][0, 30:], plain["encoder.layer.1"][0, 30:])
+
+
+def test_a_frame_span_replaces_those_frames_and_an_open_span_takes_whisper_s_whole_window():
+    generator = _whisper()
+    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    _, plain, _ = _generate_reading(generator, target)
+    _, of_source, _ = _generate_reading(generator, source)
+    span = FrameSpan(10, 20)
+    sources = capture_sources(generator.extractor, source, ["encoder.layer.0"], span)
+    _, patched, report = _generate_reading(generator, target, "encoder.layer.0", sources, span)
+    assert report.replaced == [10]
+    layer = patched["encoder.layer.0"][0]
+    np.testing.assert_array_equal(layer[10:20], of_source["encoder.layer.0"][0, 10:20])
+    np.testing.assert_array_equal(np.delete(layer, range(10, 20), axis=0), np.delete(plain["encoder.layer.0"][0], range(10, 20), axis=0))
+    whole = parse_frames("0:")
+    sources = capture_sources(generator.extractor, source, ["encoder.layer.0"], whole)
+    _, patched, report = _generate_reading(generator, target, "encoder.layer.0", sources, whole)
+    assert report.replaced == [1500]
+    np.testing.assert_array_equal(patched["encoder.layer.0"], of_source["encoder.layer.0"])
+
+
+def test_the_bounds_rule_and_the_frames_flag():
+    assert patched_bounds(None, 50, 30) == (0, 30)
+    assert patched_bounds(None, 30, 50) == (0, 30)
+    assert patched_bounds(FrameSpan(10, 20), 1500, 1500) == (10, 20)
+    assert patched_bounds(FrameSpan(40, None), 50, 30) == (40, 40)  # the source has nothing there: nothing replaced
+    assert parse_frames(None) is None and parse_frames("speech") is None
+    assert parse_frames("5:9") == FrameSpan(5, 9) and parse_frames(":9") == FrameSpan(0, 9) and str(parse_frames("7:")) == "7:"
+    for bad in ("9:5", "a:b", "5"):
+        with pytest.raises(PatchError, match="START"):
+            parse_frames(bad)
+
+
+def test_an_unknown_site_is_refused_in_one_line():
+    generator = _whisper()
+    with pytest.raises(PatchError, match="unknown site 'encoder.layer.9' for whisper; valid sites: encoder.embed"):
+        capture_sources(generator.extractor, _audios((0.5,)), ["encoder.layer.9"], None)
+
+
+def test_a_padding_family_patches_too():
+    """S2T pads a batch to its longest input: sources captured alone keep their own frames, and patching
+    a target with its own states is still the identity."""
+    extractor = tiny_extractor("s2t")
+    generator = S2TGenerator(extractor, _Ids(), max_new_tokens=4)
+    audios = _audios((1.0, 0.6))
+    site = next(name for name in extractor.site_table() if "layer" in name)
+    plain = generator.generate(audios, "en", "asr")
+    own = capture_sources(extractor, audios, [site], FrameSpan(0), alone=False)
+    assert patched_generation(generator, site, audios, own, "en", "asr", None, FrameSpan(0))[0] == plain
+    other = capture_sources(extractor, audios[::-1], [site], None, alone=True)
+    hypotheses, report = patched_generation(generator, site, audios, other, "en", "asr", None)
+    assert len(hypotheses) == 2 and min(report.replaced) > 0
+
+
+def _seamless():
+    extractor = tiny_extractor("seamless")
+    extractor.model.generation_config.text_decoder_lang_to_code_id = {"spa": 50, "eng": 51}
+    return SeamlessGenerator(extractor, _Ids(), max_new_tokens=4)
+
+
+def _zeroswot():
+    from tests.extract.test_transcribe import IdTokenizer, _tiny_nllb
+
+    return ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"spa_Latn": 60}), _tiny_nllb(), max_new_tokens=4)
+
+
+@pytest.mark.parametrize("make", [_seamless, _zeroswot], ids=["seamless", "zeroswot"])
+def test_every_family_s_editable_sites_patch_and_a_target_s_own_states_are_the_identity(make):
+    generator = make()
+    extractor = generator.extractor
+    table = extractor.site_table()
+    editable = [name for name, site in table.items() if site.select is None and site.transform is None]
+    audios = _audios((1.0, 0.6))
+    plain = generator.generate(audios, "en", "st", "es")
+    for site in editable:
+        own = capture_sources(extractor, audios, [site], FrameSpan(0))
+        assert patched_generation(generator, site, audios, own, "en", "st", "es", FrameSpan(0))[0] == plain, site
+    derived = [name for name in table if name not in editable]
+    for site in derived:
+        with pytest.raises(PatchError, match="derived view"):
+            capture_sources(extractor, audios, [site], None)
