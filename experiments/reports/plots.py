@@ -1,7 +1,7 @@
 """The study's figures, drawn from saved results only (nothing is recomputed here).
 
 ``python -m experiments.figures KIND ...`` draws one of them from result files; the demo's report
-(``experiments.reports.demo_report``) and ``experiments.correlate --plot`` call these functions directly.
+(``experiments.demo.report``) and ``experiments.correlate --plot`` call these functions directly.
 
 Each function writes a PNG and a PDF (same stem) and returns their paths. Sizes and fonts are set
 for a one- or two-column paper figure.

@@ -1,5 +1,5 @@
 """The demo's study and its work folder, as a library: what ``experiments.demo`` runs and what the
-opt-in stages (``experiments.reports.extras``) read.
+opt-in stages (``experiments.demo.extras``) read.
 
 The demo is a study (``experiments.study``): :func:`demo_study` writes its study file into the work
 folder (``WORK/demo.yaml``, absolute paths to the corpus), the study writes everything under

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.report import e_header, shown_path
 from experiments.reports import plots
-from experiments.reports.demo_report import e_header, shown_path
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses
 from extract.corpora.must_she import read_definition
@@ -86,7 +86,7 @@ def fitted_files(root: Path, store: Path) -> dict[str, Path]:
 
 def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
     """(a): stores extracted with the eraser and its control, probed; the main demo's rows as "before"."""
-    from experiments.reports.demo_work import ATTENTION, extraction_jobs, find_config, probe_configs
+    from experiments.demo.work import ATTENTION, extraction_jobs, find_config, probe_configs
 
     base = extraction_jobs(work)["whisper-base"]
     all_sites = list(ShardReader(base.out).info.site_modules)
@@ -146,7 +146,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(b): transcripts of the held-out speakers without an intervention, with the layer-2 eraser and
     with its control, in the same batches (the main demo's transcripts batch other utterances together,
     and in bfloat16 a batch's composition alone can change a hypothesis); their gap reports."""
-    from experiments.reports.demo_work import transcription_jobs
+    from experiments.demo.work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base"]
     manifest = held_out_manifest(base.manifest, root / "manifests" / "asr-held-out.jsonl")
@@ -166,7 +166,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
 def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(c): MuST-SHE translations without an edit and under each intervention (the main demo's job and
     batches, written here: "before" is never borrowed from a run of other code or weights), scored."""
-    from experiments.reports.demo_work import transcription_jobs
+    from experiments.demo.work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base-mustshe-es"]
     hyps = {}
@@ -277,7 +277,7 @@ def _figure(work, probes: dict) -> Path:
 
 def run(work) -> list[str]:
     root = work.root / "interventions"
-    from experiments.reports.demo_work import extraction_jobs
+    from experiments.demo.work import extraction_jobs
 
     store = extraction_jobs(work)["whisper-base"].out
     files = fitted_files(root, store)

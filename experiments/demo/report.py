@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.reports import plots as figures
-from experiments.reports.demo_work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.scoring.collect import read_csv
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows

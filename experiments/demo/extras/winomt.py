@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.demo.report import format_number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
-from experiments.reports.demo_report import format_number as fmt
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
@@ -53,7 +53,7 @@ def _voices(work):
 
 
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
-    from experiments.reports.demo_work import whisper
+    from experiments.demo.work import whisper
 
     options = GenerationOptions(num_beams=1, max_new_tokens=128)
     hyps = work.root / "winomt" / "hyps"

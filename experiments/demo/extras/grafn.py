@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header
 from experiments.finetuning.tracking import read_history
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
 from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
 from experiments.normalisation.filters import load_filters
 from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
-from experiments.reports.demo_report import GAP_ESTIMATE_LABELS, e_header
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
 from experiments.scoring.group_metrics import relative_gap
 from extract.audio import load_audio
@@ -83,7 +83,7 @@ def _filters_of(manifest: Path) -> dict[str, str | None]:
 
 def transcripts(work, folder: Path, manifests: dict[str, Path]) -> tuple[dict[str, list[dict]], dict[str, str]]:
     """Whisper base hypotheses of the held-out ids per condition, and notes on conditions that reuse another's."""
-    from experiments.reports.demo_work import transcription_jobs, whisper
+    from experiments.demo.work import transcription_jobs, whisper
 
     main = transcription_jobs(work)["whisper-base"]
     ids = {u.id for u in read_manifest(manifests["original"])}
@@ -152,7 +152,7 @@ def _store_holds(store: Path, ids: set[str]) -> bool:
 def probes(work, folder: Path, manifests: dict[str, Path]) -> dict[str, dict[str, float]]:
     """F1_S per site on the main demo's Whisper base store (its own rows, where the main demo has
     them) and on the store of the corpus normalised by gender."""
-    from experiments.reports.demo_work import extraction_jobs, whisper
+    from experiments.demo.work import extraction_jobs, whisper
 
     original = extraction_jobs(work)["whisper-base"].out
     job = ExtractionJob(whisper(work, "bundled-base"), manifests["corpus-gender"], folder / "stores" / "whisper-base-grafn", sites=PROBE_SITES)
