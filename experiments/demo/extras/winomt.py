@@ -27,6 +27,7 @@ from extract.corpora.winost import read_aggregate
 from extract.families.generation import GenerationOptions
 from extract.jobs import TranscriptionJob, transcribe
 from extract.manifest import read_manifest
+from extract.records import WinoMTResult, read_document
 from extract.runner import finished_ids
 
 TRIM_TEMPLATES = 2  # 8 sentences on the trimmed demo
@@ -109,12 +110,39 @@ def score(work, winost_set: WinoSTSet, hyps: dict[str, Path]) -> dict[str, dict]
     for name in ASR_SYSTEMS:
         if not paths[name].exists():
             evaluate_transcripts(winost_set.source, winost_set.pro, winost_set.anti, hyps[name], paths[name], iterations=ITERATIONS)
-    return {name: json.loads(path.read_text()) for name, path in paths.items()}
+    return {name: read_document(path, WinoMTResult).to_dict() for name, path in paths.items()}
 
 
 def _interval(result: dict, key: str) -> str:
     low, high = result.get("intervals", {}).get(key, [None, None])
     return f"{fmt(low)} .. {fmt(high)}"
+
+
+def _translation_cells(result: dict) -> list[str]:
+    unknown = result["unknown"]
+    keys = ("accuracy", "f1_male", "f1_female", "delta_g", "accuracy_pro", "accuracy_anti", "delta_s")
+    cells = [fmt(result[key]) for key in keys]
+    return [cells[0], _interval(result, "accuracy"), *cells[1:], _interval(result, "delta_s"), f"{unknown['male']} / {unknown['female']}"]
+
+
+def _transcript_cells(result: dict) -> list[str]:
+    genders = result["by_gender"]
+    keys = (
+        "pronoun_accuracy",
+        "profession_accuracy",
+        "pronoun_accuracy_profession_recognised",
+        "pronoun_accuracy_pro",
+        "pronoun_accuracy_anti",
+        "pronoun_delta_s",
+    )
+    cells = [fmt(result[key]) for key in keys]
+    by_gender = f"{fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])}"
+    return [cells[0], _interval(result, "pronoun_accuracy"), *cells[1:], by_gender]
+
+
+def _table_rows(results: dict[str, dict], systems: dict[str, str], cells) -> list[str]:
+    """One Markdown row per system: its label, then ``cells`` of its result."""
+    return [f"| {label} | " + " | ".join(cells(results[name])) + " |" for name, label in systems.items()]
 
 
 @paper_style
@@ -163,14 +191,7 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         "| system | accuracy | 95 % CI | F1 male | F1 female | ΔG | acc. pro | acc. anti | ΔS | 95 % CI ΔS | unknown (m / f) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in ST_SYSTEMS.items():
-        result = results[name]
-        unknown = result["unknown"]
-        lines.append(
-            f"| {label} | {fmt(result['accuracy'])} | {_interval(result, 'accuracy')} | {fmt(result['f1_male'])} | {fmt(result['f1_female'])} | "
-            f"{fmt(result['delta_g'])} | {fmt(result['accuracy_pro'])} | {fmt(result['accuracy_anti'])} | {fmt(result['delta_s'])} | "
-            f"{_interval(result, 'delta_s')} | {unknown['male']} / {unknown['female']} |"
-        )
+    lines += _table_rows(results, ST_SYSTEMS, _translation_cells)
     lines += [
         "",
         "ASR side (WinoST's side product): a transcript's pronoun is right when its he/she/they-family pronouns are the source's; "
@@ -179,14 +200,7 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         "| system | pronoun accuracy | 95 % CI | profession recognised | pronoun acc. where recognised | pro | anti | ΔS | pronoun acc. male / female |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in ASR_SYSTEMS.items():
-        result = results[name]
-        genders = result["by_gender"]
-        lines.append(
-            f"| {label} | {fmt(result['pronoun_accuracy'])} | {_interval(result, 'pronoun_accuracy')} | {fmt(result['profession_accuracy'])} | "
-            f"{fmt(result['pronoun_accuracy_profession_recognised'])} | {fmt(result['pronoun_accuracy_pro'])} | {fmt(result['pronoun_accuracy_anti'])} | "
-            f"{fmt(result['pronoun_delta_s'])} | {fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])} |"
-        )
+    lines += _table_rows(results, ASR_SYSTEMS, _transcript_cells)
     png = next(path for path in figure_paths if path.suffix == ".png")
     lines += [
         "",
