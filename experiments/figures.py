@@ -8,20 +8,20 @@
     python -m experiments.figures heatmap --probes results/probes.jsonl --store STORE [--random-store STORE] [--split loso] --out figures/heatmap
     python -m experiments.figures heatmap --long results/collected/long.csv --label whisper-base [--random-label whisper-base-random] --out figures/heatmap
 
-The figures are ``experiments.reports.plots``; probe results are read with ``probing.results``.
+The figures are ``experiments.reports.plots``; probe results are read with ``probing.results``, the
+other result files through their records (``extract.records``).
 The correlation scatter is ``experiments.correlate --plot``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_renamed_argument, input_argument, output_argument, run_cli
 from experiments.reports import plots
-from experiments.scoring.collect import LONG, read_csv
+from extract.records import GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table
 from extract.store import ShardReader, StoreError
 from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.kinds import KINDS
@@ -46,22 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description="Draw one figure (PNG + PDF) from saved results; the correlation scatter is `experiments.correlate --plot`.")
     kinds = parser.add_subparsers(dest="kind", required=True)
     position = kinds.add_parser("per-position", help="F1 per position, EMA, control, avg. test length, MDL")
+    position.set_defaults(draw=_per_position)
     input_argument(position, "--probes", required=True, type=Path, help="results JSONL of experiments.probe")
     position.add_argument("--run", required=True, help="run id of a positional probe")
     position.add_argument("--control", help="run id of its shuffled-label control")
     gaps = kinds.add_parser("gaps", help="E per language, a panel per dataset")
+    gaps.set_defaults(draw=_gaps)
     input_argument(gaps, "--gap", required=True, nargs="+", action="extend", labelled=True, help="DATASET=experiments.asr_gap JSON")
     distribution = kinds.add_parser("error-distribution", help="share of records at or above each error rate, per gender")
+    distribution.set_defaults(draw=_error_distribution)
     input_argument(distribution, "--gap", required=True, type=Path)
     distribution.add_argument("--language", required=True)
     attention = kinds.add_parser("attention", help="mean ± std attention over 100 interpolated positions")
+    attention.set_defaults(draw=_attention)
     input_argument(attention, "--probes", required=True, type=Path)
     attention.add_argument("--run", required=True, nargs="+", action="extend", help="LABEL=run id of an attention probe")
     matrix = kinds.add_parser("confusion", help="probe prediction against the gender of the translation")
+    matrix.set_defaults(draw=_confusion)
     input_argument(matrix, "--probes", required=True, type=Path)
     matrix.add_argument("--run", required=True, help="run id of an attention probe tested (or applied, --apply-to) on the MuST-SHE store")
     input_argument(matrix, "--sentences", required=True, type=Path, help="OUT.sentences.jsonl of experiments.mustshe")
     heatmap = kinds.add_parser("heatmap", help="score per site and condition, from probe rows (--probes, --store) or collect's long.csv (--long, --label)")
+    heatmap.set_defaults(draw=_heatmap)
     input_argument(heatmap, "--probes", type=Path)
     input_argument(heatmap, "--store", help="the pretrained model's store")
     input_argument(heatmap, "--random-store", help="the random-init twin's store")
@@ -78,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
         output_argument(sub, "--out", required=True, type=Path, help="output path without suffix (PNG and PDF are written)", sidecars=plots.figure_paths)
         sub.add_argument("--title", default="")
     return parser
+
+
+def _draw(args: argparse.Namespace) -> int:
+    """The figure of the subcommand (its ``draw``, set by :func:`build_parser`), and where it went."""
+    paths = args.draw(args)
+    print(f"[figures] wrote {', '.join(map(str, paths))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(lambda: _draw(args), FigureInputError, ResultsError, StoreError)
 
 
 def _row(probes: Path, run: str) -> dict:
@@ -109,12 +127,12 @@ def _per_position(args: argparse.Namespace) -> list[Path]:
 
 
 def _gaps(args: argparse.Namespace) -> list[Path]:
-    results = {label: json.loads(Path(path).read_text()) for label, path in _pairs(args.gap, "--gap").items()}
+    results = {label: read_document(path, GapReport).to_dict() for label, path in _pairs(args.gap, "--gap").items()}
     return plots.gap_bars(results, args.out, args.title)
 
 
 def _error_distribution(args: argparse.Namespace) -> list[Path]:
-    languages = json.loads(args.gap.read_text())["languages"]
+    languages = read_document(args.gap, GapReport).languages
     if args.language not in languages:
         raise FigureInputError(f"{args.gap} has no language {args.language!r}; it has {', '.join(sorted(languages)) or 'none'}")
     entry = languages[args.language]
@@ -129,7 +147,7 @@ def _attention(args: argparse.Namespace) -> list[Path]:
 def _confusion(args: argparse.Namespace) -> list[Path]:
     row = _row(args.probes, args.run)
     predicted = load_predictions(args.probes, args.run)
-    sentences = [json.loads(line) for line in args.sentences.read_text().splitlines() if line.strip()]
+    sentences = read_side_rows(args.sentences, MustSheScores)
     kept = [s for s in sentences if s["id"] in predicted]
     if not kept:
         raise FigureInputError(f"no sentence of {args.sentences} was predicted by run {row['run_id']}")
@@ -140,10 +158,7 @@ def _heatmap(args: argparse.Namespace) -> list[Path]:
     if args.long:
         if not args.label or args.probes or args.store:
             raise FigureInputError("heatmap --long takes --label LABEL (and --random-label), not --probes or --store")
-        rows = read_csv(args.long)
-        missing = [column for column in LONG if rows and column not in rows[0]]
-        if missing:
-            raise FigureInputError(f"{args.long}: no column(s) {', '.join(missing)}; give the long.csv of experiments.collect")
+        rows = [row.to_dict() for row in read_table(args.long, LongRow)]
         try:
             chosen = (args.label, args.random_label, args.probe, args.language, args.dataset, args.split)
             scores, sites, conditions, key = plots.long_condition_scores(rows, *chosen)
@@ -158,27 +173,6 @@ def _heatmap(args: argparse.Namespace) -> list[Path]:
             load_rows(args.probes).values(), args.store, args.random_store, args.probe, args.language, ShardReader(args.store).sites, args.split
         )
     return plots.site_heatmap(scores, sites, conditions, args.out, label=f"{key} (%)", title=args.title)
-
-
-DRAW = {
-    "per-position": _per_position,
-    "gaps": _gaps,
-    "error-distribution": _error_distribution,
-    "attention": _attention,
-    "confusion": _confusion,
-    "heatmap": _heatmap,
-}
-
-
-def _draw(args: argparse.Namespace) -> int:
-    paths = DRAW[args.kind](args)
-    print(f"[figures] wrote {', '.join(map(str, paths))}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _draw(args), FigureInputError, ResultsError, StoreError)
 
 
 if __name__ == "__main__":

@@ -160,12 +160,15 @@ class Document:
         return cls(subject=subject, body=body, schema=schema_version(cls.FORMAT), inputs=inputs, provenance=provenance, kind=cls.FORMAT)
 
 
+# The formats' records: a Document with its format's name (no field of their own, so no @dataclass of
+# their own) and the body keys their readers use as attributes.
+
+
 def _body_key(key: str) -> property:
     """A document's ``body[key]`` as a read-only attribute (what its readers join on or show)."""
     return property(lambda self: self.body[key], doc=f"The document's ``{key}``.")
 
 
-@dataclass
 class GapReport(Document):
     """``experiments.asr_gap``'s report: ``settings`` and the per-language entries (:mod:`experiments.scoring.gaps`)."""
 
@@ -173,7 +176,6 @@ class GapReport(Document):
     languages = _body_key("languages")
 
 
-@dataclass
 class MustSheScores(Document):
     """``experiments.mustshe``'s scores (:mod:`experiments.scoring.mustshe`): ``category_1`` and the rest."""
 
@@ -181,7 +183,6 @@ class MustSheScores(Document):
     category_1 = _body_key("category_1")
 
 
-@dataclass
 class StQualityScores(Document):
     """``experiments.st_quality``'s scores (:mod:`experiments.scoring.translation_quality`): ``groups``
     (``all`` and each gender's BLEU, chrF, COMET), ``target_language``, ``comet_model``."""
@@ -190,7 +191,6 @@ class StQualityScores(Document):
     groups = _body_key("groups")
 
 
-@dataclass
 class WinoMTResult(Document):
     """``experiments.winomt``'s result (:mod:`experiments.scoring.winomt`): ``by_stereotype`` and the rest."""
 
@@ -198,7 +198,6 @@ class WinoMTResult(Document):
     by_stereotype = _body_key("by_stereotype")
 
 
-@dataclass
 class FeatureGapsResult(Document):
     """``experiments.feature_gaps``'s result (:mod:`experiments.analysis.feature_gap_report`):
     ``settings``, ``contrasts`` and, with gap reports, ``setups``, ``correlations``, ``regression``."""

@@ -22,7 +22,7 @@ from experiments.demo.report import format_number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
 from experiments.reports.plots import paper_style, pyplot, save
-from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
+from experiments.scoring.winomt import ASR_KEYS, TRANSLATION_KEYS, evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
 from extract.families.generation import GenerationOptions
 from extract.jobs import TranscriptionJob, transcribe
@@ -120,22 +120,13 @@ def _interval(result: dict, key: str) -> str:
 
 def _translation_cells(result: dict) -> list[str]:
     unknown = result["unknown"]
-    keys = ("accuracy", "f1_male", "f1_female", "delta_g", "accuracy_pro", "accuracy_anti", "delta_s")
-    cells = [fmt(result[key]) for key in keys]
+    cells = [fmt(result[key]) for key in TRANSLATION_KEYS]
     return [cells[0], _interval(result, "accuracy"), *cells[1:], _interval(result, "delta_s"), f"{unknown['male']} / {unknown['female']}"]
 
 
 def _transcript_cells(result: dict) -> list[str]:
     genders = result["by_gender"]
-    keys = (
-        "pronoun_accuracy",
-        "profession_accuracy",
-        "pronoun_accuracy_profession_recognised",
-        "pronoun_accuracy_pro",
-        "pronoun_accuracy_anti",
-        "pronoun_delta_s",
-    )
-    cells = [fmt(result[key]) for key in keys]
+    cells = [fmt(result[key]) for key in ASR_KEYS]
     by_gender = f"{fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])}"
     return [cells[0], _interval(result, "pronoun_accuracy"), *cells[1:], by_gender]
 
