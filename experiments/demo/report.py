@@ -46,8 +46,8 @@ class Collected:
 
     def __init__(self, work: Work):
         self.work = work
-        self.long = read_table(work.results / "long.csv", LongRow)
-        self.rows = load_rows(work.probes)
+        self.long = read_table(work.layout.results / "long.csv", LongRow)
+        self.rows = load_rows(work.layout.probes)
 
     def probe(
         self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
@@ -68,10 +68,10 @@ class Collected:
         return self.rows[found.pop()]
 
     def arrays(self, row: dict) -> dict:
-        return load_arrays(self.work.probes, row["run_id"])
+        return load_arrays(self.work.layout.probes, row["run_id"])
 
     def attention_weights(self, row: dict) -> list[np.ndarray]:
-        return load_attention(self.work.probes, row["run_id"])[1]
+        return load_attention(self.work.layout.probes, row["run_id"])[1]
 
 
 def _frame_rate(store: Path, site: str) -> float:
@@ -243,7 +243,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
         )
 
     # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
-    f1_rows = [row for row in read_table(work.results / "f1_vs_gap.csv", F1VsGapRow) if row.site == last and row.gap_relative is not None]
+    f1_rows = [row for row in read_table(work.layout.results / "f1_vs_gap.csv", F1VsGapRow) if row.site == last and row.gap_relative is not None]
     gap_fit, gap_reason = _correlate(
         out / "correlation_f1_gap.json",
         out / "f1_vs_gap",
@@ -252,13 +252,13 @@ def write_report(work: Work, trimmed: bool) -> Path:
         [row.gap_relative for row in f1_rows],
         "probe F1_S (%)",
         f"E(F, M) (%), {estimate}",
-        work.results / "f1_vs_gap.csv",
+        work.layout.results / "f1_vs_gap.csv",
     )
 
     # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
     attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
-    mustshe_rows = read_table(work.results / "f1_vs_mustshe.csv", F1VsMustSheRow)
-    mustshe_fit = read_versioned(work.results / "correlations.json", "study_tables")["f1_vs_mustshe"] or {}
+    mustshe_rows = read_table(work.layout.results / "f1_vs_mustshe.csv", F1VsMustSheRow)
+    mustshe_fit = read_versioned(work.layout.results / "correlations.json", "study_tables")["f1_vs_mustshe"] or {}
     figures.f1_vs_mustshe(mustshe_rows, mustshe_fit, "attention-probe F1 on MuST-SHE (%)", "MuST-SHE category-1 accuracy (%)", out / "f1_vs_mustshe")
     tiny = tiny_attention(collected)
     profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
@@ -426,7 +426,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
         f"Corpus: `{shown_path(work.corpus.root)}`. The demo is a study: `{shown_path(work.study_file)}`, run by `experiments.study` "
         f"(its own tables and figures: `{shown_path(work.root / 'RESULTS.md')}`). Every number below is read from the study's collected "
-        f"results in `{shown_path(work.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
+        f"results in `{shown_path(work.layout.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
         "behaviour outputs.",
         f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed), torch on "
         f"{work.threads} CPU threads (`--threads`).",

@@ -159,7 +159,7 @@ def probes(work, folder: Path, manifests: dict[str, Path]) -> dict[str, dict[str
     if not _store_holds(job.out, {u.id for u in read_manifest(job.manifest)}):  # a rerun loads no model
         extract(job, show_progress=False)
     main_sites = ShardReader(original).sites
-    main_rows = load_rows(work.probes) if work.probes.exists() else {}
+    main_rows = load_rows(work.layout.probes) if work.layout.probes.exists() else {}
     before = {site: ProbeConfig(str(original), site, "positional", positions=POSITIONS, mdl=site == main_sites[-1]) for site in PROBE_SITES}
     before = {site: config if config.run_id() in main_rows else replace(config, mdl=False) for site, config in before.items()}
     after = {site: ProbeConfig(str(job.out), site, "positional", positions=POSITIONS) for site in PROBE_SITES}

@@ -106,7 +106,7 @@ def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
         condition: {site: ProbeConfig(str(store), site, "mean") for site in sites}
         for condition, store, sites in (("before", base.out, later), ("after", erased.out, later), ("random", control.out, [ERASED_SITE]))
     }
-    demo_rows = load_rows(work.probes) if work.probes.exists() else {}
+    demo_rows = load_rows(work.layout.probes) if work.layout.probes.exists() else {}
     missing = [c for c in [*before.values(), before_attention] if c.run_id() not in demo_rows]
     results = root / "probes.jsonl"
     run_all([*after.values(), random_after, attention_after, *missing, *(c for configs in pooled.values() for c in configs.values())], results)
