@@ -39,46 +39,23 @@ seeded, espeak-ng speaks each utterance in a fresh process with a fixed noise se
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from experiments.cli import CommaList, CommandParser, output_argument, program_name, run_cli
-from experiments.demo.extras import EXTRA_STAGE_ERRORS, EXTRA_STAGES
-from experiments.demo.pipeline import THREADS, run_demo
+from experiments.cli import CommandParser, program_name, run_cli
+from experiments.demo.extras import EXTRA_STAGE_ERRORS
+from experiments.demo.pipeline import DemoOptions, run_demo
+from experiments.options import add_options, from_args
 from experiments.study.stages import study_errors
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog=program_name("experiments.demo"), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the demo corpus (voice splits, speaking rates)")
-    parser.add_argument("--trim", action="store_true", help="a few sentences and voices: the whole pipeline in a few minutes (CI)")
-    output_argument(parser, "--work", type=Path, help="folder for stores, hypotheses and results (default: in the cache)")
-    output_argument(
-        parser,
-        "--out",
-        type=Path,
-        help="folder for the figures and report.md (default: WORK/report; `--out figures/demo` refreshes the committed README figures)",
-    )
-    parser.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
-    parser.add_argument("--positions", type=int, default=250, help="positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
-    parser.add_argument(
-        "--extra",
-        action=CommaList,
-        default=[],
-        choices=[*EXTRA_STAGES, "all"],
-        metavar="STAGE[,STAGE]",
-        help="opt-in stages after the report (comma-separated; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
-    )
+    add_options(parser, DemoOptions)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if "all" in args.extra:
-        args.extra = list(EXTRA_STAGES)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
-    return run_cli(lambda: run_demo(args), *EXTRA_STAGE_ERRORS, lazy_errors=study_errors)
+    options = from_args(DemoOptions, build_parser().parse_args(argv))
+    return run_cli(lambda: run_demo(options), *EXTRA_STAGE_ERRORS, lazy_errors=study_errors)
 
 
 if __name__ == "__main__":

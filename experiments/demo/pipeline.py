@@ -5,19 +5,53 @@ experiments.demo`` (:mod:`experiments.demo.__main__`) parses its flags and calls
 
 from __future__ import annotations
 
-import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.demo.extras import run_extra
+from experiments.demo.extras import EXTRA_STAGES, run_extra
 from experiments.demo.report import write_report
 from experiments.demo.work import Work, build_real_voices, context, write_corpus_card, write_study
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.study.stages import STAGES, describe, plan, print_lines, run
+from extract.options import OptionError, check_options, option
 from extract.paths import cache_dir
 
 THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
+EVERY_EXTRA = "all"  # --extra all: every opt-in stage
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """The demo's options (``python -m experiments.demo``'s flags, declared once)."""
+
+    seed: int = option(0, "seed of the demo corpus (voice splits, speaking rates)")
+    trim: bool = option(False, "a few sentences and voices: the whole pipeline in a few minutes (CI)")
+    work: Path | None = option(None, "folder for stores, hypotheses and results (default: in the cache)", role="output")
+    out: Path | None = option(
+        None,
+        "folder for the figures and report.md (default: WORK/report; `--out figures/demo` refreshes the committed README figures)",
+        role="output",
+    )
+    threads: int = option(THREADS, f"torch CPU threads (default {THREADS}, fixed for reproducible numbers)")
+    positions: int = option(250, "positional probes: the first P frames (the demo's clips are under 5 s = 250 frames)")
+    extra: tuple[str, ...] = option(
+        (),
+        "opt-in stages after the report (comma-separated; `all` for every one): " + "; ".join(f"{name}: {what}" for name, what in EXTRA_STAGES.items()),
+        choices=(*EXTRA_STAGES, EVERY_EXTRA),
+        metavar="STAGE[,STAGE]",
+    )
+
+    def __post_init__(self):
+        check_options(self)
+        if self.threads < 1:
+            raise OptionError(f"{{threads}} must be at least 1, got {self.threads}", "threads")
+
+    @property
+    def extra_stages(self) -> list[str]:
+        """The opt-in stages to run, each once, in the order given (``all``: every one, in table order)."""
+        return list(EXTRA_STAGES) if EVERY_EXTRA in self.extra else list(dict.fromkeys(self.extra))
 
 
 def compute_dtype() -> str:
@@ -84,24 +118,24 @@ def run_study(work: Work) -> None:
     run(study, STAGES)  # in process: a failure raises (a status other than 0 comes from submitted tasks only)
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(options: DemoOptions) -> int:
     started = time.time()
-    threads = set_threads(args.threads)
+    threads = set_threads(options.threads)
     log("synthetic voices: the numbers below show the pipeline runs, they are not a finding about speakers")
-    root = args.work or work_root(args.seed, args.trim)
-    corpus = _timed("corpus", lambda: stage_corpus(args.seed, args.trim, root))
-    out = report_folder(args.out, root)
+    root = options.work or work_root(options.seed, options.trim)
+    corpus = _timed("corpus", lambda: stage_corpus(options.seed, options.trim, root))
+    out = report_folder(options.out, root)
     work = Work(root, corpus, out, compute_dtype(), threads)
-    skipped = _timed("real voices", lambda: build_real_voices(work, args.trim, args.seed))
+    skipped = _timed("real voices", lambda: build_real_voices(work, options.trim, options.seed))
     if skipped:
         log(f"real voices skipped ({skipped}); the report says so. To include them: make apt-get reach Debian's archive (apt-get update as root), then rerun")
-    study_file = write_study(work, args.positions, real=skipped is None)
+    study_file = write_study(work, options.positions, real=skipped is None)
     log(f"corpus {corpus.root}; study {study_file}; Whisper in {work.dtype} on {threads} torch threads; figures and report -> {out}")
     _timed("study", lambda: run_study(work))
-    if not args.trim and _timed("corpus card", lambda: write_corpus_card(work)):
+    if not options.trim and _timed("corpus card", lambda: write_corpus_card(work)):
         log(f"corpus card (per-voice WER from the study's whisper-base transcripts): {corpus.root / 'CARD.md'}")
-    report = _timed("figures and report", lambda: write_report(work, trimmed=args.trim))
-    for name in dict.fromkeys(args.extra):
+    report = _timed("figures and report", lambda: write_report(work, trimmed=options.trim))
+    for name in options.extra_stages:
         section = _timed(f"extra stage {name}", lambda name=name: run_extra(name, work))
         with report.open("a") as markdown:
             markdown.write("\n" + "\n".join(section) + "\n")
