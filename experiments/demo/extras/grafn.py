@@ -38,6 +38,7 @@ from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
 from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
 from extract.manifest import read_manifest, write_manifest
+from extract.records import GapReport, read_document, write_document
 from extract.runner import finished_ids
 from extract.store import ShardReader, StoreError
 from probing.grid import run_all
@@ -116,8 +117,9 @@ def gaps(folder: Path, rows: dict[str, list[dict]]) -> dict[str, dict]:
         path = folder / "results" / f"gap-{condition}.json"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(finite_or_null(gap_report(condition_rows, ("female", "male"), iterations=1000, seed=0)[0]), indent=2))
-        reports[condition] = json.loads(path.read_text())
+            report = finite_or_null(gap_report(condition_rows, ("female", "male"), iterations=1000, seed=0)[0])
+            write_document(GapReport.from_dict(report, str(path)), path)
+        reports[condition] = read_document(path, GapReport).to_dict()
     return reports
 
 

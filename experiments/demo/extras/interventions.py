@@ -33,12 +33,13 @@ import numpy as np
 
 from experiments.demo.report import e_header, shown_path
 from experiments.reports import plots
-from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
-from experiments.scoring.mustshe import save_scores, score_hypotheses
+from experiments.scoring.gaps import counts_path, gap_report, read_hypotheses, save_gap_report
+from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import read_definition
 from extract.interventions import InterventionError, load_intervention, store_content_hash
 from extract.jobs import extract, transcribe
 from extract.manifest import read_manifest, write_manifest
+from extract.records import GapReport, MustSheScores, read_document, read_side_rows
 from extract.store import ShardReader
 from probing.erasure import fit
 from probing.grid import run_all
@@ -127,8 +128,8 @@ def _gap(hypotheses: Path, out: Path) -> dict:
     if not out.exists():
         report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), **GAP_SETTINGS)
         save_gap_report(report, counts, out)
-    report = json.loads(out.read_text())
-    counts = [json.loads(line) for line in out.with_suffix(".counts.jsonl").read_text().splitlines()]
+    report = read_document(out, GapReport).to_dict()
+    counts = read_side_rows(counts_path(out), GapReport)
     for language, entry in report["languages"].items():
         mine = [c for c in counts if c["language"] == language]
         entry["error_rate_all"] = 100.0 * sum(c["errors"] for c in mine) / max(1, sum(c["length"] for c in mine))
@@ -195,8 +196,8 @@ def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, di
         if not out.exists():
             result, rows = score_hypotheses(entries, path, "es")
             save_scores(result, rows, out)
-        sentences = [json.loads(line) for line in out.with_name(out.stem + ".sentences.jsonl").read_text().splitlines()]
-        scores[condition] = {"result": json.loads(out.read_text()), "shares": translation_shares(sentences)}
+        sentences = read_side_rows(sentences_path(out), MustSheScores)
+        scores[condition] = {"result": read_document(out, MustSheScores).to_dict(), "shares": translation_shares(sentences)}
     return scores
 
 
