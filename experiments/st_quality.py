@@ -14,14 +14,13 @@ and target languages), ``inputs`` (path and sha256 of ``--hypotheses``) and ``pr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_command
 from experiments.options import add_options, from_args
-from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, target_language
+from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, save_quality_report, target_language
 from extract.options import option
 
 
@@ -71,8 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         return fail(str(error))
     scorer = None if options.no_comet else comet_scorer(options.comet_model, options.batch_size, gpus, devices)
     result = quality_report(rows, args.hypotheses, scorer, options.comet_model)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save_quality_report(result, args.out)
     for name, entry in result["groups"].items():
         comet = f", COMET {entry['comet']:.2f}" if "comet" in entry else ""
         print(f"[st_quality] {name} ({entry['segments']}): BLEU {entry['bleu']:.2f}, chrF {entry['chrf']:.2f}{comet}")

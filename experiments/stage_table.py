@@ -90,7 +90,13 @@ TABLE: tuple[StageRecord, ...] = (
     StageRecord("report", None, "experiments.study.report:write_results_md", "RESULTS.md", study=True),
     # commands outside the study
     StageRecord("dataset_stats", f"{_E}.dataset_stats", "experiments.scoring.dataset_stats:statistics", "a statistics table"),
-    StageRecord("demo", f"{_E}.demo", "experiments.study.stages:run", "the demo's work folder, figures and report.md"),
+    StageRecord(
+        "demo",
+        f"{_E}.demo",
+        "experiments.demo.pipeline:run_demo",
+        "the demo's work folder, figures and report.md",
+        options="experiments.demo.pipeline:DemoOptions",
+    ),
     StageRecord("embedding_store", f"{_E}.embedding_store", "experiments.embedding_store:write_embedding_store", "a store of speaker embeddings"),
     StageRecord("erase", f"{_E}.erase", "probing.erasure:fit", "an intervention file"),
     StageRecord(

@@ -19,7 +19,7 @@ current file and nothing a newer writer added is lost on the way through.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar, TypeVar
@@ -160,54 +160,47 @@ class Document:
         return cls(subject=subject, body=body, schema=schema_version(cls.FORMAT), inputs=inputs, provenance=provenance, kind=cls.FORMAT)
 
 
-@dataclass
+# The formats' records: a Document with its format's name (no field of their own, so no @dataclass of
+# their own) and the body keys their readers use as attributes.
+
+
+def _body_key(key: str) -> property:
+    """A document's ``body[key]`` as a read-only attribute (what its readers join on or show)."""
+    return property(lambda self: self.body[key], doc=f"The document's ``{key}``.")
+
+
 class GapReport(Document):
     """``experiments.asr_gap``'s report: ``settings`` and the per-language entries (:mod:`experiments.scoring.gaps`)."""
 
     FORMAT: ClassVar[str] = "asr_gap"
-
-    @property
-    def languages(self) -> dict[str, dict]:
-        return self.body["languages"]
+    languages = _body_key("languages")
 
 
-@dataclass
 class MustSheScores(Document):
     """``experiments.mustshe``'s scores (:mod:`experiments.scoring.mustshe`): ``category_1`` and the rest."""
 
     FORMAT: ClassVar[str] = "mustshe"
-
-    @property
-    def category_1(self) -> dict:
-        return self.body["category_1"]
+    category_1 = _body_key("category_1")
 
 
-@dataclass
 class StQualityScores(Document):
     """``experiments.st_quality``'s scores (:mod:`experiments.scoring.translation_quality`): ``groups``
     (``all`` and each gender's BLEU, chrF, COMET), ``target_language``, ``comet_model``."""
 
     FORMAT: ClassVar[str] = "st_quality"
-
-    @property
-    def groups(self) -> dict[str, dict]:
-        return self.body["groups"]
+    groups = _body_key("groups")
 
 
-@dataclass
 class WinoMTResult(Document):
     """``experiments.winomt``'s result (:mod:`experiments.scoring.winomt`): ``by_stereotype`` and the rest."""
 
     FORMAT: ClassVar[str] = "winomt"
-
-    @property
-    def by_stereotype(self) -> dict:
-        return self.body["by_stereotype"]
+    by_stereotype = _body_key("by_stereotype")
 
 
-@dataclass
 class FeatureGapsResult(Document):
-    """``experiments.feature_gaps``'s result (:mod:`experiments.analysis.contrasts`)."""
+    """``experiments.feature_gaps``'s result (:mod:`experiments.analysis.feature_gap_report`):
+    ``settings``, ``contrasts`` and, with gap reports, ``setups``, ``correlations``, ``regression``."""
 
     FORMAT: ClassVar[str] = "feature_gaps"
 
@@ -366,6 +359,31 @@ def write_document(document: Document, path: str | Path) -> Path:
     path = Path(path)
     path.write_text(json.dumps(document.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def write_side_rows(rows: Iterable[dict], path: str | Path) -> Path:
+    """The rows a document keeps beside it (a gap report's ``OUT.counts.jsonl``, a MuST-SHE or
+    WinoMT result's ``OUT.sentences.jsonl``) as JSONL: one object a line, UTF-8 with non-ASCII
+    characters as they are. Their format is their document's and so is its version."""
+    path = Path(path)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def read_side_rows(path: str | Path, record: type[Document]) -> list[dict]:
+    """The rows :func:`write_side_rows` wrote beside a document of ``record``'s format; a line that
+    is not a JSON object is a :class:`RecordError` naming ``file:line``."""
+    fmt = FORMATS[record.FORMAT]
+    rows = []
+    for number, line in iter_row_lines(path):
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise RecordError(f"{path}:{number}: not a row of a {fmt.what} ({error}); rerun {fmt.written_by}") from None
+        if not isinstance(row, dict):
+            raise RecordError(f"{path}:{number}: not a row of a {fmt.what} (a JSON {type(row).__name__}, not an object); rerun {fmt.written_by}")
+        rows.append(row)
+    return rows
 
 
 def row_line(row: ProbeRow) -> str:

@@ -11,7 +11,6 @@ and ``provenance``) with ``OUT.contrasts.csv`` and, with gaps, ``OUT.setups.csv`
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from experiments.analysis.contrasts import (
 )
 from experiments.scoring.gaps import finite_or_null
 from extract.provenance import identified
+from extract.records import FeatureGapsResult, write_document
 
 DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")
@@ -135,5 +135,5 @@ def write_feature_gaps(result: FeatureGaps, out: Path, utterances: list, inputs:
         _write_csv(result.setups, setups_csv)
         written.append(setups_csv)
     document = identified(result.document, RESULT_SCHEMA, inputs, feature_gaps_subject(utterances, models), kind="feature_gaps")
-    out.write_text(json.dumps(finite_or_null(document), indent=1, ensure_ascii=False, allow_nan=False))
+    write_document(FeatureGapsResult.from_dict(finite_or_null(document), str(out)), out)
     return written

@@ -1,5 +1,8 @@
-"""Figures and reports drawn from saved results, library only (nothing is recomputed here).
+"""The figure library: figures drawn from saved results, library only (nothing is recomputed here).
 
-- ``plots``: the study's figures, PNG + PDF (``experiments.figures``, ``experiments.correlate --plot``, the demo's report)
-- ``demo_report``: the demo's figures, correlation tables and ``report.md``, from the typed probe runs and saved results
+- ``plots``: the study's figures, PNG + PDF (``experiments.figures``, ``experiments.correlate --plot``,
+  the study's report and the demo's report, ``experiments.demo.report``)
+
+It imports neither ``experiments.study`` nor ``experiments.demo``, which both import it
+(tests/experiments/test_import_graph.py checks it).
 """

@@ -1,7 +1,7 @@
 """The study's figures, drawn from saved results only (nothing is recomputed here).
 
 ``python -m experiments.figures KIND ...`` draws one of them from result files; the demo's report
-(``experiments.reports.demo_report``) and ``experiments.correlate --plot`` call these functions directly.
+(``experiments.demo.report``) and ``experiments.correlate --plot`` call these functions directly.
 
 Each function writes a PNG and a PDF (same stem) and returns their paths. Sizes and fonts are set
 for a one- or two-column paper figure.
@@ -32,6 +32,7 @@ import numpy as np
 
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
+from extract.records import F1VsMustSheRow
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
 
@@ -204,6 +205,24 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
 
 
 @paper_style
+def f1_vs_mustshe(rows: Iterable[F1VsMustSheRow], fit: dict | None, xlabel: str, ylabel: str, out, title: str = "") -> list[Path]:
+    """``experiments.collect``'s MuST-SHE pairing (``f1_vs_mustshe.csv``) drawn: each row's probe F1 on
+    the MuST-SHE speakers against category-1 gender accuracy, labelled by model, site and target
+    language (a row without both numbers is left out), with ``fit`` (the pairing's entry of the
+    study's ``correlations.json``) where it holds one."""
+    shown = [row for row in rows if row.applied_f1_macro is not None and row.category_1_accuracy is not None]
+    return scatter_with_fit(
+        [row.applied_f1_macro for row in shown],
+        [row.category_1_accuracy for row in shown],
+        [f"{row.model} {row.site} {row.tgt_lang}" for row in shown],
+        fit if fit and "pearson_r" in fit else None,
+        xlabel,
+        ylabel,
+        out,
+        title=title,
+    )
+
+
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
     :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
@@ -376,7 +395,7 @@ def long_condition_scores(
     for column, wanted in (("dataset", dataset), ("language", language)):
         if wanted is not None:
             chosen = [row for row in chosen if row[column] == wanted]
-        values = sorted({row[column] for row in chosen})
+        values = sorted({row[column] or "" for row in chosen})  # an empty cell: "" from a CSV reader, None from a LongRow
         if len(values) > 1:
             raise ValueError(f"the rows of {model} hold {column}s {', '.join(values)}; choose one with --{column}")
     values: dict[tuple[str, str], list[float]] = {}

@@ -20,7 +20,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
-from extract.records import schema_version
+from extract.records import StQualityScores, schema_version, write_document
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
 SCORES_SCHEMA = schema_version("st_quality")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
@@ -140,3 +140,10 @@ def quality_report(rows: list[dict], hypotheses: Path, scorer: Scorer | None = N
     language = target_language(rows, hypotheses)
     result = {"groups": evaluate(rows, scorer, language), "target_language": language, "comet_model": comet_model if scorer is not None else None}
     return identified(result, SCORES_SCHEMA, [hypotheses], hypotheses_subject(rows, hypotheses), kind="st_quality")
+
+
+def save_quality_report(result: dict, out: Path) -> Path:
+    """Writes :func:`quality_report`'s document to ``out`` through its record (JSON, UTF-8, one final newline)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return write_document(StQualityScores.from_dict(result, str(out)), out)

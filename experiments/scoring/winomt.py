@@ -28,7 +28,6 @@ bootstrap has nothing to resample): each resample draws the N sentences N times 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.provenance import hypotheses_file_subject, identified
-from extract.records import WinoMTResult, schema_version, write_document
+from extract.records import WinoMTResult, schema_version, write_document, write_side_rows
 
 RESULT_SCHEMA = schema_version("winomt")  # the result JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 STEREOTYPES = ("pro", "anti")
@@ -301,34 +300,35 @@ def _frames(rows: list[dict], columns, summary) -> tuple[GroupMetricFrame, Group
 def score_translation_rows(rows: list[dict], iterations: int = 1000, seed: int = 0) -> dict:
     """WinoMT's scores of :func:`translation_rows` (keys in the module docstring), per gold gender and
     stereotype set, with sentence-bootstrap intervals (``iterations`` 0: none)."""
-    if not rows:
-        raise WinoMTError("no sentences to score")
-    columns = _columns(rows, {"predicted": "read_gender"})
-    by_gender, by_stereotype = _frames(rows, columns, _group_summary)
-    overall = {key: _value(value) for key, value in translation_metric(by_gender.all.columns).items()}
-    result = {**overall, "n": len(rows), "unknown": {gender: by_gender.evaluate(gender)["unknown"] for gender in GOLD_GENDERS}}
-    result["n_pro"], result["n_anti"] = (by_stereotype.evaluate(name)["n"] for name in STEREOTYPES)
-    result["by_gender"] = {gender: by_gender.evaluate(gender) for gender in GOLD_GENDERS}
-    result["by_stereotype"] = {name: by_stereotype.evaluate(name) for name in STEREOTYPES}
-    if iterations:
-        result["intervals"] = sentence_bootstrap(by_gender.all, translation_metric, TRANSLATION_KEYS, iterations, seed)
-        result["bootstrap"] = {"unit": "sentence", "iterations": iterations, "seed": seed, "level": 95}
-    return result
+
+    def unknown(by_gender) -> dict:
+        return {"unknown": {gender: by_gender.evaluate(gender)["unknown"] for gender in GOLD_GENDERS}}
+
+    return _grouped_scores(rows, {"predicted": "read_gender"}, _group_summary, translation_metric, TRANSLATION_KEYS, iterations, seed, unknown)
 
 
 def score_transcript_rows(rows: list[dict], iterations: int = 1000, seed: int = 0) -> dict:
     """The ASR side's scores of :func:`transcript_rows`, per gold gender and stereotype set, with sentence-bootstrap intervals."""
+    fields = {"pronoun_correct": "pronoun_correct", "recognised": "profession_recognised"}
+    return _grouped_scores(rows, fields, _asr_group_summary, transcript_metric, ASR_KEYS, iterations, seed)
+
+
+def _grouped_scores(rows: list[dict], fields: dict, summary, metric, keys, iterations: int, seed: int, head=None) -> dict:
+    """The overall scores of ``metric`` on ``rows`` and their count, what ``head`` adds from the
+    per-gender frame, the counts and scores per gold gender and stereotype set, and (``iterations``
+    above 0) sentence-bootstrap intervals of ``keys``: both sides' result, in this key order."""
     if not rows:
         raise WinoMTError("no sentences to score")
-    columns = _columns(rows, {"pronoun_correct": "pronoun_correct", "recognised": "profession_recognised"})
-    by_gender, by_stereotype = _frames(rows, columns, _asr_group_summary)
-    overall = {key: _value(value) for key, value in transcript_metric(by_gender.all.columns).items()}
-    result = {**overall, "n": len(rows)}
+    columns = _columns(rows, fields)
+    by_gender, by_stereotype = _frames(rows, columns, summary)
+    result = {**{key: _value(value) for key, value in metric(by_gender.all.columns).items()}, "n": len(rows)}
+    if head is not None:
+        result |= head(by_gender)
     result["n_pro"], result["n_anti"] = (by_stereotype.evaluate(name)["n"] for name in STEREOTYPES)
     result["by_gender"] = {gender: by_gender.evaluate(gender) for gender in GOLD_GENDERS}
     result["by_stereotype"] = {name: by_stereotype.evaluate(name) for name in STEREOTYPES}
     if iterations:
-        result["intervals"] = sentence_bootstrap(by_gender.all, transcript_metric, ASR_KEYS, iterations, seed)
+        result["intervals"] = sentence_bootstrap(by_gender.all, metric, keys, iterations, seed)
         result["bootstrap"] = {"unit": "sentence", "iterations": iterations, "seed": seed, "level": 95}
     return result
 
@@ -339,9 +339,7 @@ def save_result(result: dict, rows: list[dict], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_document(WinoMTResult.from_dict(result, str(out)), out)
-    sentences = sentences_path(out)
-    sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    return sentences
+    return write_side_rows(rows, sentences_path(out))
 
 
 def sentences_path(out: str | Path) -> Path:

@@ -29,7 +29,7 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
 from extract.provenance import file_identity, file_sha256, provenance
-from extract.records import GapReport, read_document, read_versioned, schema_version
+from extract.records import F1VsMustSheRow, GapReport, read_document, read_table, read_versioned, schema_version
 
 SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
@@ -156,20 +156,12 @@ def write_figures(layout, study: Study) -> Path:
             )
     figures += _site_heatmaps(layout, plots)
     figures += _gap_bars(layout, plots)
-    mustshe_rows = _rows(files["f1_vs_mustshe"])
+    mustshe_rows = read_table(files["f1_vs_mustshe"], F1VsMustSheRow) if files["f1_vs_mustshe"].exists() else []
     if mustshe_rows:
-        fit = correlations.get("f1_vs_mustshe") or {}
-        rows = [row for row in mustshe_rows if _final(row) and _number(row["applied_f1_macro"]) is not None and _number(row["category_1_accuracy"]) is not None]
-        paths = plots.scatter_with_fit(
-            [_number(row["applied_f1_macro"]) for row in rows],
-            [_number(row["category_1_accuracy"]) for row in rows],
-            [f"{row['model']} {row['site']} {row['tgt_lang']}" for row in rows],
-            fit if "pearson_r" in fit else None,
-            "probe F1 on MuST-SHE speakers (%)",
-            "category-1 gender accuracy (%)",
-            layout.figures / "f1_vs_mustshe",
-            title="final sites",
-        )
+        final = [row for row in mustshe_rows if _final(row.to_dict())]
+        fit = correlations.get("f1_vs_mustshe")
+        xlabel, ylabel = "probe F1 on MuST-SHE speakers (%)", "category-1 gender accuracy (%)"
+        paths = plots.f1_vs_mustshe(final, fit, xlabel, ylabel, layout.figures / "f1_vs_mustshe", title="final sites")
         figures.append({"kind": "f1_vs_mustshe", "paths": [p.name for p in paths]})
     files["figures"].parent.mkdir(parents=True, exist_ok=True)
     files["figures"].write_text(json.dumps({"schema": SCHEMA, "figures": figures}, indent=2) + "\n", encoding="utf-8")

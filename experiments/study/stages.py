@@ -769,7 +769,7 @@ def mustshe_behaviour(definition: Path, hypotheses: Path, target: str, out: Path
 
 
 def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: dict) -> Behaviour:
-    from experiments.scoring.translation_quality import comet_scorer, quality_report, read_rows
+    from experiments.scoring.translation_quality import comet_scorer, quality_report, read_rows, save_quality_report
 
     options = context.study.st_quality
 
@@ -778,8 +778,7 @@ def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: di
         if options["comet_model"] and "comet" not in scorers:
             scorers["comet"] = comet_scorer(options["comet_model"], options["batch_size"], options["gpus"])
         result = quality_report(rows, hypotheses, scorers.get("comet"), options["comet_model"])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        save_quality_report(result, out)
         return f"BLEU {_number(result['groups']['all']['bleu'])} -> {out}"
 
     return Behaviour([hypotheses], out, lambda document: document.get("comet_model") == options["comet_model"], compute)

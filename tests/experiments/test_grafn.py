@@ -353,7 +353,7 @@ def test_fit_can_calibrate_on_a_sample_per_gender(tmp_path, capsys):
 def test_the_demo_section_and_figure_from_saved_results(tmp_path):
     from types import SimpleNamespace
 
-    from experiments.reports.extras import grafn as stage
+    from experiments.demo.extras import grafn as stage
 
     def report(female, male):
         entry = {

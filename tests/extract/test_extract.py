@@ -88,7 +88,7 @@ def test_every_layer_site_is_listed(family):
 def test_every_family_record_is_complete(family):
     """The registry key is the family's name; reports can name it (and its tiny model, which the
     demo labels); the sites the demo probes exist on its tiny model."""
-    from experiments.reports.demo_report import tiny_labels
+    from experiments.demo.report import tiny_labels
 
     record = FAMILIES[family]
     assert record.name == family and record.display_name and record.tiny_label.startswith(record.display_name)

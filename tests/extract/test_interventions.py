@@ -312,7 +312,7 @@ def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monk
 
 def test_the_translation_table_shows_the_none_share_so_each_row_sums_to_100():
     """Science audit D6: feminine 20 + masculine 30 + mixed 0 left half of She's sentences unshown."""
-    from experiments.reports.extras.interventions import mustshe_table, translation_shares
+    from experiments.demo.extras.interventions import mustshe_table, translation_shares
 
     kinds = {"She": ["feminine"] * 2 + ["masculine"] * 3 + ["none"] * 5, "He": ["feminine"] * 3 + ["masculine"] * 3 + ["mixed", *["none"] * 3]}
     sentences = [{"gender": g, "category": "1F", "translation_gender": k} for g, ks in kinds.items() for k in ks]
@@ -327,7 +327,7 @@ def test_the_translation_table_shows_the_none_share_so_each_row_sums_to_100():
 
 
 def test_the_asr_table_names_its_estimate_and_an_undefined_e_is_not_zero():
-    from experiments.reports.extras.interventions import asr_table
+    from experiments.demo.extras.interventions import asr_table
 
     def entry(female, male):
         return {

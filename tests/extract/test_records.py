@@ -326,3 +326,38 @@ def test_a_summary_without_a_record_is_read_with_its_version_checked(tmp_path):
     path.write_text("[]")
     with pytest.raises(RecordError, match=r"collect\.json: not a collect summary \(a JSON list, not an object\)"):
         read_versioned(path, "collect")
+
+
+def test_the_st_quality_and_feature_gaps_writers_write_through_their_records(tmp_path):
+    """st_quality's and feature_gaps' documents go through their records (UTF-8, one final newline);
+    a file st_quality wrote before (indented, ASCII-escaped, no final newline, no schema) reads as version 1."""
+    from experiments.scoring.translation_quality import save_quality_report
+    from extract.records import FeatureGapsResult
+
+    scores = {"schema": 1, "subject": SUBJECT, "inputs": INPUTS, "provenance": PROVENANCE, "kind": "st_quality", "groups": {"all": {"bleu": 31.5}}}
+    save_quality_report(scores | {"target_language": "é"}, tmp_path / "st" / "quality.json")
+    text = (tmp_path / "st" / "quality.json").read_text(encoding="utf-8")
+    assert text.endswith("}\n") and '"é"' in text
+    assert read_document(tmp_path / "st" / "quality.json", StQualityScores).groups == {"all": {"bleu": 31.5}}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"groups": {"all": {"bleu": 20.0}}, "target_language": "es", "comet_model": None}, indent=2))
+    record = read_document(old, StQualityScores)
+    assert record.schema == 1 and record.groups == {"all": {"bleu": 20.0}} and record.to_dict()["comet_model"] is None
+    with pytest.raises(RecordError, match=r"quality\.json: a st_quality result, not a feature-gaps result"):
+        read_document(tmp_path / "st" / "quality.json", FeatureGapsResult)
+
+
+def test_side_rows_round_trip_and_a_bad_line_names_the_file_and_line(tmp_path):
+    from extract.records import read_side_rows, write_side_rows
+
+    rows = [{"id": "a", "translation_gender": "female", "text": "niña"}, {"id": "b", "translation_gender": "male"}]
+    path = write_side_rows(rows, tmp_path / "mustshe.sentences.jsonl")
+    assert read_side_rows(path, MustSheScores) == rows and "niña" in path.read_text(encoding="utf-8")
+    path.write_text('{"id": "a"}\n\n[1, 2]\n')
+    with pytest.raises(
+        RecordError, match=r"sentences\.jsonl:3: not a row of a MuST-SHE result \(a JSON list, not an object\); rerun python -m experiments\.mustshe"
+    ):
+        read_side_rows(path, MustSheScores)
+    path.write_text('{"id": "a"}\n{"id": \n')
+    with pytest.raises(RecordError, match=r"sentences\.jsonl:2: not a row of a MuST-SHE result"):
+        read_side_rows(path, MustSheScores)

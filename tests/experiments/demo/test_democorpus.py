@@ -106,8 +106,8 @@ def test_the_card_from_the_studys_transcripts_is_written_once_and_keeps_the_limi
     is refused before card.json is written, so every rerun refuses it again."""
     import json
 
+    from experiments.demo.work import Work, write_corpus_card
     from experiments.recipes.democorpus.card import VoiceTooHardError
-    from experiments.reports.demo_work import Work, write_corpus_card
 
     work = Work(tmp_path, corpus, tmp_path / "report", "float32", 1)
     hypotheses = work.hypotheses("whisper-base")

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import soundfile
 
+from experiments.demo.extras import analyses
+from experiments.demo.work import Work
 from experiments.recipes.democorpus.build import DemoCorpus
-from experiments.reports.demo_work import Work
-from experiments.reports.extras import analyses
 from experiments.scoring.gaps import gap_report, save_gap_report
 from extract.audio import SAMPLE_RATE
 from extract.manifest import Utterance, write_manifest

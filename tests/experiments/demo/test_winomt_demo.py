@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from experiments.demo.extras import winomt
 from experiments.recipes.democorpus.build import DemoCorpus
 from experiments.recipes.democorpus.voices import TRIM_VOICES
-from experiments.reports.extras import winomt
 
 pytestmark = pytest.mark.slow
 

@@ -4,8 +4,8 @@ demo's corpus, stores and transcripts but would break its time budget if they al
 Each stage is a module here with ``run(work) -> list[str]``: it computes what is missing under
 ``work.root`` (resuming like the main stages), draws its figures into ``work.out`` and returns the
 Markdown lines of its section, which the demo appends to ``report.md``. ``work`` is the demo's
-``experiments.reports.demo_work.Work`` (root, corpus, out, dtype, threads); the main stores,
-hypotheses and probe runs are the study's, from ``demo_work.extraction_jobs(work)``,
+``experiments.demo.work.Work`` (root, corpus, out, dtype, threads); the main stores,
+hypotheses and probe runs are the study's, from ``experiments.demo.work.extraction_jobs(work)``,
 ``transcription_jobs(work)`` and ``probe_configs(work)``.
 """
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.reports import plots as figures
-from experiments.reports.demo_work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
-from experiments.scoring.collect import read_csv
+from experiments.scoring.mustshe import sentences_path
+from extract.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table, read_versioned
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
 
@@ -45,8 +46,8 @@ class Collected:
 
     def __init__(self, work: Work):
         self.work = work
-        self.long = read_csv(work.results / "long.csv")
-        self.rows = load_rows(work.probes)
+        self.long = read_table(work.layout.results / "long.csv", LongRow)
+        self.rows = load_rows(work.layout.probes)
 
     def probe(
         self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
@@ -54,23 +55,23 @@ class Collected:
         """The probe row of (model, site, probe, control, language) on the demo corpus (split fixed,
         seed 0, no apply_to unless it is the attention probe applied to MuST-SHE); ``language``: the
         subject language (``en+es`` for the pooled store)."""
-        wanted = (model, dataset, site, probe, control, split, "0")
+        wanted = (model, dataset, site, probe, control, split, 0)
         found = {
-            RUN_ID.search(row["source"]).group(1)
+            RUN_ID.search(row.source).group(1)
             for row in self.long
-            if row["kind"] == "probe"
-            and tuple(row[key] for key in ("model", "dataset", "site", "probe", "control", "split", "seed")) == wanted
-            and (language is None or row["language"] == language)
+            if row.kind == "probe"
+            and (row.model, row.dataset, row.site, row.probe, row.control, row.split, row.seed) == wanted
+            and (language is None or row.language == language)
         }
         if len(found) != 1:
             raise ValueError(f"long.csv has {len(found)} probe runs of {model} {site} {probe} control={control} language={language}; expected one")
         return self.rows[found.pop()]
 
     def arrays(self, row: dict) -> dict:
-        return load_arrays(self.work.probes, row["run_id"])
+        return load_arrays(self.work.layout.probes, row["run_id"])
 
     def attention_weights(self, row: dict) -> list[np.ndarray]:
-        return load_attention(self.work.probes, row["run_id"])[1]
+        return load_attention(self.work.layout.probes, row["run_id"])[1]
 
 
 def _frame_rate(store: Path, site: str) -> float:
@@ -202,8 +203,8 @@ def write_report(work: Work, trimmed: bool) -> Path:
     out = work.out
     out.mkdir(parents=True, exist_ok=True)
     collected = Collected(work)
-    gaps = {name: json.loads(work.gap(name).read_text()) for name in ("whisper-base", "whisper-tiny.en")}
-    mustshe = json.loads(work.mustshe.read_text())
+    gaps = {name: read_document(work.gap(name), GapReport).to_dict() for name in ("whisper-base", "whisper-tiny.en")}
+    mustshe = read_document(work.mustshe, MustSheScores).to_dict()
     pooled = pooled_language(gaps)
     sites, last = list(WHISPER_BASE_SITES), WHISPER_BASE_SITES[-1]
 
@@ -242,31 +243,23 @@ def write_report(work: Work, trimmed: bool) -> Path:
         )
 
     # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
-    f1_rows = [row for row in read_csv(work.results / "f1_vs_gap.csv") if row["site"] == last and row["gap_relative"] != ""]
+    f1_rows = [row for row in read_table(work.layout.results / "f1_vs_gap.csv", F1VsGapRow) if row.site == last and row.gap_relative is not None]
     gap_fit, gap_reason = _correlate(
         out / "correlation_f1_gap.json",
         out / "f1_vs_gap",
-        [f"{row['model']} {row['language']}" for row in f1_rows],
-        [float(row["f1_s"]) for row in f1_rows],
-        [float(row["gap_relative"]) for row in f1_rows],
+        [f"{row.model} {row.language}" for row in f1_rows],
+        [row.f1_s for row in f1_rows],
+        [row.gap_relative for row in f1_rows],
         "probe F1_S (%)",
         f"E(F, M) (%), {estimate}",
-        work.results / "f1_vs_gap.csv",
+        work.layout.results / "f1_vs_gap.csv",
     )
 
     # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
     attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
-    mustshe_rows = read_csv(work.results / "f1_vs_mustshe.csv")
-    mustshe_fit = json.loads((work.results / "correlations.json").read_text())["f1_vs_mustshe"] or {}
-    figures.scatter_with_fit(
-        [float(row["applied_f1_macro"]) for row in mustshe_rows],
-        [float(row["category_1_accuracy"]) for row in mustshe_rows],
-        [f"{row['model']} {row['site']} {row['tgt_lang']}" for row in mustshe_rows],
-        mustshe_fit if "pearson_r" in mustshe_fit else None,
-        "attention-probe F1 on MuST-SHE (%)",
-        "MuST-SHE category-1 accuracy (%)",
-        out / "f1_vs_mustshe",
-    )
+    mustshe_rows = read_table(work.layout.results / "f1_vs_mustshe.csv", F1VsMustSheRow)
+    mustshe_fit = read_versioned(work.layout.results / "correlations.json", "study_tables")["f1_vs_mustshe"] or {}
+    figures.f1_vs_mustshe(mustshe_rows, mustshe_fit, "attention-probe F1 on MuST-SHE (%)", "MuST-SHE category-1 accuracy (%)", out / "f1_vs_mustshe")
     tiny = tiny_attention(collected)
     profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
     for model, site, row in tiny:
@@ -276,7 +269,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     applied = collected.arrays(attention)
     classes = [str(c) for c in applied["applied_class_names"]]
     predicted = {i: classes[int(p > 0.5)] for i, p in zip(applied["applied_ids"], applied["applied_probabilities"])}
-    sentences = [json.loads(line) for line in work.mustshe.with_name(work.mustshe.stem + ".sentences.jsonl").read_text().splitlines()]
+    sentences = read_side_rows(sentences_path(work.mustshe), MustSheScores)
     figures.confusion(
         [predicted[s["id"]] for s in sentences],
         [s["translation_gender"] for s in sentences],
@@ -316,7 +309,7 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
     f0_control = collected.probe("praat-f0", "f0", probe="mean", control="shuffled", dataset=REAL, split="loso")
     control = collected.probe("whisper-base", last, probe="mean", control="shuffled", dataset=REAL, split="loso")
     per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
-    gap = json.loads(work.gap("whisper-base", REAL).read_text())
+    gap = read_document(work.gap("whisper-base", REAL), GapReport).to_dict()
     voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     lines += [
         f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({len({s for s, _ in voices})} speakers; "
@@ -405,8 +398,7 @@ def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
 
     languages = _languages_by_id(work.realvoices / "manifest.jsonl")
     errors: dict[tuple[str, str], list[float]] = {}
-    for line in counts_path(work.gap("whisper-base", REAL)).read_text().splitlines():
-        count = json.loads(line)
+    for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
         totals = errors.setdefault((count["speaker"], languages[count["id"]]), [0.0, 0.0])
         totals[0] += count["errors"]
         totals[1] += count["length"]
@@ -434,7 +426,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
         f"Corpus: `{shown_path(work.corpus.root)}`. The demo is a study: `{shown_path(work.study_file)}`, run by `experiments.study` "
         f"(its own tables and figures: `{shown_path(work.root / 'RESULTS.md')}`). Every number below is read from the study's collected "
-        f"results in `{shown_path(work.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
+        f"results in `{shown_path(work.layout.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
         "behaviour outputs.",
         f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed), torch on "
         f"{work.threads} CPU threads (`--threads`).",
@@ -475,8 +467,8 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "| model | language | F1_S | E(F, M) | 95 % CI (speaker bootstrap) |",
         "|---|---|---|---|---|",
         *(
-            f"| {row['model']} | {row['language']} | {format_number(float(row['f1_s']))} | {format_number(float(row['gap_relative']))} | "
-            f"{format_number(_float(row['ci95_low']))} .. {format_number(_float(row['ci95_high']))} |"
+            f"| {row.model} | {row.language} | {format_number(row.f1_s)} | {format_number(row.gap_relative)} | "
+            f"{format_number(row.ci95_low)} .. {format_number(row.ci95_high)} |"
             for row in f1_rows
         ),
         "",
@@ -500,8 +492,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "| model | site | target | applied_f1_macro | category_1_accuracy |",
         "|---|---|---|---|---|",
         *(
-            f"| {row['model']} | {row['site']} | {row['tgt_lang']} | {format_number(float(row['applied_f1_macro']))} | "
-            f"{format_number(_float(row['category_1_accuracy']))} |"
+            f"| {row.model} | {row.site} | {row.tgt_lang} | {format_number(row.applied_f1_macro)} | {format_number(row.category_1_accuracy)} |"
             for row in mustshe_rows
         ),
         "",
@@ -527,10 +518,6 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _float(value: str) -> float | None:
-    return float(value) if value not in ("", None) else None
 
 
 def reproducibility_lines() -> list[str]:

@@ -25,19 +25,20 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header
 from experiments.finetuning.tracking import read_history
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
 from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
 from experiments.normalisation.filters import load_filters
 from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
-from experiments.reports.demo_report import GAP_ESTIMATE_LABELS, e_header
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
 from experiments.scoring.group_metrics import relative_gap
 from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
 from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
 from extract.manifest import read_manifest, write_manifest
+from extract.records import GapReport, read_document, write_document
 from extract.runner import finished_ids
 from extract.store import ShardReader, StoreError
 from probing.grid import run_all
@@ -83,7 +84,7 @@ def _filters_of(manifest: Path) -> dict[str, str | None]:
 
 def transcripts(work, folder: Path, manifests: dict[str, Path]) -> tuple[dict[str, list[dict]], dict[str, str]]:
     """Whisper base hypotheses of the held-out ids per condition, and notes on conditions that reuse another's."""
-    from experiments.reports.demo_work import transcription_jobs, whisper
+    from experiments.demo.work import transcription_jobs, whisper
 
     main = transcription_jobs(work)["whisper-base"]
     ids = {u.id for u in read_manifest(manifests["original"])}
@@ -116,8 +117,9 @@ def gaps(folder: Path, rows: dict[str, list[dict]]) -> dict[str, dict]:
         path = folder / "results" / f"gap-{condition}.json"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(finite_or_null(gap_report(condition_rows, ("female", "male"), iterations=1000, seed=0)[0]), indent=2))
-        reports[condition] = json.loads(path.read_text())
+            report = finite_or_null(gap_report(condition_rows, ("female", "male"), iterations=1000, seed=0)[0])
+            write_document(GapReport.from_dict(report, str(path)), path)
+        reports[condition] = read_document(path, GapReport).to_dict()
     return reports
 
 
@@ -152,14 +154,14 @@ def _store_holds(store: Path, ids: set[str]) -> bool:
 def probes(work, folder: Path, manifests: dict[str, Path]) -> dict[str, dict[str, float]]:
     """F1_S per site on the main demo's Whisper base store (its own rows, where the main demo has
     them) and on the store of the corpus normalised by gender."""
-    from experiments.reports.demo_work import extraction_jobs, whisper
+    from experiments.demo.work import extraction_jobs, whisper
 
     original = extraction_jobs(work)["whisper-base"].out
     job = ExtractionJob(whisper(work, "bundled-base"), manifests["corpus-gender"], folder / "stores" / "whisper-base-grafn", sites=PROBE_SITES)
     if not _store_holds(job.out, {u.id for u in read_manifest(job.manifest)}):  # a rerun loads no model
         extract(job, show_progress=False)
     main_sites = ShardReader(original).sites
-    main_rows = load_rows(work.probes) if work.probes.exists() else {}
+    main_rows = load_rows(work.layout.probes) if work.layout.probes.exists() else {}
     before = {site: ProbeConfig(str(original), site, "positional", positions=POSITIONS, mdl=site == main_sites[-1]) for site in PROBE_SITES}
     before = {site: config if config.run_id() in main_rows else replace(config, mdl=False) for site, config in before.items()}
     after = {site: ProbeConfig(str(job.out), site, "positional", positions=POSITIONS) for site in PROBE_SITES}

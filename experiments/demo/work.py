@@ -1,5 +1,5 @@
 """The demo's study and its work folder, as a library: what ``experiments.demo`` runs and what the
-opt-in stages (``experiments.reports.extras``) read.
+opt-in stages (``experiments.demo.extras``) read.
 
 The demo is a study (``experiments.study``): :func:`demo_study` writes its study file into the work
 folder (``WORK/demo.yaml``, absolute paths to the corpus), the study writes everything under
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.recipes.democorpus.build import DemoCorpus
+from experiments.study.schema import load_study
+from experiments.study.stages import Context, Layout, extraction_job, transcription_job
+from experiments.study.stages import probe_configs as study_probe_configs
 
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY
@@ -56,13 +59,10 @@ class Work:
         return self.root / "hyps"
 
     @property
-    def results(self) -> Path:
-        """The study's collected tables (``long.csv``, ``f1_vs_gap.csv``, ``correlations.json``, ...)."""
-        return self.root / "results"
-
-    @property
-    def probes(self) -> Path:
-        return self.root / "probes" / "probes.jsonl"
+    def layout(self) -> Layout:
+        """The study's own layout of ``root``: its probe rows (``layout.probes``), collected tables
+        (``layout.results``: ``long.csv``, ``f1_vs_gap.csv``, ``correlations.json``, ...)."""
+        return Layout(self.root)
 
     @property
     def realvoices(self) -> Path:
@@ -163,8 +163,6 @@ def whisper(work: Work, checkpoint: str, random_init: bool = False):
 
 def context(work: Work, show_progress: bool = False):
     """The study context of the demo's study file (written by :func:`write_study`)."""
-    from experiments.study.schema import load_study
-    from experiments.study.stages import Context
     from extract.spec import default_device
 
     study = load_study(work.study_file)
@@ -179,8 +177,6 @@ def _model_part(study, model: str, part: str):
 
 def extraction_jobs(work: Work) -> dict:
     """The demo's Whisper stores as the study's extraction jobs, by the names the extras use."""
-    from experiments.study.stages import extraction_job
-
     ctx = context(work)
     named = {"whisper-base": ("whisper-base", POOLED), "whisper-base-random": ("whisper-base-random", POOLED)}
     named |= {"whisper-tiny.en": ("whisper-tiny.en", POOLED), "whisper-base-mustshe": ("whisper-base", f"{MUSTSHE}-en-es")}
@@ -189,8 +185,6 @@ def extraction_jobs(work: Work) -> dict:
 
 def transcription_jobs(work: Work) -> dict:
     """The demo's hypotheses as the study's transcription jobs, by the names the extras use."""
-    from experiments.study.stages import transcription_job
-
     ctx = context(work)
     named = {"whisper-base": ("whisper-base", POOLED, None), "whisper-tiny.en": ("whisper-tiny.en", POOLED, None)}
     named["whisper-base-mustshe-es"] = ("whisper-base", f"{MUSTSHE}-en-es", "es")
@@ -203,9 +197,7 @@ def transcription_jobs(work: Work) -> dict:
 
 def probe_configs(work: Work) -> list:
     """Every probe run of the demo's study (ProbeConfig), as the study plans them."""
-    from experiments.study.stages import probe_configs as planned
-
-    return planned(context(work))[0]
+    return study_probe_configs(context(work))[0]
 
 
 def write_corpus_card(work: Work) -> bool:

@@ -18,15 +18,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.demo.report import format_number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
-from experiments.reports.demo_report import format_number as fmt
 from experiments.reports.plots import paper_style, pyplot, save
-from experiments.scoring.winomt import evaluate_transcripts, evaluate_translations, read_outputs
+from experiments.scoring.winomt import ASR_KEYS, TRANSLATION_KEYS, evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
 from extract.families.generation import GenerationOptions
 from extract.jobs import TranscriptionJob, transcribe
 from extract.manifest import read_manifest
+from extract.records import WinoMTResult, read_document
 from extract.runner import finished_ids
 
 TRIM_TEMPLATES = 2  # 8 sentences on the trimmed demo
@@ -53,7 +54,7 @@ def _voices(work):
 
 
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
-    from experiments.reports.demo_work import whisper
+    from experiments.demo.work import whisper
 
     options = GenerationOptions(num_beams=1, max_new_tokens=128)
     hyps = work.root / "winomt" / "hyps"
@@ -109,12 +110,30 @@ def score(work, winost_set: WinoSTSet, hyps: dict[str, Path]) -> dict[str, dict]
     for name in ASR_SYSTEMS:
         if not paths[name].exists():
             evaluate_transcripts(winost_set.source, winost_set.pro, winost_set.anti, hyps[name], paths[name], iterations=ITERATIONS)
-    return {name: json.loads(path.read_text()) for name, path in paths.items()}
+    return {name: read_document(path, WinoMTResult).to_dict() for name, path in paths.items()}
 
 
 def _interval(result: dict, key: str) -> str:
     low, high = result.get("intervals", {}).get(key, [None, None])
     return f"{fmt(low)} .. {fmt(high)}"
+
+
+def _translation_cells(result: dict) -> list[str]:
+    unknown = result["unknown"]
+    cells = [fmt(result[key]) for key in TRANSLATION_KEYS]
+    return [cells[0], _interval(result, "accuracy"), *cells[1:], _interval(result, "delta_s"), f"{unknown['male']} / {unknown['female']}"]
+
+
+def _transcript_cells(result: dict) -> list[str]:
+    genders = result["by_gender"]
+    cells = [fmt(result[key]) for key in ASR_KEYS]
+    by_gender = f"{fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])}"
+    return [cells[0], _interval(result, "pronoun_accuracy"), *cells[1:], by_gender]
+
+
+def _table_rows(results: dict[str, dict], systems: dict[str, str], cells) -> list[str]:
+    """One Markdown row per system: its label, then ``cells`` of its result."""
+    return [f"| {label} | " + " | ".join(cells(results[name])) + " |" for name, label in systems.items()]
 
 
 @paper_style
@@ -163,14 +182,7 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         "| system | accuracy | 95 % CI | F1 male | F1 female | ΔG | acc. pro | acc. anti | ΔS | 95 % CI ΔS | unknown (m / f) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in ST_SYSTEMS.items():
-        result = results[name]
-        unknown = result["unknown"]
-        lines.append(
-            f"| {label} | {fmt(result['accuracy'])} | {_interval(result, 'accuracy')} | {fmt(result['f1_male'])} | {fmt(result['f1_female'])} | "
-            f"{fmt(result['delta_g'])} | {fmt(result['accuracy_pro'])} | {fmt(result['accuracy_anti'])} | {fmt(result['delta_s'])} | "
-            f"{_interval(result, 'delta_s')} | {unknown['male']} / {unknown['female']} |"
-        )
+    lines += _table_rows(results, ST_SYSTEMS, _translation_cells)
     lines += [
         "",
         "ASR side (WinoST's side product): a transcript's pronoun is right when its he/she/they-family pronouns are the source's; "
@@ -179,14 +191,7 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
         "| system | pronoun accuracy | 95 % CI | profession recognised | pronoun acc. where recognised | pro | anti | ΔS | pronoun acc. male / female |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in ASR_SYSTEMS.items():
-        result = results[name]
-        genders = result["by_gender"]
-        lines.append(
-            f"| {label} | {fmt(result['pronoun_accuracy'])} | {_interval(result, 'pronoun_accuracy')} | {fmt(result['profession_accuracy'])} | "
-            f"{fmt(result['pronoun_accuracy_profession_recognised'])} | {fmt(result['pronoun_accuracy_pro'])} | {fmt(result['pronoun_accuracy_anti'])} | "
-            f"{fmt(result['pronoun_delta_s'])} | {fmt(genders['male']['pronoun_accuracy'])} / {fmt(genders['female']['pronoun_accuracy'])} |"
-        )
+    lines += _table_rows(results, ASR_SYSTEMS, _transcript_cells)
     png = next(path for path in figure_paths if path.suffix == ".png")
     lines += [
         "",

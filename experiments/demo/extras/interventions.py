@@ -31,14 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.demo.report import e_header, shown_path
 from experiments.reports import plots
-from experiments.reports.demo_report import e_header, shown_path
-from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
-from experiments.scoring.mustshe import save_scores, score_hypotheses
+from experiments.scoring.gaps import counts_path, gap_report, read_hypotheses, save_gap_report
+from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import read_definition
 from extract.interventions import InterventionError, load_intervention, store_content_hash
 from extract.jobs import extract, transcribe
 from extract.manifest import read_manifest, write_manifest
+from extract.records import GapReport, MustSheScores, read_document, read_side_rows
 from extract.store import ShardReader
 from probing.erasure import fit
 from probing.grid import run_all
@@ -86,7 +87,7 @@ def fitted_files(root: Path, store: Path) -> dict[str, Path]:
 
 def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
     """(a): stores extracted with the eraser and its control, probed; the main demo's rows as "before"."""
-    from experiments.reports.demo_work import ATTENTION, extraction_jobs, find_config, probe_configs
+    from experiments.demo.work import ATTENTION, extraction_jobs, find_config, probe_configs
 
     base = extraction_jobs(work)["whisper-base"]
     all_sites = list(ShardReader(base.out).info.site_modules)
@@ -106,7 +107,7 @@ def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
         condition: {site: ProbeConfig(str(store), site, "mean") for site in sites}
         for condition, store, sites in (("before", base.out, later), ("after", erased.out, later), ("random", control.out, [ERASED_SITE]))
     }
-    demo_rows = load_rows(work.probes) if work.probes.exists() else {}
+    demo_rows = load_rows(work.layout.probes) if work.layout.probes.exists() else {}
     missing = [c for c in [*before.values(), before_attention] if c.run_id() not in demo_rows]
     results = root / "probes.jsonl"
     run_all([*after.values(), random_after, attention_after, *missing, *(c for configs in pooled.values() for c in configs.values())], results)
@@ -127,8 +128,8 @@ def _gap(hypotheses: Path, out: Path) -> dict:
     if not out.exists():
         report, counts = gap_report(read_hypotheses(hypotheses), ("female", "male"), **GAP_SETTINGS)
         save_gap_report(report, counts, out)
-    report = json.loads(out.read_text())
-    counts = [json.loads(line) for line in out.with_suffix(".counts.jsonl").read_text().splitlines()]
+    report = read_document(out, GapReport).to_dict()
+    counts = read_side_rows(counts_path(out), GapReport)
     for language, entry in report["languages"].items():
         mine = [c for c in counts if c["language"] == language]
         entry["error_rate_all"] = 100.0 * sum(c["errors"] for c in mine) / max(1, sum(c["length"] for c in mine))
@@ -146,7 +147,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(b): transcripts of the held-out speakers without an intervention, with the layer-2 eraser and
     with its control, in the same batches (the main demo's transcripts batch other utterances together,
     and in bfloat16 a batch's composition alone can change a hypothesis); their gap reports."""
-    from experiments.reports.demo_work import transcription_jobs
+    from experiments.demo.work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base"]
     manifest = held_out_manifest(base.manifest, root / "manifests" / "asr-held-out.jsonl")
@@ -166,7 +167,7 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
 def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(c): MuST-SHE translations without an edit and under each intervention (the main demo's job and
     batches, written here: "before" is never borrowed from a run of other code or weights), scored."""
-    from experiments.reports.demo_work import transcription_jobs
+    from experiments.demo.work import transcription_jobs
 
     base = transcription_jobs(work)["whisper-base-mustshe-es"]
     hyps = {}
@@ -195,8 +196,8 @@ def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, di
         if not out.exists():
             result, rows = score_hypotheses(entries, path, "es")
             save_scores(result, rows, out)
-        sentences = [json.loads(line) for line in out.with_name(out.stem + ".sentences.jsonl").read_text().splitlines()]
-        scores[condition] = {"result": json.loads(out.read_text()), "shares": translation_shares(sentences)}
+        sentences = read_side_rows(sentences_path(out), MustSheScores)
+        scores[condition] = {"result": read_document(out, MustSheScores).to_dict(), "shares": translation_shares(sentences)}
     return scores
 
 
@@ -277,7 +278,7 @@ def _figure(work, probes: dict) -> Path:
 
 def run(work) -> list[str]:
     root = work.root / "interventions"
-    from experiments.reports.demo_work import extraction_jobs
+    from experiments.demo.work import extraction_jobs
 
     store = extraction_jobs(work)["whisper-base"].out
     files = fitted_files(root, store)
