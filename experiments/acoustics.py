@@ -19,7 +19,7 @@ import sys
 
 from experiments.analysis.acoustic import AcousticError, compute_acoustics, side_files
 from experiments.analysis_options import AcousticsOptions
-from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, input_argument
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 
@@ -63,8 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, AcousticError)
+main = command_main(build_parser, _run, AcousticError)
 
 
 if __name__ == "__main__":

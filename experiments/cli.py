@@ -362,17 +362,21 @@ def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_error
         return fail(_user_message(error))
 
 
-def run_command(
-    parser: argparse.ArgumentParser,
+def command_main(
+    build_parser: Callable[[], argparse.ArgumentParser],
     run: Callable[[argparse.Namespace], int],
-    argv: list[str] | None,
     *errors: type[BaseException],
     lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None,
-) -> int:
-    """A command's ``main``: ``run`` on ``argv`` parsed by ``parser``, a user error (:func:`run_cli`,
-    with ``errors`` and ``lazy_errors``) one line and exit status 2."""
-    args = parser.parse_args(argv)
-    return run_cli(lambda: run(args), *errors, lazy_errors=lazy_errors)
+) -> Callable[[list[str] | None], int]:
+    """A command module's ``main(argv=None)`` (``main = command_main(build_parser, _run, ...)``):
+    ``run`` on ``argv`` parsed by the module's parser, a user error (:func:`run_cli`, with
+    ``errors`` and ``lazy_errors``) one line and exit status 2."""
+
+    def main(argv: list[str] | None = None) -> int:
+        args = build_parser().parse_args(argv)
+        return run_cli(lambda: run(args), *errors, lazy_errors=lazy_errors)
+
+    return main
 
 
 def _handled(errors: tuple[type[BaseException], ...], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None) -> tuple[type[BaseException], ...]:

@@ -29,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_command
+from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.scoring.collect import CollectError, collect, collected_files, write_collected
 
 
@@ -58,8 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, CollectError)
+main = command_main(build_parser, _run, CollectError)
 
 
 if __name__ == "__main__":

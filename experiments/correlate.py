@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, output_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from extract.options import option
@@ -84,8 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, CorrelationError)
+main = command_main(build_parser, _run, CorrelationError)
 
 
 if __name__ == "__main__":

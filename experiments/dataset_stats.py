@@ -15,7 +15,7 @@ import csv
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, command_main, input_argument
 from experiments.scoring.dataset_stats import markdown, statistics, whisper_token_counter
 from extract.manifest import iter_manifest
 
@@ -49,8 +49,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, input_argument, output_argument, run_command
+from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 from extract.options import option
@@ -105,14 +105,13 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, StoreError, lazy_errors=_speaker_errors)
-
-
 def _speaker_errors() -> tuple[type[BaseException], ...]:
     from experiments.analysis.speakers import SpeakerError  # imported only when an error is handled, as run_cli's lazy errors
 
     return (SpeakerError,)
+
+
+main = command_main(build_parser, _run, StoreError, lazy_errors=_speaker_errors)
 
 
 if __name__ == "__main__":

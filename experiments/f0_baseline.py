@@ -19,7 +19,7 @@ from pathlib import Path
 
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
 from experiments.analysis_options import F0Options
-from experiments.cli import CommandParser, add_quiet_argument, input_argument, output_argument, run_command
+from experiments.cli import CommandParser, add_quiet_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 from extract.store import StoreError
@@ -53,8 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, F0Error, StoreError)
+main = command_main(build_parser, _run, F0Error, StoreError)
 
 
 if __name__ == "__main__":

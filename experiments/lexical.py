@@ -18,7 +18,7 @@ from collections import Counter
 
 from experiments.analysis.lexical import LexicalError, entity_labels, load_pipeline, write_lexical_rows
 from experiments.analysis_options import LexicalOptions
-from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, fail, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
 from extract.appendlog import AppendLog, RowKind
 from extract.manifest import read_manifest
@@ -65,8 +65,7 @@ def _write_rows(args: argparse.Namespace, options: LexicalOptions, utterances: l
     return write_lexical_rows(utterances, nlp, options.spacy_model, args.out, options.batch_size, not args.quiet)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, LexicalError)
+main = command_main(build_parser, _run, LexicalError)
 
 
 if __name__ == "__main__":

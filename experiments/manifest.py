@@ -13,7 +13,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from experiments.cli import CommandParser, add_out_argument, add_renamed_argument, fail, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, add_renamed_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
 from extract import corpora
 from extract.corpora.base import Argument
@@ -67,8 +67,7 @@ def _run(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

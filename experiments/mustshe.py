@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, command_main, input_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import MustSheError, read_definition
@@ -69,8 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, MustSheError)
+main = command_main(build_parser, _run, MustSheError)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_command
+from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import Utterance, read_manifest, write_manifest
 from extract.options import option
@@ -115,8 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, ProbeDataError)
+main = command_main(build_parser, _run, ProbeDataError)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, fail, input_argument, run_command
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, save_quality_report, target_language
 from extract.options import option
@@ -78,9 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    # ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
-    return run_command(build_parser(), _run, argv, ValueError, RuntimeError)
+# ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
+main = command_main(build_parser, _run, ValueError, RuntimeError)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_out_argument, add_quiet_argument, fail, input_argument, run_command
+from experiments.cli import CommandParser, add_device_argument, add_out_argument, add_quiet_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.vad import VadSettings, filter_speech, silero_detector
 from extract.manifest import read_manifest, write_manifest
@@ -60,8 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, fail, input_argument, run_command
+from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, AnalyserError, load_analyser
 from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
@@ -159,8 +159,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, WinoMTError, AlignmentError, AnalyserError, MustSheError)
+main = command_main(build_parser, _run, WinoMTError, AlignmentError, AnalyserError, MustSheError)
 
 
 if __name__ == "__main__":

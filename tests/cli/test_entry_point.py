@@ -25,7 +25,11 @@ EXPERIMENTS = CHECKOUT / "experiments"
 
 
 def _defines_main(path: Path) -> bool:
-    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in ast.parse(path.read_text()).body)
+    """``def main`` or ``main = command_main(...)`` at the top level."""
+    body = ast.parse(path.read_text()).body
+    defined = any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in body)
+    assigned = any(isinstance(node, ast.Assign) and [ast.unparse(target) for target in node.targets] == ["main"] for node in body)
+    return defined or assigned
 
 
 def test_every_command_module_is_a_stage_and_nothing_else_is():

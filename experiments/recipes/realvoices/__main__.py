@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_quiet_argument, output_argument, program_name, run_command
+from experiments.cli import CommandParser, add_quiet_argument, command_main, output_argument, program_name
 from experiments.options import add_options, from_args
 from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
 from experiments.recipes.realvoices.decode import DecoderMissingError
@@ -59,8 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), _run, argv, FetchError, RealVoicesError, DecoderMissingError)
+main = command_main(build_parser, _run, FetchError, RealVoicesError, DecoderMissingError)
 
 
 if __name__ == "__main__":
