@@ -100,7 +100,7 @@ def _main(argv: list[str] | None) -> int:
     from extract.families import NonFiniteError, UnknownSiteError  # after parsing: they load torch, which --help never needs
     from extract.interventions import InterventionError
     from extract.jobs import ExtractionJob, extract
-    from extract.runner import audio_notes_summary
+    from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_extractor
 
     baseline = from_args(RandomInitOptions, args)
@@ -141,8 +141,7 @@ def _main(argv: list[str] | None) -> int:
         f"{report.resumed} already done; {len(report.skipped)} skipped for bad audio; "
         f"audio notes: {audio_notes_summary(report.audio_notes)} (per utterance in the store's audio_notes)"
     )
-    for item in report.skipped:
-        print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
+    print_skipped(report.skipped)
     print(f"[extract] store: {job.out} ({len(report.parts)} part files)")
     return 0
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from experiments.cli import (
     CommandParser,
     add_model_arguments,
+    add_quiet_argument,
     add_reclaim_stale_argument,
     fail,
     input_argument,
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--manifest", required=True)
     output_argument(parser, "--out", required=True, help="patch rows JSONL (appended to; rows already there are skipped)", sidecars=sidecars)
     add_options(parser, PatchOptions)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_argument(parser)
     add_reclaim_stale_argument(parser)
     return parser
 
@@ -62,7 +63,7 @@ def _main(argv: list[str] | None) -> int:
     from experiments.patching.run import PatchJob, run_patching  # after parsing: the model code loads torch, which --help never needs
     from extract.families.errors import UnknownSiteError
     from extract.families.generation import GenerationError, LanguageCodeError
-    from extract.runner import SettingsMismatchError
+    from extract.runner import SettingsMismatchError, print_skipped
     from extract.spec import load_generator
 
     spec = model_spec(args)
@@ -88,8 +89,7 @@ def _main(argv: list[str] | None) -> int:
     except (UnknownSiteError, GenerationError, LanguageCodeError, SettingsMismatchError) as error:
         return fail(str(error))
     print(f"[patch] wrote {report.written} rows in {time.time() - started:.1f} s; {len(report.skipped)} pairs skipped for bad audio (a rerun retries them)")
-    for item in report.skipped:
-        print(f"  skipped {item['pair']}: {item['message']}", file=sys.stderr)
+    print_skipped(report.skipped, "pair")
     for site, entry in report.summary["sites"].items():
         effects = ", ".join(f"{pairing} {_points(value['effect'])}" for pairing, value in entry["pairings"].items())
         print(f"  {site}: {effects}" + (f"; cross - within {_points(entry['cross_minus_within'])}" if "cross_minus_within" in entry else ""))

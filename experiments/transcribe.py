@@ -69,7 +69,7 @@ def _main(argv: list[str] | None) -> int:
     from extract.families.generation import GenerationError  # after parsing: it loads torch, which --help never needs
     from extract.interventions import InterventionError
     from extract.jobs import TranscriptionJob, transcribe
-    from extract.runner import SettingsMismatchError, audio_notes_summary
+    from extract.runner import SettingsMismatchError, audio_notes_summary, print_skipped
     from extract.spec import load_generator
 
     spec = model_spec(args)
@@ -105,15 +105,13 @@ def _main(argv: list[str] | None) -> int:
         f"[transcribe] wrote {report.written} rows in {elapsed:.1f} s; {len(report.skipped)} skipped for bad audio (a rerun retries them); "
         f"audio notes: {audio_notes_summary(report.audio_notes)} (in the rows' audio_notes)"
     )
-    for item in report.skipped:
-        print(f"  skipped {item['id']}: {item['message']}", file=sys.stderr)
+    print_skipped(report.skipped)
     print(f"[transcribe] hypotheses: {out}; settings: {settings_path(out).name}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command; an error of the file system (a full disk while writing, a missing or unreadable
-    file) ends with one line and exit status 2 (:func:`experiments.cli.run_cli`)."""
+    """The command; a file-system error ends as :func:`experiments.extract.main`'s do."""
     return run_cli(lambda: _main(argv))
 
 

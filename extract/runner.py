@@ -80,6 +80,12 @@ def audio_notes_summary(notes: dict[str, dict]) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "none"
 
 
+def print_skipped(skipped: list[dict], key: str = "id") -> None:
+    """One stderr line per input a run skipped (``{key: ..., "message": ...}``: bad audio)."""
+    for item in skipped:
+        print(f"  skipped {item[key]}: {item['message']}", file=sys.stderr)
+
+
 @dataclass
 class AudioBatch:
     utterances: list[Utterance]
