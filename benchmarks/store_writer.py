@@ -4,7 +4,10 @@ One run writes the same states twice into the same folder: through ``PartWriter`
 whole-chunk writes, checksums, the finite check, read-back verification, fsync, rename) and as
 raw bytes with ``write`` + ``fsync`` (the physical bound: what the disk takes). The states arrive
 already in the storage dtype, as the extraction loop hands them over (it casts on the model's
-device). Repeats alternate the two, and the table gives each one's median. Usage::
+device). Repeats alternate the two, and the table gives each one's median wall time, the median
+CPU seconds of the process while it wrote (all its threads: on a machine shared with other work
+the wall-time ratio follows the share of the cores each side gets, the CPU seconds do not) and
+the load average before and after. Usage::
 
     .venv/bin/python benchmarks/store_writer.py                       # Whisper base: 8 sites x 512, demo-length clips
     .venv/bin/python benchmarks/store_writer.py --dims large-v3       # 34 sites x 1280, clips of 3-15 s
@@ -68,11 +71,15 @@ def measure(dims: str, folder: Path, repeats: int) -> dict:
     states = make_states(sites, width, utterances, frames)
     mib = sum(array.nbytes for state in states for array in state.values()) / 2**20
     times: dict[str, list[float]] = {"writer": [], "raw": []}
+    cpu: dict[str, list[float]] = {"writer": [], "raw": []}
+    load_before = os.getloadavg()[0]
     for _ in range(repeats):
         for name, write in (("writer", write_with_part_writer), ("raw", write_raw)):
             run = Path(tempfile.mkdtemp(dir=folder))
             try:
+                started = time.process_time()
                 times[name].append(write(run, states))
+                cpu[name].append(time.process_time() - started)
             finally:
                 shutil.rmtree(run)
     writer, raw = statistics.median(times["writer"]), statistics.median(times["raw"])
@@ -85,6 +92,10 @@ def measure(dims: str, folder: Path, repeats: int) -> dict:
         "writer_mib_s": round(mib / writer, 1),
         "raw_mib_s": round(mib / raw, 1),
         "ratio": round(raw / writer, 3),
+        "ratios": [round(r / w, 3) for w, r in zip(times["writer"], times["raw"])],
+        "writer_cpu_s": round(statistics.median(cpu["writer"]), 2),
+        "raw_cpu_s": round(statistics.median(cpu["raw"]), 2),
+        "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "repeats": repeats,
         "folder": str(folder),
         "cores": len(os.sched_getaffinity(0)),
@@ -100,10 +111,15 @@ def main() -> None:
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     rows = [measure(dims, args.folder, args.repeats) for dims in args.dims]
-    print("| states | MiB | PartWriter MiB/s | raw write + fsync MiB/s | ratio |\n|---|---|---|---|---|")
+    print("| states | MiB | PartWriter MiB/s | raw write + fsync MiB/s | ratio (each repeat) | CPU s: PartWriter / raw | load before, after |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         shape = f"{row['dims']}: {row['utterances']} utt x {row['sites']} sites x {row['width']}"
-        print(f"| {shape} | {row['mib']:.0f} | {row['writer_mib_s']:.0f} | {row['raw_mib_s']:.0f} | {row['ratio']:.2f} |")
+        each = ", ".join(f"{ratio:.2f}" for ratio in row["ratios"])
+        print(
+            f"| {shape} | {row['mib']:.0f} | {row['writer_mib_s']:.0f} | {row['raw_mib_s']:.0f} | {row['ratio']:.2f} ({each}) "
+            f"| {row['writer_cpu_s']:.2f} / {row['raw_cpu_s']:.2f} | {row['load'][0]:.1f}, {row['load'][1]:.1f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     sys.stdout.flush()
