@@ -293,7 +293,7 @@ class PartWriter:
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
         self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
         self.digests = {site: _SiteDigest() for site in self.site_dims}
-        self.hashing: dict[str, Future] = {}  # each site's last buffer, being hashed and written
+        self.pending: dict[str, Future] = {}  # each site's last buffer, being hashed and written
 
     def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, speech_frames: dict[str, int] | None = None) -> None:
         """Append one utterance; ``speech_frames`` maps site -> its speech frames (default: all its stored frames).
@@ -342,9 +342,9 @@ class PartWriter:
         rows = buffer.rows()
         if not len(rows):
             return
-        if site in self.hashing:
-            self.hashing[site].result()
-        self.hashing[site] = self.workers.submit(self._hash_and_append, site, rows)
+        if site in self.pending:
+            self.pending[site].result()
+        self.pending[site] = self.workers.submit(self._hash_and_append, site, rows)
         buffer.swap()
 
     def _hash_and_append(self, site: str, rows: np.ndarray) -> None:
@@ -372,8 +372,8 @@ class PartWriter:
         with self._discarded_on_failure():
             for site in self.site_dims:
                 self._write_buffer(site)
-            for hashing in self.hashing.values():
-                hashing.result()
+            for pending in self.pending.values():
+                pending.result()
             expected = self._write_index()
             self.datasets = {}
             self.file.close()  # on failure abort() cuts the file and closes it again (a no-op when this got through)
