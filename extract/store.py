@@ -44,6 +44,7 @@ import errno
 import hashlib
 import json
 import os
+import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -294,6 +295,7 @@ class PartWriter:
         self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
         self.digests = {site: _SiteDigest() for site in self.site_dims}
         self.pending: dict[str, Future] = {}  # each site's last buffer, being hashed and written
+        self.last_written: threading.Event | None = None  # set once the buffer handed over last is written
 
     def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, speech_frames: dict[str, int] | None = None) -> None:
         """Append one utterance; ``speech_frames`` maps site -> its speech frames (default: all its stored frames).
@@ -344,14 +346,24 @@ class PartWriter:
             return
         if site in self.pending:
             self.pending[site].result()
-        self.pending[site] = self.workers.submit(self._hash_and_append, site, rows)
+        written = threading.Event()
+        self.pending[site] = self.workers.submit(self._hash_and_append, site, rows, self.last_written, written)
+        self.last_written = written
         buffer.swap()
 
-    def _hash_and_append(self, site: str, rows: np.ndarray) -> None:
-        """A worker's task: the rows' bytes into the site's checksums, then into the file (the
-        hashing releases the GIL, and HDF5's write runs beside other sites' hashing)."""
-        self.digests[site].update(_bytes_of(rows))
-        self._append(site, rows)
+    def _hash_and_append(self, site: str, rows: np.ndarray, previous: threading.Event | None, written: threading.Event) -> None:
+        """A worker's task: the rows' bytes into the site's checksums, then into the file once the
+        buffer handed over before this one is written. The hashing (which releases the GIL) runs
+        beside other sites' tasks; the writes keep the order the buffers were handed over in, so
+        the file's bytes do not depend on the threads' timing (HDF5 takes one call at a time anyway).
+        Tasks start in the order they were submitted, so the one waited for is running or done."""
+        try:
+            self.digests[site].update(_bytes_of(rows))
+            if previous is not None:
+                previous.wait()
+            self._append(site, rows)
+        finally:
+            written.set()
 
     def _append(self, site: str, rows: np.ndarray) -> None:
         """Write ``rows`` at the end of ``site``'s data (its only write to the file): whole chunks

@@ -4,6 +4,7 @@ read-back of the chunks at the offsets the file's index gives (issue 34)."""
 import errno
 import hashlib
 import threading
+import time
 
 import h5py
 import numpy as np
@@ -102,3 +103,21 @@ def test_a_full_disk_on_a_worker_thread_ends_in_one_line_and_leaves_nothing(tmp_
         _written(tmp_path / "p.h5", _arrays(60))
     assert "\n" not in str(caught.value)
     assert not list(tmp_path.iterdir())
+
+
+def test_the_parts_bytes_do_not_depend_on_the_threads_timing(tmp_path, monkeypatch):
+    from extract.store import _SiteDigest
+
+    arrays = _arrays(30, seed=4)
+    update = _SiteDigest.update
+    parts = []
+    for seed in (0, 1):
+        delays = np.random.default_rng(seed)
+
+        def slowed(self, data, delays=delays):  # one site's hashing late, then another's
+            time.sleep(float(delays.uniform(0, 0.004)))
+            return update(self, data)
+
+        monkeypatch.setattr(_SiteDigest, "update", slowed)
+        parts.append(_written(tmp_path / f"p{seed}.h5", arrays).read_bytes())
+    assert parts[0] == parts[1]
