@@ -30,7 +30,8 @@ Speed (``benchmarks/store_writer.py``): states are copied into per-site buffers 
 a full buffer goes to a worker thread (one a site, at most one a core and 8), which hashes its
 bytes (``hashlib`` and ``zlib`` release the GIL) and writes it straight to the file (a chunk
 written partly would be read back and rewritten, since the writer keeps no chunk cache), so that
-sites are hashed in parallel beside the writes and the calling thread only checks and copies.
+sites are hashed in parallel beside the writes and the calling thread only checks and copies. The
+writes keep the order the buffers were handed over in: a part's bytes do not depend on the threads.
 HDF5 itself runs one call at a time (h5py holds one lock for the process), at the speed of a
 ``pwrite`` of the same chunk. The read-back verification at close reads each chunk with ``pread``
 at the offset the file's chunk index gives (no copy through HDF5) and compares a CRC-32 of each
