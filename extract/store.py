@@ -26,13 +26,17 @@ a reader never sees half a part, nor a part another process overwrote. The part 
 to the disk (``fsync``) before its rename, and the rename itself after it, so a power cut leaves
 either no part or a whole one under the final name.
 
-Speed (``benchmarks/store_writer.py``): states are copied into per-site buffers of whole chunks,
-written straight to the file when one fills (a chunk written partly would be read back and
-rewritten, since the writer keeps no chunk cache);
-the checksum of each site's bytes is computed on worker threads while the next ones are written
-(``hashlib`` releases the GIL); the read-back verification at close compares a CRC-32 of each
-site's bytes (a few GB/s) while the part is flushed to the disk. Memory: two buffers a site,
-``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
+Speed (``benchmarks/store_writer.py``): states are copied into per-site buffers of whole chunks;
+a full buffer goes to a worker thread (one a site, at most one a core and 8), which hashes its
+bytes (``hashlib`` and ``zlib`` release the GIL) and writes it straight to the file (a chunk
+written partly would be read back and rewritten, since the writer keeps no chunk cache), so that
+sites are hashed in parallel beside the writes and the calling thread only checks and copies. The
+writes keep the order the buffers were handed over in: a part's bytes do not depend on the threads.
+HDF5 itself runs one call at a time (h5py holds one lock for the process), at the speed of a
+``pwrite`` of the same chunk. The read-back verification at close reads each chunk with ``pread``
+at the offset the file's chunk index gives (no copy through HDF5) and compares a CRC-32 of each
+site's bytes, on the worker threads, while the part is flushed to the disk. Memory: two buffers a
+site, ``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import errno
 import hashlib
 import json
 import os
+import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -273,7 +278,7 @@ class PartWriter:
         self.dtype = np.dtype(storage_dtype)
         self.chunk_rows: dict[str, int] = {}
         self.buffers: dict[str, _SiteBuffer] = {}
-        self.hashers = ThreadPoolExecutor(max_workers=_hashing_threads(len(self.site_dims)), thread_name_prefix="part-checksum")
+        self.workers = ThreadPoolExecutor(max_workers=_worker_threads(len(self.site_dims)), thread_name_prefix="part-writer")
         with self._discarded_on_failure():
             for key, value in attributes.to_attrs().items():
                 self.file.attrs[key] = value
@@ -290,7 +295,8 @@ class PartWriter:
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
         self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
         self.digests = {site: _SiteDigest() for site in self.site_dims}
-        self.hashing: dict[str, Future] = {}  # each site's last checksum update, being computed
+        self.pending: dict[str, Future] = {}  # each site's last buffer, being hashed and written
+        self.last_written: threading.Event | None = None  # set once the buffer handed over last is written
 
     def add(self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, speech_frames: dict[str, int] | None = None) -> None:
         """Append one utterance; ``speech_frames`` maps site -> its speech frames (default: all its stored frames).
@@ -332,18 +338,33 @@ class PartWriter:
                 self._write_buffer(site)
 
     def _write_buffer(self, site: str) -> None:
-        """Write the site's buffered rows and hand their bytes to a hashing thread; the rows go on
-        into the site's other buffer, once that one's bytes are hashed (a site's digest takes its
-        bytes in order, so each update waits for the one before)."""
+        """Hand the site's buffered rows to a worker thread, which hashes and writes them; the rows
+        go on into the site's other buffer, once that one is written (a site's digest takes its
+        bytes in order and its writes extend its data in order, so each waits for the one before)."""
         buffer = self.buffers[site]
         rows = buffer.rows()
         if not len(rows):
             return
-        self._append(site, rows)
-        if site in self.hashing:
-            self.hashing[site].result()
-        self.hashing[site] = self.hashers.submit(self.digests[site].update, _bytes_of(rows))
+        if site in self.pending:
+            self.pending[site].result()
+        written = threading.Event()
+        self.pending[site] = self.workers.submit(self._hash_and_append, site, rows, self.last_written, written)
+        self.last_written = written
         buffer.swap()
+
+    def _hash_and_append(self, site: str, rows: np.ndarray, previous: threading.Event | None, written: threading.Event) -> None:
+        """A worker's task: the rows' bytes into the site's checksums, then into the file once the
+        buffer handed over before this one is written. The hashing (which releases the GIL) runs
+        beside other sites' tasks; the writes keep the order the buffers were handed over in, so
+        the file's bytes do not depend on the threads' timing (HDF5 takes one call at a time anyway).
+        Tasks start in the order they were submitted, so the one waited for is running or done."""
+        try:
+            self.digests[site].update(_bytes_of(rows))
+            if previous is not None:
+                previous.wait()
+            self._append(site, rows)
+        finally:
+            written.set()
 
     def _append(self, site: str, rows: np.ndarray) -> None:
         """Write ``rows`` at the end of ``site``'s data (its only write to the file): whole chunks
@@ -364,8 +385,8 @@ class PartWriter:
         with self._discarded_on_failure():
             for site in self.site_dims:
                 self._write_buffer(site)
-            for hashing in self.hashing.values():
-                hashing.result()
+            for pending in self.pending.values():
+                pending.result()
             expected = self._write_index()
             self.datasets = {}
             self.file.close()  # on failure abort() cuts the file and closes it again (a no-op when this got through)
@@ -374,7 +395,7 @@ class PartWriter:
             _synced(self.temporary)  # the complete flag (the data was synced during the verification)
         os.replace(self.temporary, self.path)
         _synced(self.path.parent)  # the rename itself
-        self.hashers.shutdown()
+        self.workers.shutdown()
         self._release_claim()
         return self.path
 
@@ -421,22 +442,24 @@ class PartWriter:
         """Read the closed part back and compare it with what was written, while the disk takes it (fsync).
 
         The data is compared through a CRC-32 of each site's bytes (computed beside the sha256 as
-        they were written: cheap enough that reading back costs little more than the read), the
-        index (offsets, speech frames, ids) through the content checksum recomputed from what the
-        file holds with the sites' written sha256 digests."""
+        they were written), read straight from the chunks the file's index points to, on the worker
+        threads (see :func:`_stored_crcs`); the index (offsets, speech frames, ids) through the
+        content checksum recomputed from what the file holds with the sites' written sha256 digests."""
         import h5py
 
-        syncing = self.hashers.submit(_synced, self.temporary)
-        with h5py.File(self.temporary, "r") as handle:
-            crcs = _data_crcs(handle)
-            index = _content_digest(
-                {site: digest.sha256.hexdigest() for site, digest in self.digests.items()},
-                {site: handle[f"sites/{site}/offsets"][:] for site in crcs},
-                {site: handle[f"sites/{site}/valid"][:] for site in crcs},
-                handle["ids"].asstr()[:].tolist(),
-            )
-            recorded = str(handle.attrs.get("content_sha256", ""))
-        syncing.result()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="part-sync") as syncer:
+            syncing = syncer.submit(_synced, self.temporary)
+            with h5py.File(self.temporary, "r") as handle:
+                layouts = {site: _ChunkLayout.of(handle[f"sites/{site}/data"]) for site in (handle["sites"] if "sites" in handle else [])}
+                index = _content_digest(
+                    {site: digest.sha256.hexdigest() for site, digest in self.digests.items()},
+                    {site: handle[f"sites/{site}/offsets"][:] for site in layouts},
+                    {site: handle[f"sites/{site}/valid"][:] for site in layouts},
+                    handle["ids"].asstr()[:].tolist(),
+                )
+                recorded = str(handle.attrs.get("content_sha256", ""))
+            crcs = _stored_crcs(self.temporary, layouts, self.workers)
+            syncing.result()
         written = {site: digest.crc for site, digest in self.digests.items()}
         if crcs != written or index != expected or recorded != expected:
             found = "data" if crcs != written else "index"
@@ -455,7 +478,7 @@ class PartWriter:
         file, datasets = self.file, self.datasets
         self.file, self.datasets = None, {}
         self.buffers = {}
-        self.hashers.shutdown(cancel_futures=True)
+        self.workers.shutdown(cancel_futures=True)  # waits for the task running, then the file is closed
         try:
             if file is not None:
                 with suppress(OSError):
@@ -543,15 +566,58 @@ class _SiteDigest:
         self.crc = zlib.crc32(data, self.crc)
 
 
-def _data_crcs(handle) -> dict[str, int]:
-    """The CRC-32 of each site's data as a part file holds it, read in blocks."""
-    crcs = {}
-    for site in list(handle["sites"].keys()) if "sites" in handle else []:
-        crc = 0
-        for block in _data_blocks(handle[f"sites/{site}/data"]):
-            crc = zlib.crc32(block, crc)
-        crcs[site] = crc
-    return crcs
+@dataclass(frozen=True)
+class _ChunkLayout:
+    """Where a site's data lies in its part file: its rows, the bytes of a row, and each chunk's
+    first row, file offset and stored size, in row order (from the file's chunk index)."""
+
+    rows: int
+    row_bytes: int
+    chunks: list[tuple[int, int, int]]  # (first row, byte offset, stored bytes)
+    chunk_rows: int
+    unfiltered: bool
+
+    @classmethod
+    def of(cls, dataset) -> _ChunkLayout:
+        found = []
+        dataset.id.chunk_iter(found.append)
+        return cls(
+            rows=int(dataset.shape[0]),
+            row_bytes=int(dataset.shape[1]) * dataset.dtype.itemsize,
+            chunks=sorted((int(info.chunk_offset[0]), int(info.byte_offset), int(info.size)) for info in found),
+            chunk_rows=int(dataset.chunks[0]),
+            unfiltered=all(info.filter_mask == 0 for info in found),
+        )
+
+    def complete(self) -> bool:
+        """Whether every chunk of the rows is stored, whole and unfiltered (what the writer writes)."""
+        starts = list(range(0, self.rows, self.chunk_rows))
+        sizes = {self.chunk_rows * self.row_bytes}
+        return self.unfiltered and [chunk[0] for chunk in self.chunks] == starts and {chunk[2] for chunk in self.chunks} <= sizes
+
+
+def _stored_crcs(path: Path, layouts: dict[str, _ChunkLayout], workers: ThreadPoolExecutor) -> dict[str, int | None]:
+    """The CRC-32 of each site's data as ``path`` holds it, read with ``pread`` from the offsets its chunk
+    index gives (no copy through HDF5), one site per task on ``workers`` (both release the GIL).
+    A site whose chunks are not all there, whole and unfiltered, is None (never a written CRC)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        tasks = {site: workers.submit(_chunks_crc, descriptor, layout) for site, layout in layouts.items()}
+        return {site: task.result() for site, task in tasks.items()}
+    finally:
+        os.close(descriptor)
+
+
+def _chunks_crc(descriptor: int, layout: _ChunkLayout) -> int | None:
+    if not layout.complete():
+        return None
+    crc, block = 0, bytearray(layout.chunk_rows * layout.row_bytes)
+    for first, offset, _ in layout.chunks:
+        wanted = memoryview(block)[: min(layout.chunk_rows, layout.rows - first) * layout.row_bytes]
+        if os.preadv(descriptor, [wanted], offset) != len(wanted):
+            return None  # the file ends before the chunk it indexes
+        crc = zlib.crc32(wanted, crc)
+    return crc
 
 
 def _data_blocks(dataset) -> Iterator[memoryview]:
@@ -561,8 +627,8 @@ def _data_blocks(dataset) -> Iterator[memoryview]:
         yield _bytes_of(dataset[start : start + step])
 
 
-def _hashing_threads(sites: int) -> int:
-    """Threads that compute the sites' checksums beside the writes: one per site, at most one per core (and 8)."""
+def _worker_threads(sites: int) -> int:
+    """Threads that hash and write the sites' buffers: one per site, at most one per core (and 8)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(sites, cores, 8))
 

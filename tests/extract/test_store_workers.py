@@ -1,0 +1,123 @@
+"""The writer's worker threads (each site's buffers hashed and written beside the others) and its
+read-back of the chunks at the offsets the file's index gives (issue 34)."""
+
+import errno
+import hashlib
+import threading
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum
+
+SITES = {f"s{index}": 512 for index in range(6)}  # 1024 rows a chunk of float16
+
+
+def _arrays(count, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((int(rng.integers(1, 500)), 512)).astype(np.float16) for _ in range(count)]
+
+
+def _written(path, arrays, **options):
+    with PartWriter(path, SITES, "float16", {}, flush_bytes=2 * len(SITES) * CHUNK_BYTES, **options) as writer:
+        for index, array in enumerate(arrays):
+            writer.add(f"u{index}", {site: array * (number + 1) for number, site in enumerate(SITES)}, {})
+    return path
+
+
+def test_sites_hashed_and_written_on_worker_threads_keep_every_site_in_order(tmp_path, monkeypatch):
+    threads = set()
+    append = PartWriter._append
+
+    def recorded(self, site, rows):
+        threads.add(threading.current_thread().name)
+        return append(self, site, rows)
+
+    monkeypatch.setattr(PartWriter, "_append", recorded)
+    arrays = _arrays(40)
+    path = _written(tmp_path / "p.h5", arrays)
+    assert threads and all(name.startswith("part-writer") for name in threads)
+    reader = ShardReader(path)
+    for number, site in enumerate(SITES):
+        expected = [array * (number + 1) for array in arrays]
+        for index, array in enumerate(expected):
+            np.testing.assert_array_equal(reader.get(site, f"u{index}"), array.astype(np.float32))
+        with h5py.File(path) as handle:
+            stored = handle[f"sites/{site}/data"][:].tobytes()
+            assert handle.attrs["content_sha256"] == content_checksum(handle)
+        assert hashlib.sha256(stored).hexdigest() == hashlib.sha256(b"".join(a.tobytes() for a in expected)).hexdigest()
+
+
+def _damaging(offset_of):
+    """A ``_write_index`` that first overwrites one byte of the data where ``offset_of(dataset)`` says
+    (what another process writing into the file does), then writes the index."""
+    write_index = PartWriter._write_index
+
+    def damaged(self):
+        self.file.flush()
+        offset = offset_of(self.file["sites/s3/data"])
+        with open(self.temporary, "r+b") as raw:
+            raw.seek(offset)
+            value = raw.read(1)
+            raw.seek(offset)
+            raw.write(bytes([value[0] ^ 0xFF]))
+        return write_index(self)
+
+    return damaged
+
+
+def _last_chunk(dataset):
+    return max((dataset.id.get_chunk_info(index) for index in range(dataset.id.get_num_chunks())), key=lambda info: info.chunk_offset[0])
+
+
+@pytest.mark.parametrize(
+    "offset_of",
+    [
+        lambda dataset: dataset.id.get_chunk_info(1).byte_offset + 77,  # a whole chunk in the middle
+        lambda dataset: _last_chunk(dataset).byte_offset,  # the last, partial chunk (written at close)
+    ],
+    ids=["middle", "last"],
+)
+def test_one_byte_changed_in_any_chunk_before_completion_is_caught(tmp_path, monkeypatch, offset_of):
+    monkeypatch.setattr(PartWriter, "_write_index", _damaging(offset_of))
+    path = tmp_path / "p.h5"
+    with pytest.raises(StoreError, match=r"content read back differs from what was written \(data changed\)"):
+        _written(path, _arrays(12))
+    assert not list(tmp_path.iterdir())  # no part, no temporary file, no claim
+
+
+def test_a_full_disk_on_a_worker_thread_ends_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    calls = []
+    append = PartWriter._append
+
+    def full_at_the_fifth(self, site, rows):
+        calls.append(site)
+        if len(calls) == 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return append(self, site, rows)
+
+    monkeypatch.setattr(PartWriter, "_append", full_at_the_fifth)
+    with pytest.raises(StoreError, match="^disk full while writing p.h5 in .*: the part was discarded") as caught:
+        _written(tmp_path / "p.h5", _arrays(60))
+    assert "\n" not in str(caught.value)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_parts_bytes_do_not_depend_on_the_threads_timing(tmp_path, monkeypatch):
+    from extract.store import _SiteDigest
+
+    arrays = _arrays(30, seed=4)
+    update = _SiteDigest.update
+    parts = []
+    for seed in (0, 1):
+        delays = np.random.default_rng(seed)
+
+        def slowed(self, data, delays=delays):  # one site's hashing late, then another's
+            time.sleep(float(delays.uniform(0, 0.004)))
+            return update(self, data)
+
+        monkeypatch.setattr(_SiteDigest, "update", slowed)
+        parts.append(_written(tmp_path / f"p{seed}.h5", arrays).read_bytes())
+    assert parts[0] == parts[1]
