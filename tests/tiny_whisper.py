@@ -47,3 +47,23 @@ def save_tiny_whisper(folder: Path, languages: tuple[str, ...] | None = None, so
     WhisperFeatureExtractor(feature_size=80, chunk_length=chunk_seconds).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+class IdWords:
+    """A tokenizer stand-in that decodes token ids as words ``t<id>``: two hypotheses are equal
+    exactly when their ids are (for the in-memory tiny models, which have no tokenizer)."""
+
+    def batch_decode(self, tokens, skip_special_tokens=True):
+        return [" ".join(f"t{i}" for i in row) for row in tokens.tolist()]
+
+
+def tiny_whisper_generator(max_new_tokens: int, max_length: int):
+    """The Whisper family's tiny random model in memory as a generator (English-only, tokens as :class:`IdWords`)."""
+    from transformers import GenerationConfig
+
+    from extract.families import tiny_extractor
+    from extract.families.whisper import WhisperGenerator
+
+    extractor = tiny_extractor("whisper")
+    extractor.model.generation_config = GenerationConfig(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=False, max_length=max_length)
+    return WhisperGenerator(extractor, IdWords(), max_new_tokens=max_new_tokens)

@@ -12,12 +12,10 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.numpy import save_file
-from transformers import GenerationConfig
 
 from experiments import extract as extract_cli
 from experiments import transcribe as transcribe_cli
 from extract.families import tiny_extractor
-from extract.families.whisper import WhisperGenerator
 from extract.hooks import Site, capture
 from extract.interventions import Intervener, Intervention, InterventionError, load_intervention, runtime_model_identity, store_content_hash
 from extract.jobs import TranscriptionJob
@@ -25,6 +23,7 @@ from extract.manifest import Utterance, write_manifest
 from extract.runner import SettingsMismatchError, check_settings, run_extraction, run_transcription
 from extract.spec import ModelSpec
 from extract.store import ShardReader, StoreError
+from tests.tiny_whisper import tiny_whisper_generator
 
 DIM = 16  # the tiny Whisper's d_model
 RATE = 16_000
@@ -216,15 +215,8 @@ def test_an_intervention_after_the_last_extracted_site_is_refused(tmp_path, tone
     assert not list((tmp_path / "s").glob("*.h5"))
 
 
-class _Tokenizer:
-    def batch_decode(self, tokens, skip_special_tokens=True):
-        return [" ".join(f"t{i}" for i in row) for row in tokens.tolist()]
-
-
 def _tiny_generator():
-    extractor = tiny_extractor("whisper")
-    extractor.model.generation_config = GenerationConfig(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=False, max_length=8)
-    return WhisperGenerator(extractor, _Tokenizer(), max_new_tokens=3)
+    return tiny_whisper_generator(max_new_tokens=3, max_length=8)
 
 
 def test_generation_edits_the_encoder_once_per_batch_for_the_chosen_gender(tmp_path):

@@ -5,18 +5,17 @@ the patched states, and patching a target with its own states is the identity, b
 import numpy as np
 import pytest
 import torch
-from transformers import GenerationConfig
 
 from extract.families import tiny_extractor
 from extract.families.s2t import S2TGenerator
 from extract.families.seamless import SeamlessGenerator
-from extract.families.whisper import WhisperGenerator
 from extract.families.zeroswot import ZeroSwotGenerator
 from extract.hooks import capture
 from extract.patching import FrameSpan, PatchError, capture_sources, parse_frames, patched_bounds, patched_generation
+from tests.tiny_whisper import IdWords, tiny_whisper_generator
 
 RATE = 16_000
-SITES = ("encoder.embed", "encoder.layer.0", "encoder.layer.1")
+SITES = ("encoder.embed", "encoder.layer.0", "encoder.layer.1", "encoder.final")
 
 
 def _audios(seconds, seed=0):
@@ -24,17 +23,8 @@ def _audios(seconds, seed=0):
     return [rng.normal(0, 0.1, int(s * RATE)).astype(np.float32) for s in seconds]
 
 
-class _Ids:
-    """Decodes token ids as words ``t<id>``: two hypotheses are equal exactly when the ids are."""
-
-    def batch_decode(self, tokens, skip_special_tokens=True):
-        return [" ".join(f"t{i}" for i in row) for row in tokens.tolist()]
-
-
 def _whisper():
-    extractor = tiny_extractor("whisper")
-    extractor.model.generation_config = GenerationConfig(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, is_multilingual=False, max_length=12)
-    return WhisperGenerator(extractor, _Ids(), max_new_tokens=8)
+    return tiny_whisper_generator(max_new_tokens=8, max_length=12)
 
 
 def _generate_reading(generator, audios, site=None, sources=None, span=None):
@@ -61,33 +51,27 @@ def test_patching_a_target_with_its_own_states_changes_nothing_bit_for_bit(site)
     assert report.replaced == [50, 30]  # every speech frame of each (1.0 s and 0.6 s at 50 frames a second)
 
 
-def test_another_utterance_replaces_the_site_s_speech_frames_and_changes_only_what_follows():
-    """B (0.6 s, 30 frames) patched into A (1.0 s, 50 frames) at layer 0: the embedding (upstream) is
-    A's, layer 0's first 30 frames are B's, its frames from 30 on (A's speech beyond B's length, and
-    the padding) are A's, and layer 1 (downstream) differs from A's plain run."""
+@pytest.mark.parametrize(
+    ("target_seconds", "source_seconds", "upstream", "site", "downstream"),
+    [(1.0, 0.6, "encoder.embed", "encoder.layer.0", "encoder.layer.1"), (0.6, 1.0, "encoder.layer.0", "encoder.layer.1", "encoder.final")],
+    ids=["shorter source", "longer source"],
+)
+def test_another_utterance_replaces_the_shorter_one_s_speech_frames_and_changes_only_what_follows(target_seconds, source_seconds, upstream, site, downstream):
+    """B patched into A at a site: the frames both have as speech (0.6 s: 30 frames) are B's, A's
+    frames from 30 on (A's speech beyond B's length, and the padding) stay A's, a longer B gives no
+    more frames than A has speech, the site upstream is A's and the one downstream differs from A's
+    plain run."""
     generator = _whisper()
-    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    target, source = _audios((target_seconds,), seed=1), _audios((source_seconds,), seed=2)
     _, plain, _ = _generate_reading(generator, target)
     _, of_source, _ = _generate_reading(generator, source)
-    sources = capture_sources(generator.extractor, source, ["encoder.layer.0"], None)
-    _, patched, report = _generate_reading(generator, target, "encoder.layer.0", sources)
-    assert (report.start, report.end, report.target_frames) == ([0], [30], [50])
-    np.testing.assert_array_equal(patched["encoder.embed"], plain["encoder.embed"])
-    np.testing.assert_array_equal(patched["encoder.layer.0"][0, :30], of_source["encoder.layer.0"][0, :30])
-    np.testing.assert_array_equal(patched["encoder.layer.0"][0, 30:], plain["encoder.layer.0"][0, 30:])
-    assert not np.allclose(patched["encoder.layer.1"], plain["encoder.layer.1"], atol=1e-4)
-
-
-def test_a_longer_source_gives_only_as_many_frames_as_the_target_has_speech():
-    generator = _whisper()
-    target, source = _audios((0.6,), seed=1), _audios((1.0,), seed=2)
-    _, of_source, _ = _generate_reading(generator, source)
-    _, plain, _ = _generate_reading(generator, target)
-    sources = capture_sources(generator.extractor, source, ["encoder.layer.1"], None)
-    _, patched, report = _generate_reading(generator, target, "encoder.layer.1", sources)
-    assert report.replaced == [30]
-    np.testing.assert_array_equal(patched["encoder.layer.1"][0, :30], of_source["encoder.layer.1"][0, :30])
-    np.testing.assert_array_equal(patched["encoder.layer.1"][0, 30:], plain["encoder.layer.1"][0, 30:])
+    sources = capture_sources(generator.extractor, source, [site], None)
+    _, patched, report = _generate_reading(generator, target, site, sources)
+    assert (report.start, report.end, report.target_frames, report.replaced) == ([0], [30], [int(target_seconds * 50)], [30])
+    np.testing.assert_array_equal(patched[upstream], plain[upstream])
+    np.testing.assert_array_equal(patched[site][0, :30], of_source[site][0, :30])
+    np.testing.assert_array_equal(patched[site][0, 30:], plain[site][0, 30:])
+    assert not np.allclose(patched[downstream], plain[downstream], atol=1e-4)
 
 
 def test_a_frame_span_replaces_those_frames_and_an_open_span_takes_whisper_s_whole_window():
@@ -131,7 +115,7 @@ def test_a_padding_family_patches_too():
     """S2T pads a batch to its longest input: sources captured alone keep their own frames, and patching
     a target with its own states is still the identity."""
     extractor = tiny_extractor("s2t")
-    generator = S2TGenerator(extractor, _Ids(), max_new_tokens=4)
+    generator = S2TGenerator(extractor, IdWords(), max_new_tokens=4)
     audios = _audios((1.0, 0.6))
     site = next(name for name in extractor.site_table() if "layer" in name)
     plain = generator.generate(audios, "en", "asr")
@@ -145,7 +129,7 @@ def test_a_padding_family_patches_too():
 def _seamless():
     extractor = tiny_extractor("seamless")
     extractor.model.generation_config.text_decoder_lang_to_code_id = {"spa": 50, "eng": 51}
-    return SeamlessGenerator(extractor, _Ids(), max_new_tokens=4)
+    return SeamlessGenerator(extractor, IdWords(), max_new_tokens=4)
 
 
 def _zeroswot():
