@@ -411,7 +411,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_stage_arguments(parser: argparse.ArgumentParser, out_help: str, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
-    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``): the
+    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``, ``patch``): the
     model flags (:func:`add_model_arguments`), ``--manifest`` and ``--out`` (``sidecars``: written beside it)."""
     add_model_arguments(parser)
     input_argument(parser, "--manifest", required=True)

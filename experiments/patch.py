@@ -26,14 +26,12 @@ from pathlib import Path
 
 from experiments.cli import (
     CommandParser,
-    add_model_arguments,
+    add_model_stage_arguments,
     add_quiet_argument,
     add_reclaim_stale_argument,
     fail,
-    input_argument,
     load_or_exit,
     model_spec,
-    output_argument,
     run_cli,
 )
 from experiments.options import add_options, from_args
@@ -45,9 +43,7 @@ from extract.patching import PatchError
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the rows file, then the options of :class:`PatchOptions`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_arguments(parser)
-    input_argument(parser, "--manifest", required=True)
-    output_argument(parser, "--out", required=True, help="patch rows JSONL (appended to; rows already there are skipped)", sidecars=sidecars)
+    add_model_stage_arguments(parser, "patch rows JSONL (appended to; rows already there are skipped)", sidecars=sidecars)
     add_options(parser, PatchOptions)
     add_quiet_argument(parser)
     add_reclaim_stale_argument(parser)
