@@ -23,7 +23,14 @@ from extract.supersede import SUPERSEDED, SupersedeError, set_aside
 from probing.data import ProbeError
 from probing.grid import GridError, load_yaml
 from probing.run import ProbeConfig
-from tests.experiments.study.test_study import STUDY, one_error_line, tiny_whisper, write_corpus, write_study  # noqa: F401  (tiny_whisper: a fixture)
+from tests.experiments.study.test_study import (  # noqa: F401  (tiny_whisper: a fixture)
+    STUDY,
+    assert_edit_refused,
+    one_error_line,
+    tiny_whisper,
+    write_corpus,
+    write_study,
+)
 
 # --- one validation per option --------------------------------------------------------------------
 
@@ -112,13 +119,7 @@ def test_duplicate_yaml_keys_are_refused_naming_both_lines(tmp_path):
     ],
 )
 def test_a_study_option_its_command_refuses_is_refused_by_the_dry_run(tmp_path, tiny_whisper, capsys, edit, expected):  # noqa: F811
-    assert edit[0] in STUDY
-    write_corpus(tmp_path)
-    study = write_study(tmp_path, tiny_whisper, STUDY.replace(*edit))
-    assert study_main(["run", str(study), "--dry-run"]) == 2
-    line = one_error_line(capsys)
-    assert expected.format(root=tmp_path) in line, line
-    assert not (tmp_path / "runs").exists()
+    assert_edit_refused(tmp_path, tiny_whisper, capsys, STUDY, edit, expected)
 
 
 def test_a_checkpoint_naming_a_file_is_refused_by_the_dry_run(tmp_path, capsys):

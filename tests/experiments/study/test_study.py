@@ -306,6 +306,19 @@ def dry_run_refusal(study: Path, capsys) -> str:
     return one_error_line(capsys)
 
 
+def assert_edit_refused(tmp_path: Path, checkpoint: Path, capsys, template: str, edit: tuple[str, str], expected: str, write_inputs=None) -> None:
+    """``template`` with ``edit`` applied (its text must be in the template) is refused by the dry run
+    in one line that names the study file and holds ``expected`` (``{root}``: ``tmp_path``), and
+    nothing is written. ``write_inputs(tmp_path)`` writes the manifests (default :func:`write_corpus`)."""
+    assert edit[0] in template
+    (write_inputs or write_corpus)(tmp_path)
+    study = write_study(tmp_path, checkpoint, template.replace(*edit))
+    line = dry_run_refusal(study, capsys)
+    assert line.startswith(f"error: {study}: "), line
+    assert expected.format(root=tmp_path) in line, line
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize(
     "edit, expected",
     [
@@ -322,13 +335,7 @@ def dry_run_refusal(study: Path, capsys) -> str:
     ],
 )
 def test_a_study_file_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_whisper, capsys, edit, expected):
-    assert edit[0] in STUDY
-    write_corpus(tmp_path)
-    study = write_study(tmp_path, tiny_whisper, STUDY.replace(*edit))
-    line = dry_run_refusal(study, capsys)
-    assert line.startswith(f"error: {study.parent}/"), line
-    assert expected.format(root=tmp_path) in line
-    assert not (tmp_path / "runs").exists()
+    assert_edit_refused(tmp_path, tiny_whisper, capsys, STUDY, edit, expected)
 
 
 def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
@@ -476,12 +483,7 @@ def test_a_pooled_part_with_a_list_of_grids_joins_per_language_probes_to_per_lan
     ],
 )
 def test_a_grid_list_error_is_one_line_naming_the_file_and_key(tmp_path, tiny_whisper, capsys, edit, expected):
-    assert edit[0] in POOLED_STUDY
-    write_pooled_corpus(tmp_path)
-    study = write_study(tmp_path, tiny_whisper, POOLED_STUDY.replace(*edit))
-    line = dry_run_refusal(study, capsys)
-    assert line.startswith(f"error: {study}: "), line
-    assert expected in line
+    assert_edit_refused(tmp_path, tiny_whisper, capsys, POOLED_STUDY, edit, expected, write_inputs=write_pooled_corpus)
 
 
 def test_a_model_language_the_pooled_part_lacks_is_refused_before_anything_runs(tmp_path, tiny_whisper, capsys):
