@@ -18,12 +18,15 @@ def accent_speakers(classes=("north", "south", "west"), speakers_per_class=4) ->
     return {f"{accent}-{s}": accent for accent in classes for s in range(speakers_per_class)}
 
 
-def write_attribute_corpus(folder, speakers: dict[str, str | None] | None = None, *, utterances=6, dim=6, strength=3.0, seed=0, attribute="accent", missing=()):
+def write_attribute_corpus(
+    folder, speakers: dict[str, str | None] | None = None, *, utterances=6, dim=6, strength=3.0, seed=0, attribute="accent", missing=(), label=None
+):
     """``folder/manifest.jsonl`` and the store ``folder/store`` of ``speakers`` (speaker -> value of
     ``attribute``; None: the field is absent), each speaker ``utterances`` utterances of 8-16 frames.
     Class k of the sorted values gets ``+strength`` on dimension k of every frame; utterance ids in
     ``missing`` lack the field. Gender alternates per speaker (female first). The store's config
-    records the manifest's path and sha256, as an extraction does. Returns (manifest, store)."""
+    records the manifest's path and sha256, as an extraction does, and ``label`` as the model's
+    name where given. Returns (manifest, store)."""
     speakers = accent_speakers() if speakers is None else speakers
     rng = np.random.default_rng(seed)
     classes = sorted({value for value in speakers.values() if value is not None})
@@ -42,7 +45,7 @@ def write_attribute_corpus(folder, speakers: dict[str, str | None] | None = None
     manifest.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     store = folder / "store"
     store.mkdir()
-    config = {"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}
+    config = {"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)} | ({"label": label} if label else {})
     writer = PartWriter(store / "part-00000.h5", {SITE: dim}, "float32", {"model_id": "synthetic", "config": config, "skipped": "[]"})
     for row, frames in zip(rows, states):
         metadata = {key: row[key] for key in ("gender", "speaker", "language")} | {"split": "", "dataset": "synthetic", "duration": len(frames) / 50}

@@ -3,6 +3,7 @@ rates, E and Δrel, k groups against a reference, labels checked against the tra
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -98,3 +99,37 @@ def test_labels_without_a_settings_file(transcription):
         hypotheses_attribute(hypotheses, "accent")
     with pytest.raises(LabelError, match="records no manifest sha256"):
         hypotheses_attribute(hypotheses, "accent", manifest)
+
+
+def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
+    """One store probed for gender and for accent, one transcription scored both ways: each probe row
+    joins the gap of its own task, never the other's."""
+    from experiments.collect import main as collect_main
+    from experiments.scoring.gaps import save_gap_report
+    from probing.grid import run_all
+    from probing.run import ProbeConfig
+    from tests.attribute_corpus import SITE, write_attribute_corpus
+
+    speakers = {f"{accent}-{s}": accent for accent in ("north", "south") for s in range(4)}
+    manifest, store = write_attribute_corpus(tmp_path / "corpus", speakers, label="tiny")
+    tasks = ("female-male", "attribute:accent:south,north")
+    run_all([ProbeConfig(str(store), SITE, positions=4, task=task) for task in tasks], tmp_path / "probes.jsonl")
+    hypotheses = tmp_path / "hyps.jsonl"
+    rows = []
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        utterance = json.loads(line)
+        errors = (2 if utterance["extra"]["accent"] == "south" else 0) + int(utterance["id"][-1]) % 2
+        fields = {key: utterance[key] for key in ("id", "gender", "speaker", "language")}
+        rows.append(fields | {"reference": REFERENCE, "hypothesis": _hypothesis(errors), "model": "tiny", "task": "asr", "dataset": "synthetic"})
+    hypotheses.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "hyps.jsonl.settings.json").write_text(json.dumps({"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}), encoding="utf-8")
+    for name, groups, attribute in (("gender.json", ("female", "male"), None), ("accent.json", ("south", "north"), "accent")):
+        labels = hypotheses_attribute(hypotheses, attribute) if attribute else None
+        report, counts = gap_report(read_hypotheses(hypotheses), groups, 20, 0, hypotheses=hypotheses, attribute=labels)
+        save_gap_report(report, counts, tmp_path / name)
+    out = tmp_path / "collected"
+    argv = ["--probes", str(tmp_path / "probes.jsonl"), "--gaps", str(tmp_path / "gender.json"), str(tmp_path / "accent.json"), "--out", str(out)]
+    assert collect_main(argv) == 0
+    with (out / "f1_vs_gap.csv").open(newline="") as handle:
+        joined = {row["task"]: row["gap_source"] for row in csv.DictReader(handle)}
+    assert joined == {"female-male": str(tmp_path / "gender.json"), "attribute:accent:south,north": str(tmp_path / "accent.json")}

@@ -195,3 +195,25 @@ def test_the_command_runs_each_pair_and_resumes(corpus, tmp_path, capsys):
         assert message in capsys.readouterr().err
     assert probe_cli.main(["--store", str(store), "--site", SITE, "--attribute", "age", "--out", str(out)]) == 2
     assert "no utterance of" in capsys.readouterr().err
+
+
+def test_from_a_tiny_random_whisper_store(tmp_path, monkeypatch):
+    """Extraction records the manifest (here by a relative path) and its sha256; the probe reads the attribute through them."""
+    from experiments import extract as extract_cli
+    from extract.families import tiny_extractor
+    from extract.manifest import write_manifest
+    from tests.corpus import write_corpus
+
+    rng = np.random.default_rng(0)
+    utterances = write_corpus(tmp_path, [(0.1 * rng.standard_normal(8000)).astype(np.float32) for _ in range(16)], speakers=8)
+    for utterance in utterances:
+        utterance.extra = {"accent": "north" if int(utterance.speaker[1:]) < 4 else "south"}
+    write_manifest(tmp_path / "m.jsonl", utterances)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper"))
+    assert extract_cli.main(["--family", "whisper", "--manifest", "m.jsonl", "--sites", "encoder.final", "--out", "store", "--quiet"]) == 0
+    out = tmp_path / "probes.jsonl"
+    assert probe_cli.main(["--store", "store", "--site", "encoder.final", "--probe", "mean", "--attribute", "accent", "--out", str(out)]) == 0
+    (row,) = load_rows(out)
+    assert row["config"]["task"] == "attribute:accent" and row["classes"] == ["north", "south"]
+    assert row["labels"]["manifest"] == "m.jsonl" and row["labels"]["unlabelled"] == 0 and 0 <= row["f1_macro"] <= 100
