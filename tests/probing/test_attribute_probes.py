@@ -217,3 +217,21 @@ def test_from_a_tiny_random_whisper_store(tmp_path, monkeypatch):
     (row,) = load_rows(out)
     assert row["config"]["task"] == "attribute:accent" and row["classes"] == ["north", "south"]
     assert row["labels"]["manifest"] == "m.jsonl" and row["labels"]["unlabelled"] == 0 and 0 <= row["f1_macro"] <= 100
+
+
+def test_the_pages_commands_parse(capsys, monkeypatch):
+    """docs/attributes.md's worked example, flag by flag, as tests/cli/test_documented_commands.py checks the papers' pages."""
+    import torch
+
+    from experiments.stages import parser_of
+    from tests.cli.test_documented_commands import _stage, documented_commands
+    from tests.paths import CHECKOUT
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    commands = documented_commands(CHECKOUT / "docs" / "attributes.md")
+    assert {argv[0] for _, argv in commands} >= {"experiments.probe", "experiments.asr_gap", "experiments.collect"}
+    for line, argv in commands:
+        try:
+            parser_of(_stage(argv[0])).parse_args(argv[1:])
+        except SystemExit as exit:
+            pytest.fail(f"docs/attributes.md:{line}: {' '.join(argv)}: {capsys.readouterr().err.strip()} ({exit.code})")
