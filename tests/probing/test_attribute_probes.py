@@ -235,3 +235,18 @@ def test_the_pages_commands_parse(capsys, monkeypatch):
             parser_of(_stage(argv[0])).parse_args(argv[1:])
         except SystemExit as exit:
             pytest.fail(f"docs/attributes.md:{line}: {' '.join(argv)}: {capsys.readouterr().err.strip()} ({exit.code})")
+
+
+def test_a_grid_names_an_attribute_task(corpus, tmp_path, capsys):
+    manifest, store = corpus
+    grid = tmp_path / "grid.yaml"
+    out = tmp_path / "grid.jsonl"
+    grid.write_text(
+        f"out: {out}\nstores: [{store}]\nsites: [{SITE}]\nprobes: [mean, positional]\n"
+        f"options: {{task: 'attribute:accent:south,west', labels: {manifest}, positions: 4}}\n",
+        encoding="utf-8",
+    )
+    assert probe_cli.main(["--grid", str(grid)]) == 0
+    assert "task=attribute:accent:south,west" in capsys.readouterr().out
+    rows = load_rows(out)
+    assert [row["config"]["probe"] for row in rows] == ["mean", "positional"] and all(row["classes"] == ["west", "south"] for row in rows)
