@@ -43,14 +43,26 @@ def test_three_accents_with_the_mean_probe(corpus):
     # balanced per class and speaker-disjoint: one test speaker of each accent, six utterances each
     assert row["splits"]["test"] == {"utterances": 18, "speakers": 3, "classes": {"north": 6, "south": 6, "west": 6}}
     assert "labels" not in row["config"]
+    stratified = run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent", split="stratified")).row
+    assert stratified["f1_macro"] == 100.0 and stratified["splits"]["source"] == "speaker-stratified"
 
 
-@pytest.mark.parametrize("probe", ["positional", "sampled", "max"])
-def test_two_classes_go_through_the_binary_probes(corpus, probe):
+@pytest.mark.parametrize(
+    "options",
+    [{"probe": "positional"}, {"probe": "sampled"}, {"probe": "max"}, {"probe": "attention", "lr": 1e-2, "max_epochs": 20}, {"probe": "mean", "split": "loso"}],
+    ids=["positional", "sampled", "max", "attention", "mean-loso"],
+)
+def test_two_classes_go_through_the_binary_probes(corpus, options):
     _, store = corpus
-    row = run_probe(ProbeConfig(store=str(store), site=SITE, probe=probe, positions=4, task="attribute:accent:north,west")).row
+    row = run_probe(ProbeConfig(store=str(store), site=SITE, positions=4, task="attribute:accent:north,west", **options)).row
     assert row["classes"] == ["west", "north"] and set(row["recall"]) == {"west", "north"}  # north, named first, is class 1
     assert row["f1_macro"] > 90
+
+
+def test_a_two_class_attribute_with_its_control(corpus):
+    _, store = corpus
+    row = run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent:north,west", control="shuffled")).row
+    assert row["f1_real"] == 100.0 and row["f1_macro"] < 75 and row["classes"] == ["west", "north"]
 
 
 @pytest.mark.parametrize(
