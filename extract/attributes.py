@@ -103,19 +103,30 @@ def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | 
         if not isinstance(extra, dict):
             raise ManifestError(path, line, f"extra must be an object, got {type(extra).__name__}")
         found |= set(extra)
-        value = extra.get(attribute)
-        if value is None or value == "":
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ManifestError(path, line, f"extra.{attribute} is {value!r}: an attribute is a categorical label, a string or a whole number")
-        value = str(value)
-        if _has_control(value):
-            raise ManifestError(path, line, f"extra.{attribute} is {value!r}, which holds a control character")
-        values[row["id"]] = value
+        try:
+            value = attribute_value(extra, attribute)
+        except ValueError as error:
+            raise ManifestError(path, line, str(error)) from error
+        if value is not None:
+            values[row["id"]] = value
     if not values:
         listed = ", ".join(sorted(found)) or "none"
         raise LabelError(f"no utterance of {path} has extra.{attribute}; the attributes its utterances have: {listed}")
     return AttributeLabels(attribute, str(manifest), sha256, values)
+
+
+def attribute_value(extra: dict, attribute: str) -> str | None:
+    """``extra[attribute]`` as a label (a whole number spelled as a string), None where it is absent,
+    null or ""; a ValueError for a value that cannot be a categorical label (a fraction, a boolean, a
+    list or object, a string holding a control character)."""
+    value = extra.get(attribute)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"extra.{attribute} is {value!r}: an attribute is a categorical label, a string or a whole number")
+    if _has_control(str(value)):
+        raise ValueError(f"extra.{attribute} is {value!r}, which holds a control character")
+    return str(value)
 
 
 def _has_control(text: str) -> bool:

@@ -134,6 +134,12 @@ def attribute_column(attribute: str) -> str:
     return f"attribute:{attribute}"
 
 
+def task_attribute(task: str) -> str | None:
+    """The manifest attribute ``task`` probes (``attribute:age:young,old`` -> ``age``), None for a gender task."""
+    column, _ = task_labels(task)
+    return None if column == "gender" else column.split(":", 1)[1]
+
+
 def task_labels(task: str) -> tuple[str, tuple[str, ...]]:
     """``(metadata column, class names)`` of ``task``: a gender task's two classes (:data:`TASKS`), an
     attribute task's two named classes (the second as class 0), or no names where every class of
@@ -162,8 +168,10 @@ def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: st
     keep &= np.isin(values, np.array(classes, dtype=object))
     index = np.flatnonzero(keep)
     where = f" in language {language}" if language else ""
+    if not classes:
+        raise ProbeError(f"no utterance{where} has a value of extra.{column.split(':', 1)[1]}")
     if len(index) == 0:
-        raise ProbeError(f"no utterances labelled {'/'.join(classes) or f'with {column}'}{where}")
+        raise ProbeError(f"no utterances labelled {'/'.join(classes)}{where}")
     position = {name: number for number, name in enumerate(classes)}
     labels = np.array([position[value] for value in values[index].tolist()], dtype=int)
     if not named and len(classes) < 2:

@@ -32,6 +32,7 @@ from probing.data import (
     make_splits,
     shared_speakers_message,
     speaker_stratified_splits,
+    task_attribute,
     task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
@@ -554,10 +555,9 @@ def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
     from extract.manifest import ManifestError
 
     metadata = reader.metadata()
-    column, _ = task_labels(config.task)
-    if column == "gender":
+    attribute = task_attribute(config.task)
+    if attribute is None:
         return metadata, {}
-    attribute = column.split(":", 1)[1]
     stored = reader.info.config
     manifest = config.labels or stored.get("manifest")
     if not manifest:
@@ -576,8 +576,8 @@ def pair_tasks(config: ProbeConfig) -> list[str]:
     """The one-vs-one tasks of an every-class attribute task (``attribute:NAME``): one per pair of the
     classes its utterances have (in ``config.language`` when given), each ``attribute:NAME:A,B`` with
     A before B in sorted order (A the positive class). Fewer than two classes is a :class:`ProbeError`."""
-    column, named = task_labels(config.task)
-    if column == "gender" or named:
+    attribute, (column, named) = task_attribute(config.task), task_labels(config.task)
+    if attribute is None or named:
         raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
     from extract.store import ShardReader
 
@@ -590,7 +590,7 @@ def pair_tasks(config: ProbeConfig) -> list[str]:
             f"{config.task} has {len(classes)} class ({', '.join(classes)}) in store {config.store}{_in_language(config)}: pairs need two classes at least"
         )
     try:
-        return [attribute_task(column.split(":", 1)[1], pair) for pair in itertools.combinations(classes, 2)]
+        return [attribute_task(attribute, pair) for pair in itertools.combinations(classes, 2)]
     except LabelError as error:
         raise ProbeError(str(error)) from error
 
