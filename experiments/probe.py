@@ -158,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.grid:
+        if args.attribute or args.pairs:
+            parser.error("--attribute and --pairs describe one run; a grid names its task in options: task: attribute:NAME, or attribute:NAME:A,B for a pair")
         return run_cli(lambda: _run_grid(args), *PROBE_ERRORS)
     missing = [name for name in ("store", "site", "out") if getattr(args, name) is None]
     if missing:

@@ -260,5 +260,8 @@ def test_a_grid_names_an_attribute_task(corpus, tmp_path, capsys):
     )
     assert probe_cli.main(["--grid", str(grid)]) == 0
     assert "task=attribute:accent:south,west" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        probe_cli.main(["--grid", str(grid), "--attribute", "accent", "--pairs"])
+    assert "a grid names its task in options" in capsys.readouterr().err
     rows = load_rows(out)
     assert [row["config"]["probe"] for row in rows] == ["mean", "positional"] and all(row["classes"] == ["west", "south"] for row in rows)
