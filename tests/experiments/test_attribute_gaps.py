@@ -110,7 +110,7 @@ def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
     from probing.run import ProbeConfig
     from tests.attribute_corpus import SITE, write_attribute_corpus
 
-    speakers = {f"{accent}-{s}": accent for accent in ("north", "south") for s in range(4)}
+    speakers = {f"{accent}-{s}": accent for accent in ("north", "south", "west") for s in range(4)}
     manifest, store = write_attribute_corpus(tmp_path / "corpus", speakers, label="tiny")
     tasks = ("female-male", "attribute:accent:south,north")
     run_all([ProbeConfig(str(store), SITE, positions=4, task=task) for task in tasks], tmp_path / "probes.jsonl")
@@ -123,13 +123,17 @@ def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
         rows.append(fields | {"reference": REFERENCE, "hypothesis": _hypothesis(errors), "model": "tiny", "task": "asr", "dataset": "synthetic"})
     hypotheses.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     (tmp_path / "hyps.jsonl.settings.json").write_text(json.dumps({"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}), encoding="utf-8")
-    for name, groups, attribute in (("gender.json", ("female", "male"), None), ("accent.json", ("south", "north"), "accent")):
+    reports = (("gender.json", ("female", "male"), None), ("accent.json", ("south", "north"), "accent"), ("three.json", ("south", "west", "north"), "accent"))
+    for name, groups, attribute in reports:
         labels = hypotheses_attribute(hypotheses, attribute) if attribute else None
         report, counts = gap_report(read_hypotheses(hypotheses), groups, 20, 0, hypotheses=hypotheses, attribute=labels)
         save_gap_report(report, counts, tmp_path / name)
     out = tmp_path / "collected"
-    argv = ["--probes", str(tmp_path / "probes.jsonl"), "--gaps", str(tmp_path / "gender.json"), str(tmp_path / "accent.json"), "--out", str(out)]
+    argv = ["--probes", str(tmp_path / "probes.jsonl"), "--gaps", *(str(tmp_path / name) for name, _, _ in reports), "--out", str(out)]
     assert collect_main(argv) == 0
     with (out / "f1_vs_gap.csv").open(newline="") as handle:
         joined = {row["task"]: row["gap_source"] for row in csv.DictReader(handle)}
     assert joined == {"female-male": str(tmp_path / "gender.json"), "attribute:accent:south,north": str(tmp_path / "accent.json")}
+    with (out / "long.csv").open(newline="") as handle:  # three groups: no probe task names them; their gaps are in the long table
+        metrics = {row["metric"] for row in csv.DictReader(handle) if row["task"] == "attribute:accent:south,west,north"}
+    assert {"comparisons.south.gap_relative", "comparisons.west.delta_rel"} <= metrics
