@@ -86,7 +86,7 @@ def test_the_command(transcription, tmp_path, capsys):
     with pytest.raises(SystemExit):
         asr_gap.main(["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent"])
     assert "--attribute accent needs --groups" in capsys.readouterr().err
-    manifest.write_text(manifest.read_text(encoding="utf-8").replace('"west"', '"east"'), encoding="utf-8")
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace('"west"', '"western"'), encoding="utf-8")
     assert asr_gap.main(argv) == 2
     error = capsys.readouterr().err
     assert f"{manifest} changed since the transcription {hypotheses} was built from it" in error and error.count("\n") == 1

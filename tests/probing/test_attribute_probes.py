@@ -265,3 +265,19 @@ def test_a_grid_names_an_attribute_task(corpus, tmp_path, capsys):
     assert "a grid names its task in options" in capsys.readouterr().err
     rows = load_rows(out)
     assert [row["config"]["probe"] for row in rows] == ["mean", "positional"] and all(row["classes"] == ["west", "south"] for row in rows)
+
+
+def test_a_manifest_is_read_once_per_version(tmp_path, monkeypatch):
+    """A grid's runs share one read of the manifest; a rewritten manifest (new size or time) is read and checked again."""
+    from extract import attributes
+    from extract.provenance import file_sha256
+
+    manifest, _ = write_attribute_corpus(tmp_path, {"s0": "a", "s1": "b"})
+    reads = []
+    monkeypatch.setattr(attributes, "_read", lambda path, attribute, read=attributes._read: reads.append(path) or read(path, attribute))
+    sha = file_sha256(manifest)
+    assert read_attribute(manifest, "accent", sha, "x").values == read_attribute(manifest, "accent", sha, "x").values and len(reads) == 1
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace('"b"', '"bb"'), encoding="utf-8")
+    with pytest.raises(LabelError, match="changed since x was built"):
+        read_attribute(manifest, "accent", sha, "x")
+    assert len(reads) == 2
