@@ -78,7 +78,8 @@ class ProbeSplits:
 
 
 def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Downsample the larger class to the smaller one's size, round robin over its speakers (seeded)."""
+    """Downsample the larger classes to the smallest one's size, round robin over their speakers
+    (seeded). ``labels`` are every labelled utterance's, so they hold every class (:func:`_labelled`)."""
     by_class = [indices[labels[indices] == c] for c in range(int(labels.max()) + 1 if len(labels) else 2)]
     target = min(len(group) for group in by_class)
     kept = []

@@ -211,6 +211,7 @@ def test_the_command_runs_each_pair_and_resumes(corpus, tmp_path, capsys):
 
 def test_from_a_tiny_random_whisper_store(tmp_path, monkeypatch):
     """Extraction records the manifest (here by a relative path) and its sha256; the probe reads the attribute through them."""
+    import extract.jobs  # noqa: F401  (bound to the real loader before the patch: a first import under it would keep the patch for later tests)
     from experiments import extract as extract_cli
     from extract.families import tiny_extractor
     from extract.manifest import write_manifest
