@@ -20,6 +20,16 @@ family, checkpoint and manifest sha256 of ``HYPS.jsonl.settings.json`` where it 
 ``inputs`` (path and sha256 of ``--hypotheses``) and the code's ``provenance``: what
 ``experiments.collect`` joins probe rows with. The library is
 ``experiments.scoring.gaps``; ``--json`` is a deprecated spelling of ``--out``.
+
+Groups of another speaker attribute of the manifest's ``extra`` (``docs/attributes.md``)::
+
+    python -m experiments.asr_gap --hypotheses HYPS.jsonl --out OUT.json --attribute age --groups young,old
+    python -m experiments.asr_gap --hypotheses HYPS.jsonl --out OUT.json --attribute accent --groups north,west,south
+
+read the attribute from the manifest transcribed (the one ``HYPS.jsonl.settings.json`` records, or
+``--labels MANIFEST``), refused unless its sha256 is the one recorded. Two groups give the gender
+report's shape; with more, each group is compared with the last (``reference``, ``comparisons``).
+Utterances without the attribute are left out and counted (``unlabelled``).
 """
 
 from __future__ import annotations
@@ -36,10 +46,12 @@ from experiments.scoring.gaps import (
     counts_path,
     gap_report,
     gap_summary,
+    hypotheses_attribute,
     iterations_problem,
     read_hypotheses,
     save_gap_report,
 )
+from extract.attributes import LabelError, check_attribute_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,15 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
+def _run(args: argparse.Namespace, groups: tuple[str, ...]) -> int:
     rows = read_hypotheses(args.hypotheses)
     scoring = Scoring(args.normalizer, args.cer_spaces)
-    report, counts = gap_report(rows, groups, args.iterations, args.seed, scoring, args.gap_estimate, args.hypotheses, compare=args.interval_of)
+    attribute = hypotheses_attribute(args.hypotheses, args.attribute, args.labels) if args.attribute else None
+    report, counts = gap_report(
+        rows, groups, args.iterations, args.seed, scoring, args.gap_estimate, args.hypotheses, compare=args.interval_of, attribute=attribute
+    )
     for language, entry in report["languages"].items():
         summary = ", ".join(f"{g} {v['error_rate']:.2f}" for g, v in entry["groups"].items())
+        pairs = [(groups, entry)] if "comparisons" not in entry else [((a, entry["reference"]), gaps) for a, gaps in entry["comparisons"].items()]
+        unlabelled = f"; left out {entry['unlabelled']} without {args.attribute}" if "unlabelled" in entry else ""
         print(
-            f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {gap_summary(entry, groups)}; "
-            f"dropped {entry['dropped_empty_reference']} empty references"
+            f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {'; '.join(gap_summary(gaps, pair) for pair, gaps in pairs)}; "
+            f"dropped {entry['dropped_empty_reference']} empty references{unlabelled}"
         )
     counts_path = save_gap_report(report, counts, args.out)
     print(f"[asr_gap] wrote {args.out} and {counts_path}")
@@ -69,10 +86,26 @@ def _run(args: argparse.Namespace, groups: tuple[str, str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    groups = two_groups(parser, ",".join(args.groups))
+    groups = two_groups(parser, ",".join(args.groups)) if args.attribute is None else attribute_groups(parser, args, argv)
+    if args.labels and args.attribute is None:
+        parser.error("--labels gives the manifest of an --attribute; gender is in the hypotheses themselves")
     if iterations_problem(args.iterations):
         parser.error(f"--{iterations_problem(args.iterations)}")
-    return run_cli(lambda: _run(args, groups))
+    return run_cli(lambda: _run(args, groups), LabelError)
+
+
+def attribute_groups(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> tuple[str, ...]:
+    """``--groups`` as two or more different values of ``--attribute`` (taken as the manifest spells them), given explicitly."""
+    try:
+        check_attribute_name(args.attribute)
+    except LabelError as error:
+        parser.error(f"--attribute: {error}")
+    if not any(arg == "--groups" or arg.startswith("--groups=") for arg in (sys.argv[1:] if argv is None else argv)):
+        parser.error(f"--attribute {args.attribute} needs --groups: two or more of its values, e.g. --groups A,B (E(A, B)) or A,B,C (A and B each against C)")
+    groups = tuple(group.strip() for group in args.groups)
+    if len(groups) < 2 or len(set(groups)) < len(groups) or "" in groups:
+        parser.error(f"--groups takes two or more different values of {args.attribute}, got {','.join(groups)}")
+    return groups
 
 
 if __name__ == "__main__":

@@ -29,6 +29,17 @@ accuracy and ``fold_accuracy_mean`` their mean. The attention and sampled probes
 training speaker per gender as their dev split. MDL, the speaker control and ``--apply-to`` are
 refused with it (``probing.run._loso_run`` says why).
 
+A speaker attribute of the manifest's ``extra`` instead of gender (``docs/attributes.md``)::
+
+    python -m experiments.probe --store stores/wb/demo --site encoder.final --probe mean --attribute accent --out results/probes.jsonl
+    python -m experiments.probe --store stores/wb/demo --site encoder.layer.3 --attribute accent --pairs --out results/probes.jsonl
+
+reads the attribute from the manifest the store was extracted from (refused if it changed since;
+``--labels MANIFEST`` names it where the store's recorded path does not lead to it). Without
+``--groups`` every class is probed at once (three classes or more: ``--probe mean`` or ``max``,
+macro F1 over the classes); ``--groups A,B`` probes two of them, ``--pairs`` each pair in its own
+row (task ``attribute:NAME:A,B``).
+
 Rows are appended as runs finish; a rerun skips run ids already in the output whose stores are
 unchanged (the row's ``store_identity``), and recomputes the others: the latest row of a run id is
 the one readers use. Per-position arrays and attention weights are saved beside the JSONL, in
@@ -47,6 +58,7 @@ exceed it. On a cluster (``experiments.scheduling``)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,18 +76,19 @@ from experiments.cli import (
 )
 from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
+from extract.attributes import LabelError, attribute_task
 from extract.options import option
 from extract.store import StoreError
 from probing.data import TASKS, ProbeError
 from probing.grid import GridError, expand_grid, read_grid, run_all
 from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
-from probing.run import ProbeConfig
+from probing.run import ProbeConfig, pair_tasks
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
 
 
-PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups; --device: auto by default
+PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups or --attribute; --device: auto by default
 GIVEN_BY_A_GRID = ("store", "site")  # required of a single run (main), not with --grid
 
 
@@ -86,14 +99,28 @@ class ProbeCommandOptions(GridTasks):
     merge: bool = option(False, "only move the rows of finished grid tasks (OUT.tasks/) into the results file, then exit")
 
 
+@dataclass(frozen=True)
+class AttributeTask:
+    """A speaker attribute as the probe task (one run's flags; a grid gives ``task: attribute:NAME`` in its options)."""
+
+    attribute: str | None = option(
+        None,
+        "probe this attribute of the manifest's extra (e.g. age, accent) instead of gender: every class at once, "
+        "the two of --groups A,B, or each pair with --pairs",
+        metavar="NAME",
+    )
+    pairs: bool = option(False, "with --attribute: one two-class probe, one row, per pair of the attribute's classes")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """A grid file, or one run: the store and site, the two groups, the device, then the options of :class:`ProbeConfig`."""
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     input_argument(parser, "--grid", help="YAML grid file (then the other options come from it)")
     add_options(parser, ProbeConfig, skip=PROBE_FLAGS_BY_HAND, optional=GIVEN_BY_A_GRID)
+    add_options(parser, AttributeTask)
     add_groups_argument(
         parser,
-        "the two groups the probe tells apart: female,male (default) or other,male; the first is the positive class",
+        "the two groups the probe tells apart: female,male (default) or other,male; with --attribute, two of its classes; the first is the positive class",
         old_spellings={"--task": {task: task.replace("-", ",") for task in TASKS}},
     )
     add_device_argument(parser)
@@ -137,13 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.grid:
+        if args.attribute or args.pairs:
+            parser.error("--attribute and --pairs describe one run; a grid names its task in options: task: attribute:NAME, or attribute:NAME:A,B for a pair")
         return run_cli(lambda: _run_grid(args), *PROBE_ERRORS)
     missing = [name for name in (*GIVEN_BY_A_GRID, "out") if getattr(args, name) is None]
     if missing:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
-    config = probe_config(parser, args)
+    given_groups = any(arg == "--groups" or arg.startswith("--groups=") for arg in (sys.argv[1:] if argv is None else argv))
+    config = probe_config(parser, args, given_groups)
+    if args.pairs:
+        return run_cli(lambda: _run(args, [dataclasses.replace(config, task=task) for task in pair_tasks(config)], Path(args.out)), *PROBE_ERRORS)
     return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
 
 
@@ -155,10 +187,24 @@ def probe_task(parser: argparse.ArgumentParser, text: str) -> str:
     return task
 
 
-def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ProbeConfig:
-    """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
+def attribute_probe_task(parser: argparse.ArgumentParser, args: argparse.Namespace, given_groups: bool) -> str:
+    """The task of ``--attribute NAME``: every class (``attribute:NAME``, also with ``--pairs``, which
+    runs each pair), or the two of ``--groups A,B`` (``attribute:NAME:A,B``, taken as spelled)."""
+    if args.pairs and given_groups:
+        parser.error("--pairs probes every pair of the attribute's classes: leave --groups out, or drop --pairs to probe the two of --groups")
     try:
-        return from_args(ProbeConfig, args, skip=PROBE_FLAGS_BY_HAND, task=probe_task(parser, args.groups), device=args.device)
+        return attribute_task(args.attribute, tuple(group.strip() for group in args.groups.split(",")) if given_groups else ())
+    except LabelError as error:
+        parser.error(f"--attribute {args.attribute}: {error}")
+
+
+def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace, given_groups: bool = False) -> ProbeConfig:
+    """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
+    if args.pairs and args.attribute is None:
+        parser.error("--pairs pairs the classes of an attribute: give --attribute NAME")
+    task = probe_task(parser, args.groups) if args.attribute is None else attribute_probe_task(parser, args, given_groups)
+    try:
+        return from_args(ProbeConfig, args, skip=PROBE_FLAGS_BY_HAND, task=task, device=args.device)
     except ProbeError as error:
         parser.error(str(error))
 

@@ -116,7 +116,7 @@ def within_speaker_splits(splits: ProbeSplits, seed: int) -> ProbeSplits:
                 f"the speaker control's within-speaker {name} split lacks one of the classes {'/'.join(splits.class_names)}: "
                 "it needs speakers of both genders with at least two utterances each"
             )
-    return ProbeSplits(splits.task, within["train"], within["dev"], within["test"], "within-speaker")
+    return ProbeSplits(splits.task, within["train"], within["dev"], within["test"], "within-speaker", classes=splits.classes)
 
 
 def selectivity(f1_real: float, f1_control: float) -> float:

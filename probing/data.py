@@ -1,9 +1,15 @@
-"""Labels and speaker-disjoint, gender-balanced splits from shard metadata.
+"""Labels and speaker-disjoint, class-balanced splits from shard metadata.
 
-Every probe reads its labels from the store's metadata, so a probe can be trained from the
-shards alone. Splits follow the manifest's train/dev/test when present; otherwise they are
-speaker-disjoint (80/20 train/test by speaker, dev carved from the train speakers). Each split is
-balanced by downsampling the larger class, spreading the kept utterances over its speakers.
+A gender probe reads its labels from the store's metadata, so it can be trained from the shards
+alone. An attribute probe (``attribute:NAME``: every class of a manifest's ``extra`` field, or
+``attribute:NAME:A,B``: two of them, see :mod:`extract.attributes`) reads them from a metadata
+column :func:`attribute_column` that :mod:`probing.run` adds from the manifest; utterances without a
+value are left out. Classes are numbered in the order of :attr:`ProbeSplits.class_names` (the
+attribute's values sorted, or the two named with the first as class 1, as ``female-male``).
+
+Splits follow the manifest's train/dev/test when present; otherwise they are speaker-disjoint
+(80/20 train/test by speaker, dev carved from the train speakers). Each split is balanced by
+downsampling the larger classes, spreading the kept utterances over its speakers.
 Manifest splits are checked, not trusted: a speaker in train and in dev or test is an error unless
 explicitly allowed.
 
@@ -22,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from extract.attributes import LabelError, parse_attribute_task
+
 TASKS = {"female-male": ("male", "female"), "other-male": ("male", "other")}  # class 0, class 1
 # one train/dev/test split (:func:`make_splits`); leave one speaker out (:func:`leave_one_speaker_out`);
 # each speaker's utterances spread over train/dev/test (:func:`speaker_stratified_splits`: Attanasio et al. 2024, B.3)
@@ -36,18 +44,19 @@ class ProbeError(ValueError):
 @dataclass
 class SplitData:
     ids: list[str]
-    labels: np.ndarray  # 0/1 per TASKS order
+    labels: np.ndarray  # class numbers, in the order of ProbeSplits.class_names
     speakers: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def describe(self) -> dict:
-        return {
-            "utterances": len(self.ids),
-            "speakers": int(len(set(self.speakers.tolist()))),
-            "class_1_share": float(self.labels.mean()) if len(self) else 0.0,
-        }
+    def describe(self, class_names: tuple[str, ...] = ()) -> dict:
+        """Utterances, speakers and the share of class 1; with more than two ``class_names``, the
+        utterances per class instead (``classes``)."""
+        described = {"utterances": len(self.ids), "speakers": int(len(set(self.speakers.tolist())))}
+        if len(class_names) > 2:
+            return described | {"classes": {name: int(np.sum(self.labels == k)) for k, name in enumerate(class_names)}}
+        return described | {"class_1_share": float(self.labels.mean()) if len(self) else 0.0}
 
 
 @dataclass
@@ -58,18 +67,20 @@ class ProbeSplits:
     test: SplitData
     source: str  # "manifest", "speaker-disjoint", "speaker-stratified", "within-speaker" (the speaker control) or "leave-one-speaker-out"
     shared_speakers: dict[str, list[str]] = field(default_factory=dict)  # split -> speakers also in train (allowed explicitly)
+    classes: tuple[str, ...] = ()  # the class names, class 0 first (a gender task's from TASKS when empty)
 
     @property
-    def class_names(self) -> tuple[str, str]:
-        return TASKS[self.task]
+    def class_names(self) -> tuple[str, ...]:
+        return self.classes or TASKS[self.task]
 
     def sizes(self) -> dict:
-        return {"source": self.source, **{name: getattr(self, name).describe() for name in ("train", "dev", "test")}}
+        return {"source": self.source, **{name: getattr(self, name).describe(self.class_names) for name in ("train", "dev", "test")}}
 
 
 def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Downsample the larger class to the smaller one's size, round robin over its speakers (seeded)."""
-    by_class = [indices[labels[indices] == c] for c in (0, 1)]
+    """Downsample the larger classes to the smallest one's size, round robin over their speakers
+    (seeded). ``labels`` are every labelled utterance's, so they hold every class (:func:`_labelled`)."""
+    by_class = [indices[labels[indices] == c] for c in range(int(labels.max()) + 1 if len(labels) else 2)]
     target = min(len(group) for group in by_class)
     kept = []
     for group in by_class:
@@ -99,7 +110,7 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
     dev split gets none rather than failing; with enough speakers the dev split is carved as always,
     so a run's training set never depends on the kind. ``where`` names the speakers counted in errors."""
     assignment = {}
-    for c in (0, 1):
+    for c in range(len(class_names)):
         names = sorted(set(speakers[labels == c].tolist()))
         order = [names[i] for i in rng.permutation(len(names))]
         dev = dev_share
@@ -119,26 +130,59 @@ def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_sh
     return np.array([assignment[s] for s in speakers])
 
 
-def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: str | None) -> tuple[np.ndarray, ...]:
-    """(ids, 0/1 labels, speakers, manifest splits) of the utterances labelled with ``task``'s two
-    classes (in ``language`` when given); a task without both classes is a :class:`ProbeError`."""
-    if task not in TASKS:
-        raise ProbeError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
-    negative, positive = TASKS[task]
-    genders = np.array(metadata["gender"])
-    keep = np.isin(genders, [negative, positive])
-    if language is not None:
-        keep &= np.array(metadata["language"]) == language
+def attribute_column(attribute: str) -> str:
+    """The metadata column :mod:`probing.run` fills with ``attribute``'s labels (None where an utterance has none)."""
+    return f"attribute:{attribute}"
+
+
+def task_attribute(task: str) -> str | None:
+    """The manifest attribute ``task`` probes (``attribute:age:young,old`` -> ``age``), None for a gender task."""
+    column, _ = task_labels(task)
+    return None if column == "gender" else column.split(":", 1)[1]
+
+
+def task_labels(task: str) -> tuple[str, tuple[str, ...]]:
+    """``(metadata column, class names)`` of ``task``: a gender task's two classes (:data:`TASKS`), an
+    attribute task's two named classes (the second as class 0), or no names where every class of
+    the attribute is probed (they are the values present). An unknown task is a :class:`ProbeError`."""
+    if task in TASKS:
+        return "gender", TASKS[task]
+    try:
+        attribute = parse_attribute_task(task)
+    except LabelError as error:
+        raise ProbeError(str(error)) from error
+    if attribute is None:
+        raise ProbeError(f"unknown task {task!r}; choose from {sorted(TASKS)}, attribute:NAME or attribute:NAME:A,B")
+    name, named = attribute
+    return attribute_column(name), named[::-1]
+
+
+def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: str | None) -> tuple:
+    """(ids, class numbers, speakers, manifest splits, class names) of the utterances labelled with
+    ``task``'s classes (in ``language`` when given); fewer than two classes is a :class:`ProbeError`."""
+    column, named = task_labels(task)
+    if column not in metadata:
+        raise ProbeError(f"the {task} probe needs the {column} labels beside the store's metadata (probing.run reads them from the manifest)")
+    values = np.array(metadata[column], dtype=object)
+    keep = np.ones(len(values), dtype=bool) if language is None else np.array(metadata["language"]) == language
+    classes = named or tuple(sorted({value for value in values[keep].tolist() if value is not None}))
+    keep &= np.isin(values, np.array(classes, dtype=object))
     index = np.flatnonzero(keep)
+    where = f" in language {language}" if language else ""
+    if not classes:
+        raise ProbeError(f"no utterance{where} has a value of extra.{column.split(':', 1)[1]}")
     if len(index) == 0:
-        raise ProbeError(f"no utterances labelled {negative}/{positive}" + (f" in language {language}" if language else ""))
-    labels = (genders[index] == positive).astype(int)
-    absent = [name for value, name in ((0, negative), (1, positive)) if value not in labels]
+        raise ProbeError(f"no utterances labelled {'/'.join(classes)}{where}")
+    position = {name: number for number, name in enumerate(classes)}
+    labels = np.array([position[value] for value in values[index].tolist()], dtype=int)
+    if not named and len(classes) < 2:
+        raise ProbeError(f"every utterance labelled with {column}{where} is {classes[0]}: a probe needs two classes at least")
+    absent = [name for value, name in enumerate(classes) if value not in labels]
     if absent:
-        raise ProbeError(f"no utterances labelled {absent[0]}" + (f" in language {language}" if language else "") + f": a {task} probe needs both classes")
+        raise ProbeError(f"no utterances labelled {absent[0]}{where}: a {task} probe needs both classes")
     speakers = np.array(metadata["speaker"], dtype=object)[index]
     given = np.array(metadata["split"], dtype=object)[index]
-    return np.array(ids, dtype=object)[index], labels, speakers, given
+    return np.array(ids, dtype=object)[index], labels, speakers, given, classes
 
 
 def make_splits(
@@ -161,8 +205,7 @@ def make_splits(
     speakers (one to test, one for dev, one to train; 2 without ``dev_needed``); with the manifest's
     train and test but no dev, 2 train speakers (1 without ``dev_needed``) and a test speaker.
     """
-    all_ids, labels, speakers, given = _labelled(metadata, ids, task, language)
-    negative, positive = TASKS[task]
+    all_ids, labels, speakers, given, classes = _labelled(metadata, ids, task, language)
     rng = np.random.default_rng(seed)
     shared = {}
     present = sorted(set(metadata["language"]))
@@ -176,25 +219,25 @@ def make_splits(
             train_only = split_of == "train"
             scope = f"the manifest's train split{_in(language_shown)} (its dev split is carved from it)"
             carved = _speaker_disjoint(
-                labels[train_only], speakers[train_only], rng, TASKS[task], test_share=0.0, dev_share=0.1, dev_needed=dev_needed, where=scope
+                labels[train_only], speakers[train_only], rng, classes, test_share=0.0, dev_share=0.1, dev_needed=dev_needed, where=scope
             )
             split_of = split_of.copy()
             split_of[train_only] = np.where(carved == "dev", "dev", "train")
     else:
         scope = f"the speakers{_in(language_shown)} (the manifest gives no train and test split)"
-        split_of, source = _speaker_disjoint(labels, speakers, rng, TASKS[task], dev_needed=dev_needed, where=scope), "speaker-disjoint"
+        split_of, source = _speaker_disjoint(labels, speakers, rng, classes, dev_needed=dev_needed, where=scope), "speaker-disjoint"
     parts = {}
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
-        if name != "dev" and (len(members) == 0 or len(set(labels[members].tolist())) < 2):
+        if name != "dev" and (len(members) == 0 or len(set(labels[members].tolist())) < len(classes)):
             given_here = sorted(set((speakers[members]).tolist()))
             raise ProbeError(
-                f"the {name} split{_in(language_shown)} lacks one of the classes {negative}/{positive} (its speakers: {', '.join(given_here) or 'none'}); "
-                f"give both genders speakers in the manifest's {name} split, {LOSO_HINT}"
+                f"the {name} split{_in(language_shown)} lacks one of the classes {'/'.join(classes)} (its speakers: {', '.join(given_here) or 'none'}); "
+                f"give {'both genders' if task in TASKS else 'every class'} speakers in the manifest's {name} split, {LOSO_HINT}"
             )
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
-    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source, shared)
+    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], source, shared, classes)
 
 
 def speaker_stratified_splits(
@@ -207,7 +250,7 @@ def speaker_stratified_splits(
     splits are not used (the paper samples from the concatenation of validation and test). Speakers
     are heard in training and scored in test: a probe can read who speaks as well as their gender,
     so F1 is higher than on speaker-disjoint splits. The shared speakers are listed in ``shared_speakers``."""
-    all_ids, labels, speakers, _ = _labelled(metadata, ids, task, language)
+    all_ids, labels, speakers, _, classes = _labelled(metadata, ids, task, language)
     rng = np.random.default_rng(seed)
     split_of = np.full(len(all_ids), "train", dtype=object)
     for name in sorted(set(speakers.tolist())):
@@ -215,17 +258,16 @@ def speaker_stratified_splits(
         n_test, n_dev = int(round(test_share * len(members))), int(round(dev_share * len(members)))
         split_of[members[:n_test]] = "test"
         split_of[members[n_test : n_test + n_dev]] = "dev"
-    negative, positive = TASKS[task]
     parts = {}
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
-        if name != "dev" and len(set(labels[members].tolist())) < 2:
+        if name != "dev" and len(set(labels[members].tolist())) < len(classes):
             raise ProbeError(
-                f"the speaker-stratified {name} split lacks one of the classes {negative}/{positive}: give each class speakers with several utterances"
+                f"the speaker-stratified {name} split lacks one of the classes {'/'.join(classes)}: give each class speakers with several utterances"
             )
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
-    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_of, speakers))
+    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_of, speakers), classes)
 
 
 def _in(language: str | None) -> str:
@@ -249,8 +291,7 @@ def leave_one_speaker_out(
     class, drawn from ``(seed, fold number)``, is held out as a balanced dev split. Each class needs
     two speakers (three with ``dev``), so that every fold trains on both; a speaker labelled with
     both classes is refused (its fold would have no single class to score)."""
-    all_ids, labels, speakers, _ = _labelled(metadata, ids, task, language)
-    class_names = TASKS[task]
+    all_ids, labels, speakers, _, class_names = _labelled(metadata, ids, task, language)
     classes = {}
     for name in sorted(set(speakers.tolist())):
         own = set(labels[speakers == name].tolist())
@@ -272,7 +313,7 @@ def leave_one_speaker_out(
     for number, (name, label) in enumerate(classes.items()):
         rng = np.random.default_rng([seed, number])
         held = speakers == name
-        dev_speakers = [str(rng.choice(sorted(n for n, v in classes.items() if v == c and n != name))) for c in (0, 1)] if dev else []
+        dev_speakers = [str(rng.choice(sorted(n for n, v in classes.items() if v == c and n != name))) for c in range(len(class_names))] if dev else []
         in_dev = np.isin(speakers, dev_speakers) & ~held
         train = np.flatnonzero(~held & ~in_dev)
         parts = {
@@ -281,7 +322,7 @@ def leave_one_speaker_out(
             "test": np.flatnonzero(held),
         }
         splits = {part: SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen]) for part, chosen in parts.items()}
-        folds.append(Fold(name, label, ProbeSplits(task, splits["train"], splits["dev"], splits["test"], "leave-one-speaker-out")))
+        folds.append(Fold(name, label, ProbeSplits(task, splits["train"], splits["dev"], splits["test"], "leave-one-speaker-out", classes=class_names)))
     return folds
 
 

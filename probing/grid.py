@@ -195,6 +195,11 @@ def grid_tasks(configs: list[ProbeConfig], cells_per_task: int = 1) -> list[list
     return [configs[start : start + cells_per_task] for start in range(0, len(configs), cells_per_task)]
 
 
+def _task_shown(config: ProbeConfig) -> str:
+    """`` task=...`` in a run's progress line where the task is not the default (an attribute's pairs differ only there)."""
+    return "" if config.task == ProbeConfig.task else f" task={config.task}"
+
+
 def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, reclaim_stale: bool = False) -> None:
     """Runs the configs without a current row in results file ``out``, appending a row as each
     finishes and printing progress. A run that fails raises :class:`~probing.data.ProbeError`
@@ -226,7 +231,7 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
                 raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
             save_result(result, target, arrays_to=out)
             print(
-                f"[probe] {number}/{len(todo)} {config.probe} {config.site} control={config.control} seed={config.seed}: "
+                f"[probe] {number}/{len(todo)} {config.probe} {config.site}{_task_shown(config)} control={config.control} seed={config.seed}: "
                 f"{_describe(result.row)} ({time.time() - started:.1f} s)",
                 flush=True,
             )

@@ -44,6 +44,7 @@ class ProbeKind:
     options: tuple[str, ...] = ()  # ProbeConfig fields this kind reads beyond the shared ones (store, site, control, seed, task, ...)
     selects_on_dev: str = ""  # what it chooses on the dev split ("" for nothing: then no dev split is held out of LOSO folds)
     reads: str = "frames"  # what of each utterance it needs: "frames" (all of them, or the first --positions), or "mean" (their mean)
+    multiclass: bool = False  # tells three classes or more apart (an attribute task); else two only (one-vs-one: --pairs)
 
     @property
     def applies_to_other_stores(self) -> bool:
@@ -77,8 +78,10 @@ KINDS: dict[str, ProbeKind] = {
             options=("max_epochs", "lr", "apply_to", "memory_gb", "loader_workers"),
             selects_on_dev="the epoch to stop at (early stopping)",
         ),
-        ProbeKind("mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC, reads="mean"),
-        ProbeKind("max", "probing.run:pooled_probe", "f1_macro", "logistic probe on the maximum over speech frames", options=LOGISTIC),
+        ProbeKind(
+            "mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC, reads="mean", multiclass=True
+        ),
+        ProbeKind("max", "probing.run:pooled_probe", "f1_macro", "logistic probe on the maximum over speech frames", options=LOGISTIC, multiclass=True),
         ProbeKind(
             "sampled",
             "probing.run:sampled_probe",

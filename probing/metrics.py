@@ -1,4 +1,5 @@
-"""Probe metrics in percent: macro F1, accuracy, recall per class; per-position curves, EMA and F1_S."""
+"""Probe metrics in percent: macro F1, accuracy, recall per class (two classes; any number in
+:func:`multiclass_summary`); per-position curves, EMA and F1_S."""
 
 from __future__ import annotations
 
@@ -78,6 +79,22 @@ def summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, str]
         "accuracy": float(scores["accuracy"]),
         "recall": {class_names[0]: float(scores["recall_0"]), class_names[1]: float(scores["recall_1"])},
     }
+
+
+def multiclass_summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, ...]) -> dict:
+    """:func:`summary` over any number of classes (class ``k`` named ``class_names[k]``): macro F1 over
+    every class, as ``f1_score(average="macro", labels=range(K), zero_division=0)`` (a class never
+    predicted nor present scores 0), accuracy, and recall per class name, in percent. For two
+    classes it equals :func:`summary`."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    f1, recall = [], {}
+    for label, name in enumerate(class_names):
+        tp = int(np.sum((y_pred == label) & (y_true == label)))
+        fp = int(np.sum((y_pred == label) & (y_true != label)))
+        fn = int(np.sum((y_pred != label) & (y_true == label)))
+        f1.append(float(_safe_ratio(2 * tp, 2 * tp + fp + fn)))
+        recall[name] = 100 * float(_safe_ratio(tp, tp + fn))
+    return {"f1_macro": 100 * float(np.mean(f1)), "accuracy": 100 * float(_safe_ratio(np.sum(y_pred == y_true), len(y_true))), "recall": recall}
 
 
 def ema(values: np.ndarray, n: int = 3) -> np.ndarray:

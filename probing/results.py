@@ -16,6 +16,10 @@ positional probes; ``applied_*`` and ``applied_to`` with its store's ``subject``
 control and MDL keys where asked for; with ``config.split`` ``loso``, the scores pooled over the
 folds and ``folds``, ``fold_accuracy_mean``: see :func:`probing.run._loso_run`) and the code's
 ``package_version`` and ``git_commit``. ``config.split`` is absent in rows written before it (``fixed``).
+A row of an attribute task (``config.task`` ``attribute:NAME`` or ``attribute:NAME:A,B``) also holds
+``classes`` (class 0 first; ``recall`` is keyed by them) and ``labels`` (the attribute, the manifest
+read and its sha256, and ``unlabelled``: the utterances left out for want of a value), before its
+scores; ``config.labels`` is there only where the manifest was named (:func:`probing.run.probe_metadata`).
 
 Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
 interleave, and first removes a last line cut by a killed writer, so the next row starts on a line of

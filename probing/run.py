@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.attributes import LabelError, attribute_task, read_attribute
 from extract.options import option
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
@@ -25,10 +27,13 @@ from probing.data import (
     Fold,
     ProbeError,
     ProbeSplits,
+    attribute_column,
     leave_one_speaker_out,
     make_splits,
     shared_speakers_message,
     speaker_stratified_splits,
+    task_attribute,
+    task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
@@ -39,6 +44,9 @@ from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, 
 PROBES = tuple(KINDS)  # the probe kinds' names (probing.kinds is their registry)
 ROW_SCHEMA = schema_version("probe_row")  # the result row's version (extract.records.FORMATS); rows without ``schema`` read as version 1
 RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the run id (loader_workers: unless set, see run_id)
+# where an attribute task's labels were read: checked against the store's manifest sha256, so the labels, not
+# their path, count; left out of the run id, and out of the row's config when not given (gender rows keep theirs)
+LABEL_FIELDS = ("labels",)
 
 
 def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) -> None:
@@ -75,7 +83,15 @@ class ProbeConfig:
     seed: int = option(0, "seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
     positions: int = option(1000, "positional probes: the first P positions")
-    task: str = option("female-male", "the two groups told apart", command=False)  # the command line's --groups A,B
+    # the command line's --groups A,B, or --attribute NAME [--groups A,B | --pairs] (extract.attributes spells the tasks)
+    task: str = option("female-male", "what the probe tells apart: female-male, other-male, attribute:NAME (every class) or attribute:NAME:A,B", command=False)
+    labels: str | None = option(
+        None,
+        "attribute tasks: the manifest to read the attribute from (default: the one the store records); refused unless "
+        "it is the manifest the store was extracted from (its sha256)",
+        role="input",
+        metavar="MANIFEST",
+    )
     language: str | None = option(None, "only utterances in this language")
     standardize: bool = option(True, "logistic probes: raw features (scikit-learn's default)", flag="--no-standardize")
     c: float = option(1.0, "logistic probes: the inverse regularisation strength", command=False)
@@ -113,6 +129,11 @@ class ProbeConfig:
     def __post_init__(self):
         kind = probe_kind(self.probe)
         object.__setattr__(self, "_kind", kind)  # resolved once; not a field, so neither the run id nor the row holds it
+        column, _ = task_labels(self.task)
+        if column == "gender" and self.labels:
+            raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
+        if column != "gender" and self.apply_to:
+            raise ProbeError(f"apply_to scores the other store's gender labels, not task {self.task}'s: leave apply_to out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
         if self.positions <= 0:
@@ -144,7 +165,7 @@ class ProbeConfig:
         loop ends differently when the last batch is full), so a run with workers has its own id;
         without workers the field is left out. So are the default ``split`` and ``mdl_guard``: a run
         from before leave-one-speaker-out or the unguarded MDL option existed keeps its id."""
-        identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS}
+        identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS + LABEL_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.split == DEFAULT_SPLIT:
             del identity["split"]
@@ -277,7 +298,10 @@ def positional_probe(config, reader, splits, labels):
 
 
 def pooled_probe(config, reader, splits, labels):
-    """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames."""
+    """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames
+    (multinomial for three classes or more: :func:`_multiclass_pooled`)."""
+    if len(splits.class_names) > 2:
+        return _multiclass_pooled(config, reader, splits, labels)
     fitted = _pooled_fit(config, reader, splits, labels)
     arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, 0]}
     return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, arrays, fitted.code, splits)
@@ -294,6 +318,40 @@ def sampled_probe(config, reader, splits, labels):
     extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
     arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, chosen]}
     return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, arrays, fitted.code, splits)
+
+
+def _multiclass_pooled(config, reader, splits, labels):
+    """A multinomial logistic regression (:func:`probing.train.fit_multinomial`) on pooled states,
+    scored on test by macro F1 over every class; ``test_predicted`` holds the class numbers."""
+    from probing.train import fit_multinomial
+
+    x = {n: features.pooled(reader, config.site, getattr(splits, n).ids, config.probe) for n in ("train", "test")}
+    if config.standardize:
+        scaler = features.Standardizer.fit(x["train"], np.ones(x["train"].shape[:2], dtype=bool))
+        x = {n: scaler(v) for n, v in x.items()}
+    model = fit_multinomial(x["train"][:, 0], labels["train"], c=config.c, max_iter=config.max_iter)
+    predicted = model.predict(x["test"][:, 0])
+    row = metrics.multiclass_summary(labels["test"], predicted, splits.class_names)
+    return row | _lengths(*features.mean_lengths(reader, config.site, splits.test.ids)), {"test_predicted": predicted}, {}
+
+
+def refuse_many_classes(config: ProbeConfig, classes: tuple[str, ...]) -> None:
+    """Three classes or more are probed by a multiclass kind (:attr:`probing.kinds.ProbeKind.multiclass`)
+    on a fixed or stratified split, without a control or MDL (each defined for two classes): any other
+    combination is refused in one line naming ``--pairs`` (one binary probe per pair of classes)."""
+    if len(classes) <= 2:
+        return
+    what = f"{config.task} has {len(classes)} classes ({', '.join(classes)})"
+    refusals = (
+        (not config.kind.multiclass, f"--probe {config.probe} tells two classes apart"),
+        (config.control != "none", f"the {config.control} control is defined for two classes"),
+        (config.mdl, "the online code (--mdl) is computed for two classes"),
+        (config.split == "loso", "leave-one-speaker-out pools two classes"),
+    )
+    for refused, reason in refusals:
+        if refused:
+            multiclass = " or ".join(name for name, kind in KINDS.items() if kind.multiclass)
+            raise ProbeError(f"{reason}, and {what}: probe each pair of classes with --pairs, or probe them all with --probe {multiclass} alone")
 
 
 @dataclass
@@ -482,6 +540,65 @@ def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> 
     return shared
 
 
+def row_config(config: ProbeConfig) -> dict:
+    """The row's ``config``: every field, but ``labels`` only where it was given (a gender row keeps the keys it had)."""
+    return {k: v for k, v in asdict(config).items() if k not in LABEL_FIELDS or v is not None}
+
+
+def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
+    """The store's metadata for ``config.task`` and what the row records of its labels. A gender task
+    reads the store alone (nothing to record). An attribute task reads the attribute from the manifest
+    the store was extracted from (``labels``, else the path its config records), refused unless its
+    sha256 is the one the store recorded (:func:`extract.attributes.read_attribute`); its values become
+    the column :func:`probing.data.attribute_column`, and the row's ``labels`` names the attribute,
+    the manifest and how many utterances (of the language probed) have no value and are left out."""
+    from extract.manifest import ManifestError
+
+    metadata = reader.metadata()
+    attribute = task_attribute(config.task)
+    if attribute is None:
+        return metadata, {}
+    stored = reader.info.config
+    manifest = config.labels or stored.get("manifest")
+    if not manifest:
+        raise ProbeError(f"store {config.store} records no manifest to read the attribute {attribute} from: pass --labels MANIFEST")
+    try:
+        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), f"store {config.store}")
+    except (LabelError, ManifestError) as error:
+        raise ProbeError(str(error)) from error
+    values = [found.values.get(i) for i in reader.ids]
+    probed = [config.language is None or language == config.language for language in metadata["language"]]
+    unlabelled = sum(value is None for value, keep in zip(values, probed) if keep)
+    return {**metadata, attribute_column(attribute): values}, {"labels": found.record(unlabelled)}
+
+
+def pair_tasks(config: ProbeConfig) -> list[str]:
+    """The one-vs-one tasks of an every-class attribute task (``attribute:NAME``): one per pair of the
+    classes its utterances have (in ``config.language`` when given), each ``attribute:NAME:A,B`` with
+    A before B in sorted order (A the positive class). Fewer than two classes is a :class:`ProbeError`."""
+    attribute, (column, named) = task_attribute(config.task), task_labels(config.task)
+    if attribute is None or named:
+        raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
+    from extract.store import ShardReader
+
+    reader = ShardReader(config.store)
+    metadata, _ = probe_metadata(config, reader)
+    probed = [config.language is None or language == config.language for language in metadata["language"]]
+    classes = sorted({value for value, keep in zip(metadata[column], probed) if keep and value is not None})
+    if len(classes) < 2:
+        raise ProbeError(
+            f"{config.task} has {len(classes)} class ({', '.join(classes)}) in store {config.store}{_in_language(config)}: pairs need two classes at least"
+        )
+    try:
+        return [attribute_task(attribute, pair) for pair in itertools.combinations(classes, 2)]
+    except LabelError as error:
+        raise ProbeError(str(error)) from error
+
+
+def _in_language(config: ProbeConfig) -> str:
+    return f" in language {config.language}" if config.language else ""
+
+
 def store_identity(*paths: str | Path) -> str:
     """A cheap fingerprint of stores' contents, hashed: each complete part's name, the content checksum
     its writer recorded (``content_sha256``; absent in parts written before it existed), size, inode
@@ -561,7 +678,7 @@ def _mean_scores(rows: list[dict]) -> dict:
 FOLD_DETAILS = ("sampled_fraction", "best_epoch", "epochs")  # what a fold's run chose, kept in its entry of ``folds``
 
 
-def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, dict, dict]]:
+def _loso_run(config: ProbeConfig, reader, metadata: dict, runner) -> tuple[dict, tuple[dict, dict, dict]]:
     """Leave one speaker out: each fold (:func:`probing.data.leave_one_speaker_out`) trained and scored
     with the real labels, and for a control run with each control seed's labels too; then pooled.
 
@@ -582,7 +699,8 @@ def _loso_run(config: ProbeConfig, reader, runner) -> tuple[dict, tuple[dict, di
     run's arrays: accuracy per any grouping of utterances, e.g. per voice where a speaker reads two
     languages. Returns the splits' description and (scores, arrays, attention)."""
     kind = config.kind
-    folds = leave_one_speaker_out(reader.metadata(), reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
+    folds = leave_one_speaker_out(metadata, reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
+    refuse_many_classes(config, folds[0].splits.class_names)
     real = ("none", config.seed)
     labellings = [real] if config.control == "none" else [(config.control, s) for s in controls.control_seeds(config.seed)] + [real]
     outcomes: dict[tuple, list[dict]] = {labelling: [] for labelling in labellings}
@@ -706,14 +824,20 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         refuse_what_the_store_lacks(config.kind, ShardReader(config.apply_to).info.config, config.apply_to, config.positions)
     runner = config.kind.run
     shared = {}
+    metadata, labelled = probe_metadata(config, reader)
     if config.split == "loso":
-        sizes, (scores, arrays, attention) = _loso_run(config, reader, runner)
+        sizes, (scores, arrays, attention) = _loso_run(config, reader, metadata, runner)
+        if labelled:
+            labelled["classes"] = list(sizes["speakers"])  # speakers per class, in class order
     else:
         if config.split == "stratified":
-            splits = speaker_stratified_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language)
+            splits = speaker_stratified_splits(metadata, reader.ids, config.task, config.seed, config.language)
         else:
             dev_needed = bool(config.kind.selects_on_dev)
-            splits = make_splits(reader.metadata(), reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
+            splits = make_splits(metadata, reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
+        refuse_many_classes(config, splits.class_names)
+        if labelled:
+            labelled["classes"] = list(splits.class_names)
         shared = dict(splits.shared_speakers)
         applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
         if applied_shared:
@@ -729,9 +853,9 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         store_identity=config_store_identity(config),
         subject=store_subject(reader, config.language),
         site_index=reader.sites.index(config.site),
-        config=asdict(config),
+        config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
     )
     return ProbeResult(row.to_dict(), arrays, attention)

@@ -150,6 +150,16 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0,
     return fit_logistic_heads(x, y[None], mask[None], c=c, max_iter=max_iter, device=device, seed=seed)[0]
 
 
+def fit_multinomial(x: np.ndarray, y: np.ndarray, c: float = 1.0, max_iter: int = 1000):
+    """L2 multinomial logistic regression on ``x [N, D]`` with class numbers ``y [N]`` (three classes
+    or more): scikit-learn's ``LogisticRegression(C=c)`` with L-BFGS, the objective the binary probes
+    solve per position, over K classes (softmax). Deterministic; returns the fitted estimator
+    (``predict`` gives class numbers)."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=c, max_iter=max_iter).fit(np.asarray(x, dtype=np.float64), np.asarray(y))
+
+
 class SequenceDataset(Dataset):
     def __init__(self, sequences: list[np.ndarray], labels: np.ndarray):
         self.sequences, self.labels = sequences, labels
@@ -283,4 +293,4 @@ def fit_attention(
     return FittedAttention(system.probe.cpu(), keep.epoch, trainer.current_epoch)
 
 
-__all__ = ["fit_logistic", "fit_attention", "FittedLogistic", "FittedAttention", "length_mask"]
+__all__ = ["fit_logistic", "fit_multinomial", "fit_attention", "FittedLogistic", "FittedAttention", "length_mask"]

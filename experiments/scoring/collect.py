@@ -7,7 +7,9 @@ records it in its ``subject`` (the model label, dataset and language), never by 
 - ``f1_vs_gap.csv``: one row per (model, dataset, language, site, task) of a per-position probe
   (``positional``: :attr:`probing.kinds.ProbeKind.per_position`) without control, F1_S averaged over its seeds, joined to that model's gap for that dataset and
   language (Attanasio et al. 2024). A gap joins the probes of the task named by its groups
-  (``--groups female,male`` -> ``female-male``: E(female, male)). ``gap_relative`` is the estimate
+  (``--groups female,male`` -> ``female-male``: E(female, male); ``--attribute age --groups young,old``
+  -> ``attribute:age:young,old``, the task of ``probe --attribute age --groups young,old``, so an
+  attribute's rows never join gender's). ``gap_relative`` is the estimate
   the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
   ``ci95_low`` / ``ci95_high`` are its speaker-bootstrap interval, of what ``ci95_of`` names
   (``relative_gap``: E, unless ``asr_gap --interval-of`` chose another comparison).
@@ -49,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.scoring.gaps import DEFAULT_COMPARISON
+from experiments.scoring.gaps import DEFAULT_COMPARISON, gap_task
 from extract import records
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
@@ -373,7 +375,7 @@ def gap_entries(documents: Sequence[Document]) -> dict[tuple, tuple[Document, st
     entries: dict[tuple, tuple[Document, str, dict]] = {}
     claims: dict[tuple, Document] = {}
     for document in documents:
-        subject, task = document.subject, "-".join(document.doc.get("settings", {}).get("groups", ()))
+        subject, task = document.subject, gap_task(document.doc.get("settings", {}))
         for language, entry in document.doc.get("languages", {}).items():
             key = (subject["model"], subject.get("dataset"), language, task)
             _claim(claims, key, document, "gap reports", ("model", "dataset", "language", "task"))
@@ -388,7 +390,7 @@ def gap_long_rows(document: Document, language: str, entry: dict) -> list[dict]:
     of = bootstrap.get("ci95_of", DEFAULT_COMPARISON)
     named = "" if of == DEFAULT_COMPARISON else f".{of}"  # an interval of another comparison than E is named in its metric
     extra = {f"ci95_low{named}": low, f"ci95_high{named}": high, "p_value": bootstrap.get("p_value")}
-    base = _document_base(document, language=language, task="-".join(document.doc.get("settings", {}).get("groups", ())))
+    base = _document_base(document, language=language, task=gap_task(document.doc.get("settings", {})))
     return _long_rows(base, [*numeric_leaves(scores), *numeric_leaves(extra)])
 
 

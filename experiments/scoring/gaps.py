@@ -1,4 +1,5 @@
-"""Gender gaps in error rate, from cached per-utterance error counts.
+"""Gender gaps in error rate, from cached per-utterance error counts (or the gaps between the
+groups of any speaker attribute of the manifest: :func:`hypotheses_attribute`).
 
 E(A, B) = 100 (φ(A) − φ(B)) / φ(B) (Attanasio et al. 2024), the absolute difference, and
 Δrel = 100 (φ(F) − φ(M)) / (0.5 (φ(F) + φ(M))) (Boito et al. 2022), with φ the corpus-level error
@@ -16,6 +17,12 @@ samples (pseudo-replication): for any real difference, however small against the
 speakers, its p-value shrinks towards 0 as the iterations grow. The speaker-bootstrap interval is
 the evidence to trust; the p-value is kept as the published protocol.
 
+Groups of another attribute than gender (``attribute``: a field of the manifest's ``extra``, read
+from the manifest the transcription recorded and checked by its sha256, :mod:`extract.attributes`)
+are compared the same way: with two groups the report has the gender report's shape; with k > 2,
+each of the first k − 1 groups is compared with the last, the reference (``comparisons``).
+Utterances without the attribute are left out and counted (``unlabelled``).
+
 Every resample is a weighted sum of the cached counts, never a new alignment. The rates per group,
 the gaps and the speaker bootstrap go through the group-metrics frame
 (:mod:`experiments.scoring.group_metrics`); :func:`gap_report` is ``python -m experiments.asr_gap``.
@@ -31,9 +38,10 @@ import numpy as np
 
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
+from extract.attributes import AttributeLabels, LabelError, read_attribute
 from extract.manifest import read_keyed_rows
 from extract.options import option
-from extract.provenance import hypotheses_subject, identified
+from extract.provenance import hypotheses_subject, identified, read_settings
 from extract.records import GapReport, schema_version, write_document
 
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
@@ -52,7 +60,24 @@ class GapOptions:
     """How a gap report is computed: the options of ``speech-gender asr_gap`` and, those marked
     ``study``, the keys of a study's ``behaviour.gap`` (declared once: ``experiments.options``)."""
 
-    groups: tuple[str, ...] = option(("female", "male"), "A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B)", metavar="A,B", study=True)
+    groups: tuple[str, ...] = option(
+        ("female", "male"),
+        "A,B: E(A, B) = 100 (φ(A) − φ(B)) / φ(B); with --attribute, two or more of its values, each compared with the last",
+        metavar="A,B",
+        study=True,
+    )
+    attribute: str | None = option(
+        None,
+        "compare the groups of this attribute of the manifest's extra (e.g. age) instead of gender; needs --groups",
+        metavar="NAME",
+    )
+    labels: Path | None = option(
+        None,
+        "with --attribute: the manifest to read it from (default: the one the transcription's settings record); "
+        "refused unless it is the manifest transcribed (its sha256)",
+        role="input",
+        metavar="MANIFEST",
+    )
     iterations: int = option(1000, "speaker-bootstrap resamples for the 95 % interval", study=True)
     seed: int = option(0, "bootstrap seed", study=True)
     gap_estimate: str = option(
@@ -242,22 +267,25 @@ def error_distribution(errors: np.ndarray, lengths: np.ndarray, thresholds=ERROR
 
 
 def utterance_counts(rows: list[dict], language: str, scoring: Scoring) -> tuple[list[dict], int]:
-    """Per-utterance error counts (id, gender, speaker, errors, length) and how many records were
-    dropped because their reference is empty after normalization."""
+    """Per-utterance error counts (id, gender, speaker, errors, length; and ``group``, an attribute's
+    value, where the row has one) and how many records were dropped because their reference is
+    empty after normalization."""
     counts, dropped = [], 0
     for row in rows:
         if not normalize(row["reference"], language, scoring.normalizer):
             dropped += 1
             continue
         c = error_counts(row["reference"], row["hypothesis"] or "", language, scoring)
-        counts.append({"id": row["id"], "gender": row["gender"], "speaker": row["speaker"], "errors": c.errors, "length": c.reference_length})
+        count = {"id": row["id"], "gender": row["gender"], "speaker": row["speaker"], "errors": c.errors, "length": c.reference_length}
+        counts.append(count | ({"group": row["group"]} if "group" in row else {}))
     return counts, dropped
 
 
-def error_rate_frame(counts: list[dict], groups: tuple[str, str]) -> GroupMetricFrame:
-    """The error rate per gender group over cached per-utterance counts."""
+def error_rate_frame(counts: list[dict], groups: tuple[str, ...], key: str = "gender") -> GroupMetricFrame:
+    """The error rate per group over cached per-utterance counts: gender groups, or the values of
+    another ``key`` of the counts (``group``: an attribute's)."""
     columns = {"errors": np.asarray([c["errors"] for c in counts], dtype=np.int64), "lengths": np.asarray([c["length"] for c in counts], dtype=np.int64)}
-    return GroupMetricFrame(group_error_rate, columns, [c["gender"] for c in counts], [c["speaker"] for c in counts], groups)
+    return GroupMetricFrame(group_error_rate, columns, [c[key] for c in counts], [c["speaker"] for c in counts], groups)
 
 
 def full_set_gaps(frame: GroupMetricFrame, a: str, b: str) -> dict[str, float]:
@@ -270,33 +298,46 @@ def full_set_gaps(frame: GroupMetricFrame, a: str, b: str) -> dict[str, float]:
 def score_language(
     rows: list[dict],
     language: str,
-    groups: tuple[str, str],
+    groups: tuple[str, ...],
     iterations: int,
     seed: int,
     scoring: Scoring | None = None,
     estimate: str = "resampled",
     compare: str = DEFAULT_COMPARISON,
+    key: str = "gender",
 ):
     """One language's rates per group, gaps (first group as A) and resampling, and its per-utterance
-    counts; the speaker-bootstrap interval is of ``compare`` (:func:`speaker_interval`)."""
+    counts; the speaker-bootstrap interval is of ``compare`` (:func:`speaker_interval`). Rows are
+    grouped by ``key`` (``group``: an attribute's value); more than two groups are each compared
+    with the last (``reference``), their gaps under ``comparisons``."""
     if estimate not in GAP_ESTIMATES:
         raise ValueError(f"gap estimate {estimate!r}: expected one of {', '.join(GAP_ESTIMATES)}")
     scoring = scoring or Scoring()
     counts, dropped = utterance_counts(rows, language, scoring)
-    frame = error_rate_frame(counts, groups)
+    frame = error_rate_frame(counts, groups, key)
     result = {"metric": metric_for(language), "scoring": scoring.record(language), "groups": {}, "dropped_empty_reference": dropped}
     members = {name: frame.members(name) for name in frame.present}
     for name, group in members.items():
         result["groups"][name] = {"error_rate": group.value, "utterances": len(group), "speakers": group.speaker_count}
     result["error_distribution"] = {name: error_distribution(g.columns["errors"], g.columns["lengths"]) for name, g in members.items()}
-    a, b = groups
     if frame.missing:
         result["missing_groups"] = frame.missing
         return result, counts
+    if len(groups) == 2:
+        return result | compared(frame, members, *groups, iterations, seed, estimate, compare), counts
+    reference = groups[-1]
+    result["reference"] = reference
+    result["comparisons"] = {a: compared(frame, members, a, reference, iterations, seed, estimate, compare) for a in groups[:-1]}
+    return result, counts
+
+
+def compared(frame: GroupMetricFrame, members: dict, a: str, b: str, iterations: int, seed: int, estimate: str, compare: str) -> dict:
+    """The gaps of group ``a`` against ``b``: the estimate chosen, E on the resampled means and on
+    every record, the absolute difference, Δrel, and the resampling with its speaker-bootstrap interval."""
     resampled = published_resampling(*(Group(m.columns["errors"], m.columns["lengths"], m.speakers) for m in (members[a], members[b])), iterations, seed=seed)
     full = full_set_gaps(frame, a, b)
     estimates = {"resampled": resampled.gap_relative, "full": full["gap_relative_full"]}
-    result |= {
+    return {
         "gap_estimate": estimate,
         "gap_relative": estimates[estimate],
         "gap_relative_full": estimates["full"],
@@ -313,7 +354,6 @@ def score_language(
             "p_value_note": P_VALUE_NOTE,
         },
     }
-    return result, counts
 
 
 def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, seed: int, compare: str = DEFAULT_COMPARISON) -> dict:
@@ -335,12 +375,20 @@ def speaker_interval(frame: GroupMetricFrame, a: str, b: str, iterations: int, s
 
 
 def gap_settings(
-    groups: tuple[str, str], iterations: int, seed: int, scoring: Scoring | None = None, estimate: str = "resampled", compare: str = DEFAULT_COMPARISON
+    groups: tuple[str, ...],
+    iterations: int,
+    seed: int,
+    scoring: Scoring | None = None,
+    estimate: str = "resampled",
+    compare: str = DEFAULT_COMPARISON,
+    attribute: str | None = None,
 ) -> dict:
     """What a gap report records as its ``settings``: a rerun with other settings is another report
-    (``ci95_of`` only where the interval is not of E, so reports of E keep their settings)."""
+    (``ci95_of`` only where the interval is not of E, and ``attribute`` only where the groups are
+    not genders, so reports of gender gaps in E keep their settings)."""
     scoring = scoring or Scoring()
     return {
+        **({"attribute": attribute} if attribute else {}),
         "groups": list(groups),
         "iterations": iterations,
         "seed": seed,
@@ -351,32 +399,69 @@ def gap_settings(
     }
 
 
+def gap_task(settings: dict) -> str:
+    """The task a gap report's ``settings`` compare, spelled as probe rows spell theirs so that
+    ``collect`` joins the two: ``female-male`` for gender groups, ``attribute:NAME:A,B`` for an
+    attribute's (k > 2 groups: all of them, which no probe task names)."""
+    groups = settings.get("groups", ())
+    return f"attribute:{settings['attribute']}:{','.join(groups)}" if settings.get("attribute") else "-".join(groups)
+
+
+def hypotheses_attribute(hypotheses: Path, attribute: str, labels: Path | None = None) -> AttributeLabels:
+    """``attribute``'s labels for a transcription's rows: read from ``labels``, else the manifest
+    its settings file (``HYPS.settings.json``) records, and refused unless its sha256 is the one
+    recorded there (:func:`extract.attributes.read_attribute`)."""
+    settings = read_settings(hypotheses)
+    manifest = labels or settings.get("manifest")
+    if not manifest:
+        raise LabelError(f"{hypotheses} has no settings file naming its manifest; pass --labels MANIFEST (checked against the sha256 it records)")
+    return read_attribute(manifest, attribute, settings.get("manifest_sha256"), f"the transcription {hypotheses}")
+
+
 def gap_report(
     rows: list[dict],
-    groups: tuple[str, str],
+    groups: tuple[str, ...],
     iterations: int,
     seed: int,
     scoring: Scoring | None = None,
     estimate: str = "resampled",
     hypotheses: Path | None = None,
     compare: str = DEFAULT_COMPARISON,
+    attribute: AttributeLabels | None = None,
 ) -> tuple[dict, list[dict]]:
     """Every language of ``rows`` scored (:func:`score_language`): the report and the per-utterance
     counts, each tagged with its language. The report (``schema`` :data:`GAP_SCHEMA`) is headed by
     its subject (the rows' model label, dataset and languages, and what the transcription's settings
     file beside ``hypotheses`` recorded), the identity of ``hypotheses`` (the rows' file) and the
     code's provenance (:func:`extract.provenance.identified`), then its settings. The speaker-bootstrap
-    intervals are of ``compare`` (default E)."""
+    intervals are of ``compare`` (default E).
+
+    With ``attribute``, the rows are grouped by its values (``groups`` are values of it): rows
+    without one are left out, counted per language in ``unlabelled``; the report's ``labels`` names
+    the attribute and the manifest read, which is also among its ``inputs``."""
     scoring = scoring or Scoring()
     by_language: dict[str, list[dict]] = {}
+    unlabelled: dict[str, int] = {}
     for row in rows:
+        if attribute is not None:
+            value = attribute.values.get(row["id"])
+            unlabelled[row["language"]] = unlabelled.get(row["language"], 0) + (value is None)
+            if value is None:
+                continue
+            row = row | {"group": value}
         by_language.setdefault(row["language"], []).append(row)
-    settings = gap_settings(groups, iterations, seed, scoring, estimate, compare)
+    settings = gap_settings(groups, iterations, seed, scoring, estimate, compare, attribute.attribute if attribute else None)
     inputs = [hypotheses] if hypotheses else []
-    report = identified({"settings": settings, "languages": {}}, GAP_SCHEMA, inputs, hypotheses_subject(rows, hypotheses), kind="asr_gap")
+    body = {"settings": settings, "languages": {}}
+    if attribute is not None:
+        inputs.append(Path(attribute.manifest))
+        body = {"settings": settings, "labels": attribute.record(sum(unlabelled.values())), "languages": {}}
+    report = identified(body, GAP_SCHEMA, inputs, hypotheses_subject(rows, hypotheses), kind="asr_gap")
     all_counts = []
+    key = "gender" if attribute is None else "group"
     for language in sorted(by_language):
-        report["languages"][language], counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate, compare)
+        entry, counts = score_language(by_language[language], language, groups, iterations, seed, scoring, estimate, compare, key)
+        report["languages"][language] = entry | ({"unlabelled": unlabelled[language]} if attribute is not None else {})
         all_counts.extend({"language": language, **c} for c in counts)
     return report, all_counts
 

@@ -630,7 +630,8 @@ def f0_configs(context: Context, grid) -> list:
 
 def check_probe_splits(context: Context) -> None:
     """Make every grid's split on every manifest it will probe, as the probe run will make it (from the
-    rows' gender, speaker, language and split: what the store's metadata will hold), so that a split the
+    rows' gender, speaker, language and split: what the store's metadata will hold; an attribute
+    task's labels from the rows' ``extra``, as the run reads them from the manifest), so that a split the
     run would refuse is refused by the plan, in one line, before anything is extracted."""
     from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits
     from probing.kinds import KINDS
@@ -646,6 +647,10 @@ def check_probe_splits(context: Context) -> None:
             read += [(None, part, context.utterances(corpus, part)) for corpus in map(study.corpus, grid.corpora) for part in corpus.parts]
         for model, part, utterances in read:
             metadata = {key: [getattr(utterance, key) for utterance in utterances] for key in ("gender", "speaker", "language", "split")}
+            try:
+                metadata |= attribute_metadata(task, utterances)
+            except (ProbeError, ValueError) as error:
+                raise StudyError(f"{where}: {part.manifest}: {error}") from None
             ids = [utterance.id for utterance in utterances]
             languages = [language for language in grid.languages if language is None or model is None or model.languages is None or language in model.languages]
             for language, probe in product(languages, grid.probes):
@@ -662,6 +667,17 @@ def check_probe_splits(context: Context) -> None:
                 except ProbeError as error:
                     whose = f"{model.name if model else F0} {part.name}" + (f" ({probe} probe)" if dev else "")
                     raise StudyError(f"{where}: {whose}: {error}") from None
+
+
+def attribute_metadata(task: str, utterances) -> dict:
+    """An attribute task's labels as the probe run will read them from the manifest (each utterance's
+    ``extra``, :func:`extract.attributes.attribute_value`), as the metadata column it reads; nothing
+    for a gender task."""
+    from extract.attributes import attribute_value
+    from probing.data import attribute_column, task_attribute
+
+    attribute = task_attribute(task)
+    return {} if attribute is None else {attribute_column(attribute): [attribute_value(utterance.extra, attribute) for utterance in utterances]}
 
 
 def plan_probe(context: Context) -> list[Unit]:
@@ -698,7 +714,8 @@ def _describe(config) -> str:
     applied = f" applied to {Path(config.apply_to).name}" if config.apply_to else ""
     language = f" language={config.language}" if config.language else ""
     split = f" split={config.split}" if config.split != "fixed" else ""
-    return f"{store.parent.name} {store.name} {config.site} {config.probe} control={config.control} seed={config.seed}{language}{split}{applied}"
+    task = f" task={config.task}" if config.task != "female-male" else ""
+    return f"{store.parent.name} {store.name} {config.site} {config.probe} control={config.control} seed={config.seed}{language}{split}{task}{applied}"
 
 
 # --- behaviour -------------------------------------------------------------------------------------

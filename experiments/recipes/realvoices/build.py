@@ -200,6 +200,7 @@ def utterance(selected: Selected, version: str, split: str, dataset: str | None 
             "text_quality": clip.quality,
             "gender_basis": voice.gender_basis,
             "synthetic": False,
+            **({"locale": voice.locale} if voice.locale else {}),  # only where the package states it (sources.py)
         },
     )
 

@@ -13,6 +13,13 @@ How the gender label is known (``gender_basis``), never from the audio:
   read from the credited given name. A label that the audio's pitch decided would make an F0
   baseline circular, so an uncredited voice is left out, however clear its pitch.
 
+A second attribute, ``locale`` (the language's regional variety, ``LANG_COUNTRY``), is recorded
+only where the package states it: the asterisk folder names (``en_US_f_Allison``: US English,
+``es_MX_f_Allison``: Mexican Spanish, ``fr_CA_f_June``: Canadian French). Elsewhere it is left
+empty, and the manifest has no ``locale`` for those voices: a narrator's name or a package's
+country of origin says nothing certain about how they speak. With one or two voices per locale it
+is for trying ``--attribute locale`` end to end, not for conclusions (``docs/attributes.md``).
+
 Left out for that reason: Tux Paint's Catalan and Dutch descriptions (no narrator credited for
 them; Pere Pujal is credited for the Catalan translation), its Lithuanian letters and Malayalam
 words, and ``pocketsphinx-testdata`` (LibriVox and "cards" readers, unnamed).
@@ -64,6 +71,7 @@ class Voice:
     text_quality: str  # one of TEXT_QUALITIES: how well the transcript matches what is said
     sample_rate: int  # of the packaged audio (Hz)
     channel: str  # how the audio was made and coded
+    locale: str = ""  # LANG_COUNTRY where the package states it (the manifest's extra.locale); empty where it does not
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -92,6 +100,7 @@ def _core_sounds(key, speaker, name, language, gender, folder, licence, credit, 
         text_quality="exact",
         sample_rate=16_000,
         channel="telephone prompt, studio read, G.722",
+        locale="_".join(folder.split("_")[:2]),  # stated by the folder's LANG_COUNTRY (en_US_f_Allison)
     )
 
 
@@ -203,6 +212,7 @@ VOICES: tuple[Voice, ...] = (
         text_quality="approximate",  # the texts Carlo Flora read: the same Italian prompts, recorded from another translation
         sample_rate=8_000,
         channel="telephone prompt, 8 kHz PCM",
+        locale="it_IT",  # the folder it_IT_f_Menardi
     ),
     Voice(
         key="armelle-desjardins-fr",

@@ -1,0 +1,139 @@
+"""Error-rate gaps between the groups of any speaker attribute (issue 32 item 1): hand-computed
+rates, E and Δrel, k groups against a reference, labels checked against the transcribed manifest."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from experiments import asr_gap
+from experiments.scoring.gaps import gap_report, gap_task, hypotheses_attribute, read_hypotheses
+from extract.attributes import LabelError
+from extract.provenance import file_sha256
+
+REFERENCE = "cat dog bird fish frog"  # five words; no number words (the normaliser would respell them)
+# speaker -> (accent, errors in each of its two utterances): north 2 errors in 20 words, south 4, west 1;
+# a speaker without an accent is left out
+SPEAKERS = {"n0": ("north", (1, 0)), "n1": ("north", (0, 1)), "s0": ("south", (1, 1)), "s1": ("south", (2, 0)), "w0": ("west", (0, 0)), "w1": ("west", (1, 0))}
+SPEAKERS |= {"q0": (None, (5, 5))}
+
+
+def _hypothesis(errors: int) -> str:
+    words = REFERENCE.split()
+    return " ".join(["toad"] * errors + words[errors:])
+
+
+@pytest.fixture
+def transcription(tmp_path):
+    """A manifest with ``extra.accent``, the hypotheses transcribed from it and their settings file."""
+    manifest, hypotheses = tmp_path / "manifest.jsonl", tmp_path / "hyps.jsonl"
+    utterances, rows = [], []
+    for number, (speaker, (accent, errors)) in enumerate(SPEAKERS.items()):
+        gender = "female" if number % 2 else "male"
+        for k, count in enumerate(errors):
+            uid = f"{speaker}-{k}"
+            extra = {"accent": accent} if accent else {}
+            utterances.append({"id": uid, "audio": f"{uid}.wav", "language": "en", "text": REFERENCE, "gender": gender, "speaker": speaker, "extra": extra})
+            rows.append({"id": uid, "reference": REFERENCE, "hypothesis": _hypothesis(count), "gender": gender, "speaker": speaker, "language": "en"})
+    manifest.write_text("".join(json.dumps(u) + "\n" for u in utterances), encoding="utf-8")
+    hypotheses.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    settings = {"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}
+    (tmp_path / "hyps.jsonl.settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    return manifest, hypotheses
+
+
+def test_two_groups_by_hand(transcription):
+    manifest, hypotheses = transcription
+    labels = hypotheses_attribute(hypotheses, "accent")
+    report, counts = gap_report(read_hypotheses(hypotheses), ("south", "north"), 50, 0, estimate="full", hypotheses=hypotheses, attribute=labels)
+    entry = report["languages"]["en"]
+    assert {group: values["error_rate"] for group, values in entry["groups"].items()} == {"south": 20.0, "north": 10.0}
+    assert entry["gap_relative"] == pytest.approx(100.0) and entry["gap_absolute"] == pytest.approx(10.0)
+    assert entry["delta_rel"] == pytest.approx(100 * 10 / 15) and entry["bootstrap"]["speakers"] == {"south": 2, "north": 2}
+    assert entry["unlabelled"] == 2 and report["labels"] == {
+        "attribute": "accent",
+        "manifest": str(manifest),
+        "manifest_sha256": file_sha256(manifest),
+        "unlabelled": 2,
+    }
+    assert report["settings"]["attribute"] == "accent" and report["settings"]["groups"] == ["south", "north"]
+    assert [entry["path"] for entry in report["inputs"]] == [str(hypotheses), str(manifest)]
+    assert {c["group"] for c in counts} == {"north", "south", "west"} and not any(c["speaker"] == "q0" for c in counts)
+    assert gap_task(report["settings"]) == "attribute:accent:south,north"  # the task of probe --attribute accent --groups south,north
+    assert gap_task({"groups": ["female", "male"]}) == "female-male"
+
+
+def test_each_group_against_a_reference(transcription):
+    _, hypotheses = transcription
+    labels = hypotheses_attribute(hypotheses, "accent")
+    entry = gap_report(read_hypotheses(hypotheses), ("south", "west", "north"), 50, 0, estimate="full", attribute=labels)[0]["languages"]["en"]
+    assert entry["reference"] == "north" and list(entry["comparisons"]) == ["south", "west"]
+    assert entry["comparisons"]["south"]["gap_relative"] == pytest.approx(100.0)
+    assert entry["comparisons"]["west"]["gap_relative"] == pytest.approx(100 * (5 - 10) / 10)  # west: 1 error in 20 words
+    assert entry["comparisons"]["west"]["bootstrap"]["mean"].keys() == {"west", "north"}
+
+
+def test_the_command(transcription, tmp_path, capsys):
+    manifest, hypotheses = transcription
+    out = tmp_path / "gap.json"
+    argv = ["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent", "--groups", "south,west,north", "--iterations", "20"]
+    assert asr_gap.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "E(south, north)" in printed and "E(west, north)" in printed and "left out 2 without accent" in printed
+    assert json.loads(out.read_text())["languages"]["en"]["reference"] == "north"
+    with pytest.raises(SystemExit):
+        asr_gap.main(["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent"])
+    assert "--attribute accent needs --groups" in capsys.readouterr().err
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace('"west"', '"western"'), encoding="utf-8")
+    assert asr_gap.main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"{manifest} changed since the transcription {hypotheses} was built from it" in error and error.count("\n") == 1
+
+
+def test_labels_without_a_settings_file(transcription):
+    manifest, hypotheses = transcription
+    (hypotheses.parent / "hyps.jsonl.settings.json").unlink()
+    with pytest.raises(LabelError, match="has no settings file naming its manifest; pass --labels MANIFEST"):
+        hypotheses_attribute(hypotheses, "accent")
+    with pytest.raises(LabelError, match="records no manifest sha256"):
+        hypotheses_attribute(hypotheses, "accent", manifest)
+
+
+def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
+    """One store probed for gender and for accent, one transcription scored both ways: each probe row
+    joins the gap of its own task, never the other's."""
+    from experiments.collect import main as collect_main
+    from experiments.scoring.gaps import save_gap_report
+    from probing.grid import run_all
+    from probing.run import ProbeConfig
+    from tests.attribute_corpus import SITE, write_attribute_corpus
+
+    speakers = {f"{accent}-{s}": accent for accent in ("north", "south", "west") for s in range(4)}
+    manifest, store = write_attribute_corpus(tmp_path / "corpus", speakers, label="tiny")
+    tasks = ("female-male", "attribute:accent:south,north")
+    run_all([ProbeConfig(str(store), SITE, positions=4, task=task) for task in tasks], tmp_path / "probes.jsonl")
+    hypotheses = tmp_path / "hyps.jsonl"
+    rows = []
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        utterance = json.loads(line)
+        errors = (2 if utterance["extra"]["accent"] == "south" else 0) + int(utterance["id"][-1]) % 2
+        fields = {key: utterance[key] for key in ("id", "gender", "speaker", "language")}
+        rows.append(fields | {"reference": REFERENCE, "hypothesis": _hypothesis(errors), "model": "tiny", "task": "asr", "dataset": "synthetic"})
+    hypotheses.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "hyps.jsonl.settings.json").write_text(json.dumps({"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}), encoding="utf-8")
+    reports = (("gender.json", ("female", "male"), None), ("accent.json", ("south", "north"), "accent"), ("three.json", ("south", "west", "north"), "accent"))
+    for name, groups, attribute in reports:
+        labels = hypotheses_attribute(hypotheses, attribute) if attribute else None
+        report, counts = gap_report(read_hypotheses(hypotheses), groups, 20, 0, hypotheses=hypotheses, attribute=labels)
+        save_gap_report(report, counts, tmp_path / name)
+    out = tmp_path / "collected"
+    argv = ["--probes", str(tmp_path / "probes.jsonl"), "--gaps", *(str(tmp_path / name) for name, _, _ in reports), "--out", str(out)]
+    assert collect_main(argv) == 0
+    with (out / "f1_vs_gap.csv").open(newline="") as handle:
+        joined = {row["task"]: row["gap_source"] for row in csv.DictReader(handle)}
+    assert joined == {"female-male": str(tmp_path / "gender.json"), "attribute:accent:south,north": str(tmp_path / "accent.json")}
+    with (out / "long.csv").open(newline="") as handle:  # three groups: no probe task names them; their gaps are in the long table
+        metrics = {row["metric"] for row in csv.DictReader(handle) if row["task"] == "attribute:accent:south,west,north"}
+    assert {"comparisons.south.gap_relative", "comparisons.west.delta_rel"} <= metrics
