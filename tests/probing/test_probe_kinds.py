@@ -166,13 +166,18 @@ def test_two_per_position_kinds_at_one_row_of_f1_vs_gap_are_refused_naming_both(
         collect([probes])
 
 
-def test_a_config_resolves_its_kind_once(monkeypatch):
+def test_a_config_resolves_its_kind_once():
     """The kind is looked up when the config is made; a run reads ``config.kind``, not the registry."""
     config = ProbeConfig("stores/wb", SITE, "mean")
-    monkeypatch.delitem(KINDS, "mean")
-    assert config.kind.name == "mean" and config.kind.reads == "mean"
-    with pytest.raises(ProbeError, match="unknown probe 'mean'"):
-        ProbeConfig("stores/wb", SITE, "mean")
+    registered = dict(KINDS)
+    del KINDS["mean"]
+    try:
+        assert config.kind.name == "mean" and config.kind.reads == "mean"
+        with pytest.raises(ProbeError, match="unknown probe 'mean'"):
+            ProbeConfig("stores/wb", SITE, "mean")
+    finally:  # restored in its order (monkeypatch.delitem would put "mean" back last, and the kinds' order is shown in --help)
+        KINDS.clear()
+        KINDS.update(registered)
 
 
 @pytest.mark.parametrize("module", ["probing.run", "probing.grid", "experiments.scoring.collect", "experiments.study.report", "experiments.study.schema"])
