@@ -24,16 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import (
-    CommandParser,
-    add_model_stage_arguments,
-    add_quiet_argument,
-    add_reclaim_stale_argument,
-    fail,
-    load_or_exit,
-    model_spec,
-    run_cli,
-)
+from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
 from experiments.patching.pairs import PairsError
 from experiments.patching.run import PatchOptions, sidecars
