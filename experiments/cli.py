@@ -331,22 +331,42 @@ class _RespelledAlias(_DeprecatedAlias):
         super().__call__(parser, namespace, self.respell(values), option_string)
 
 
-def add_groups_argument(parser: argparse.ArgumentParser, help: str, old_spellings: Mapping[str, Mapping[str, str]], default: str = "female,male") -> None:
+class _TaskOrAttribute(_RespelledAlias):
+    """``--task``: a deprecated gender task (respelled as ``--groups``), or ``attribute:NAME[:A,B]``,
+    which sets ``args.attribute`` (and ``args.groups``, ``args.groups_given``) without a note."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if not values.startswith("attribute:"):
+            if values not in self.choices_of_groups:
+                parser.error(f"{option_string} {values}: one of {', '.join(sorted(self.choices_of_groups))}, or attribute:NAME[:A,B]")
+            return super().__call__(parser, namespace, values, option_string)
+        name, _, groups = values.removeprefix("attribute:").partition(":")
+        namespace.attribute = name
+        if groups:
+            namespace.groups, namespace.groups_given = groups, True
+
+
+def add_groups_argument(
+    parser: argparse.ArgumentParser, help: str, old_spellings: Mapping[str, Mapping[str, str]], default: str = "female,male", attribute_tasks: bool = False
+) -> None:
     """``--groups A,B`` (``args.groups``, read with :func:`two_groups`). ``old_spellings``: deprecated
-    flags, each with its values and their ``--groups`` spelling (``{"--task": {"female-male": "female,male"}}``)."""
+    flags, each with its values and their ``--groups`` spelling (``{"--task": {"female-male": "female,male"}}``).
+    ``attribute_tasks``: those flags also take ``attribute:NAME[:A,B]`` (``args.attribute``), the
+    spelling of an attribute probe's task."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--groups", default=default, metavar="A,B", help=help)
     for flag, spellings in old_spellings.items():
-        group.add_argument(
+        action = group.add_argument(
             flag,
             dest="groups",
-            choices=sorted(spellings),
+            choices=None if attribute_tasks else sorted(spellings),
             default=argparse.SUPPRESS,
-            action=_RespelledAlias,
+            action=_TaskOrAttribute if attribute_tasks else _RespelledAlias,
             replacement="--groups",
             respell=spellings.__getitem__,
             help=argparse.SUPPRESS,
         )
+        action.choices_of_groups = tuple(spellings)
 
 
 def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None) -> int:

@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         parser,
         "the two groups the probe tells apart: female,male (default) or other,male; with --attribute, two of its classes; the first is the positive class",
         old_spellings={"--task": {task: task.replace("-", ",") for task in TASKS}},
+        attribute_tasks=True,
     )
     add_device_argument(parser)
     output_argument(parser, "--out", help="results JSONL (appended)", sidecars=results_files)
@@ -172,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
-    given_groups = any(arg == "--groups" or arg.startswith("--groups=") for arg in (sys.argv[1:] if argv is None else argv))
+    spelled = sys.argv[1:] if argv is None else argv
+    given_groups = getattr(args, "groups_given", False) or any(arg == "--groups" or arg.startswith("--groups=") for arg in spelled)
     config = probe_config(parser, args, given_groups)
     if args.pairs:
         return run_cli(lambda: _run(args, [dataclasses.replace(config, task=task) for task in pair_tasks(config)], Path(args.out)), *PROBE_ERRORS)

@@ -282,3 +282,31 @@ def test_a_manifest_is_read_once_per_version(tmp_path, monkeypatch):
     with pytest.raises(LabelError, match="changed since x was built"):
         read_attribute(manifest, "accent", sha, "x")
     assert len(reads) == 2
+
+
+def test_the_issue_s_spelling_task_attribute_is_the_attribute_flag(corpus, tmp_path, capsys):
+    """``--task attribute:NAME [--pairs]`` and ``--task attribute:NAME:A,B`` (issue 32's spelling) run the
+    same probes as ``--attribute NAME [--pairs]`` and ``--attribute NAME --groups A,B``; a gender task
+    on --task stays the deprecated spelling of --groups, and anything else is refused in one line."""
+    _, store = corpus
+    base = ["--store", str(store), "--site", SITE, "--probe", "mean"]
+    spelled = {"task": tmp_path / "task.jsonl", "flags": tmp_path / "flags.jsonl"}
+    assert probe_cli.main([*base, "--task", "attribute:accent", "--pairs", "--out", str(spelled["task"])]) == 0
+    assert probe_cli.main([*base, "--task", "attribute:accent:west,north", "--out", str(spelled["task"])]) == 0
+    assert probe_cli.main([*base, "--attribute", "accent", "--pairs", "--out", str(spelled["flags"])]) == 0
+    assert probe_cli.main([*base, "--attribute", "accent", "--groups", "west,north", "--out", str(spelled["flags"])]) == 0
+    tasks, flags = (load_rows(spelled[name]) for name in ("task", "flags"))
+    assert (
+        [row["config"]["task"] for row in tasks]
+        == [row["config"]["task"] for row in flags]
+        == [
+            "attribute:accent:north,south",
+            "attribute:accent:north,west",
+            "attribute:accent:south,west",
+            "attribute:accent:west,north",
+        ]
+    )
+    assert [row["f1_macro"] for row in tasks] == [row["f1_macro"] for row in flags]
+    with pytest.raises(SystemExit):
+        probe_cli.main([*base, "--task", "accent", "--out", str(tmp_path / "x.jsonl")])
+    assert "error: --task accent: one of female-male, other-male, or attribute:NAME[:A,B]" in capsys.readouterr().err
