@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.analysis.contrasts import feature_row_identity
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
@@ -297,14 +298,7 @@ def settings(speech: str, range_by: str, tokenizer: str) -> dict:
 
 
 def row(utterance: Utterance, result: dict) -> dict:
-    return {
-        "id": utterance.id,
-        "speaker": utterance.speaker,
-        "gender": utterance.gender,
-        "language": utterance.language,
-        "dataset": utterance.dataset,
-        **result,
-    }
+    return {**feature_row_identity(utterance), **result}
 
 
 def null_counts(rows: Iterable[dict]) -> dict[str, dict[str, int]]:

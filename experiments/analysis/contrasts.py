@@ -41,6 +41,14 @@ from extract.provenance import joined
 from extract.records import GapReport, RecordError, read_document, schema_version
 
 META = ("id", "dataset", "language", "gender", "speaker")
+
+
+def feature_row_identity(utterance) -> dict:
+    """The columns of :data:`META` that every feature row (acoustic, lexical) starts with, from its
+    manifest record, in the order the rows are written."""
+    return {"id": utterance.id, "speaker": utterance.speaker, "gender": utterance.gender, "language": utterance.language, "dataset": utterance.dataset}
+
+
 UNITS = ("record", "speaker")
 MIN_UNITS = 2  # per group: a t-test, a standard deviation and Mann-Whitney's U need two values
 RESULT_SCHEMA = schema_version("feature_gaps")  # the ``experiments.feature_gaps`` JSON's version (extract.records.FORMATS)

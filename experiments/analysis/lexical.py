@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from experiments.analysis.contrasts import feature_row_identity
 from experiments.scoring import spacy_pipeline
 
 UNIVERSAL_POS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
@@ -84,15 +85,7 @@ def lexical_rows(utterances: Iterable, nlp, batch_size: int = 64) -> Iterator[di
     labels = entity_labels(nlp)
     for utterance, doc in zip(utterances, nlp.pipe((u.text or "" for u in utterances), batch_size=batch_size)):
         features, reasons = doc_features(doc, labels)
-        yield {
-            "id": utterance.id,
-            "speaker": utterance.speaker,
-            "gender": utterance.gender,
-            "language": utterance.language,
-            "dataset": utterance.dataset,
-            "features": features,
-            "null_reasons": reasons,
-        }
+        yield {**feature_row_identity(utterance), "features": features, "null_reasons": reasons}
 
 
 def pipeline_label(name: str, nlp) -> str:
