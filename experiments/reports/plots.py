@@ -223,6 +223,7 @@ def f1_vs_mustshe(rows: Iterable[F1VsMustSheRow], fit: dict | None, xlabel: str,
     )
 
 
+@paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
     :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
