@@ -333,17 +333,18 @@ class _RespelledAlias(_DeprecatedAlias):
 
 class _TaskOrAttribute(_RespelledAlias):
     """``--task``: a deprecated gender task (respelled as ``--groups``), or ``attribute:NAME[:A,B]``,
-    which sets ``args.attribute`` (and ``args.groups``, ``args.groups_given``) without a note."""
+    kept as spelled in ``args.attribute_task`` (without a note) for the command to read with its
+    ``--attribute``; a gender task also stays in ``args.groups_task``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if not values.startswith("attribute:"):
-            if values not in self.choices_of_groups:
-                parser.error(f"{option_string} {values}: one of {', '.join(sorted(self.choices_of_groups))}, or attribute:NAME[:A,B]")
-            return super().__call__(parser, namespace, values, option_string)
-        name, _, groups = values.removeprefix("attribute:").partition(":")
-        namespace.attribute = name
-        if groups:
-            namespace.groups, namespace.groups_given = groups, True
+        if values.startswith("attribute:"):
+            namespace.attribute_task = values
+            return None
+        if values not in self.choices_of_groups:
+            choices = ", ".join(repr(choice) for choice in sorted(self.choices_of_groups))
+            parser.error(f"argument {option_string}: invalid choice: {values!r} (choose from {choices}, or attribute:NAME[:A,B])")
+        namespace.groups_task = values  # a gender task: the command refuses it beside --attribute
+        return super().__call__(parser, namespace, values, option_string)
 
 
 def add_groups_argument(
@@ -351,10 +352,12 @@ def add_groups_argument(
 ) -> None:
     """``--groups A,B`` (``args.groups``, read with :func:`two_groups`). ``old_spellings``: deprecated
     flags, each with its values and their ``--groups`` spelling (``{"--task": {"female-male": "female,male"}}``).
-    ``attribute_tasks``: those flags also take ``attribute:NAME[:A,B]`` (``args.attribute``), the
-    spelling of an attribute probe's task."""
+    ``attribute_tasks``: those flags also take ``attribute:NAME[:A,B]`` (``args.attribute_task``,
+    None where not given), the spelling of an attribute probe's task."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--groups", default=default, metavar="A,B", help=help)
+    if attribute_tasks:
+        parser.set_defaults(attribute_task=None, groups_task=None)
     for flag, spellings in old_spellings.items():
         action = group.add_argument(
             flag,

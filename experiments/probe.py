@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
     spelled = sys.argv[1:] if argv is None else argv
-    given_groups = getattr(args, "groups_given", False) or any(arg == "--groups" or arg.startswith("--groups=") for arg in spelled)
+    given_groups = any(arg == "--groups" or arg.startswith("--groups=") for arg in spelled)
     config = probe_config(parser, args, given_groups)
     if args.pairs:
         return run_cli(lambda: _run(args, [dataclasses.replace(config, task=task) for task in pair_tasks(config)], Path(args.out)), *PROBE_ERRORS)
@@ -200,8 +200,27 @@ def attribute_probe_task(parser: argparse.ArgumentParser, args: argparse.Namespa
         parser.error(f"--attribute {args.attribute}: {error}")
 
 
+def _task_spelled_attribute(parser: argparse.ArgumentParser, args: argparse.Namespace, given_groups: bool) -> bool:
+    """Reads ``--task attribute:NAME[:A,B]`` (issue 32's spelling) into ``args.attribute`` and
+    ``args.groups``; returns whether it named groups. Refused beside ``--attribute``, ``--groups`` or a
+    gender ``--task``, in one line (the last of two would otherwise win silently)."""
+    spelled = args.attribute_task
+    if args.groups_task is not None and (spelled is not None or args.attribute is not None):
+        parser.error(f"--task {args.groups_task} is a gender probe: leave it out to probe an attribute (--attribute NAME, or --task attribute:NAME)")
+    if spelled is None:
+        return False
+    if args.attribute is not None or given_groups:
+        parser.error(f"--task {spelled} names the attribute (and its groups): leave out --attribute and --groups, or spell it --attribute NAME --groups A,B")
+    name, _, groups = spelled.removeprefix("attribute:").partition(":")
+    args.attribute = name
+    if groups:
+        args.groups = groups
+    return bool(groups)
+
+
 def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace, given_groups: bool = False) -> ProbeConfig:
     """The one run the flags describe; a value :class:`ProbeConfig` refuses is a usage error."""
+    given_groups = _task_spelled_attribute(parser, args, given_groups) or given_groups
     if args.pairs and args.attribute is None:
         parser.error("--pairs pairs the classes of an attribute: give --attribute NAME")
     task = probe_task(parser, args.groups) if args.attribute is None else attribute_probe_task(parser, args, given_groups)

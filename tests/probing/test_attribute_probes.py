@@ -309,4 +309,21 @@ def test_the_issue_s_spelling_task_attribute_is_the_attribute_flag(corpus, tmp_p
     assert [row["f1_macro"] for row in tasks] == [row["f1_macro"] for row in flags]
     with pytest.raises(SystemExit):
         probe_cli.main([*base, "--task", "accent", "--out", str(tmp_path / "x.jsonl")])
-    assert "error: --task accent: one of female-male, other-male, or attribute:NAME[:A,B]" in capsys.readouterr().err
+    assert "error: argument --task: invalid choice: 'accent' (choose from 'female-male', 'other-male', or attribute:NAME[:A,B])" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--attribute", "accent", "--task", "female-male"], "--task female-male is a gender probe: leave it out"),
+        (["--task", "female-male", "--attribute", "accent"], "--task female-male is a gender probe: leave it out"),
+        (["--attribute", "age", "--task", "attribute:accent"], "--task attribute:accent names the attribute (and its groups): leave out --attribute"),
+        (["--task", "attribute:accent", "--groups", "north,west"], "argument --groups: not allowed with argument --task"),
+    ],
+)
+def test_two_spellings_of_the_task_are_refused_not_one_silently_kept(corpus, tmp_path, capsys, flags, message):
+    _, store = corpus
+    with pytest.raises(SystemExit) as exited:
+        probe_cli.main(["--store", str(store), "--site", SITE, "--probe", "mean", *flags, "--out", str(tmp_path / "p.jsonl")])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "p.jsonl").exists()
