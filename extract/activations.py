@@ -51,14 +51,21 @@ class ActivationBatches:
         self.reader = store if isinstance(store, ShardReader) else ShardReader(store)
         if site not in self.reader.sites:
             raise StoreError(f"{site!r}: not a site of this store (it has {', '.join(self.reader.sites)})")
-        if batch_size < 1 or buffer_frames < 1:
-            raise ValueError(f"batch_size {batch_size} and buffer_frames {buffer_frames}: each must be at least 1")
+        if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 1 for value in (batch_size, buffer_frames)):
+            raise ValueError(f"batch_size {batch_size!r} and buffer_frames {buffer_frames!r}: each must be a whole number, at least 1")
         if epochs is not None and epochs < 1:
             raise ValueError(f"epochs {epochs}: must be at least 1, or None for passes without end")
         self.site, self.batch_size, self.epochs, self.seed = site, batch_size, epochs, seed
         self.shuffle, self.drop_last, self.buffer_frames = shuffle, drop_last, max(buffer_frames, batch_size)
         self.device, self.dtype = torch.device(device), dtype
+        if isinstance(ids, str):
+            raise ValueError(f"ids {ids!r}: give a list of utterance ids, not one string")
         self.ids = list(self.reader.ids if ids is None else ids)
+        if not self.ids:
+            raise ValueError("ids is empty: no utterance to read (None reads them all)")
+        if len(set(self.ids)) < len(self.ids):
+            twice = next(utterance for position, utterance in enumerate(self.ids) if utterance in self.ids[:position])
+            raise ValueError(f"ids names {twice!r} more than once: each utterance's frames would be given twice a pass")
         known = set(self.reader.ids)
         unknown = [utterance for utterance in self.ids if utterance not in known]
         if unknown:
@@ -66,6 +73,8 @@ class ActivationBatches:
         speech = self.reader.speech_lengths(site, self.ids)
         self._frames = np.minimum(speech, self.reader.stored_lengths(site, self.ids))  # a --positions store holds fewer
         self.frames = int(self._frames.sum())
+        if not self.frames:
+            raise StoreError(f"site {site}: the {len(self.ids)} utterance(s) chosen hold no speech frames")
         if self.frames < batch_size and drop_last:
             raise StoreError(f"site {site}: {self.frames} speech frames, fewer than one batch of {batch_size}; lower batch_size")
 

@@ -89,10 +89,14 @@ def test_ids_choose_the_utterances(store):
     ("kwargs", "message"),
     [
         ({"site": "encoder.layer.9"}, "not a site of this store"),
-        ({"batch_size": 0}, "must be at least 1"),
+        ({"batch_size": 0}, "each must be a whole number, at least 1"),
         ({"epochs": 0}, "epochs 0"),
         ({"ids": ["nobody"]}, "not in the store, e.g. 'nobody'"),
         ({"batch_size": 10**6}, "fewer than one batch of 1000000"),
+        ({"batch_size": 2.5}, "each must be a whole number"),
+        ({"ids": []}, "ids is empty"),
+        ({"ids": "female-0-0"}, "give a list of utterance ids, not one string"),
+        ({"ids": ["female-0-0", "male-0-0", "female-0-0"]}, "names 'female-0-0' more than once"),
     ],
 )
 def test_bad_requests_are_refused_in_one_line(store, kwargs, message):
