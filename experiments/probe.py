@@ -76,7 +76,7 @@ from experiments.cli import (
 )
 from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
-from extract.attributes import LabelError, attribute_task
+from extract.attributes import LabelError, attribute_task, parse_attribute_task
 from extract.options import option
 from extract.store import StoreError
 from probing.data import TASKS, ProbeError
@@ -211,11 +211,13 @@ def _task_spelled_attribute(parser: argparse.ArgumentParser, args: argparse.Name
         return False
     if args.attribute is not None or given_groups:
         parser.error(f"--task {spelled} names the attribute (and its groups): leave out --attribute and --groups, or spell it --attribute NAME --groups A,B")
-    name, _, groups = spelled.removeprefix("attribute:").partition(":")
-    args.attribute = name
-    if groups:
-        args.groups = groups
-    return bool(groups)
+    try:
+        args.attribute, classes = parse_attribute_task(spelled)
+    except LabelError as error:
+        parser.error(f"--task {spelled}: {error}")
+    if classes:
+        args.groups = ",".join(classes)
+    return bool(classes)
 
 
 def probe_config(parser: argparse.ArgumentParser, args: argparse.Namespace, given_groups: bool = False) -> ProbeConfig:

@@ -59,8 +59,9 @@ def attribute_task(attribute: str, classes: tuple[str, ...] = ()) -> str:
     check_attribute_name(attribute)
     if not classes:
         return f"{ATTRIBUTE_PREFIX}{attribute}"
-    if len(classes) != 2 or classes[0] == classes[1]:
-        raise LabelError(f"attribute {attribute}: a two-class task names two different classes, got {', '.join(classes) or 'none'}")
+    if len(classes) != 2 or classes[0] == classes[1] or not all(value.strip() for value in classes):
+        named = ", ".join(repr(value) for value in classes) or "none"
+        raise LabelError(f"attribute {attribute}: a two-class task names two different, non-empty classes, got {named}")
     for value in classes:
         if "," in value:
             raise LabelError(f"attribute {attribute}: class {value!r} holds a comma and cannot be named in a task; rename it in the manifest")
@@ -71,8 +72,8 @@ def parse_attribute_task(task: str) -> tuple[str, tuple[str, ...]] | None:
     """``(attribute, classes)`` of an attribute task (classes empty: every class), None for another task."""
     if not task.startswith(ATTRIBUTE_PREFIX):
         return None
-    attribute, _, named = task[len(ATTRIBUTE_PREFIX) :].partition(":")
-    classes = tuple(named.split(",")) if named else ()
+    attribute, separator, named = task[len(ATTRIBUTE_PREFIX) :].partition(":")
+    classes = tuple(named.split(",")) if separator else ()  # "attribute:age:" names an empty class list: refused
     attribute_task(attribute, classes)  # checks the spelling
     return attribute, classes
 
@@ -136,10 +137,10 @@ def _read(path: Path, attribute: str) -> tuple[str, dict[str, str]]:
 
 def attribute_value(extra: dict, attribute: str) -> str | None:
     """``extra[attribute]`` as a label (a whole number spelled as a string), None where it is absent,
-    null or ""; a ValueError for a value that cannot be a categorical label (a fraction, a boolean, a
-    list or object, a string holding a control character)."""
+    null, "" or only white space; a ValueError for a value that cannot be a categorical label (a
+    fraction, a boolean, a list or object, a string holding a control character)."""
     value = extra.get(attribute)
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"extra.{attribute} is {value!r}: an attribute is a categorical label, a string or a whole number")

@@ -101,7 +101,9 @@ def _balance(indices: np.ndarray, labels: np.ndarray, speakers: np.ndarray, rng:
     return np.sort(np.concatenate(kept))
 
 
-LOSO_HINT = "or use split: loso (leave one speaker out: 2 speakers per gender, 3 for probes that select on a dev split)"
+LOSO_HINT = (
+    "or leave one speaker out (--split loso; split: loso in a study or grid): 2 speakers per class, 3 for probes that select on a dev split, two classes only"
+)
 
 
 def _speaker_disjoint(labels, speakers, rng, class_names, test_share=0.2, dev_share=0.1, dev_needed=True, where="the store"):

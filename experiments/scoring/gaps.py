@@ -440,6 +440,14 @@ def gap_report(
     without one are left out, counted per language in ``unlabelled``; the report's ``labels`` names
     the attribute and the manifest read, which is also among its ``inputs``."""
     scoring = scoring or Scoring()
+    if attribute is not None:
+        present = {attribute.values[row["id"]] for row in rows if row["id"] in attribute.values}
+        absent = [group for group in groups if group not in present]
+        if absent:
+            raise LabelError(
+                f"--groups {','.join(groups)}: no transcribed utterance has {attribute.attribute} {absent[0]!r} "
+                f"(in {attribute.manifest}, its values are {', '.join(sorted(present)) or 'none'})"
+            )
     by_language: dict[str, list[dict]] = {}
     unlabelled: dict[str, int] = {}
     for row in rows:

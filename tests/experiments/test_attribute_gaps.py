@@ -137,3 +137,13 @@ def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
     with (out / "long.csv").open(newline="") as handle:  # three groups: no probe task names them; their gaps are in the long table
         metrics = {row["metric"] for row in csv.DictReader(handle) if row["task"] == "attribute:accent:south,west,north"}
     assert {"comparisons.south.gap_relative", "comparisons.west.delta_rel"} <= metrics
+
+
+def test_a_group_no_utterance_has_is_refused_naming_the_values(transcription, tmp_path, capsys):
+    _, hypotheses = transcription
+    out = tmp_path / "gap.json"
+    argv = ["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent", "--groups", "south,east", "--iterations", "20"]
+    assert asr_gap.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: --groups south,east: no transcribed utterance has accent 'east' (in ") and error.count("\n") == 1
+    assert "its values are north, south, west)" in error and not out.exists()

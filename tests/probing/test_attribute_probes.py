@@ -327,3 +327,24 @@ def test_two_spellings_of_the_task_are_refused_not_one_silently_kept(corpus, tmp
         probe_cli.main(["--store", str(store), "--site", SITE, "--probe", "mean", *flags, "--out", str(tmp_path / "p.jsonl")])
     assert exited.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--task", "attribute:accent:"], "two different, non-empty classes"),
+        (["--task", "attribute:accent:south,"], "two different, non-empty classes, got 'south', ''"),
+        (["--attribute", "accent", "--groups", " ,south"], "two different, non-empty classes"),
+    ],
+)
+def test_an_empty_class_name_is_refused(corpus, tmp_path, capsys, flags, message):
+    _, store = corpus
+    with pytest.raises(SystemExit):
+        probe_cli.main(["--store", str(store), "--site", SITE, "--probe", "mean", *flags, "--out", str(tmp_path / "p.jsonl")])
+    assert message in capsys.readouterr().err
+
+
+def test_a_value_of_only_white_space_is_no_label():
+    from extract.attributes import attribute_value
+
+    assert attribute_value({"age": "  "}, "age") is None and attribute_value({"age": " young "}, "age") == " young "
