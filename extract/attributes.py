@@ -78,9 +78,10 @@ def parse_attribute_task(task: str) -> tuple[str, tuple[str, ...]] | None:
     return attribute, classes
 
 
-def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | None, built: str) -> AttributeLabels:
+def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | None, built: str, given: bool = False) -> AttributeLabels:
     """``attribute``'s labels from ``manifest``, whose content must be the one ``built`` (what the
-    output is, for messages) recorded as ``recorded_sha256``. Refused in one line: a manifest that
+    output is, for messages) recorded as ``recorded_sha256``; ``given``: the user named ``manifest``
+    (``--labels``), where it is otherwise the one ``built`` records. Refused in one line: a manifest that
     is missing or changed, an output that recorded no sha256, an attribute no utterance has (the
     attributes found are listed), a value that is not a string or whole number, or that holds a
     control character (a line and a column of a table must stay one).
@@ -92,6 +93,8 @@ def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | 
     check_attribute_name(attribute)
     path = Path(manifest)
     if not path.is_file():
+        if given:
+            raise LabelError(f"--labels {path}: not a file; give the manifest {built} was built from")
         raise LabelError(
             f"{built} was built from the manifest {path}, which is not there (a relative path counts from where it was built); pass --labels MANIFEST"
         )
@@ -103,6 +106,11 @@ def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | 
         _READ.clear()  # one manifest at a time is what a grid reads
         _READ[key] = _read(path, attribute)
     sha256, values = _READ[key]
+    if sha256 != recorded_sha256 and given:
+        raise LabelError(
+            f"--labels {path} is not the manifest {built} was built from (sha256 {sha256[:12]}, recorded {recorded_sha256[:12]}): "
+            "give that manifest, or rebuild from this one"
+        )
     if sha256 != recorded_sha256:
         raise LabelError(
             f"{path} changed since {built} was built from it (sha256 {sha256[:12]}, recorded {recorded_sha256[:12]}): "

@@ -563,7 +563,7 @@ def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
     if not manifest:
         raise ProbeError(f"store {config.store} records no manifest to read the attribute {attribute} from: pass --labels MANIFEST")
     try:
-        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), f"store {config.store}")
+        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), f"store {config.store}", given=config.labels is not None)
     except (LabelError, ManifestError) as error:
         raise ProbeError(str(error)) from error
     values = [found.values.get(i) for i in reader.ids]

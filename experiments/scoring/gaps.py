@@ -415,7 +415,7 @@ def hypotheses_attribute(hypotheses: Path, attribute: str, labels: Path | None =
     manifest = labels or settings.get("manifest")
     if not manifest:
         raise LabelError(f"{hypotheses} has no settings file naming its manifest; pass --labels MANIFEST (checked against the sha256 it records)")
-    return read_attribute(manifest, attribute, settings.get("manifest_sha256"), f"the transcription {hypotheses}")
+    return read_attribute(manifest, attribute, settings.get("manifest_sha256"), f"the transcription {hypotheses}", given=labels is not None)
 
 
 def gap_report(

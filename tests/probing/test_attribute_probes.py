@@ -86,10 +86,12 @@ def test_a_changed_manifest_is_refused(tmp_path):
     manifest.write_text(manifest.read_text(encoding="utf-8").replace('"north"', '"northern"', 1), encoding="utf-8")
     with pytest.raises(ProbeError, match=f"{manifest} changed since store {store} was built from it"):
         run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent"))
-    other = tmp_path / "copy.jsonl"  # --labels names another file: checked the same way
+    other = tmp_path / "copy.jsonl"  # --labels names another file: checked the same way, and said so
     other.write_text(manifest.read_text(encoding="utf-8"), encoding="utf-8")
-    with pytest.raises(ProbeError, match="changed since"):
+    with pytest.raises(ProbeError, match=f"--labels {other} is not the manifest store {store} was built from"):
         run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent", labels=str(other)))
+    with pytest.raises(ProbeError, match=f"--labels {tmp_path}: not a file; give the manifest store {store} was built from"):
+        run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent", labels=str(tmp_path)))
 
 
 def test_labels_names_the_manifest_where_the_recorded_path_is_gone(tmp_path):
