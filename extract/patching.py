@@ -77,6 +77,8 @@ def parse_frames(text: str | None) -> FrameSpan | None:
     """``--frames``: None or ``speech`` (the speech frames), or ``START:END`` (either may be empty)."""
     if text is None or text == SPEECH:
         return None
+    if re.fullmatch(r"\s*-\s*\d+\s*:.*", text):
+        raise PatchError(f"--frames {text!r}: frames are counted from 0 at the site; START may not be negative")
     match = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text)
     if match is None:
         raise PatchError(f"--frames {text!r}: give 'speech' or START:END in frames (e.g. 0:50, 100:)")
