@@ -20,6 +20,7 @@ figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. See docs/stages/
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _frames_value_first(argv: list[str]) -> list[str]:
+    """``--frames -3:5`` spelled ``--frames=-3:5``: argparse takes a value that starts with ``-`` for a
+    flag (a usage error of several lines), where the option's own check says in one line why it is refused."""
+    joined = list(argv)
+    for index in range(len(joined) - 1):
+        if joined[index] == "--frames" and re.fullmatch(r"-\d*:\d*", joined[index + 1]):
+            joined[index : index + 2] = [f"--frames={joined[index + 1]}"]
+            break
+    return joined
+
+
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_frames_value_first(sys.argv[1:] if argv is None else argv))
     options = from_args(PatchOptions, args)  # a refused option is one line before anything heavy loads
     out = Path(args.out)
     if out.is_dir():
@@ -77,6 +89,11 @@ def _main(argv: list[str] | None) -> int:
         return fail(str(error))
     print(f"[patch] wrote {report.written} rows in {time.time() - started:.1f} s; {len(report.skipped)} pairs skipped for bad audio (a rerun retries them)")
     print_skipped(report.skipped, "pair")
+    unpatched = sum(value.get("not_patched", 0) for entry in report.summary["sites"].values() for value in entry["pairings"].values())
+    if unpatched:
+        print(f"[patch] {unpatched} rows replaced no frame (--frames {options.frames} past the target's or the source's frames): not scored")
+    if report.other_pairs:
+        print(f"[patch] {report.other_pairs} rows of OUT belong to other pairs than this run's: left out of the summary")
     for site, entry in report.summary["sites"].items():
         effects = ", ".join(f"{pairing} {_points(value['effect'])}" for pairing, value in entry["pairings"].items())
         print(f"  {site}: {effects}" + (f"; cross - within {_points(entry['cross_minus_within'])}" if "cross_minus_within" in entry else ""))

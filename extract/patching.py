@@ -14,7 +14,9 @@ shifted, stretched or resampled):
 - **speech frames** (the default): frames ``0 .. min(speech(A), speech(B)) - 1``, where
   ``speech(X)`` is :meth:`Extractor.speech_frames` of X at the site. When B is shorter, A's frames
   beyond B's length are kept (A's own states); when B is longer, B's frames beyond A's length are
-  not used. A's padding is never touched. For Whisper, whose encoder always sees a 30 s window of
+  not used. A's padding is never touched: in a family that pads a batch to its longest input
+  (S2T, SeamlessM4T, ZeroSwot) ``speech(X)`` counts X's own frames only (:func:`target_lengths`),
+  never the padding its batch-mates add. For Whisper, whose encoder always sees a 30 s window of
   1500 frames, this leaves A's padding frames as they were; from the first layer on they have
   attended to A's speech, so they carry some of A (see ``docs/stages/patching.md``). Pairs matched
   by duration (``experiments.patching.pairs``) keep the kept or unused frames few.
@@ -22,8 +24,10 @@ shifted, stretched or resampled):
   open): frames ``START .. min(END, frames(A), frames(B)) - 1``, where ``frames(X)`` is the number
   of frames X has at the site when run: for Whisper all 1500 of its window (its padding included),
   for the families that pad a batch to its longest input the utterance's own frames (B is captured
-  alone for this: :func:`capture_sources` with ``alone=True``). ``0:1500`` on Whisper patches the
-  whole window, the padding included.
+  alone for this: :func:`capture_sources` with ``alone=True``; A's own frames are counted in its
+  batch by :func:`target_lengths`, so the padding its batch-mates add is never patched and its
+  result does not depend on them). ``0:1500`` on Whisper patches the whole window, the padding
+  included. A span that starts at or past those frames replaces none (``replaced`` 0).
 
 A site that reads a derived view of its module (a ``select`` or ``transform`` in the site table)
 cannot be patched, as it cannot be edited. A patch that never ran (the forward stopped before the
@@ -73,6 +77,8 @@ def parse_frames(text: str | None) -> FrameSpan | None:
     """``--frames``: None or ``speech`` (the speech frames), or ``START:END`` (either may be empty)."""
     if text is None or text == SPEECH:
         return None
+    if re.fullmatch(r"\s*-\s*\d+\s*:.*", text):
+        raise PatchError(f"--frames {text!r}: frames are counted from 0 at the site; START may not be negative")
     match = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text)
     if match is None:
         raise PatchError(f"--frames {text!r}: give 'speech' or START:END in frames (e.g. 0:50, 100:)")
@@ -119,17 +125,54 @@ def capture_sources(
     table = extractor.site_table()
     prepared = extractor.prepare(list(audios))
     inputs = extractor.on_device(prepared.inputs)
-    with torch.inference_mode(), capture(extractor.model, {site: table[site] for site in sites}) as (captured, run):
+    wanted = {**{site: table[site] for site in sites}, **extractor.auxiliary_sites(list(sites))}
+    with torch.inference_mode(), capture(extractor.model, wanted) as (captured, run):
         run(extractor.encode, inputs)
+    own = _own_lengths(extractor, sites, prepared, captured.tensors)
     sources = []
     for row, samples in enumerate(prepared.samples):
         states = {site: captured.tensors[site][row] for site in sites}
+        lengths = {site: states[site].shape[0] if own is None else min(int(own[site][row]), states[site].shape[0]) for site in sites}
         if span is None:
-            frames = {site: extractor.speech_frames(site, int(samples), states[site].shape[0]) for site in sites}
+            frames = {site: extractor.speech_frames(site, int(samples), lengths[site]) for site in sites}
         else:
-            frames = {site: states[site].shape[0] for site in sites}
+            frames = lengths
         sources.append(SourceStates(states, frames))
     return sources
+
+
+def _pads_batch(prepared) -> bool:
+    """Whether the family pads a batch to its longest input (its inputs carry an attention mask:
+    S2T, SeamlessM4T, ZeroSwot), rather than giving every input a fixed window (Whisper)."""
+    return "attention_mask" in prepared.inputs
+
+
+def _own_lengths(extractor: Extractor, sites: Sequence[str], prepared, captured: dict) -> dict[str, np.ndarray] | None:
+    """Per site, each utterance's own frames in a padded batch (:meth:`Extractor.stored_lengths`), or
+    None where the family does not pad a batch (every frame of the window is the utterance's)."""
+    if not _pads_batch(prepared):
+        return None
+    return {site: np.asarray(extractor.stored_lengths(site, prepared, captured)) for site in sites}
+
+
+def target_lengths(extractor: Extractor, audios: Sequence[np.ndarray], site: str) -> list[int] | None:
+    """The own frames at ``site`` of each of ``audios`` run as one batch (None: the family does not
+    pad, so a target's frames are all its window's). Only the features are computed, unless the
+    family needs a mask from the forward pass (ZeroSwot's post-adapter site): then one encoder pass."""
+    import torch
+
+    from extract.hooks import capture
+
+    prepared = extractor.prepare(list(audios))
+    if not _pads_batch(prepared):
+        return None
+    auxiliary = extractor.auxiliary_sites([site])
+    captured: dict = {}
+    if auxiliary:
+        with torch.inference_mode(), capture(extractor.model, auxiliary) as (seen, run):
+            run(extractor.encode, extractor.on_device(prepared.inputs))
+        captured = seen.tensors
+    return [int(length) for length in _own_lengths(extractor, [site], prepared, captured)[site]]
 
 
 @dataclass
@@ -155,15 +198,23 @@ def patched_bounds(span: FrameSpan | None, target_frames: int, source_frames: in
 
 
 @contextmanager
-def patched(extractor: Extractor, site: str, sources: Sequence[SourceStates], samples: Sequence[int], span: FrameSpan | None) -> Iterator[PatchReport]:
+def patched(
+    extractor: Extractor,
+    site: str,
+    sources: Sequence[SourceStates],
+    samples: Sequence[int],
+    span: FrameSpan | None,
+    own: Sequence[int] | None = None,
+) -> Iterator[PatchReport]:
     """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
     of ``samples`` input samples each) have their states at ``site`` overwritten by the sources'
-    (:func:`patched_bounds`). The hook must run exactly once inside (one generation: its encoder
+    (:func:`patched_bounds`); ``own``: each target's own frames at the site in a batch padded to its
+    longest (:func:`target_lengths`; None: every frame the site has). The hook must run exactly once inside (one generation: its encoder
     runs once); the report yielded is filled when it has."""
     from extract.hooks import edit
 
     check_site(extractor, site)
-    if len(sources) != len(samples):
+    if len(sources) != len(samples) or (own is not None and len(own) != len(samples)):
         raise PatchError(f"{len(sources)} sources for {len(samples)} targets")
     report = PatchReport([], [], [])
     fired = []
@@ -179,7 +230,8 @@ def patched(extractor: Extractor, site: str, sources: Sequence[SourceStates], sa
             given = source.states[site]
             if given.shape[-1] != states.shape[-1]:
                 raise PatchError(f"site {site}: source states of size {given.shape[-1]}, the target's have {states.shape[-1]}")
-            target_frames = extractor.speech_frames(site, int(count), frames) if span is None else frames
+            own_frames = frames if own is None else min(int(own[row]), frames)
+            target_frames = extractor.speech_frames(site, int(count), own_frames) if span is None else own_frames
             start, end = patched_bounds(span, target_frames, min(source.frames[site], given.shape[0]))
             result[row, start:end] = given[start:end].to(device=states.device, dtype=states.dtype)
             report.target_frames.append(target_frames)
@@ -206,6 +258,7 @@ def patched_generation(
 ) -> tuple[list[str], PatchReport]:
     """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at ``site``
     replaced by the ``sources``' (see :func:`capture_sources`), and what was replaced."""
-    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span) as report:
+    own = target_lengths(generator.extractor, targets, site)
+    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span, own) as report:
         hypotheses = generator.generate(list(targets), language, task, tgt_lang)
     return hypotheses, report

@@ -34,5 +34,6 @@ def effect_per_site(summary: dict, out: str | Path) -> list[Path]:
     axis.set_xticks(positions, sites, rotation=45, ha="right")
     axis.set_ylabel(Y_LABELS[summary["subject"]["task"]])
     axis.set_title(f"{summary['subject']['model']}: patching {summary['frames']} frames")
-    axis.legend(frameon=False)
+    if axis.get_legend_handles_labels()[0]:  # nothing scored (e.g. no frame replaced): an empty plot, no legend
+        axis.legend(frameon=False)
     return save(figure, out)

@@ -166,9 +166,25 @@ def write_pairs(path: Path, pairs: Sequence[Pair], unpaired: Sequence[dict]) -> 
     return path
 
 
+def check_pairing(pair: Pair, where: str) -> None:
+    """The pairing rules (the module docstring) for a pair as the manifest labels it: both female or
+    male; ``cross`` of different genders, ``within`` of the same gender; never the target's own speaker."""
+    for role in ("target", "source"):
+        gender = getattr(pair, f"{role}_gender")
+        if gender not in GENDERS:
+            raise PairsError(f"{where}: {role} {getattr(pair, role)} has gender {gender!r}; pairs are formed among female and male utterances")
+    if pair.target_speaker == pair.source_speaker:
+        raise PairsError(f"{where}: {pair.id} takes its source from the target's own speaker {pair.target_speaker!r}; a source is always another speaker")
+    cross = pair.target_gender != pair.source_gender
+    if cross != (pair.pairing == "cross"):
+        rule = "of the other gender" if pair.pairing == "cross" else "of the same gender"
+        raise PairsError(f"{where}: {pair.id} pairs a {pair.target_gender} target with a {pair.source_gender} source; a {pair.pairing} source is {rule}")
+
+
 def read_pairs(path: Path, utterances: Sequence[Utterance]) -> list[Pair]:
     """The pairs of a pairs file (its unpaired lines are skipped), each checked against the manifest:
-    both ids in it, in the pair's language, with the genders and speakers it records."""
+    both ids in it, in the pair's language, with the genders and speakers it records, and the pairing
+    rules (:func:`check_pairing`)."""
     by_id = {u.id: u for u in utterances}
     pairs = []
     for line, record in iter_json_objects(path):
@@ -183,6 +199,7 @@ def read_pairs(path: Path, utterances: Sequence[Utterance]) -> list[Pair]:
             recorded = (pair.language, getattr(pair, f"{role}_gender"), getattr(pair, f"{role}_speaker"))
             if recorded != (utterance.language, utterance.gender, utterance.speaker):
                 raise PairsError(f"{where}: {role} {utterance.id} has another language, gender or speaker in the manifest than in the pairs file")
+        check_pairing(pair, where)
         pairs.append(pair)
     ids = [pair.id for pair in pairs]
     if len(set(ids)) != len(ids):

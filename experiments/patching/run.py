@@ -3,14 +3,16 @@
 A run reads the manifest, forms the pairs (or reads them from a pairs file) and writes them to
 ``OUT.pairs.jsonl``; claims ``OUT`` (:class:`extract.appendlog.AppendLog`: one writer, a line cut by
 a kill removed and redone); checks or writes ``OUT.settings.json`` (a rerun with another model,
-task, frames, decoding or manifest is refused, see :func:`extract.runner.check_settings`); then, per
+task, frames, decoding, manifest, seed, ``--limit`` or pairs file is refused, see
+:func:`extract.runner.check_settings`); then, per
 batch of pairs that share a language, loads their audio, transcribes the targets once unpatched
 (each target once per run, whatever its pairs), captures the sources' states at every site still
 to do in one encoder pass, and per site generates the targets patched (:mod:`extract.patching`),
 appending one row per pair and site as each site's batch finishes. A rerun skips the rows already
 written (by ``row_id``: pair and site), so adding a site or a pairing later runs only what is new.
 The summary (``OUT.summary.json``) and the figure (``OUT.effect.png`` / ``.pdf``) are rewritten
-from every row in ``OUT`` at the end.
+from the rows in ``OUT`` of the current pairs at the end. A run with no site or no pair is refused
+before anything is written.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.patching.pairs import PAIRINGS, Pair, form_pairs, read_pairs, write_pairs
+from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, read_pairs, write_pairs
 from extract.appendlog import AppendLog, RowKind
 from extract.options import OptionError, check_options, option
 from extract.patching import PatchError, frames_label, parse_frames
@@ -36,6 +38,7 @@ ROW_KIND, ROW_SCHEMA = "patch_row", 1  # kept here, not in extract.records: one 
 SUMMARY_KIND, SUMMARY_SCHEMA = "patch_summary", 1
 PATCH_ROWS = RowKind("patch row", ("kind", "row_id", "pair", "site"), unique="row_id")
 MAX_SECONDS = {"asr": 30.0, "st": 60.0}
+NOT_PATCHED = "no frames replaced"  # why a row whose span held none of the target's frames is not scored
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +78,8 @@ class PatchOptions:
             raise OptionError("{task} st needs {tgt_lang}", "task", "tgt_lang")
         if not self.pairings:
             raise OptionError("{pairings}: give cross, within or both", "pairings")
+        if not self.site_names():
+            raise OptionError("{sites} names no site: give at least one site name, 'all' or every:K", "sites")
 
     @property
     def span(self):
@@ -125,7 +130,8 @@ class PatchJob:
         return self.options.label or self.spec.label()
 
     def settings(self, generator: Generator) -> dict:
-        """What the rows depend on; a rerun with other settings is refused (the sites and pairs may grow)."""
+        """What the rows depend on; a rerun with other settings is refused (the sites and pairings may
+        grow). What decides the pairs is among them: the seed, ``--limit`` and the pairs file (by content)."""
         from extract.provenance import file_sha256, provenance
 
         spec, options = self.spec, self.options
@@ -143,6 +149,9 @@ class PatchJob:
             "max_seconds": options.trim_seconds,
             "decoding": generator.settings(),
             "seed": options.seed,
+            # only where given, so that a settings file written before they were recorded still matches a run without them
+            **({} if options.limit is None else {"limit": options.limit}),
+            **({} if options.pairs_file is None else {"pairs_file_sha256": file_sha256(options.pairs_file)}),
             "scoring": {"normalizer": "whisper"} if options.task == "asr" else {"mustshe": "category 1"},
             "manifest": str(self.manifest),
             "manifest_sha256": file_sha256(self.manifest),
@@ -158,17 +167,28 @@ class PatchRunReport:
     todo: int = 0  # pair x site rows not in OUT when the run started
     written: int = 0
     skipped: list[dict] = field(default_factory=list)  # pairs with unreadable audio (a rerun retries them)
+    other_pairs: int = 0  # rows of OUT whose pair is not among this run's settings' pairs: left out of the summary
     summary: dict = field(default_factory=dict)
 
 
-def job_pairs(job: PatchJob, utterances: list[Utterance]) -> tuple[list[Pair], list[dict]]:
-    """The pairs of the job's pairings (from ``--pairs-file`` or formed), and the unpaired targets."""
+def job_pairs(job: PatchJob, utterances: list[Utterance]) -> tuple[list[Pair], list[dict], set[str]]:
+    """The pairs of the job's pairings (from ``--pairs-file`` or formed), the unpaired targets, and the
+    ids of the pairs of every pairing under these settings (each pairing's pairs are formed apart, so
+    a later run that adds a pairing keeps the earlier rows': the summary counts the rows of these only)."""
     options = job.options
     if options.pairs_file is not None:
         pairs, unpaired = read_pairs(options.pairs_file, utterances), []
+        if not pairs:
+            raise PairsError(f"{options.pairs_file}: no pairs in it; give a pairs file a patch run wrote (OUT.pairs.jsonl)")
     else:
-        pairs, unpaired = form_pairs(utterances, options.pairings, options.seed)
-    return [pair for pair in pairs if pair.pairing in options.pairings], [entry for entry in unpaired if entry["pairing"] in options.pairings]
+        pairs, unpaired = form_pairs(utterances, PAIRINGS, options.seed)
+    chosen = [pair for pair in pairs if pair.pairing in options.pairings]
+    left = [entry for entry in unpaired if entry["pairing"] in options.pairings]
+    if not chosen:
+        source = f"the pairs file {options.pairs_file}" if options.pairs_file is not None else f"the {len(utterances)} utterances of {job.manifest}"
+        reason = f" (first unpaired: {left[0]['target']}, {left[0]['reason']})" if left else ""
+        raise PairsError(f"no {' or '.join(options.pairings)} pairs to patch in {source}{reason}; nothing was written")
+    return chosen, left, {pair.id for pair in pairs}
 
 
 def run_patching(
@@ -192,7 +212,7 @@ def run_patching(
 
     options = job.options
     utterances = read_manifest(job.manifest)[: options.limit]
-    pairs, unpaired = job_pairs(job, utterances)
+    pairs, unpaired, current = job_pairs(job, utterances)
     report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
     job.out.parent.mkdir(parents=True, exist_ok=True)
     with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
@@ -218,7 +238,7 @@ def run_patching(
         kept = "the rows written so far are kept and the rerun continues after them"
         with naming_full_disk(job.out, kept), tqdm(total=report.todo, desc=f"patching {extractor.family}", unit="row", disable=not show_progress) as bar:
             _Runner(job, generator, by_id, log, report, bar).run(todo)
-        report.summary = write_summary(job, log.rows, report)  # under the claim: one run writes the summary at a time
+        report.summary = write_summary(job, log.rows, report, current)  # under the claim: one run writes the summary at a time
     return report
 
 
@@ -340,7 +360,12 @@ class _Runner:
             "plain_hypothesis": plain,
             "hypothesis": hypothesis,
         }
-        if options.task == "asr":
+        if patch.replaced[position] == 0:  # a span past the target's (or the source's) frames: nothing was patched
+            if options.task == "asr":
+                row["asr"], row["unscored"] = None, NOT_PATCHED
+            else:
+                row["mustshe"] = {"scored": False, "reason": NOT_PATCHED}
+        elif options.task == "asr":
             try:
                 row["asr"] = asr_scores(target.text, plain, hypothesis, pair.language, Scoring())
             except ValueError as error:  # a reference empty after normalization
@@ -350,12 +375,18 @@ class _Runner:
         return row
 
 
-def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport) -> dict:
-    """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the figure, from every row of ``OUT``."""
+def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, current: set[str] | None = None) -> dict:
+    """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the
+    figure, from the rows of ``OUT`` whose pair is one of ``current`` (every row when None); the rows
+    of other pairs (written by a run under settings recorded before the pairs were among them) are
+    left out and counted (``rows_of_other_pairs``)."""
     from experiments.patching.figure import effect_per_site
     from experiments.patching.scoring import site_summary
     from extract.provenance import provenance
 
+    kept = rows if current is None else [row for row in rows if row["pair"] in current]
+    report.other_pairs = len(rows) - len(kept)
+    rows = kept
     ordered = sorted(rows, key=lambda row: (row["site_index"], row["row_id"]))
     summary = {
         "kind": SUMMARY_KIND,
@@ -363,6 +394,7 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport) -> di
         "subject": {"model": job.model_name(), "task": job.options.task, "languages": sorted({row["language"] for row in rows})},
         "frames": frames_label(job.options.span),
         "rows": len(rows),
+        "rows_of_other_pairs": report.other_pairs,
         "unpaired": report.unpaired,
         "skipped": report.skipped,
         "sites": site_summary(ordered, job.options.iterations, job.options.seed),

@@ -105,8 +105,18 @@ def _st_effect(columns) -> float:
     return 100.0 * (float(np.mean(columns["follows_source"])) - float(np.mean(columns["followed_source_before"])))
 
 
+def not_patched(row: dict) -> bool:
+    """Whether the row's patch replaced no frame (a span past the target's or the source's frames):
+    its output is the plain one by construction, so it is not scored (rows written before this was
+    said in the row included)."""
+    patched = row.get("patched") or {}
+    return "start" in patched and "end" in patched and patched["end"] <= patched["start"]
+
+
 def _scored(row: dict) -> dict | None:
     """The columns a row adds to its site's metric, or None (not scored)."""
+    if not_patched(row):
+        return None
     if row["task"] == "asr":
         scores = row.get("asr")
         return None if scores is None else {key: scores[key] for key in ("reference_length", "plain_errors", "patched_errors")}
@@ -120,7 +130,8 @@ def _finite(value: float) -> float | None:
 
 def site_summary(rows: Sequence[dict], iterations: int = 1000, seed: int = 0) -> dict:
     """Per site (in the order first seen): per pairing the pairs written, those scored, the target
-    speakers and the effect; ``cross_minus_within`` with ``ci95`` (speaker bootstrap) where both
+    speakers and the effect, and ``not_patched``: the rows whose patch replaced no frame (not scored);
+    ``cross_minus_within`` with ``ci95`` (speaker bootstrap) where both
     pairings have scored pairs. Unscored rows are counted, never silently left out."""
     sites: dict[str, list[dict]] = {}
     for row in rows:
@@ -144,6 +155,7 @@ def site_summary(rows: Sequence[dict], iterations: int = 1000, seed: int = 0) ->
             entry["pairings"][pairing] = {
                 "pairs": len(written),
                 "scored": sum(1 for row, _ in scored if row["pairing"] == pairing),
+                "not_patched": sum(1 for row in written if not_patched(row)),
                 "speakers": frame.speaker_count(pairing) if has else 0,
                 "effect": _finite(frame.evaluate(pairing)) if has else None,
             }

@@ -99,6 +99,24 @@ def test_a_pairs_file_round_trips_and_is_checked_against_the_manifest(tmp_path):
         read_pairs(path, moved)
 
 
+def test_a_pairs_file_that_breaks_the_pairing_rules_is_refused_naming_its_line(tmp_path):
+    utterances = [_utterance("m1", "male", "M1", 1.0), _utterance("m2", "male", "M2", 1.1), _utterance("f1", "female", "F1", 1.0)]
+    within = next(pair for pair in form_pairs(utterances, ["within"])[0] if pair.target == "m1")
+    relabelled = {**within.to_dict(), "pairing": "cross", "pair": "cross:m1<m2"}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(form_pairs(utterances, ["cross"])[0][0].to_dict()) + "\n" + json.dumps(relabelled) + "\n")
+    with pytest.raises(PairsError, match=r"p.jsonl:2: cross:m1<m2 pairs a male target with a male source; a cross source is of the other gender"):
+        read_pairs(path, utterances)
+    own = {**within.to_dict(), "source": "m1", "source_speaker": "M1", "source_seconds": 1.0}
+    path.write_text(json.dumps(own) + "\n")
+    with pytest.raises(PairsError, match=r"p.jsonl:1: within:m1<m1 takes its source from the target's own speaker 'M1'"):
+        read_pairs(path, utterances)
+    across = {**within.to_dict(), "source": "f1", "source_speaker": "F1", "source_gender": "female"}
+    path.write_text(json.dumps(across) + "\n")
+    with pytest.raises(PairsError, match=r"p.jsonl:1: .* a within source is of the same gender"):
+        read_pairs(path, utterances)
+
+
 # ---------------------------------------------------------------- scores
 
 
@@ -139,8 +157,8 @@ def test_the_site_summary_by_hand():
     rows = [_row("cross", "F1", 4, 1, 3), _row("cross", "F1", 6, 0, 1), _row("within", "M1", 5, 1, 1)]
     rows.append({**_row("within", "M1", 0, 0, 0), "asr": None, "unscored": "reference is empty after normalization"})
     entry = site_summary(rows, iterations=20)["encoder.layer.0"]
-    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "speakers": 1, "effect": pytest.approx(30.0)}  # (3 + 1 - 1 - 0) / 10
-    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "speakers": 1, "effect": 0.0}
+    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "not_patched": 0, "speakers": 1, "effect": pytest.approx(30.0)}  # (3 + 1 - 1 - 0) / 10
+    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "not_patched": 0, "speakers": 1, "effect": 0.0}
     assert entry["cross_minus_within"] == pytest.approx(30.0)
     assert entry["ci95"] == [None, None] and "one target speaker" in entry["ci95_note"]
     more = rows + [_row("cross", "F2", 2, 0, 0), _row("within", "M2", 2, 0, 2)]
@@ -225,8 +243,73 @@ def test_a_pairs_file_runs_those_pairs(tmp_path, generator):
     run_patching(first, show_progress=False, generator=generator)
     chosen = tmp_path / "chosen.jsonl"
     chosen.write_text(pairs_path(first.out).read_text().splitlines()[0] + "\n")
-    report = run_patching(_job(tmp_path, sites="encoder.layer.0,encoder.layer.1", pairs_file=chosen), show_progress=False, generator=generator)
-    assert (report.pairs, report.todo, report.written) == (1, 1, 1)
+    job = _job(tmp_path, sites="encoder.layer.0,encoder.layer.1", pairs_file=chosen)
+    job = PatchJob(job.spec, job.manifest, tmp_path / "out" / "chosen.jsonl", job.options)
+    report = run_patching(job, show_progress=False, generator=generator)
+    assert (report.pairs, report.todo, report.written) == (1, 2, 2)
+
+
+def test_what_decides_the_pairs_is_recorded_so_a_rerun_with_another_limit_or_pairs_file_is_refused(tmp_path, generator):
+    _corpus(tmp_path)
+    run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",), seed=1, limit=3), show_progress=False, generator=generator)
+    with pytest.raises(SettingsMismatchError, match="limit: 3 vs None"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",), seed=1), show_progress=False, generator=generator)
+    out = tmp_path / "out" / "p.jsonl"
+    assert len(_rows(out)) == 2  # f1, m1 and f2: one man
+    pairs = pairs_path(out).read_text().splitlines()
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(pairs[0] + "\n")
+    second.write_text(pairs[1] + "\n")
+    other = _job(tmp_path, sites="encoder.layer.0", pairs_file=first, limit=3)
+    other = PatchJob(other.spec, other.manifest, tmp_path / "out" / "q.jsonl", other.options)
+    run_patching(other, show_progress=False, generator=generator)
+    changed = PatchJob(other.spec, other.manifest, other.out, PatchOptions(**{**other.options.__dict__, "pairs_file": second}))
+    with pytest.raises(SettingsMismatchError, match="pairs_file_sha256"):
+        run_patching(changed, show_progress=False, generator=generator)
+
+
+def test_the_summary_counts_only_the_rows_of_the_current_pairs(tmp_path, generator):
+    """An OUT whose settings were recorded before --limit was among them: the rows of the earlier
+    pairs stay in OUT but are left out of the summary, which counts the pairs it lists."""
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    manifest.write_text("".join(json.dumps({**row, "text": f"words of {row['id']}"}) + "\n" for row in rows))  # no text shared: by duration
+    run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",), seed=4, limit=3), show_progress=False, generator=generator)
+    out = tmp_path / "out" / "p.jsonl"
+    settings = out.with_name(out.name + ".settings.json")
+    recorded = json.loads(settings.read_text())
+    del recorded["limit"]
+    settings.write_text(json.dumps(recorded))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",), seed=4), show_progress=False, generator=generator)
+    current = {row["pair"] for row in _rows(pairs_path(out)) if row["kind"] == "patch_pair"}
+    stale = [row for row in _rows(out) if row["pair"] not in current]
+    assert stale and report.other_pairs == len(stale) == report.summary["rows_of_other_pairs"]
+    assert report.summary["sites"]["encoder.layer.0"]["pairings"]["cross"]["pairs"] == len(current) == 4
+
+
+def test_a_span_past_every_frame_replaces_nothing_and_is_not_scored(tmp_path, generator, capsys):
+    manifest = _corpus(tmp_path)
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",), frames="5000:"), show_progress=False, generator=generator)
+    rows = _rows(tmp_path / "out" / "p.jsonl")
+    assert len(rows) == 4
+    assert all(row["patched"]["start"] == row["patched"]["end"] and row["asr"] is None and row["unscored"] == "no frames replaced" for row in rows)
+    entry = report.summary["sites"]["encoder.layer.0"]["pairings"]["cross"]
+    assert (entry["pairs"], entry["scored"], entry["not_patched"], entry["effect"]) == (4, 0, 4, None)
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--max-new-tokens", "2"]
+    argv = [*base, "--sites", "encoder.layer.0", "--pairs", "cross", "--frames", "5000:", "--iterations", "5", "--out", str(tmp_path / "c.jsonl"), "--quiet"]
+    assert patch_cli.main(argv) == 0
+    assert "4 rows replaced no frame (--frames 5000: past the target's or the source's frames): not scored" in capsys.readouterr().out
+
+
+def test_a_run_with_nothing_to_patch_is_refused_before_anything_is_written(tmp_path, generator):
+    _corpus(tmp_path, speakers=(("F1", "female"), ("F2", "female")))
+    with pytest.raises(PairsError, match=r"no cross pairs to patch in the 2 utterances of .*m.jsonl \(first unpaired: f1, no source of the other gender"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(PairsError, match="empty.jsonl: no pairs in it"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", pairs_file=empty), show_progress=False, generator=generator)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_rerun_with_other_settings_is_refused(tmp_path, generator):
@@ -241,6 +324,8 @@ def test_options_refuse_bad_values_in_one_line():
         PatchOptions(frames="9:3")
     with pytest.raises(OptionError, match="task st needs tgt_lang"):
         PatchOptions(task="st")
+    with pytest.raises(OptionError, match="sites names no site: give at least one site name"):
+        PatchOptions(sites="")
 
 
 def _cli_error(argv, capsys):
@@ -267,6 +352,13 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     )
     assert _cli_error([*base, "--frames", "a:b", "--out", str(tmp_path / "x.jsonl")], capsys).startswith("error: --frames a:b: give 'speech' or START:END")
     assert _cli_error([*base, "--task", "st", "--out", str(tmp_path / "x.jsonl")], capsys) == "error: --task st needs --tgt-lang"
+    assert _cli_error([*base, "--sites", "", "--out", str(tmp_path / "x.jsonl")], capsys).startswith("error: --sites names no site: give at least one")
+    assert _cli_error([*base, "--frames", "-3:5", "--out", str(tmp_path / "x.jsonl")], capsys).startswith("error: --frames -3:5: frames are counted from 0")
+    empty = tmp_path / "empty-pairs.jsonl"
+    empty.write_text("")
+    refused = _cli_error([*base, "--pairs-file", str(empty), "--out", str(tmp_path / "x.jsonl")], capsys)
+    assert refused.endswith("empty-pairs.jsonl: no pairs in it; give a pairs file a patch run wrote (OUT.pairs.jsonl)")
+    assert not list(tmp_path.glob("x.jsonl*"))
     broken = tmp_path / "pairs.jsonl"
     broken.write_text('{"kind": "patch_pair", "pairing": "cross"}\n')
     assert "a patch pair without 'target'" in _cli_error([*base, "--pairs-file", str(broken), "--out", str(tmp_path / "x.jsonl")], capsys)

@@ -153,3 +153,20 @@ def test_every_family_s_editable_sites_patch_and_a_target_s_own_states_are_the_i
     for site in derived:
         with pytest.raises(PatchError, match="derived view"):
             capture_sources(extractor, audios, [site], None)
+
+
+def test_a_span_on_a_padding_family_stays_in_the_target_s_own_frames_whatever_its_batch_mates():
+    """S2T pads a batch to its longest input: a span (and the speech frames) ends at each target's own
+    frames, never in its padding, so a clip's patched output does not depend on the clips beside it."""
+    extractor = tiny_extractor("s2t")
+    generator = S2TGenerator(extractor, IdWords(), max_new_tokens=4)
+    targets, sources = _audios((0.6, 1.0)), _audios((1.0, 1.0), seed=1)
+    site = next(name for name in extractor.site_table() if "layer" in name)
+    alone = capture_sources(extractor, [targets[0]], [site], FrameSpan(0), alone=True)[0].frames[site]
+    for span in (FrameSpan(0), None):
+        captured = capture_sources(extractor, sources, [site], span, alone=True)
+        together, report = patched_generation(generator, site, targets, captured, "en", "asr", None, span)
+        by_itself, own = patched_generation(generator, site, targets[:1], captured[:1], "en", "asr", None, span)
+        assert report.target_frames[0] == own.target_frames[0] == alone < report.target_frames[1]
+        assert report.end[0] == own.end[0] == alone
+        assert together[0] == by_itself[0]
