@@ -75,10 +75,14 @@ def test_each_group_against_a_reference(transcription):
     assert entry["comparisons"]["west"]["bootstrap"]["mean"].keys() == {"west", "north"}
 
 
+def _accent_gap_argv(hypotheses, out, groups: str) -> list[str]:
+    return ["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent", "--groups", groups, "--iterations", "20"]
+
+
 def test_the_command(transcription, tmp_path, capsys):
     manifest, hypotheses = transcription
     out = tmp_path / "gap.json"
-    argv = ["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent", "--groups", "south,west,north", "--iterations", "20"]
+    argv = _accent_gap_argv(hypotheses, out, "south,west,north")
     assert asr_gap.main(argv) == 0
     printed = capsys.readouterr().out
     assert "E(south, north)" in printed and "E(west, north)" in printed and "left out 2 without accent" in printed
@@ -140,10 +144,8 @@ def test_collect_joins_attribute_rows_with_attribute_gaps_only(tmp_path):
 
 
 def test_a_group_no_utterance_has_is_refused_naming_the_values(transcription, tmp_path, capsys):
-    _, hypotheses = transcription
     out = tmp_path / "gap.json"
-    argv = ["--hypotheses", str(hypotheses), "--out", str(out), "--attribute", "accent", "--groups", "south,east", "--iterations", "20"]
-    assert asr_gap.main(argv) == 2
+    assert asr_gap.main(_accent_gap_argv(transcription[1], out, "south,east")) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: --groups south,east: no transcribed utterance has accent 'east' (in ") and error.count("\n") == 1
     assert "its values are north, south, west)" in error and not out.exists()
