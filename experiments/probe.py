@@ -137,13 +137,13 @@ def results_files(out: Path) -> list[Path]:
     return [arrays_folder(out), task_results_folder(out)]
 
 
-def _run(args, configs: list[ProbeConfig], out: Path) -> int:
+def _run(args, configs: list[ProbeConfig], out: Path, keep_going: bool = False) -> int:
     command = from_args(ProbeCommandOptions, args)
     if command.merge:
         print(f"[probe] merged {merge_task_results(out)} rows of finished tasks into {out}")
         return 0
     if not args.executor:
-        run_all(configs, out, reclaim_stale=args.reclaim_stale)
+        run_all(configs, out, reclaim_stale=args.reclaim_stale, keep_going=keep_going)
         return 0
     check_executor_arguments(args)
     return submit_grid(args, configs, out, command.cells_per_task, args.reclaim_stale)
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     given_groups = any(arg == "--groups" or arg.startswith("--groups=") for arg in spelled)
     config = probe_config(parser, args, given_groups)
     if args.pairs:
-        return run_cli(lambda: _run(args, [dataclasses.replace(config, task=task) for task in pair_tasks(config)], Path(args.out)), *PROBE_ERRORS)
+        pairs = [dataclasses.replace(config, task=task) for task in pair_tasks(config)]
+        return run_cli(lambda: _run(args, pairs, Path(args.out), keep_going=True), *PROBE_ERRORS)
     return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
 
 

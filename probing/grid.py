@@ -200,14 +200,16 @@ def _task_shown(config: ProbeConfig) -> str:
     return "" if config.task == ProbeConfig.task else f" task={config.task}"
 
 
-def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, reclaim_stale: bool = False) -> None:
+def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, reclaim_stale: bool = False, keep_going: bool = False) -> None:
     """Runs the configs without a current row in results file ``out``, appending a row as each
     finishes and printing progress. A run that fails raises :class:`~probing.data.ProbeError`
     naming its probe, store and site (the rows of the runs before it are kept). With ``task``
     (a grid task running beside others), rows go to that task's own file (:func:`probing.results.task_results_file`)
     and arrays to ``out``'s arrays folder; :func:`probing.results.merge_task_results` moves the rows into ``out``.
     The file rows go to is claimed for the whole call (:class:`extract.claims.Claim`: a second process
-    computing the same runs into it is refused; ``reclaim_stale`` takes over the claim of a killed one)."""
+    computing the same runs into it is refused; ``reclaim_stale`` takes over the claim of a killed one).
+    With ``keep_going`` (runs that do not depend on each other, e.g. an attribute's pairs), a run that
+    fails is reported and the others still run; the error at the end counts and names the failures."""
     check_results_path(out)
     for store in sorted({c.store for c in configs}):
         check_store(store)
@@ -223,12 +225,18 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
             f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
             + (f" ({stale} of them finished on a store that has changed since: recomputed)" if stale else "")
         )
+        failed = []
         for number, config in enumerate(todo, start=1):
             started = time.time()
             try:
                 result = run_probe(config)
             except (ProbeError, StoreError) as error:
-                raise ProbeError(f"{config.probe} probe on {config.store}, site {config.site}: {error}") from error
+                message = f"{config.probe} probe on {config.store}, site {config.site}{_task_shown(config) if keep_going else ''}: {error}"
+                if not keep_going:
+                    raise ProbeError(message) from error
+                failed.append(message)
+                print(f"[probe] {number}/{len(todo)} not probed: {message}", flush=True)
+                continue
             save_result(result, target, arrays_to=out)
             print(
                 f"[probe] {number}/{len(todo)} {config.probe} {config.site}{_task_shown(config)} control={config.control} seed={config.seed}: "
@@ -236,3 +244,5 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
                 flush=True,
             )
     print(f"[probe] results: {out}; arrays: {arrays_folder(out)}")
+    if failed:
+        raise ProbeError(f"{len(failed)} of {len(todo)} runs could not be probed (the others' rows are written; listed above): {failed[0]}")

@@ -350,3 +350,20 @@ def test_a_value_of_only_white_space_is_no_label():
     from extract.attributes import attribute_value
 
     assert attribute_value({"age": "  "}, "age") is None and attribute_value({"age": " young "}, "age") == " young "
+
+
+def test_pairs_go_on_past_a_pair_that_cannot_be_probed(tmp_path, capsys):
+    """Class c has one speaker: its pairs cannot be split by speaker; a,b is still probed and written,
+    and the error at the end counts the pairs not probed (a rerun skips a,b)."""
+    speakers = {f"a-{n}": "a" for n in range(4)} | {f"b-{n}": "b" for n in range(4)} | {"c-0": "c"}
+    _, store = write_attribute_corpus(tmp_path, speakers)
+    out = tmp_path / "pairs.jsonl"
+    argv = ["--store", str(store), "--site", SITE, "--probe", "mean", "--attribute", "accent", "--pairs", "--out", str(out)]
+    assert probe_cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert [row["config"]["task"] for row in load_rows(out)] == ["attribute:accent:a,b"]
+    assert "2/3 not probed: mean probe on" in captured.out and "task=attribute:accent:a,c" in captured.out
+    assert "task=attribute:accent:b,c" in captured.out
+    assert captured.err.startswith("error: 2 of 3 runs could not be probed (the others' rows are written; listed above): ") and captured.err.count("\n") == 1
+    assert probe_cli.main(argv) == 2 and len(load_rows(out)) == 1
+    assert "[probe] 3 runs, 1 already in" in capsys.readouterr().out
