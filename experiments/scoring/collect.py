@@ -18,25 +18,34 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
   its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
   the applied store recorded) or, where it does not know its manifest, the model's only applied store.
-- ``site_role`` (in all three tables): what the probed site is in its model, from the family's
+- ``f1_vs_patch.csv`` (with patch summaries, ``--patch``): one row per (model, dataset, language,
+  site, split) of a per-position ``female-male`` probe without control (the seeds averaged as in
+  ``f1_vs_gap.csv``) and per patch summary of that model, dataset and languages with that site: its
+  cross and within effects and cross minus within with its speaker-bootstrap interval
+  (``experiments.patch``'s ``OUT.summary.json``; the summary, not the rows, because it is per site
+  already, its interval is the run's, and it counts only the run's current pairs). The summary's
+  languages are spelled as a probe row spells its store's (sorted, joined with ``+``).
+- ``site_role`` (in all the tables): what the probed site is in its model, from the family's
   site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
   where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
   ``layer``; ``baseline`` for the F0 baseline; empty for a store that records no known family.
   ``correlate --where site_role=final`` keeps one point per model, its last encoder-side site, as
   Fucci et al. 2025's Figure 1 does.
-- ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
-  control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
-  is the probe's (``fixed``, ``stratified``: speakers shared between train and test, Attanasio et
-  al.'s sampling; ``loso``: leave one speaker out; rows written before it read ``fixed``). The two
-  joins above take the ``fixed`` and ``stratified`` rows, one table row per split (their ``split``
-  column), so a probe scored both ways is never averaged; ``f1_vs_gap.csv`` also takes a key's
-  ``loso`` rows where the probe was scored by leave-one-speaker-out only (the docs recommend LOSO
-  for small corpora); other ``loso`` rows are in ``long.csv`` only.
+- ``long.csv``: every score (a patch summary's: per site, pairing and measure, ``kind`` ``patch``),
+  one row per (kind, model, dataset, language, tgt_lang, site, probe, control, seed, task, split,
+  applied_to, metric), with the file (and line) it came from. ``split`` is the probe's (``fixed``,
+  ``stratified``: speakers shared between train and test, Attanasio et al.'s sampling; ``loso``:
+  leave one speaker out; rows written before it read ``fixed``). The joins above take the ``fixed``
+  and ``stratified`` rows, one table row per split (their ``split`` column), so a probe scored both
+  ways is never averaged; ``f1_vs_gap.csv`` and ``f1_vs_patch.csv`` also take a key's ``loso`` rows
+  where the probe was scored by leave-one-speaker-out only (the docs recommend LOSO for small
+  corpora); other ``loso`` rows are in ``long.csv`` only.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
 Two records claiming one key (two probe runs of one setting with different options, two gap
-reports of one model, dataset and language) are refused, naming both: :class:`CollectError`.
+reports of one model, dataset and language, two patch summaries of one model, dataset, language and
+task) are refused, naming both: :class:`CollectError`.
 """
 
 from __future__ import annotations
@@ -627,9 +636,12 @@ def _check_patch_summary(document: Document) -> None:
 def _check_patch_site(entry, where: str) -> None:
     if not isinstance(entry, dict) or not isinstance(entry.get("pairings"), dict) or not _is_whole(entry.get("site_index")):
         raise CollectError(f"{where}: not a site of a patch summary (no site_index or pairings); rerun python -m experiments.patch")
-    numbers = {
-        f"pairings.{p}.{m}": (value or {}).get(m) if isinstance(value, dict) else value for p, value in entry["pairings"].items() for m in PATCH_MEASURES
-    }
+    for pairing, value in entry["pairings"].items():
+        if pairing not in PATCH_PAIRINGS or not isinstance(value, dict):
+            raise CollectError(
+                f"{where}: pairings.{pairing} is not a pairing of a patch summary (cross or within, an object); rerun python -m experiments.patch"
+            )
+    numbers = {f"pairings.{p}.{m}": value.get(m) for p, value in entry["pairings"].items() for m in PATCH_MEASURES}
     numbers["cross_minus_within"] = entry.get("cross_minus_within")
     interval = entry.get("ci95", [None, None])
     if not isinstance(interval, list) or len(interval) != 2:

@@ -129,6 +129,7 @@ def test_a_newer_schema_is_refused(tmp_path, capsys):
         ({SITE: {"pairings": {}}}, f"sites.{SITE}: not a site of a patch summary (no site_index or pairings)"),
         ({SITE: {"site_index": 0, "pairings": {"cross": _pairing("12")}}}, f"sites.{SITE}: pairings.cross.effect is '12' (str), not a number"),
         ({SITE: {"site_index": 0, "pairings": {}, "ci95": [1.0]}}, f"sites.{SITE}: ci95 is [1.0], not [low, high]"),
+        ({SITE: {"site_index": 0, "pairings": {"cross": 5}}}, f"sites.{SITE}: pairings.cross is not a pairing of a patch summary (cross or within, an object)"),
     ],
 )
 def test_a_malformed_site_is_one_line_naming_file_and_site(tmp_path, capsys, sites, named):
