@@ -143,10 +143,10 @@ class CollectError(ValueError):
 # its record and versions: extract.records), and for documents written before they recorded their kind, the key only
 # that kind holds (a gap report's per-language entries, MuST-SHE's category-1 scores, WinoMT's stereotype sets)
 DOCUMENT_KINDS = {
-    "asr_gap": {"flag": "--gaps", "holds": "languages"},
-    "mustshe": {"flag": "--mustshe", "holds": "category_1"},
-    "winomt": {"flag": "--winomt", "holds": "by_stereotype"},
-    "patch_summary": {"flag": "--patch", "holds": "sites"},
+    "asr_gap": {"flag": "--gaps", "holds": "languages", "command": "asr_gap"},
+    "mustshe": {"flag": "--mustshe", "holds": "category_1", "command": "mustshe"},
+    "winomt": {"flag": "--winomt", "holds": "by_stereotype", "command": "winomt"},
+    "patch_summary": {"flag": "--patch", "holds": "sites", "command": "patch"},
 }
 PATCH_PROBE_TASK = "female-male"  # the probe task a patch effect joins: its pairs cross (or keep) female and male speakers
 PATCH_PAIRINGS = ("cross", "within")
@@ -317,7 +317,8 @@ def _check_kind(kind: str, doc: dict, path: Path) -> None:
         flag = f"; give it as {DOCUMENT_KINDS[recorded]['flag']}" if recorded in DOCUMENT_KINDS else ""
         raise CollectError(f"{path}: given as {expected['flag']}, but it is {what}{flag}")
     if expected["holds"] not in doc or kind == "asr_gap" and not (isinstance(doc["languages"], dict) and doc["languages"]):
-        raise CollectError(f"{path}: an {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{kind}")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise CollectError(f"{path}: {article} {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{expected['command']}")
 
 
 def read_document(kind: str, path: Path, command: str) -> Document:

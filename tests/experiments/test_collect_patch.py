@@ -137,6 +137,14 @@ def test_a_malformed_site_is_one_line_naming_file_and_site(tmp_path, capsys, sit
     assert _refused(tmp_path, [summary], capsys) == f"error: {summary}: {named}; rerun python -m experiments.patch"
 
 
+def test_a_summary_without_its_sites_is_refused_naming_the_command_that_writes_it(tmp_path, capsys):
+    summary = _summary(tmp_path / "s.json")
+    document = json.loads(summary.read_text())
+    del document["sites"]
+    summary.write_text(json.dumps(document))
+    assert _refused(tmp_path, [summary], capsys) == f"error: {summary}: a patch_summary result without its 'sites' scores; rerun python -m experiments.patch"
+
+
 def test_a_summary_written_before_it_recorded_its_dataset_is_refused(tmp_path, capsys):
     summary = _summary(tmp_path / "s.json")
     document = json.loads(summary.read_text())
