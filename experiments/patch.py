@@ -14,7 +14,8 @@ category-1 words take the source speaker's gender. One row per pair and site is 
 ``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
 only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
 per-site summary (cross vs within, speaker-bootstrap interval) to ``OUT.summary.json`` and the
-figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. See docs/stages/patching.md.
+figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. ``collect --patch OUT.summary.json``
+joins the summary to the probe rows per site. See docs/stages/patching.md.
 """
 
 from __future__ import annotations

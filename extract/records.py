@@ -49,6 +49,7 @@ FORMATS: dict[str, Format] = {
         Format("st_quality", 1, "translation-quality result", "python -m experiments.st_quality"),
         Format("winomt", 1, "WinoMT result", "python -m experiments.winomt"),
         Format("feature_gaps", 1, "feature-gaps result", "python -m experiments.feature_gaps"),
+        Format("patch_summary", 1, "patch summary", "python -m experiments.patch"),
         Format("collect", 1, "collect summary", "python -m experiments.collect"),
         Format("study_tables", 1, "study correlations or figures list", "python -m experiments.study"),
     )
@@ -205,7 +206,13 @@ class FeatureGapsResult(Document):
     FORMAT: ClassVar[str] = "feature_gaps"
 
 
-DOCUMENTS: dict[str, type[Document]] = {cls.FORMAT: cls for cls in (GapReport, MustSheScores, StQualityScores, WinoMTResult, FeatureGapsResult)}
+class PatchSummary(Document):
+    """``OUT.summary.json`` of ``experiments.patch``: per site, the effect of each pairing and cross minus within."""
+
+    FORMAT: ClassVar[str] = "patch_summary"
+
+
+DOCUMENTS: dict[str, type[Document]] = {cls.FORMAT: cls for cls in (GapReport, MustSheScores, StQualityScores, WinoMTResult, FeatureGapsResult, PatchSummary)}
 D = TypeVar("D", bound=Document)
 
 
@@ -287,6 +294,34 @@ class F1VsMustSheRow(TableRow):
     category_1_accuracy: float | None
     probe_runs: str
     mustshe_source: str
+
+
+@dataclass
+class F1VsPatchRow(TableRow):
+    """A row of ``f1_vs_patch.csv``."""
+
+    FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "cross_effect", "within_effect", "cross_minus_within", "ci95_low", "ci95_high")
+    INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
+
+    model: str
+    dataset: str | None
+    language: str | None
+    site: str
+    site_index: int | None
+    site_role: str | None
+    task: str
+    split: str
+    f1_s: float | None
+    seeds: str
+    patch_task: str
+    frames: str | None
+    cross_effect: float | None
+    within_effect: float | None
+    cross_minus_within: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    probe_runs: str
+    patch_source: str
 
 
 @dataclass

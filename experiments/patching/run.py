@@ -27,7 +27,8 @@ from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, r
 from extract.appendlog import AppendLog, RowKind
 from extract.options import OptionError, check_options, option
 from extract.patching import PatchError, frames_label, parse_frames
-from extract.provenance import label_argument
+from extract.provenance import joined, label_argument
+from extract.records import PatchSummary, schema_version
 
 if TYPE_CHECKING:
     from extract.families.generation import GenerationOptions, Generator
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from extract.spec import ModelSpec
 
 ROW_KIND, ROW_SCHEMA = "patch_row", 1  # kept here, not in extract.records: one writer, one reader (the summary)
-SUMMARY_KIND, SUMMARY_SCHEMA = "patch_summary", 1
+SUMMARY_KIND, SUMMARY_SCHEMA = PatchSummary.FORMAT, schema_version(PatchSummary.FORMAT)  # read by experiments.collect --patch
 PATCH_ROWS = RowKind("patch row", ("kind", "row_id", "pair", "site"), unique="row_id")
 MAX_SECONDS = {"asr": 30.0, "st": 60.0}
 NOT_PATCHED = "no frames replaced"  # why a row whose span held none of the target's frames is not scored
@@ -375,6 +376,20 @@ class _Runner:
         return row
 
 
+def summary_subject(job: PatchJob, rows: list[dict]) -> dict:
+    """What the summary is about, as ``collect --patch`` joins it to probe rows: the model label,
+    family, task, target language (ST), and the rows' datasets and languages (several datasets
+    joined with ``+``, as a probe row's subject joins its store's)."""
+    return {
+        "model": job.model_name(),
+        "family": job.spec.family,
+        "task": job.options.task,
+        "tgt_lang": job.options.tgt_lang if job.options.task == "st" else None,
+        "dataset": joined(row.get("dataset") for row in rows),
+        "languages": sorted({row["language"] for row in rows}),
+    }
+
+
 def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, current: set[str] | None = None) -> dict:
     """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the
     figure, from the rows of ``OUT`` whose pair is one of ``current`` (every row when None); the rows
@@ -391,7 +406,7 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, curre
     summary = {
         "kind": SUMMARY_KIND,
         "schema": SUMMARY_SCHEMA,
-        "subject": {"model": job.model_name(), "task": job.options.task, "languages": sorted({row["language"] for row in rows})},
+        "subject": summary_subject(job, rows),
         "frames": frames_label(job.options.span),
         "rows": len(rows),
         "rows_of_other_pairs": report.other_pairs,

@@ -18,25 +18,34 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
   its model applied to a store of the same manifest (the ``manifest_sha256`` its transcription and
   the applied store recorded) or, where it does not know its manifest, the model's only applied store.
-- ``site_role`` (in all three tables): what the probed site is in its model, from the family's
+- ``f1_vs_patch.csv`` (with patch summaries, ``--patch``): one row per (model, dataset, language,
+  site, split) of a per-position ``female-male`` probe without control (the seeds averaged as in
+  ``f1_vs_gap.csv``) and per patch summary of that model, dataset and languages with that site: its
+  cross and within effects and cross minus within with its speaker-bootstrap interval
+  (``experiments.patch``'s ``OUT.summary.json``; the summary, not the rows, because it is per site
+  already, its interval is the run's, and it counts only the run's current pairs). The summary's
+  languages are spelled as a probe row spells its store's (sorted, joined with ``+``).
+- ``site_role`` (in all the tables): what the probed site is in its model, from the family's
   site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
   where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
   ``layer``; ``baseline`` for the F0 baseline; empty for a store that records no known family.
   ``correlate --where site_role=final`` keeps one point per model, its last encoder-side site, as
   Fucci et al. 2025's Figure 1 does.
-- ``long.csv``: every score, one row per (kind, model, dataset, language, tgt_lang, site, probe,
-  control, seed, task, split, applied_to, metric), with the file (and line) it came from. ``split``
-  is the probe's (``fixed``, ``stratified``: speakers shared between train and test, Attanasio et
-  al.'s sampling; ``loso``: leave one speaker out; rows written before it read ``fixed``). The two
-  joins above take the ``fixed`` and ``stratified`` rows, one table row per split (their ``split``
-  column), so a probe scored both ways is never averaged; ``f1_vs_gap.csv`` also takes a key's
-  ``loso`` rows where the probe was scored by leave-one-speaker-out only (the docs recommend LOSO
-  for small corpora); other ``loso`` rows are in ``long.csv`` only.
+- ``long.csv``: every score (a patch summary's: per site, pairing and measure, ``kind`` ``patch``),
+  one row per (kind, model, dataset, language, tgt_lang, site, probe, control, seed, task, split,
+  applied_to, metric), with the file (and line) it came from. ``split`` is the probe's (``fixed``,
+  ``stratified``: speakers shared between train and test, Attanasio et al.'s sampling; ``loso``:
+  leave one speaker out; rows written before it read ``fixed``). The joins above take the ``fixed``
+  and ``stratified`` rows, one table row per split (their ``split`` column), so a probe scored both
+  ways is never averaged; ``f1_vs_gap.csv`` and ``f1_vs_patch.csv`` also take a key's ``loso`` rows
+  where the probe was scored by leave-one-speaker-out only (the docs recommend LOSO for small
+  corpora); other ``loso`` rows are in ``long.csv`` only.
 - ``collect.json``: the inputs' identities (path and sha256), the tables written, every key that
   found no partner, and the probe rows left out (written before rows recorded their subject).
 
 Two records claiming one key (two probe runs of one setting with different options, two gap
-reports of one model, dataset and language) are refused, naming both: :class:`CollectError`.
+reports of one model, dataset and language, two patch summaries of one model, dataset, language and
+task) are refused, naming both: :class:`CollectError`.
 """
 
 from __future__ import annotations
@@ -93,6 +102,27 @@ F1_VS_MUSTSHE = (
     "probe_runs",
     "mustshe_source",
 )
+F1_VS_PATCH = (
+    "model",
+    "dataset",
+    "language",
+    "site",
+    "site_index",
+    "site_role",
+    "task",
+    "split",
+    "f1_s",
+    "seeds",
+    "patch_task",
+    "frames",
+    "cross_effect",
+    "within_effect",
+    "cross_minus_within",
+    "ci95_low",
+    "ci95_high",
+    "probe_runs",
+    "patch_source",
+)
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
 LONG_BASE = tuple(column for column in LONG if column not in ("metric", "value"))  # what a long row is about
@@ -113,10 +143,15 @@ class CollectError(ValueError):
 # its record and versions: extract.records), and for documents written before they recorded their kind, the key only
 # that kind holds (a gap report's per-language entries, MuST-SHE's category-1 scores, WinoMT's stereotype sets)
 DOCUMENT_KINDS = {
-    "asr_gap": {"flag": "--gaps", "holds": "languages"},
-    "mustshe": {"flag": "--mustshe", "holds": "category_1"},
-    "winomt": {"flag": "--winomt", "holds": "by_stereotype"},
+    "asr_gap": {"flag": "--gaps", "holds": "languages", "command": "asr_gap"},
+    "mustshe": {"flag": "--mustshe", "holds": "category_1", "command": "mustshe"},
+    "winomt": {"flag": "--winomt", "holds": "by_stereotype", "command": "winomt"},
+    "patch_summary": {"flag": "--patch", "holds": "sites", "command": "patch"},
 }
+PATCH_PROBE_TASK = "female-male"  # the probe task a patch effect joins: its pairs cross (or keep) female and male speakers
+PATCH_PAIRINGS = ("cross", "within")
+PATCH_MEASURES = ("pairs", "scored", "not_patched", "speakers", "effect")  # per pairing, in the summary
+PATCH_TASKS = ("asr", "st")
 PROBE_SUBJECT_KEYS = ("model", "dataset", "language")
 PROBE_CONFIG_KEYS = ("site", "probe", "control", "seed", "task")
 PROBE_SCORES = ("f1_s", "f1_macro", "applied_f1_macro")  # the scores the joins read: a number or null, never a string
@@ -212,6 +247,7 @@ class Collected:
 
     f1_vs_gap: list[dict] = field(default_factory=list)
     f1_vs_mustshe: list[dict] = field(default_factory=list)
+    f1_vs_patch: list[dict] | None = None  # None without --patch: no table, so the outputs are those of a run before it existed
     long: list[dict] = field(default_factory=list)
     unmatched: dict[str, list[dict]] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)
@@ -281,7 +317,8 @@ def _check_kind(kind: str, doc: dict, path: Path) -> None:
         flag = f"; give it as {DOCUMENT_KINDS[recorded]['flag']}" if recorded in DOCUMENT_KINDS else ""
         raise CollectError(f"{path}: given as {expected['flag']}, but it is {what}{flag}")
     if expected["holds"] not in doc or kind == "asr_gap" and not (isinstance(doc["languages"], dict) and doc["languages"]):
-        raise CollectError(f"{path}: an {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{kind}")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise CollectError(f"{path}: {article} {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{expected['command']}")
 
 
 def read_document(kind: str, path: Path, command: str) -> Document:
@@ -439,13 +476,7 @@ def _runs(probes: list[Probe]) -> str:
 
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    per_position = [p for p in probes if is_per_position(p.config["probe"]) and p.config["control"] == "none"]
-    _refuse_two_kinds_per_key(per_position)
-    groups = _seed_groups([p for p in per_position if p.split in JOINED_SPLITS], _gap_probe_key)
-    scored_fixed = {key[:-1] for key in groups if key[-1] == DEFAULT_SPLIT}
-    for key, members in _seed_groups([p for p in per_position if p.split == "loso"], _gap_probe_key).items():
-        if key[:-1] not in scored_fixed:  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
-            groups[key] = members
+    groups = per_position_groups(probes)
     rows, used = [], set()
     for (model, dataset, language, site, task, split), members in groups.items():
         gap_key = (model, dataset, language, task)
@@ -486,6 +517,20 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         rows,
         key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
     )
+
+
+def per_position_groups(probes: Sequence[Probe]) -> dict[tuple, list[Probe]]:
+    """The seeds of each per-position probe without control, by (model, dataset, language, site, task,
+    split): the ``fixed`` and ``stratified`` rows, and a key's ``loso`` rows where it was scored by
+    leave-one-speaker-out only (what ``f1_vs_gap.csv`` and ``f1_vs_patch.csv`` average)."""
+    per_position = [p for p in probes if is_per_position(p.config["probe"]) and p.config["control"] == "none"]
+    _refuse_two_kinds_per_key(per_position)
+    groups = _seed_groups([p for p in per_position if p.split in JOINED_SPLITS], _gap_probe_key)
+    scored_fixed = {key[:-1] for key in groups if key[-1] == DEFAULT_SPLIT}
+    for key, members in _seed_groups([p for p in per_position if p.split == "loso"], _gap_probe_key).items():
+        if key[:-1] not in scored_fixed:  # scored by leave-one-speaker-out only: those rows (a key scored both ways keeps its fixed rows)
+            groups[key] = members
+    return groups
 
 
 def _refuse_two_kinds_per_key(probes: Sequence[Probe]) -> None:
@@ -556,14 +601,207 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
     return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]))
 
 
-def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path] = (), mustshe: Sequence[str | Path] = (), winomt: Sequence[str | Path] = ()) -> Collected:
+def read_patch_summary(path: Path) -> Document:
+    """A patch run's ``OUT.summary.json`` (:func:`read_document`, then :func:`_check_patch_summary`); the
+    rows file itself (``OUT``) is refused naming its first line, with the summary to give instead."""
+    first = _first_row(path)
+    if isinstance(first, dict) and first.get("kind") == "patch_row":
+        raise CollectError(f"{path}:1: a patch row, not a patch summary; give --patch {path}.summary.json (the run's per-site effects)")
+    document = read_document("patch_summary", path, "patch")
+    _check_patch_summary(document)
+    return document
+
+
+def _first_row(path: Path):
+    """The first line of ``path`` as JSON, or None where it is not JSON on its own (a JSON document over several lines)."""
+    try:
+        with Path(path).open(encoding="utf-8") as handle:
+            return json.loads(handle.readline())
+    except (OSError, ValueError):
+        return None
+
+
+def _check_patch_summary(document: Document) -> None:
+    """A summary must record the subject keys the join reads and, per site, its index and numbers (or null)."""
+    doc, where = document.doc, str(document)
+    subject = doc["subject"]
+    missing = [f"subject.{key}" for key in ("family", "task", "dataset", "languages") if key not in subject]
+    if missing:
+        raise CollectError(f"{where}: a patch summary without {', '.join(missing)} (written before summaries recorded them); rerun python -m experiments.patch")
+    if subject["task"] not in PATCH_TASKS or not isinstance(subject["languages"], list) or not isinstance(doc["sites"], dict):
+        raise CollectError(f"{where}: a malformed patch summary (subject.task, subject.languages or sites); rerun python -m experiments.patch")
+    for site, entry in doc["sites"].items():
+        _check_patch_site(entry, f"{where}: sites.{site}")
+
+
+def _check_patch_site(entry, where: str) -> None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("pairings"), dict) or not _is_whole(entry.get("site_index")):
+        raise CollectError(f"{where}: not a site of a patch summary (no site_index or pairings); rerun python -m experiments.patch")
+    for pairing, value in entry["pairings"].items():
+        if pairing not in PATCH_PAIRINGS or not isinstance(value, dict):
+            raise CollectError(
+                f"{where}: pairings.{pairing} is not a pairing of a patch summary (cross or within, an object); rerun python -m experiments.patch"
+            )
+    numbers = {f"pairings.{p}.{m}": value.get(m) for p, value in entry["pairings"].items() for m in PATCH_MEASURES}
+    numbers["cross_minus_within"] = entry.get("cross_minus_within")
+    interval = entry.get("ci95", [None, None])
+    if not isinstance(interval, list) or len(interval) != 2:
+        raise CollectError(f"{where}: ci95 is {interval!r}, not [low, high]; rerun python -m experiments.patch")
+    numbers |= {"ci95[0]": interval[0], "ci95[1]": interval[1]}
+    for name, value in numbers.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise CollectError(f"{where}: {name} is {value!r} ({type(value).__name__}), not a number; rerun python -m experiments.patch")
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class PatchSite:
+    """One site of a patch summary: what it is about and its entry."""
+
+    document: Document
+    site: str
+    entry: dict
+
+    @property
+    def subject(self) -> dict:
+        return self.document.subject
+
+    @property
+    def language(self) -> str | None:
+        return _patch_language(self.subject)
+
+    @property
+    def site_role(self) -> str | None:
+        from extract.families import site_role  # here, not at the top: the family modules load torch
+
+        return site_role(self.subject["family"], self.site)
+
+    def effect(self, pairing: str) -> float | None:
+        return (self.entry["pairings"].get(pairing) or {}).get("effect")
+
+    @property
+    def interval(self) -> tuple[float | None, float | None]:
+        low, high = self.entry.get("ci95", [None, None])
+        return low, high
+
+
+def _patch_language(subject: dict) -> str | None:
+    """A summary's languages as a probe row spells its store's: sorted, joined with ``+``."""
+    return "+".join(sorted(subject["languages"])) or None
+
+
+def patch_sites(documents: Sequence[Document]) -> dict[tuple, list[PatchSite]]:
+    """(model, dataset, language, site) -> the sites of the summaries at that key (an ASR and an ST
+    run of one model may both have one); two summaries of one model, dataset, language and task
+    (another --frames, a second run) are refused, naming both."""
+    sites: dict[tuple, list[PatchSite]] = defaultdict(list)
+    claims: dict[tuple, Document] = {}
+    for document in documents:
+        subject = document.subject
+        model, dataset, language = subject["model"], subject["dataset"], _patch_language(subject)
+        _claim(claims, (model, dataset, language, subject["task"]), document, "patch summaries", ("model", "dataset", "language", "task"))
+        for site, entry in document.doc["sites"].items():
+            sites[(model, dataset, language, site)].append(PatchSite(document, site, entry))
+    return sites
+
+
+def patch_long_rows(patch: PatchSite) -> list[dict]:
+    """``long.csv``'s rows of one site of a patch summary: per pairing its counts and effect, then
+    cross minus within and its interval (``ci95_low``, ``ci95_high``)."""
+    subject, low_high = patch.subject, patch.interval
+    scores = {pairing: patch.entry["pairings"][pairing] for pairing in PATCH_PAIRINGS if pairing in patch.entry["pairings"]}
+    scores |= {"cross_minus_within": patch.entry.get("cross_minus_within"), "ci95_low": low_high[0], "ci95_high": low_high[1]}
+    base = _document_base(
+        patch.document,
+        kind="patch",
+        language=patch.language,
+        tgt_lang=subject.get("tgt_lang"),
+        site=patch.site,
+        task=subject["task"],
+        site_index=patch.entry["site_index"],
+        site_role=patch.site_role,
+    )
+    return _long_rows(base, numeric_leaves(scores))
+
+
+def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unmatched: dict[str, list[dict]]) -> list[dict]:
+    """``f1_vs_patch.csv``'s rows: each per-position probe of the gender task at a site (F1_S averaged
+    over seeds, as in ``f1_vs_gap.csv``) beside its model's patching effect at that site, by (model,
+    dataset, language, site); the keys without a partner go to ``unmatched``."""
+    rows, used = [], set()
+    for (model, dataset, language, site, task, split), members in per_position_groups(probes).items():
+        if task != PATCH_PROBE_TASK:
+            continue
+        partners = sites.get((model, dataset, language, site), [])
+        if not partners:
+            unmatched["probes_without_patch"].append(
+                {"model": model, "dataset": dataset, "language": language, "site": site, "task": task, "split": split, "runs": _runs(members)}
+            )
+        for patch in partners:
+            used.add((model, dataset, language, site))
+            low, high = patch.interval
+            rows.append(
+                records.F1VsPatchRow(
+                    model=model,
+                    dataset=dataset,
+                    language=language,
+                    site=site,
+                    site_index=members[0].row.get("site_index"),
+                    site_role=members[0].site_role,
+                    task=task,
+                    split=split,
+                    f1_s=_mean(members, "f1_s"),
+                    seeds=_seeds(members),
+                    patch_task=patch.subject["task"],
+                    frames=patch.document.doc.get("frames"),
+                    cross_effect=patch.effect("cross"),
+                    within_effect=patch.effect("within"),
+                    cross_minus_within=patch.entry.get("cross_minus_within"),
+                    ci95_low=low,
+                    ci95_high=high,
+                    probe_runs=_runs(members),
+                    patch_source=str(patch.document),
+                ).to_dict()
+            )
+    for key, partners in sites.items():
+        if key not in used:
+            unmatched["patch_without_probe"] += [
+                {"model": key[0], "dataset": key[1], "language": key[2], "site": key[3], "task": p.subject["task"], "source": str(p.document)} for p in partners
+            ]
+    return sorted(
+        rows,
+        key=lambda r: (
+            r["model"],
+            str(r["dataset"]),
+            str(r["language"]),
+            r["patch_task"],
+            r["split"],
+            r["site_index"] if r["site_index"] is not None else -1,
+            r["site"],
+        ),
+    )
+
+
+def collect(
+    probes: Sequence[str | Path],
+    gaps: Sequence[str | Path] = (),
+    mustshe: Sequence[str | Path] = (),
+    winomt: Sequence[str | Path] = (),
+    patch: Sequence[str | Path] = (),
+) -> Collected:
     """The joins of the module docstring over these inputs (each file once, however spelled); any of
-    the behaviour inputs may be empty (MuST-SHE results without gap reports, and the reverse)."""
-    probe_paths, gap_paths, mustshe_paths, winomt_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt))
-    for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]:
+    the behaviour inputs may be empty (MuST-SHE results without gap reports, and the reverse). Patch
+    summaries add ``f1_vs_patch.csv`` and their effects to ``long.csv``; without them both are as
+    they were before ``--patch`` existed."""
+    probe_paths, gap_paths, mustshe_paths, winomt_paths, patch_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt, patch))
+    every = [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths, *patch_paths]
+    for path in every:
         if not path.is_file():
             raise CollectError(f"{path}: " + ("a folder; give the result files in it" if path.is_dir() else "no such file"))
-    result = Collected(inputs=[file_identity(path) for path in [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths]])
+    result = Collected(inputs=[file_identity(path) for path in every])
     result.unmatched = {name: [] for name in ("probes_without_gap", "gaps_without_probe", "applied_probes_without_mustshe", "mustshe_without_probe")}
     rows, result.skipped = read_probes(probe_paths)
     if not rows:
@@ -575,11 +813,16 @@ def collect(probes: Sequence[str | Path], gaps: Sequence[str | Path] = (), musts
     check_document_keys(mustshe_documents, "MuST-SHE results")
     winomt_documents = [read_document("winomt", path, "winomt") for path in winomt_paths]
     check_document_keys(winomt_documents, "WinoMT results")
+    sites = patch_sites([read_patch_summary(path) for path in patch_paths])
     result.f1_vs_gap = join_gaps(rows, entries, result.unmatched)
     result.f1_vs_mustshe = join_mustshe(rows, mustshe_documents, result.unmatched)
+    if patch_paths:
+        result.unmatched |= {"probes_without_patch": [], "patch_without_probe": []}
+        result.f1_vs_patch = join_patch(rows, sites, result.unmatched)
     result.long = [line for probe in rows for line in probe_long_rows(probe)]
     result.long += [line for document, language, entry in entries.values() for line in gap_long_rows(document, language, entry)]
     result.long += [line for document in [*mustshe_documents, *winomt_documents] for line in behaviour_long_rows(document)]
+    result.long += [line for partners in sites.values() for patch_site in partners for line in patch_long_rows(patch_site)]
     return result
 
 
@@ -598,20 +841,33 @@ def read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-COLLECTED_FILES = ("f1_vs_gap.csv", "f1_vs_mustshe.csv", "long.csv", "collect.json")  # what write_collected writes in its folder
+COLLECTED_FILES = (
+    "f1_vs_gap.csv",
+    "f1_vs_mustshe.csv",
+    "f1_vs_patch.csv",
+    "long.csv",
+    "collect.json",
+)  # what write_collected may write (f1_vs_patch.csv: with patch summaries)
 
 
 def collected_files(out: Path) -> list[Path]:
-    """The files :func:`write_collected` writes in the folder ``out``."""
+    """The files :func:`write_collected` may write in the folder ``out`` (``f1_vs_patch.csv`` with patch summaries only)."""
     return [out / name for name in COLLECTED_FILES]
 
 
 def write_collected(result: Collected, out: Path) -> dict[str, Path]:
-    """The three tables and ``collect.json`` in the folder ``out``, all or none: each is written under
-    a temporary name and the four are renamed once all are whole, so a failure (a full disk, named in
-    one line with the file) leaves the tables of the run before as they were."""
+    """The tables (three, four with patch summaries) and ``collect.json`` in the folder ``out``, all or
+    none: each is written under a temporary name and all are renamed once all are whole, so a failure
+    (a full disk, named in one line with the file) leaves the tables of the run before as they were."""
     out.mkdir(parents=True, exist_ok=True)
-    tables = {"f1_vs_gap": out / "f1_vs_gap.csv", "f1_vs_mustshe": out / "f1_vs_mustshe.csv", "long": out / "long.csv", "collect": out / "collect.json"}
+    patched = {} if result.f1_vs_patch is None else {"f1_vs_patch": out / "f1_vs_patch.csv"}
+    tables = {
+        "f1_vs_gap": out / "f1_vs_gap.csv",
+        "f1_vs_mustshe": out / "f1_vs_mustshe.csv",
+        **patched,
+        "long": out / "long.csv",
+        "collect": out / "collect.json",
+    }
     summary = {
         "schema": COLLECT_SCHEMA,
         "inputs": result.inputs,
@@ -623,14 +879,15 @@ def write_collected(result: Collected, out: Path) -> dict[str, Path]:
     writes = {
         "f1_vs_gap": lambda path: write_csv(result.f1_vs_gap, F1_VS_GAP, path),
         "f1_vs_mustshe": lambda path: write_csv(result.f1_vs_mustshe, F1_VS_MUSTSHE, path),
+        "f1_vs_patch": lambda path: write_csv(result.f1_vs_patch, F1_VS_PATCH, path),
         "long": lambda path: write_csv(result.long, LONG, path),
         "collect": lambda path: path.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"),
     }
     temporary = {name: path.with_name(f".{path.name}.tmp") for name, path in tables.items()}
     try:
-        for name, write in writes.items():
+        for name in tables:
             with naming_full_disk(tables[name], "no table of this run was written; the folder keeps the tables it had"):
-                write(temporary[name])
+                writes[name](temporary[name])
     except BaseException:
         for path in temporary.values():
             path.unlink(missing_ok=True)

@@ -91,10 +91,10 @@ def test_every_format_is_at_version_1_and_the_old_constants_read_from_the_regist
     from probing.run import ROW_SCHEMA
 
     assert {name: fmt.version for name, fmt in FORMATS.items()} == dict.fromkeys(
-        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "collect", "study_tables"), 1
+        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary", "collect", "study_tables"), 1
     )
     assert (ROW_SCHEMA, GAP_SCHEMA, MUSTSHE_SCHEMA, ST_QUALITY_SCHEMA, WINOMT_SCHEMA, FEATURE_GAPS_SCHEMA, COLLECT_SCHEMA) == (1,) * 7
-    assert set(DOCUMENTS) == {"asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps"}
+    assert set(DOCUMENTS) == {"asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary"}
 
 
 def test_a_probe_row_round_trips_in_its_key_order():
