@@ -251,11 +251,9 @@ def _cell(value, name: str, record: type[TableRow], where: str):
 
 
 @dataclass
-class F1VsGapRow(TableRow):
-    """A row of ``f1_vs_gap.csv`` (:mod:`experiments.scoring.collect` says what each column is)."""
-
-    FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "gap_relative", "ci95_low", "ci95_high")
-    INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
+class ProbeSiteCells(TableRow):
+    """The first columns of a table that joins probes per site with a behaviour (``f1_vs_gap.csv``,
+    ``f1_vs_patch.csv``): the probes' model, data, site, task and split, and their mean F1_S."""
 
     model: str
     dataset: str | None
@@ -267,6 +265,15 @@ class F1VsGapRow(TableRow):
     split: str
     f1_s: float | None
     seeds: str
+
+
+@dataclass
+class F1VsGapRow(ProbeSiteCells):
+    """A row of ``f1_vs_gap.csv`` (:mod:`experiments.scoring.collect` says what each column is)."""
+
+    FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "gap_relative", "ci95_low", "ci95_high")
+    INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
+
     gap_relative: float | None
     gap_estimate: str | None
     ci95_low: float | None
@@ -297,22 +304,12 @@ class F1VsMustSheRow(TableRow):
 
 
 @dataclass
-class F1VsPatchRow(TableRow):
+class F1VsPatchRow(ProbeSiteCells):
     """A row of ``f1_vs_patch.csv``."""
 
     FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "cross_effect", "within_effect", "cross_minus_within", "ci95_low", "ci95_high")
     INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
 
-    model: str
-    dataset: str | None
-    language: str | None
-    site: str
-    site_index: int | None
-    site_role: str | None
-    task: str
-    split: str
-    f1_s: float | None
-    seeds: str
     patch_task: str
     frames: str | None
     cross_effect: float | None

@@ -461,6 +461,23 @@ def _seed_groups(probes: Iterable[Probe], key) -> dict[tuple, list[Probe]]:
     return groups
 
 
+def _probe_site_cells(model: str, dataset, language, site: str, task: str, split: str, members) -> dict:
+    """The probe side of a row joined per site (:class:`extract.records.ProbeSiteCells`): the key, and
+    the members' site index, site role, mean F1_S and seeds."""
+    return {
+        "model": model,
+        "dataset": dataset,
+        "language": language,
+        "site": site,
+        "site_index": members[0].row.get("site_index"),
+        "site_role": members[0].site_role,
+        "task": task,
+        "split": split,
+        "f1_s": _mean(members, "f1_s"),
+        "seeds": _seeds(members),
+    }
+
+
 def _mean(probes: list[Probe], score: str) -> float | None:
     values = [_number(p.row.get(score)) for p in probes]
     return float(np.mean(values)) if values and None not in values else None
@@ -491,16 +508,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
         low, high = (bootstrap.get("ci95") or [None, None])[:2]
         rows.append(
             records.F1VsGapRow(
-                model=model,
-                dataset=dataset,
-                language=language,
-                site=site,
-                site_index=members[0].row.get("site_index"),
-                site_role=members[0].site_role,
-                task=task,
-                split=split,
-                f1_s=_mean(members, "f1_s"),
-                seeds=_seeds(members),
+                **_probe_site_cells(model, dataset, language, site, task, split, members),
                 gap_relative=entry.get("gap_relative"),
                 gap_estimate=entry.get("gap_estimate"),
                 ci95_low=low,
@@ -745,16 +753,7 @@ def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unm
             low, high = patch.interval
             rows.append(
                 records.F1VsPatchRow(
-                    model=model,
-                    dataset=dataset,
-                    language=language,
-                    site=site,
-                    site_index=members[0].row.get("site_index"),
-                    site_role=members[0].site_role,
-                    task=task,
-                    split=split,
-                    f1_s=_mean(members, "f1_s"),
-                    seeds=_seeds(members),
+                    **_probe_site_cells(model, dataset, language, site, task, split, members),
                     patch_task=patch.subject["task"],
                     frames=patch.document.doc.get("frames"),
                     cross_effect=patch.effect("cross"),
