@@ -239,6 +239,11 @@ class TableRow:
         return cls(**{name: _cell(cells[name], name, cls, where) for name in names})
 
 
+def columns(record: type[TableRow]) -> tuple[str, ...]:
+    """The header of ``record``'s table: its fields, in order."""
+    return tuple(item.name for item in fields(record))
+
+
 def _cell(value, name: str, record: type[TableRow], where: str):
     if not isinstance(value, str):
         return value

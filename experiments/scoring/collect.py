@@ -70,59 +70,9 @@ from probing.kinds import is_per_position
 from probing.results import ResultsError, load_numbered_rows
 
 COLLECT_SCHEMA = schema_version("collect")  # collect.json's version (extract.records.FORMATS)
-F1_VS_GAP = (
-    "model",
-    "dataset",
-    "language",
-    "site",
-    "site_index",
-    "site_role",
-    "task",
-    "split",
-    "f1_s",
-    "seeds",
-    "gap_relative",
-    "gap_estimate",
-    "ci95_low",
-    "ci95_high",
-    "ci95_of",
-    "probe_runs",
-    "gap_source",
-)
-F1_VS_MUSTSHE = (
-    "model",
-    "site",
-    "site_index",
-    "site_role",
-    "split",
-    "tgt_lang",
-    "applied_f1_macro",
-    "seeds",
-    "category_1_accuracy",
-    "probe_runs",
-    "mustshe_source",
-)
-F1_VS_PATCH = (
-    "model",
-    "dataset",
-    "language",
-    "site",
-    "site_index",
-    "site_role",
-    "task",
-    "split",
-    "f1_s",
-    "seeds",
-    "patch_task",
-    "frames",
-    "cross_effect",
-    "within_effect",
-    "cross_minus_within",
-    "ci95_low",
-    "ci95_high",
-    "probe_runs",
-    "patch_source",
-)
+F1_VS_GAP = records.columns(records.F1VsGapRow)
+F1_VS_MUSTSHE = records.columns(records.F1VsMustSheRow)
+F1_VS_PATCH = records.columns(records.F1VsPatchRow)
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
 LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
 LONG_BASE = tuple(column for column in LONG if column not in ("metric", "value"))  # what a long row is about
