@@ -1,4 +1,5 @@
-"""A full disk while writing an output: one error that names the file, whichever library was writing.
+"""A full disk while writing an output: one error that names the file, whichever library was writing;
+and a small text file written whole or not at all (:func:`write_text_whole`).
 
 Python reports a full disk as ``OSError`` with ``errno`` ENOSPC (or EDQUOT for an exceeded quota),
 usually without the file's name when the failing call was a write or a close; HDF5 puts the errno in
@@ -48,3 +49,19 @@ def naming_full_disk(path: str | Path, kept: str) -> Iterator[None]:
         if not is_disk_full(error):
             raise
         raise disk_full(path, kept) from error
+
+
+def write_text_whole(path: str | Path, text: str, kept: str = "it was not written and an earlier version is unchanged") -> Path:
+    """``text`` (UTF-8) at ``path`` through a temporary file beside it, renamed over ``path`` once
+    written: a reader sees the old file or the new one, never half of it. A full disk is named
+    (:func:`naming_full_disk`, ``kept``) and the temporary file removed."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        with naming_full_disk(path, kept):
+            temporary.write_text(text, encoding="utf-8")
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    temporary.replace(path)
+    return path

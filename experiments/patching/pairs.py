@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.diskfull import write_text_whole
 from extract.manifest import Utterance, iter_json_objects
 
 PAIRINGS = ("cross", "within")
@@ -160,10 +161,7 @@ def write_pairs(path: Path, pairs: Sequence[Pair], unpaired: Sequence[dict]) -> 
     """The pairs, one JSON line each, then one line per unpaired target (``kind`` ``patch_unpaired``)."""
     lines = [json.dumps(pair.to_dict(), ensure_ascii=False) for pair in pairs]
     lines += [json.dumps({"kind": "patch_unpaired", "schema": PAIR_SCHEMA, **entry}, ensure_ascii=False) for entry in unpaired]
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    temporary.replace(path)
-    return path
+    return write_text_whole(path, "".join(line + "\n" for line in lines))
 
 
 def check_pairing(pair: Pair, where: str) -> None:

@@ -397,6 +397,7 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, curre
     left out and counted (``rows_of_other_pairs``)."""
     from experiments.patching.figure import effect_per_site
     from experiments.patching.scoring import site_summary
+    from extract.diskfull import write_text_whole
     from extract.provenance import provenance
 
     kept = rows if current is None else [row for row in rows if row["pair"] in current]
@@ -415,10 +416,7 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, curre
         "sites": site_summary(ordered, job.options.iterations, job.options.seed),
         "provenance": provenance(),
     }
-    path = summary_path(job.out)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    write_text_whole(summary_path(job.out), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     if summary["sites"]:
         effect_per_site(summary, figure_path(job.out))
     return summary

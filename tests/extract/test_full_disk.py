@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from experiments.cli import run_cli
-from extract.diskfull import DiskFullError, disk_full, is_disk_full, naming_full_disk
+from extract.diskfull import DiskFullError, disk_full, is_disk_full, naming_full_disk, write_text_whole
 from extract.manifest import write_manifest
 from extract.store import PartClaim, PartWriter, ShardReader, StoreError
 from tests.extract.test_store_hardening import _corpus
@@ -245,3 +245,22 @@ def test_a_settings_file_the_full_disk_cuts_is_named(tmp_path, monkeypatch):
     path = tmp_path / "h.jsonl.settings.json"
     with pytest.raises(DiskFullError, match=f"disk full while writing {path}: free space and rerun; no row was transcribed yet"):
         check_settings(path, {"model": "m"}, tmp_path / "h.jsonl")
+
+
+def test_a_text_written_whole_keeps_the_old_file_on_a_full_disk(tmp_path, monkeypatch):
+    """write_text_whole (a patch run's summary and pairs, the real-voice card): the new text replaces
+    the file only once written; a full disk is one DiskFullError naming the file, the old text stays
+    and no temporary file is left."""
+    path = write_text_whole(tmp_path / "summary.json", "old\n")
+    assert path.read_text(encoding="utf-8") == "old\n" and write_text_whole(path, "new\n").read_text(encoding="utf-8") == "new\n"
+    real_write = Path.write_text
+
+    def full(self, *args, **kwargs):
+        real_write(self, "half", encoding="utf-8")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(DiskFullError, match=f"disk full while writing {path}: free space and rerun; it was not written"):
+        write_text_whole(path, "newer\n")
+    monkeypatch.undo()
+    assert path.read_text(encoding="utf-8") == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]

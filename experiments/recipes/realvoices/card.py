@@ -6,6 +6,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from extract.diskfull import write_text_whole
+
 CAVEAT = (
     "**Few voices, confounded.** Each language has one to three voices, and speaker, source (telephone "
     "prompts, children's software), language and channel (G.722, 8 kHz GSM or PCM, 44.1 kHz Ogg) move "
@@ -96,13 +98,7 @@ def card_markdown(rows: list[dict], settings: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
-
-
 def write_card(out: Path, rows: list[dict], settings: dict) -> None:
     card = {"settings": settings, "voices": rows, "languages": language_rows(rows)}
-    _write_atomically(out / "card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
-    _write_atomically(out / "CARD.md", card_markdown(rows, settings))
+    write_text_whole(out / "card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    write_text_whole(out / "CARD.md", card_markdown(rows, settings))
