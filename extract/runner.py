@@ -146,7 +146,7 @@ def audio_batches(
     count: Whisper pads every clip to 30 s). The whole chunk is loaded before its first batch is yielded."""
     size = chunk or max(len(utterances), 1)
     for start in range(0, len(utterances), size):
-        audio = _load_audio(utterances[start : start + size], max_seconds, log, bar)
+        audio = load_utterance_audio(utterances[start : start + size], max_seconds, log, bar)
         kept = [u for u in utterances[start : start + size] if u.id in audio]
         groups: dict[str, list[Utterance]] = defaultdict(list)
         for utterance in kept:
@@ -159,8 +159,9 @@ def audio_batches(
                 yield AudioBatch(chosen, [audio[u.id] for u in chosen])
 
 
-def _load_audio(utterances: list[Utterance], max_seconds: float, log: AudioLog, bar) -> dict[str, np.ndarray]:
-    """Samples of every usable utterance by id; the rest are logged as skipped."""
+def load_utterance_audio(utterances: list[Utterance], max_seconds: float, log: AudioLog, bar=None) -> dict[str, np.ndarray]:
+    """Samples of every usable utterance by id; the rest are logged as skipped (``log.skipped``:
+    id, audio, error, message), and what loading changed in ``log.notes``."""
     audio = {}
     for utterance in utterances:
         try:

@@ -318,16 +318,11 @@ class _Runner:
 
     def load(self, ids: list[str]) -> tuple[dict, dict[str, str]]:
         """Samples by id, and the message of each id whose audio could not be read."""
-        from extract.audio import AudioError, load_audio
+        from extract.runner import AudioLog, load_utterance_audio
 
-        audio, errors = {}, {}
-        for identifier in dict.fromkeys(ids):
-            utterance = self.by_id[identifier]
-            try:
-                audio[identifier] = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=self.options.trim_seconds).samples
-            except AudioError as error:
-                errors[identifier] = str(error)
-        return audio, errors
+        log = AudioLog()
+        audio = load_utterance_audio([self.by_id[identifier] for identifier in dict.fromkeys(ids)], self.options.trim_seconds, log)
+        return audio, {item["id"]: item["message"] for item in log.skipped}
 
     def transcribe_plain(self, language: str, targets: list[str], audio: dict) -> None:
         missing = [identifier for identifier in dict.fromkeys(targets) if identifier not in self.plain]
