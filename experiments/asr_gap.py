@@ -38,7 +38,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
+from experiments.cli import CommandParser, add_out_argument, flag_given, input_argument, run_cli, two_groups
 from experiments.options import add_options
 from experiments.scoring.asr_metrics import Scoring
 from experiments.scoring.gaps import (
@@ -100,7 +100,7 @@ def attribute_groups(parser: argparse.ArgumentParser, args: argparse.Namespace, 
         check_attribute_name(args.attribute)
     except LabelError as error:
         parser.error(f"--attribute: {error}")
-    if not any(arg == "--groups" or arg.startswith("--groups=") for arg in (sys.argv[1:] if argv is None else argv)):
+    if not flag_given(argv, "--groups"):
         parser.error(f"--attribute {args.attribute} needs --groups: two or more of its values, e.g. --groups A,B (E(A, B)) or A,B,C (A and B each against C)")
     groups = tuple(group.strip() for group in args.groups)
     if len(groups) < 2 or len(set(groups)) < len(groups) or "" in groups:

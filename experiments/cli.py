@@ -347,6 +347,12 @@ class _TaskOrAttribute(_RespelledAlias):
         return super().__call__(parser, namespace, values, option_string)
 
 
+def flag_given(argv: list[str] | None, flag: str) -> bool:
+    """Whether the command line (``argv``, else ``sys.argv``) spells ``flag`` (``--groups A,B`` or
+    ``--groups=A,B``): for a flag whose default stands for something else than the same value given."""
+    return any(arg == flag or arg.startswith(flag + "=") for arg in (sys.argv[1:] if argv is None else argv))
+
+
 def add_groups_argument(
     parser: argparse.ArgumentParser, help: str, old_spellings: Mapping[str, Mapping[str, str]], default: str = "female,male", attribute_tasks: bool = False
 ) -> None:

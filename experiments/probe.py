@@ -68,6 +68,7 @@ from experiments.cli import (
     add_device_argument,
     add_groups_argument,
     add_reclaim_stale_argument,
+    flag_given,
     input_argument,
     output_argument,
     overwritten_input,
@@ -173,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
-    spelled = sys.argv[1:] if argv is None else argv
-    given_groups = any(arg == "--groups" or arg.startswith("--groups=") for arg in spelled)
-    config = probe_config(parser, args, given_groups)
+    config = probe_config(parser, args, flag_given(argv, "--groups"))
     if args.pairs:
         pairs = [dataclasses.replace(config, task=task) for task in pair_tasks(config)]
         return run_cli(lambda: _run(args, pairs, Path(args.out), keep_going=True), *PROBE_ERRORS)
