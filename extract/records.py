@@ -423,11 +423,6 @@ def read_side_rows(path: str | Path, record: type[Document]) -> list[dict]:
     return rows
 
 
-def row_line(row: ProbeRow) -> str:
-    """``row`` as one line of a results JSONL (appended by :func:`probing.results.append_lines`)."""
-    return json.dumps(row.to_dict())
-
-
 def iter_row_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of each non-blank line of a JSONL file; a line that is not UTF-8 is a
     :class:`RecordError` naming ``file:line``."""
