@@ -116,6 +116,13 @@ class Extractor(ABC):
         """Seconds of input the model actually processes for an utterance (what a batch budget counts)."""
         return seconds
 
+    @property
+    def decoder_path(self) -> str | None:
+        """The module path of the text decoder that generation runs on this model's encoder output
+        (its ``layers`` and final ``layer_norm`` are the decoder sites of ``extract.decoder``); None
+        where the model holds none."""
+        return None
+
     def auxiliary_sites(self, sites: list[str]) -> dict[str, Site]:
         """Extra tensors (e.g. an output mask) that :meth:`stored_lengths` needs; captured, never stored."""
         return {}
