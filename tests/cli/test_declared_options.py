@@ -43,7 +43,7 @@ from experiments.scoring.vad import VadSettings
 from experiments.study import schema
 from experiments.study.__main__ import StudyRunOptions
 from extract.options import OptionError, declared, option
-from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
+from extract.stage_options import DecoderStatesOptions, ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.run import ProbeConfig
 from tests.paths import CHECKOUT
 
@@ -62,6 +62,7 @@ CONVERTED = [
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
     ("patch", PatchOptions, None, ()),
+    ("decoder_states", DecoderStatesOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("extract", extract_cli.StoreReplacement, None, ()),
