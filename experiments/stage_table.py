@@ -149,6 +149,13 @@ TABLE: tuple[StageRecord, ...] = (
         options="extract.stage_options:DecoderStatesOptions",
     ),
     StageRecord(
+        "decoder_probe",
+        f"{_E}.decoder_probe",
+        "experiments.decoder.probe:decoder_probe_rows",
+        "probe rows JSONL (speaker gender at MuST-SHE's gendered words and over all tokens, per decoder site)",
+        options="experiments.decoder.probe:DecoderProbeOptions",
+    ),
+    StageRecord(
         "demo",
         f"{_E}.demo",
         "experiments.demo.pipeline:run_demo",

@@ -31,6 +31,7 @@ from experiments import transcribe as transcribe_cli
 from experiments.analysis.speakers import HdbscanSettings
 from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.cli import CommaList, CommandParser, file_role
+from experiments.decoder.probe import DecoderProbeOptions
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
@@ -63,6 +64,7 @@ CONVERTED = [
     ("vad_filter", VadSettings, None, ()),
     ("patch", PatchOptions, None, ()),
     ("decoder_states", DecoderStatesOptions, None, ()),
+    ("decoder_probe", DecoderProbeOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("extract", extract_cli.StoreReplacement, None, ()),
