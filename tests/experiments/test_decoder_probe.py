@@ -178,3 +178,14 @@ def test_a_store_whose_manifest_annotates_no_utterance_is_refused(tmp_path):
     store, _ = _decoder_store(tmp_path / "a", annotated=False)
     with pytest.raises(ProbeError, match=r"no utterance has a MuST-SHE gendered word \(categories 1\) in its hypothesis \(0 annotated\)"):
         list(decoder_probe_rows(store, DecoderProbeOptions()))
+
+
+def test_collect_puts_the_rows_in_its_long_table(decoder_store, tmp_path):
+    from experiments.scoring.collect import collect
+
+    store, _ = decoder_store
+    out = tmp_path / "rows.jsonl"
+    out.write_text("".join(json.dumps(row) + "\n" for row in decoder_probe_rows(store, DecoderProbeOptions(sites="decoder.layer.0"))))
+    long = collect([out]).long
+    found = {(row["site"], row["probe"], row["metric"]) for row in long}
+    assert ("decoder.layer.0", "gendered-words", "f1_macro") in found and ("decoder.layer.0", "all-tokens", "f1_macro") in found
