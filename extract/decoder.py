@@ -32,7 +32,7 @@ import torch
 from extract.families.base import Extractor
 from extract.families.errors import UnknownSiteError
 from extract.families.generation import GenerationError, Generator, quiet_transformers
-from extract.hooks import Site, capture
+from extract.hooks import Site, _first_tensor, capture
 from extract.store import GeneratedTokens
 
 
@@ -82,26 +82,32 @@ class DecodedUtterance:
 
 @dataclass
 class Generated:
-    """What a batch's generation gave: the decoder's prompt ``[B, p]`` (what it was given at its
-    first step), the tokens forced after it per utterance (:meth:`Generator.forced_tokens`), and the
-    generated token ids per utterance (padding after the end of sequence left out, the
-    end-of-sequence token kept)."""
+    """What a batch's generation gave: the encoder's output the decoder attended to, the decoder's
+    prompt ``[B, p]`` (what it was given at its first step), the tokens forced after it per utterance
+    (:meth:`Generator.forced_tokens`), and the generated token ids per utterance (padding after the
+    end of sequence left out, the end-of-sequence token kept)."""
 
+    encoder_output: torch.Tensor
     prompt: torch.Tensor
     forced: list[list[int]]
     tokens: list[list[int]]
 
 
 def generate_with_prompt(generator: Generator, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> Generated:
-    """Generate as :meth:`Generator.generate` does, keeping the prompt the decoder was given."""
+    """Generate as :meth:`Generator.generate` does, keeping the encoder's output (so that the
+    teacher-forced pass need not run the encoder again) and the prompt the decoder was given."""
     first_call: list[torch.Tensor] = []
+    encoded: list[torch.Tensor] = []
 
     def record(module, args, kwargs):
         if not first_call:
             first_call.append(kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0])
 
     decoder = generator.model.get_submodule(generator.extractor.decoder_path)
-    handle = decoder.register_forward_pre_hook(record, with_kwargs=True)
+    handles = [
+        decoder.register_forward_pre_hook(record, with_kwargs=True),
+        generator.model.get_encoder().register_forward_hook(lambda module, args, output: encoded.append(_first_tensor(output))),
+    ]
     overrides = generator.overrides
     generator.overrides = {**overrides, "return_dict_in_generate": True}  # the whole output: prompt and end of sequence (Whisper's plain one drops both)
     try:
@@ -109,7 +115,10 @@ def generate_with_prompt(generator: Generator, inputs: dict[str, torch.Tensor], 
             sequences = generator._generate(inputs, language, task, target).sequences
     finally:
         generator.overrides = overrides
-        handle.remove()
+        for handle in handles:
+            handle.remove()
+    if len(encoded) != 1:
+        raise GenerationError(f"{generator.family}: the encoder ran {len(encoded)} times in one generation, not once")
     batch = sequences.shape[0]
     prompt = first_call[0][:: first_call[0].shape[0] // batch].to(sequences.device)  # one row per utterance (beams repeat it)
     p = prompt.shape[1]
@@ -127,21 +136,24 @@ def generate_with_prompt(generator: Generator, inputs: dict[str, torch.Tensor], 
             if token in ends:
                 break
         generated.append(kept)
-    return Generated(prompt, [row[:forced] for row in sequences.tolist()], generated)
+    return Generated(encoded[0], prompt, [row[:forced] for row in sequences.tolist()], generated)
 
 
 def teacher_forced_states(extractor: Extractor, inputs: dict[str, torch.Tensor], generated: Generated, sites: list[str]) -> list[dict[str, torch.Tensor]]:
     """Each utterance's states at ``sites`` for its generated tokens: the decoder run once on the
     prompt, the forced tokens and the generated tokens (right-padded: the decoder is causal, so
-    padding after a sequence's end changes none of its states), rows taken at the positions that
-    generated each token. The forward pass stops after the last site (the output projection never runs)."""
+    padding after a sequence's end changes none of its states) with the encoder's output of the
+    generation (the encoder does not run again; the inputs' attention mask, where the family has
+    one, masks its padding as in generation), rows taken at the positions that generated each
+    token. The forward pass stops after the last site (the output projection never runs)."""
     table = decoder_site_table(extractor)
     longest = max(len(tokens) for tokens in generated.tokens)
     rows = [forced + tokens + [0] * (longest - len(tokens)) for forced, tokens in zip(generated.forced, generated.tokens)]
     prompt = generated.prompt
     decoder_input = torch.cat([prompt, torch.tensor(rows, dtype=prompt.dtype, device=prompt.device)], dim=1)[:, :-1]
     with torch.inference_mode(), quiet_transformers(), capture(extractor.model, {name: table[name] for name in sites}) as (captured, run):
-        run(extractor.model, **inputs, decoder_input_ids=decoder_input)
+        masks = {"attention_mask": inputs["attention_mask"]} if "attention_mask" in inputs else {}
+        run(extractor.model, encoder_outputs=(generated.encoder_output,), decoder_input_ids=decoder_input, **masks)
     first = prompt.shape[1] - 1 + len(generated.forced[0])
     return [{name: captured.tensors[name][index, first : first + len(tokens)] for name in sites} for index, tokens in enumerate(generated.tokens)]
 
