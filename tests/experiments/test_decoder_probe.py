@@ -189,3 +189,13 @@ def test_collect_puts_the_rows_in_its_long_table(decoder_store, tmp_path):
     long = collect([out]).long
     found = {(row["site"], row["probe"], row["metric"]) for row in long}
     assert ("decoder.layer.0", "gendered-words", "f1_macro") in found and ("decoder.layer.0", "all-tokens", "f1_macro") in found
+
+
+def test_the_mean_probe_of_experiments_probe_reads_a_decoder_store_as_the_mean_over_its_tokens(decoder_store, tmp_path):
+    from experiments import probe
+
+    store, _ = decoder_store
+    out = tmp_path / "mean.jsonl"
+    assert probe.main(["--store", str(store), "--site", "decoder.layer.0", "--probe", "mean", "--out", str(out), "--device", "cpu"]) == 0
+    row = json.loads(out.read_text())
+    assert row["config"]["probe"] == "mean" and row["splits"]["test"]["utterances"] > 0
