@@ -49,7 +49,7 @@ def _main(argv: list[str] | None) -> int:
         return fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)")
     if out.exists() and not out.is_dir():
         return fail(f"--out {out} is a file; give a folder for the store (it is created if missing)")
-    from extract.decoder import DecoderError, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
+    from extract.decoder import DecoderError, check_family, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
     from extract.decoder_run import DecoderStatesJob, run_decoder_states
     from extract.families import NonFiniteError, UnknownSiteError
     from extract.families.generation import GenerationError, LanguageCodeError
@@ -60,8 +60,9 @@ def _main(argv: list[str] | None) -> int:
     spec = model_spec(args)
     job = from_args(DecoderStatesJob, args, spec=spec, manifest=manifest, out=out)
     try:
+        check_family(spec.family)
         utterances = read_manifest(manifest)[: job.limit]
-    except (ManifestError, OSError) as error:
+    except (DecoderError, ManifestError, OSError) as error:
         return fail(str(error))
     generator = load_or_exit(lambda: load_generator(spec, job.decoding), spec)
     try:

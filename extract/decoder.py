@@ -40,15 +40,23 @@ class DecoderError(ValueError):
     """A model or request the decoder states cannot serve (a family without a text decoder)."""
 
 
+def check_family(family: str) -> None:
+    """A family whose model holds no text decoder (``Extractor.decoder_path`` None) is refused, before anything loads."""
+    from extract.families import FAMILIES
+
+    if FAMILIES[family].extractor.decoder_path is None:
+        served = ", ".join(name for name, entry in FAMILIES.items() if entry.extractor.decoder_path is not None)
+        raise DecoderError(
+            f"{family} has no text decoder in its model (ZeroSwot's decoder is a separate NLLB model its generator loads); "
+            f"decoder states are extracted for {served}"
+        )
+
+
 def decoder_site_table(extractor: Extractor) -> dict[str, Site]:
     """``decoder.layer.{i}`` (the output of decoder layer i, from 0) and ``decoder.final`` (after the
     decoder's final layer norm: what the output projection reads), in forward order."""
+    check_family(extractor.family)
     path = extractor.decoder_path
-    if path is None:
-        raise DecoderError(
-            f"{extractor.family} has no text decoder in its model (ZeroSwot's decoder is a separate NLLB model); "
-            "decoder states are extracted for whisper, seamless and s2t"
-        )
     decoder = extractor.model.get_submodule(path)
     table = {f"decoder.layer.{index}": Site(f"{path}.layers.{index}") for index in range(len(decoder.layers))}
     table["decoder.final"] = Site(f"{path}.layer_norm")

@@ -175,3 +175,45 @@ class _ByteLevelLike:
 def test_token_pieces_join_to_the_text_with_the_spaces_and_split_characters_where_they_fall():
     assert token_pieces(_SentencePieceLike(), [0, 1, 2, 3, 4]) == ("Hola", ",", " mun", "do", "")
     assert token_pieces(_ByteLevelLike(), [0, 1, 2, 3]) == ("caf", "", "é", " bien")
+
+
+# ---------------------------------------------------------------- the tokens beside a store's rows
+
+
+def _token_part(folder, tokens, rows=None):
+    from extract.store import TokenPartWriter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = TokenPartWriter(folder / "part-00000.h5", {"decoder.final": 2}, "float32", {"model_id": "x", "config": {"kind": "decoder_states"}})
+    for index, generated in enumerate(tokens):
+        states = {"decoder.final": np.full((rows or len(generated), 2), index, dtype=np.float32)}
+        writer.add(f"u{index}", states, {"gender": "female", "speaker": f"s{index}"}, tokens=generated)
+    return writer.close()
+
+
+def test_token_rows_are_stored_aligned_with_each_utterance_s_rows(tmp_path):
+    from extract.store import GeneratedTokens, ShardReader
+
+    tokens = [GeneratedTokens((5, 6, 2), ("Hola", " mundo", "")), GeneratedTokens((2,), ("",))]
+    _token_part(tmp_path, tokens)
+    reader = ShardReader(tmp_path)
+    assert [reader.tokens(u) for u in reader.ids] == tokens
+    assert reader.tokens("u0").hypothesis == "Hola mundo"
+    assert reader.stored_lengths("decoder.final").tolist() == [3, 1]
+    np.testing.assert_array_equal(reader.get("decoder.final", "u1"), [[1.0, 1.0]])
+
+
+def test_rows_that_are_not_one_per_token_are_refused_and_damaged_tokens_are_named(tmp_path):
+    import h5py
+
+    from extract.store import DamagedPartError, GeneratedTokens, ShardReader, StoreError
+
+    with pytest.raises(StoreError, match="utterance u0: site decoder.final has 2 rows for 3 generated tokens"):
+        _token_part(tmp_path / "a", [GeneratedTokens((5, 6, 2), ("a", "b", ""))], rows=2)
+    with pytest.raises(StoreError, match="2 token ids but 1 token pieces"):
+        GeneratedTokens((1, 2), ("a",))
+    part = _token_part(tmp_path / "b", [GeneratedTokens((5, 2), ("a", ""))])
+    with h5py.File(part, "r+") as handle:
+        handle["tokens/ids"][0] = 7
+    with pytest.raises(DamagedPartError, match="its generated tokens differ from their recorded sha256"):
+        ShardReader(part).tokens("u0")
