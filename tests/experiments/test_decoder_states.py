@@ -106,3 +106,23 @@ def test_a_store_of_encoder_sites_has_no_tokens_and_reads_as_before(tmp_path):
     reader = ShardReader(folder)
     with pytest.raises(StoreError, match="not a decoder-state store"):
         reader.tokens(reader.ids[0])
+
+
+@pytest.mark.parametrize("family", ["seamless", "s2t"])
+def test_seamless_and_s2t_translations_store_a_row_per_generated_token(family, tmp_path):
+    """The prompt and forced tokens left out is checked token by token in tests/extract/test_decoder.py."""
+    from extract.decoder_run import DecoderStatesJob, run_decoder_states
+    from extract.spec import ModelSpec
+    from tests.extract.test_decoder import _s2t, _seamless
+
+    generator = {"seamless": _seamless, "s2t": _s2t}[family]()
+    manifest = _manifest(tmp_path, count=3)
+    job = DecoderStatesJob(spec=ModelSpec(family, "tiny-random"), manifest=manifest, out=tmp_path / "store", task="st", tgt_lang="es", max_new_tokens=5)
+    report = run_decoder_states(job, show_progress=False, generator=generator)
+    assert report.written == 3
+    reader = ShardReader(tmp_path / "store")
+    assert reader.sites == ["decoder.layer.0", "decoder.final"] and reader.info.config["tgt_lang"] == "es"
+    for utterance in reader.ids:
+        tokens = reader.tokens(utterance)
+        assert 1 <= len(tokens) <= 5 and reader.get("decoder.final", utterance).shape[0] == len(tokens)
+        assert tokens.hypothesis == " ".join(f"t{token}" for token in tokens.ids)  # the stand-in tokenizer's text of exactly these ids
