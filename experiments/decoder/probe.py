@@ -148,13 +148,13 @@ def run_id(store: Path, site: str, probe: str, options: DecoderProbeOptions, man
 def _fit_and_score(x: dict[str, np.ndarray], y: dict[str, np.ndarray], c: float, class_names) -> dict:
     """A standardized L2 logistic probe fitted on train and scored on test (macro F1, accuracy, recall, in percent)."""
     from probing import metrics
+    from probing.features import Standardizer
     from probing.solver import fit_positions
 
-    mean, scale = x["train"].mean(axis=0), x["train"].std(axis=0)
-    scale[scale < 1e-12] = 1.0
-    train, test = ((x[name] - mean) / scale for name in ("train", "test"))
-    solution = fit_positions(train[:, None, :].astype(np.float32), y["train"], np.ones((len(train), 1), dtype=bool), c=c)
-    predicted = (test @ solution.weight[0] + solution.bias[0] > 0).astype(int)
+    train, test = (x[name][:, None, :].astype(np.float32) for name in ("train", "test"))  # one position: [N, 1, D]
+    scaler = Standardizer.fit(train, np.ones(train.shape[:2], dtype=bool))
+    solution = fit_positions(scaler(train), y["train"], np.ones(train.shape[:2], dtype=bool), c=c)
+    predicted = (scaler(test)[:, 0] @ solution.weight[0] + solution.bias[0] > 0).astype(int)
     return metrics.summary(y["test"], predicted, class_names)
 
 
