@@ -143,6 +143,8 @@ def generate_with_prompt(generator: Generator, inputs: dict[str, torch.Tensor], 
             kept.append(token)
             if token in ends:
                 break
+        if not kept:
+            raise GenerationError(f"{generator.family}: a generation ended with the {forced} token(s) it forces and none generated; raise --max-new-tokens")
         generated.append(kept)
     return Generated(encoded[0], prompt, [row[:forced] for row in sequences.tolist()], generated)
 

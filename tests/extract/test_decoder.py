@@ -10,7 +10,7 @@ import torch
 
 from extract.decoder import DecoderError, decoder_site_table, decoder_states, generate_with_prompt, resolve_decoder_sites, token_pieces
 from extract.families import UnknownSiteError, tiny_extractor
-from extract.families.generation import quiet_transformers
+from extract.families.generation import GenerationError, quiet_transformers
 from extract.families.s2t import S2TGenerator
 from extract.families.seamless import SeamlessGenerator
 from extract.families.whisper import WhisperGenerator
@@ -117,6 +117,12 @@ def test_s2t_s_forced_language_token_is_not_a_row():
         sequence = generator._generate(inputs, "en", "st", "es")[0].tolist()
     assert sequence[1] == 7  # start token, then the forced language token
     assert list(decoded[0].tokens.ids) == sequence[2:]
+
+
+def test_a_generation_left_with_only_its_forced_token_is_refused():
+    generator = S2TGenerator(tiny_extractor("s2t"), LanguageIds(), max_new_tokens=1)
+    with pytest.raises(GenerationError, match="s2t: a generation ended with the 1 token.s. it forces and none generated; raise --max-new-tokens"):
+        decoder_states(generator, _audios((0.8,)), ["decoder.final"], "en", "st", "es")
 
 
 def test_beam_search_states_are_teacher_forced_on_the_chosen_hypothesis():
