@@ -2,7 +2,8 @@
 
 For a batch, the family's generator decodes as ``transcribe`` does (same language forcing, same
 decoding settings); then the decoder runs once more, teacher-forced on each chosen output (the
-prompt it was given and the tokens it generated), and each decoder site's output is captured.
+prompt it was given and the tokens it generated) with the encoder's output of the generation (the
+encoder runs once), and each decoder site's output is captured.
 
 **Which state a row holds.** Row ``j`` of an utterance is the decoder's state at the step that
 generated its token ``j``: the position whose input is the token before it (the prompt's last
@@ -11,7 +12,7 @@ state depends only on the encoder output and the tokens before it: running the w
 sequence at once gives the states the decoder had while it generated it (with its key-value cache,
 one step at a time), within float rounding; also under beam search, where a capture during
 generation would have to follow the beams' reordering (``tests/extract/test_decoder.py`` checks it
-token by token on the tiny random Whisper). The state that has *read* token ``j`` is row ``j + 1``.
+token by token on the tiny random Whisper, SeamlessM4T and S2T). The state that has *read* token ``j`` is row ``j + 1``.
 
 **Which tokens.** The generated tokens, up to and including the end-of-sequence token where the
 decoder produced one (its row is the state that has read the last word). The prompt (Whisper's
