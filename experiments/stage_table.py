@@ -142,6 +142,20 @@ TABLE: tuple[StageRecord, ...] = (
     # commands outside the study
     StageRecord("dataset_stats", f"{_E}.dataset_stats", "experiments.scoring.dataset_stats:statistics", "a statistics table"),
     StageRecord(
+        "decoder_states",
+        f"{_E}.decoder_states",
+        "extract.decoder_run:run_decoder_states",
+        "a store folder of decoder states, one row per generated token, with the tokens",
+        options="extract.stage_options:DecoderStatesOptions",
+    ),
+    StageRecord(
+        "decoder_probe",
+        f"{_E}.decoder_probe",
+        "experiments.decoder.probe:decoder_probe_rows",
+        "probe rows JSONL (speaker gender at MuST-SHE's gendered words and over all tokens, per decoder site)",
+        options="experiments.decoder.probe:DecoderProbeOptions",
+    ),
+    StageRecord(
         "demo",
         f"{_E}.demo",
         "experiments.demo.pipeline:run_demo",

@@ -165,3 +165,46 @@ class TranscribeOptions:
         if self.task == "st" and not self.tgt_lang:
             raise OptionError("{task} st needs {tgt_lang}", "task", "tgt_lang")
         _check_interventions(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderStatesOptions:
+    """How a decoder-state store is made (``speech-gender decoder_states``): the decoding of
+    ``transcribe``, the storing of ``extract``; what of it determines the rows is in the store's config."""
+
+    sites: str | tuple[str, ...] = option(
+        "all", "comma-separated decoder sites (decoder.layer.I, decoder.final), 'all', or every:K (every K-th site and the last)", parse=_sites, metavar="SITES"
+    )
+    task: str = option(help="asr: transcripts; st: translations into --tgt-lang", choices=("asr", "st"))
+    tgt_lang: str | None = option(None, "target language for --task st (ISO 639-1, or the model's own code)")
+    label: str | None = option(
+        None, "the model's name in every output built from this store (default: from the family and checkpoint, e.g. whisper-base)", parse=label_argument
+    )
+    num_beams: int | None = option(None, "override the model's generation config", least=1)
+    max_new_tokens: int | None = option(None, "override the model's generation config", least=1)
+    translate_by_forcing: bool = option(
+        False,
+        "Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",
+        flag="--whisper-translate-by-forcing",
+    )
+    storage_dtype: str = option("float16", "dtype of the stored states", choices=("float16", "float32"))
+    batch_seconds: float = option(240.0, "total input seconds per batch", positive=True)
+    batch_size: int | None = option(None, "utterances per batch, instead of --batch-seconds", least=1)
+    max_seconds: float | None = option(None, "trim audio to this length (default 30 for asr, 60 for st)", positive=True)
+    limit: int | None = option(None, "only the first N utterances of the manifest", least=1)
+    num_shards: int = option(1, "split the manifest into this many shards, each extracted by its own run", least=1)
+    shard_index: int = option(0, "the shard this run extracts, from 0 to --num-shards - 1")
+    utterances_per_part: int = option(256, "utterances per part file (the unit of resume)", least=1)
+
+    def __post_init__(self):
+        if isinstance(self.sites, str) and self.sites != "all":
+            object.__setattr__(self, "sites", _sites(self.sites))
+        check_options(self)
+        if self.task == "st" and not self.tgt_lang:
+            raise OptionError("{task} st needs {tgt_lang}", "task", "tgt_lang")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise OptionError(
+                f"{{shard_index}} {self.shard_index} is outside 0..{self.num_shards - 1} for {{num_shards}} {self.num_shards}", "shard_index", "num_shards"
+            )
+        if not self.sites:
+            raise OptionError("{sites} names no site: give decoder site names, 'all' or every:K", "sites")

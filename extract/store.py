@@ -989,6 +989,17 @@ class ShardReader:
         for utterance_id in self._ids if ids is None else ids:
             yield utterance_id, self.get(site, utterance_id)
 
+    def tokens(self, utterance_id: str) -> GeneratedTokens:
+        """The generated tokens a decoder-state store (``experiments.decoder_states``) aligns with each
+        site's rows for ``utterance_id``; a store of encoder sites has none (:class:`StoreError`)."""
+        if utterance_id not in self._index:
+            raise KeyError(f"no utterance {utterance_id!r} in the store")
+        part, row = self._index[utterance_id]
+        tables = self.__dict__.setdefault("_token_tables", {})  # part -> its tokens, read and checked once
+        if part not in tables:
+            tables[part] = _part_tokens(self._handle(part), self.parts[part])
+        return tables[part][row]
+
     def close(self) -> None:
         for handle in self._handles.values():
             handle.close()
@@ -1078,3 +1089,81 @@ def _site_order(sites: list[str], attributes: StoreAttributes, path: Path) -> li
     if unrecorded:
         raise StoreError(f"{path}: site(s) {', '.join(unrecorded)} are stored but missing from its site table (site_modules); the store is damaged")
     return [site for site in order if site in sites]
+
+
+TOKENS_GROUP = "tokens"  # a decoder-state part's generated tokens, one row per stored row of every site
+
+
+@dataclass(frozen=True)
+class GeneratedTokens:
+    """One utterance's generated tokens, aligned with its rows at every decoder site: ``ids`` (token
+    ids), ``pieces`` (each token's surface string: ``"".join(pieces)`` is ``hypothesis``, the
+    decoded output with special tokens left out, so a token's characters are found by adding up the
+    pieces' lengths; a special token's piece is empty)."""
+
+    ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.ids) != len(self.pieces):
+            raise StoreError(f"{len(self.ids)} token ids but {len(self.pieces)} token pieces")
+
+    @property
+    def hypothesis(self) -> str:
+        return "".join(self.pieces)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class TokenPartWriter(PartWriter):
+    """A :class:`PartWriter` whose rows are generated tokens (a decoder-state store): each utterance
+    is added with its :class:`GeneratedTokens`, one per row of every site, written beside the
+    index as ``tokens/ids`` (int64), ``tokens/pieces`` (UTF-8) and ``tokens/offsets`` (N + 1), with
+    a sha256 of the three (the group's ``sha256`` attribute) that :meth:`ShardReader.tokens` checks.
+    Everything else, the part's content checksum included, is :class:`PartWriter`'s."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.token_ids: list[int] = []
+        self.token_pieces: list[str] = []
+        self.token_offsets: list[int] = [0]
+
+    def add(
+        self, utterance_id: str, states: dict[str, np.ndarray], meta: dict, speech_frames: dict[str, int] | None = None, *, tokens: GeneratedTokens
+    ) -> None:
+        for site, array in states.items():
+            if array.shape[0] != len(tokens):
+                raise StoreError(f"utterance {utterance_id}: site {site} has {array.shape[0]} rows for {len(tokens)} generated tokens")
+        super().add(utterance_id, states, meta, speech_frames)
+        self.token_ids.extend(int(token) for token in tokens.ids)
+        self.token_pieces.extend(tokens.pieces)
+        self.token_offsets.append(len(self.token_ids))
+
+    def _write_index(self) -> str:
+        expected = super()._write_index()
+        ids, offsets = np.asarray(self.token_ids, dtype=np.int64), np.asarray(self.token_offsets, dtype=np.int64)
+        group = self.file.create_group(TOKENS_GROUP)
+        group.create_dataset("ids", data=ids)
+        group.create_dataset("offsets", data=offsets)
+        group.create_dataset("pieces", data=np.array(self.token_pieces, dtype=object), dtype=_string_dtype())
+        group.attrs["sha256"] = _tokens_digest(ids, offsets, self.token_pieces)
+        return expected
+
+
+def _tokens_digest(ids: np.ndarray, offsets: np.ndarray, pieces: Sequence[str]) -> str:
+    total = hashlib.sha256(ids.astype(np.int64).tobytes() + offsets.astype(np.int64).tobytes())
+    total.update("\0".join(pieces).encode())
+    return total.hexdigest()
+
+
+def _part_tokens(handle, part: Path) -> list[GeneratedTokens]:
+    """Every utterance's :class:`GeneratedTokens` in an open part, checked against the part's recorded sha256."""
+    if TOKENS_GROUP not in handle:
+        raise StoreError(f"{part}: no generated tokens: not a decoder-state store (python -m experiments.decoder_states writes those)")
+    group = handle[TOKENS_GROUP]
+    ids, offsets, pieces = group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()
+    if str(group.attrs.get("sha256", "")) != _tokens_digest(ids, offsets, pieces):
+        raise DamagedPartError(part, "its generated tokens differ from their recorded sha256")
+    bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist())
+    return [GeneratedTokens(tuple(ids[start:end].tolist()), tuple(pieces[start:end])) for start, end in bounds]

@@ -65,6 +65,22 @@ def sentence_counts(hypothesis_tokens: list[str], entry: Entry) -> Counts:
     return counts
 
 
+def matched_terms(hypothesis_tokens: list[str], entry: Entry) -> list[tuple[int, str]]:
+    """Where :func:`sentence_counts` finds each term's forms: ``(token index, "correct" or "wrong")``
+    for every form it takes, in its order. The same matching (each term's correct form, then its wrong
+    form, takes the first token of that form not taken yet), keeping the token's place in the
+    hypothesis: the decoder probe reads the states of these words (``experiments.decoder.words``)."""
+    taken: set[int] = set()
+    found = []
+    for correct, wrong in entry.terms:
+        for form, kind in ((correct, "correct"), (wrong, "wrong")):
+            index = next((i for i, token in enumerate(hypothesis_tokens) if token == form and i not in taken), None)
+            if index is not None:
+                taken.add(index)
+                found.append((index, kind))
+    return found
+
+
 def tokenize(lines: list[str], language: str, pretokenized: bool) -> list[list[str]]:
     if pretokenized:
         return [line.lower().split() for line in lines]

@@ -53,6 +53,9 @@ class Extractor(ABC):
     default_checkpoint: ClassVar[str]
     transformers_classes: ClassVar[tuple[str, str, str]] = ()  # model, config and feature extractor class names
     load_options: ClassVar[frozenset[str]] = frozenset()  # family-only keyword options of ``load`` (e.g. keep_padding)
+    # the module path of the text decoder that generation runs on the encoder's output (its ``layers`` and final
+    # ``layer_norm`` are ``extract.decoder``'s sites; a family may make it a property); None: the model holds none
+    decoder_path: ClassVar[str | None] = None
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()

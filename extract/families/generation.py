@@ -151,6 +151,12 @@ class Generator(ABC):
             tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
         return [text.strip() for text in self.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
 
+    def forced_tokens(self, target: str) -> int:
+        """How many tokens :meth:`_generate` forces at the start of its output for ``target`` through
+        its logits (S2T's target-language BOS), after the prompt the decoder is given: not generated
+        words (``extract.decoder`` leaves them out, as it leaves out the prompt)."""
+        return 0
+
     @abstractmethod
     def _generate(self, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> torch.Tensor:
         """Token ids [batch, length]; ``target`` is the output language (the source language for ASR)."""

@@ -22,6 +22,8 @@ class S2TExtractor(Extractor):
     def encoder(self):
         return self.model.model.encoder
 
+    decoder_path = "model.decoder"
+
     def site_table(self) -> dict[str, Site]:
         table = {f"encoder.layer.{i}": Site(f"model.encoder.layers.{i}") for i in range(len(self.encoder.layers))}
         table["encoder.final"] = Site("model.encoder.layer_norm")
@@ -51,6 +53,9 @@ class S2TGenerator(Generator):
         if target not in codes:
             raise GenerationError(f"this S2T tokenizer has no language token for {target!r}; it knows {sorted(codes)}")
         return {"forced_bos_token_id": codes[target]}
+
+    def forced_tokens(self, target: str) -> int:
+        return len(self.forced_bos(target))
 
     def _generate(self, inputs, language, task, target):
         return self.model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], **self.forced_bos(target), **self.overrides)

@@ -32,6 +32,8 @@ class SeamlessExtractor(Extractor):
     def speech_encoder(self):
         return self.model.speech_encoder
 
+    decoder_path = "text_decoder"
+
     def site_table(self) -> dict[str, Site]:
         layers = len(self.speech_encoder.encoder.layers)
         table = {f"encoder.layer.{i}": Site(f"speech_encoder.encoder.layers.{i}") for i in range(layers)}

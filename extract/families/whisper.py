@@ -33,6 +33,10 @@ class WhisperExtractor(Extractor):
     def encoder(self):
         return self.model.get_submodule(self.encoder_path)
 
+    @property
+    def decoder_path(self) -> str:
+        return self.encoder_path.replace("encoder", "decoder")
+
     @classmethod
     def site_names(cls, config: dict) -> list[str] | None:
         layers = config.get("encoder_layers")

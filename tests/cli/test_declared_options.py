@@ -31,6 +31,7 @@ from experiments import transcribe as transcribe_cli
 from experiments.analysis.speakers import HdbscanSettings
 from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.cli import CommaList, CommandParser, file_role
+from experiments.decoder.probe import DecoderProbeOptions
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig
 from experiments.normalisation.transform import GrafnParameters
@@ -43,7 +44,7 @@ from experiments.scoring.vad import VadSettings
 from experiments.study import schema
 from experiments.study.__main__ import StudyRunOptions
 from extract.options import OptionError, declared, option
-from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
+from extract.stage_options import DecoderStatesOptions, ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.run import ProbeConfig
 from tests.paths import CHECKOUT
 
@@ -62,6 +63,8 @@ CONVERTED = [
     ("speakers", HdbscanSettings, None, ()),
     ("vad_filter", VadSettings, None, ()),
     ("patch", PatchOptions, None, ()),
+    ("decoder_states", DecoderStatesOptions, None, ()),
+    ("decoder_probe", DecoderProbeOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("extract", extract_cli.StoreReplacement, None, ()),

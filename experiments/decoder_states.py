@@ -1,0 +1,100 @@
+"""``python -m experiments.decoder_states``: the decoder's states at each generated token into a store.
+
+Example (the bundled Whisper base, offline)::
+
+    python -m experiments.decoder_states --family whisper --checkpoint bundled-base --manifest corpus.jsonl \\
+        --task asr --sites all --out stores/whisper-base-decoder/corpus
+
+For each batch the model generates as ``transcribe`` does (same language forcing, same decoding
+settings, recorded in the store's config), then its decoder runs once more, teacher-forced on each
+chosen output, and each decoder site's state at every generated token is stored: row j of an
+utterance is the state that generated its token j (the prompt and forced language tokens left out,
+the end-of-sequence token kept). Each part stores the token ids and their surface strings beside
+the rows (``ShardReader.tokens``). Resumable as ``extract`` is: complete parts are skipped. See
+docs/stages/decoder.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
+from experiments.extract import _stop_on_sigterm  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
+from experiments.options import add_options, from_args
+from extract.manifest import ManifestError
+from extract.stage_options import DecoderStatesOptions
+from extract.store import StoreError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The model flags, the manifest and the store, then the options of :class:`DecoderStatesOptions`."""
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_stage_arguments(parser, "store folder (decoder sites; rows are generated tokens)")
+    add_options(parser, DecoderStatesOptions)
+    add_quiet_argument(parser)
+    add_reclaim_stale_argument(parser, "a part of --out")
+    return parser
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    from_args(DecoderStatesOptions, args)  # a refused option is one line before anything heavy loads
+    manifest, out = Path(args.manifest), Path(args.out)
+    if manifest.is_dir():
+        return fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)")
+    if out.exists() and not out.is_dir():
+        return fail(f"--out {out} is a file; give a folder for the store (it is created if missing)")
+    from extract.decoder import DecoderError, check_family, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
+    from extract.decoder_run import DecoderStatesJob, run_decoder_states
+    from extract.families import NonFiniteError, UnknownSiteError
+    from extract.families.generation import GenerationError, LanguageCodeError
+    from extract.manifest import read_manifest
+    from extract.runner import audio_notes_summary, print_skipped
+    from extract.spec import load_generator
+
+    spec = model_spec(args)
+    job = from_args(DecoderStatesJob, args, spec=spec, manifest=manifest, out=out)
+    try:
+        check_family(spec.family)
+        utterances = read_manifest(manifest)[: job.limit]
+    except (DecoderError, ManifestError, OSError) as error:
+        return fail(str(error))
+    generator = load_or_exit(lambda: load_generator(spec, job.decoding), spec)
+    try:
+        sites = resolve_decoder_sites(generator.extractor, "all" if job.sites == "all" else list(job.sites))
+        print(
+            f"[decoder_states] {job.label or spec.label()}: {spec.family} {generator.extractor.checkpoint} on {spec.device}, {job.task}"
+            f"{f' into {job.tgt_lang}' if job.task == 'st' else ''}; {len(sites)} decoder sites; shard {job.shard_index + 1}/{job.num_shards} "
+            f"of {len(utterances)} utterances -> {out}"
+        )
+        started = time.time()
+        previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
+        try:
+            report = run_decoder_states(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, generator=generator)
+        finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGTERM, previous_handler)
+    except (DecoderError, UnknownSiteError, GenerationError, LanguageCodeError, StoreError, NonFiniteError) as error:
+        return fail(str(error))
+    elapsed = time.time() - started
+    print(
+        f"[decoder_states] wrote {report.written} utterances in {elapsed:.1f} s; {report.resumed} already done; "
+        f"{len(report.skipped)} skipped for bad audio; audio notes: {audio_notes_summary(report.audio_notes)}"
+    )
+    print_skipped(report.skipped)
+    print(f"[decoder_states] store: {out} ({len(report.parts)} part files; rows are generated tokens, ShardReader.tokens gives them)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command; a user error (a bad manifest, an unknown site, a family without a text decoder) ends with one line and exit status 2."""
+    return run_cli(lambda: _main(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""A decoder-state store: for each utterance of a manifest, the decoder's states at each generated
+token (:mod:`extract.decoder`), with the tokens, into part files as ``experiments.extract`` writes them.
+
+The store is laid out as an encoder store is (``extract.store``), its rows being generated tokens
+instead of frames: ``sites/decoder.layer.I/data`` holds one row per generated token, and the part's
+``tokens`` group the token ids and surface strings aligned with those rows
+(:class:`extract.store.TokenPartWriter`; :meth:`ShardReader.tokens`). Sites are untimed (frame
+rate NaN). The run resumes as extraction does: the shard's utterances are cut into parts of fixed
+size, a complete part is skipped, a part cut short is written again from the start, and complete
+parts of another configuration (model, decoding, sites, manifest) are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from extract.audio import MAX_SECONDS, SAMPLE_RATE
+from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_sites
+from extract.families.generation import GenerationOptions, Generator
+from extract.manifest import Utterance, read_manifest
+from extract.provenance import file_sha256, provenance
+from extract.runner import (
+    AudioLog,
+    ExtractionReport,
+    _note_damage,
+    _resume,
+    audio_batches,
+    finished_parts,
+    part_name,
+    refuse_other_configurations,
+    shard_slice,
+    utterance_meta,
+)
+from extract.spec import ModelSpec, load_generator
+from extract.stage_options import DecoderStatesOptions
+from extract.store import PartClaim, StoreAttributes, TokenPartWriter, is_complete
+
+ROWS = (
+    "generated tokens: row j is the decoder's state at the step that generated token j (its input the token before it), "
+    "teacher-forced on the chosen output; the prompt and forced tokens left out, the end-of-sequence token kept"
+)
+
+
+@dataclass(frozen=True)
+class DecoderStatesJob(DecoderStatesOptions):
+    """Decoder states of ``spec`` for a manifest into the store folder ``out``, with the options of
+    :class:`extract.stage_options.DecoderStatesOptions`."""
+
+    spec: ModelSpec
+    manifest: Path
+    out: Path
+
+    @property
+    def decoding(self) -> GenerationOptions:
+        return GenerationOptions(self.num_beams, self.max_new_tokens, translate_by_forcing=self.translate_by_forcing)
+
+    @property
+    def trim_seconds(self) -> float:
+        return self.max_seconds or MAX_SECONDS[self.task]
+
+    def store_config(self, sites: list[str], generator: Generator) -> dict:
+        """What determines the stored rows; a resumed run must match it (as ``ExtractionJob.store_config``)."""
+        spec, extractor = self.spec, generator.extractor
+        return {
+            "kind": "decoder_states",
+            "rows": ROWS,
+            "model": spec.family,
+            "checkpoint": extractor.checkpoint,
+            "revision": spec.revision,
+            "model_fingerprint": extractor.fingerprint,
+            "sites": sites,
+            "dtype": spec.dtype,
+            "storage_dtype": self.storage_dtype,
+            "task": self.task,
+            "tgt_lang": self.tgt_lang if self.task == "st" else None,
+            "decoding": generator.settings(),
+            "max_seconds": self.trim_seconds,
+            "limit": self.limit,
+            "num_shards": self.num_shards,
+            "utterances_per_part": self.utterances_per_part,
+            "manifest": str(self.manifest),
+            "label": self.label or spec.label(),
+            "manifest_sha256": file_sha256(self.manifest),
+        }
+
+
+def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclaim_stale: bool = False, generator: Generator | None = None) -> ExtractionReport:
+    """Runs ``job`` (resuming a store left unfinished). ``generator``: ``job.spec`` already loaded with
+    ``job.decoding``; by default it is loaded here."""
+    from tqdm.auto import tqdm
+
+    utterances = read_manifest(job.manifest)[: job.limit]
+    generator = generator or load_generator(job.spec, job.decoding)
+    extractor = generator.extractor
+    sites = resolve_decoder_sites(extractor, "all" if job.sites == "all" else list(job.sites))
+    generator.check(job.task, job.tgt_lang)
+    config = job.store_config(sites, generator)
+    table = decoder_site_table(extractor)
+    attributes = StoreAttributes(
+        model_id=extractor.checkpoint,
+        revision=extractor.revision or "",
+        family=extractor.family,
+        site_modules={site: f"{table[site].module}:{table[site].take}" for site in sites},
+        frame_rates={site: float("nan") for site in sites},  # rows are tokens, not timed frames
+        model_dtype=str(extractor.dtype).removeprefix("torch."),
+        storage_dtype=job.storage_dtype,
+        config=config,
+        **provenance(),
+    )
+    out = Path(job.out)
+    out.mkdir(parents=True, exist_ok=True)
+    mine = shard_slice(utterances, job.num_shards, job.shard_index)
+    parts = [mine[start : start + job.utterances_per_part] for start in range(0, len(mine), job.utterances_per_part)]
+    report = ExtractionReport()
+    finished = finished_parts(out)
+    refuse_other_configurations(out, list(finished.values()), config)
+    todo = []
+    for number, part in enumerate(parts):
+        name = part_name(job.shard_index, job.num_shards, number)
+        if name in finished:
+            _resume(finished[name], part, report)
+        else:
+            todo.append((number, part))
+            _note_damage(out / name)
+    with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
+        for number, part in todo:
+            path = out / part_name(job.shard_index, job.num_shards, number)
+            with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
+                if is_complete(path):  # another writer finished it since the scan above
+                    _resume(path, part, report)
+                    bar.update(len(part))
+                    continue
+                report.parts.append(str(_write_part(generator, job, sites, part, path, attributes, report, bar, claim)))
+    return report
+
+
+def _write_part(generator: Generator, job: DecoderStatesJob, sites: list[str], part: list[Utterance], path: Path, attributes, report, bar, claim) -> Path:
+    """One part: its audio loaded (bad audio skipped and listed), then batch by batch generated and
+    teacher-forced, each utterance added with its tokens; nothing is left under the final name unless complete."""
+    log = AudioLog()
+    batches = audio_batches(
+        part,
+        max_seconds=job.trim_seconds,
+        batch_seconds=job.batch_seconds,
+        batch_size=job.batch_size,
+        log=log,
+        input_seconds=generator.extractor.input_seconds,
+        by_language=True,
+        bar=bar,
+    )
+    writer, written = None, 0
+    try:
+        for batch in batches:
+            decoded = decoder_states(generator, batch.audios, sites, batch.utterances[0].language, job.task, job.tgt_lang)
+            if writer is None:
+                recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
+                writer = TokenPartWriter(path, {site: decoded[0].states[site].shape[1] for site in sites}, job.storage_dtype, recorded, claim=claim)
+            for utterance, samples, result in zip(batch.utterances, batch.audios, decoded):
+                writer.add(utterance.id, result.states, utterance_meta(utterance, len(samples) / SAMPLE_RATE), tokens=result.tokens)
+            written += len(batch.utterances)
+            bar.update(len(batch.utterances))
+        if writer is None:  # every utterance of the part was skipped
+            writer = TokenPartWriter(path, {}, job.storage_dtype, replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes)), claim=claim)
+        closed = writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    report.written += written
+    report.skipped.extend(log.skipped)
+    report.audio_notes.update(log.notes)
+    return closed
