@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile
 
 from experiments.study.__main__ import main
@@ -76,3 +77,79 @@ def test_the_pages_study_file_plans(tmp_path, capsys):
     planned = capsys.readouterr().out
     assert "wb demo-all encoder.final mean control=none seed=0 task=attribute:engine" in planned
     assert "wb demo-all encoder.layer.3 positional control=shuffled seed=0 task=attribute:engine:espeak,kokoro" in planned
+    assert "wb demo-all (engine: espeak,kokoro)" in planned, planned
+
+
+GAPS_STUDY = """\
+name: accents
+out: runs/accents
+device: cpu
+models:
+  - {{name: tiny, family: whisper, checkpoint: tiny-random, sites: [encoder.final]}}
+corpora:
+  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl}}}}
+transcribe: {{max_new_tokens: 4}}
+probes: {{probes: [positional], controls: [none], seeds: [0], positions: 10, task: "attribute:accent:north,south"}}
+behaviour:
+  gap:
+    - {{iterations: 10}}
+    - {{attribute: {attribute}, groups: [{groups}], iterations: 10}}
+"""
+
+
+def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute_probe(tmp_path, capsys, monkeypatch):
+    """behaviour.gap with an attribute comparison beside the gender one: both reports written under
+    their own names, the attribute's joined with the probe of the same task and never with gender's."""
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("no hub in this test")))
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute="accent", groups="north, south"))
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    behaviour = tmp_path / "runs/accents/behaviour/tiny"
+    assert sorted(path.name for path in behaviour.glob("*.json")) == ["gap-toy-en.json", "gap_accent_north-south-toy-en.json"]
+    report = json.loads((behaviour / "gap_accent_north-south-toy-en.json").read_text())
+    assert report["settings"]["attribute"] == "accent" and report["settings"]["groups"] == ["north", "south"]
+    assert list(report["languages"]["en"]["groups"]) == ["north", "south"] and report["labels"]["unlabelled"] == 0
+    assert "attribute" not in json.loads((behaviour / "gap-toy-en.json").read_text())["settings"]
+    import csv
+
+    with open(tmp_path / "runs/accents/results/f1_vs_gap.csv", newline="") as table:
+        (joined,) = list(csv.DictReader(table))
+    assert joined["task"] == "attribute:accent:north,south" and float(joined["gap_relative"]) == report["languages"]["en"]["gap_relative"]
+    collected = json.loads((tmp_path / "runs/accents/results/collect.json").read_text())
+    assert [gap["task"] for gap in collected["unmatched"]["gaps_without_probe"]] == ["female-male"]
+    figures = json.loads((tmp_path / "runs/accents/figures/figures.json").read_text())["figures"]
+    (scatter,) = [figure for figure in figures if figure["kind"] == "f1_vs_gap"]
+    assert scatter["paths"] == ["f1_vs_gap-tiny-toy-accent_north-south.png", "f1_vs_gap-tiny-toy-accent_north-south.pdf"]
+    capsys.readouterr()
+    assert main(["run", str(study), "--dry-run"]) == 0
+    assert "asr_gap     2 of 2 done" in capsys.readouterr().out  # its labels' manifest is among its inputs, unchanged
+
+
+@pytest.mark.parametrize(
+    "attribute, groups, expected",
+    [
+        ("age", "teens, thirties", "behaviour.gap[1].attribute: no utterance of toy-en ({manifest}) has extra.age; the attributes its utterances have: accent"),
+        ("accent", "north, west", "behaviour.gap[1].groups: no utterance of toy-en ({manifest}) has accent 'west'; its values: north, south; "),
+        ("accent", "north", "behaviour.gap[1].groups: expected two or more different values of accent (strings or whole numbers), got ['north']"),
+        ("acc:ent", "north, south", "behaviour.gap[1].attribute: attribute 'acc:ent': name a key of the manifest's extra"),
+    ],
+)
+def test_an_attribute_gap_the_manifest_cannot_give_is_one_line_naming_the_study_file_and_key(tmp_path, capsys, attribute, groups, expected):
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute=attribute, groups=groups).replace("acc:ent", '"acc:ent"'))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {study}: ") and expected.format(manifest=tmp_path / "toy-en.jsonl") in error and error.count("\n") == 1, error
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_attribute_gap_needs_its_groups_named(tmp_path, capsys):
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute="accent", groups="north, south").replace(", groups: [north, south]", ""))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "behaviour.gap[1].groups: an attribute comparison names its groups: two or more values of accent" in capsys.readouterr().err
