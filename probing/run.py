@@ -443,7 +443,10 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
 
 
 def attention_probe(config, reader, splits, labels):
-    """The attention kind's runner: attention pooling trained with early stopping on the dev split."""
+    """The attention kind's runner: attention pooling trained with early stopping on the dev split.
+    Three classes or more: a K-class softmax head, each test utterance predicted as its most probable
+    class and scored by macro F1 over every class (:func:`probing.metrics.multiclass_summary`); the
+    attention output's ``probabilities`` are then ``[N, K]`` (two classes: P(class 1), ``[N]``)."""
     from torch.utils.data import Subset
 
     from probing.train import fit_attention
@@ -453,16 +456,28 @@ def attention_probe(config, reader, splits, labels):
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
         )
     data, scaler = _sequence_data(config, reader, splits, labels)
-    dim = reader.dim(config.site)
+    dim, classes = reader.dim(config.site), len(splits.class_names)
 
     def fit(indices):
         return fit_attention(
-            Subset(data["train"], indices), data["dev"], dim, config.max_epochs, config.device, config.seed, lr=config.lr, workers=config.loader_workers
+            Subset(data["train"], indices),
+            data["dev"],
+            dim,
+            config.max_epochs,
+            config.device,
+            config.seed,
+            lr=config.lr,
+            workers=config.loader_workers,
+            classes=classes,
         )
 
     model = fit(np.arange(len(data["train"])))
-    probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
-    row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
+    if classes > 2:
+        probabilities, weights = model.class_probabilities(data["test"], workers=config.loader_workers)
+        row = metrics.multiclass_summary(labels["test"], probabilities.argmax(axis=1), splits.class_names)
+    else:
+        probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
+        row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
     row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
     if config.apply_to:
