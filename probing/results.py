@@ -241,11 +241,14 @@ def load_attention(out: str | Path, run_id: str) -> tuple[list[str], list[np.nda
 
 def load_predictions(out: str | Path, run_id: str) -> dict[str, str]:
     """Utterance id -> predicted class of an attention run: on the ``--apply-to`` store where the run
-    has one, else on its test split (class 1 where P(class 1) > 0.5)."""
+    has one, else on its test split (class 1 where P(class 1) > 0.5; of three classes or more, whose
+    probabilities are one row per utterance, the most probable)."""
     arrays = load_arrays(out, run_id)
     classes = [str(c) for c in arrays.get("applied_class_names", ["male", "female"])]
     if "applied_ids" in arrays:
         ids, probabilities = [str(i) for i in arrays["applied_ids"]], arrays["applied_probabilities"]
     else:
         ids, _, probabilities = load_attention(out, run_id)
+    if np.ndim(probabilities) == 2:
+        return {i: classes[int(np.argmax(p))] for i, p in zip(ids, probabilities)}
     return {i: classes[int(p > 0.5)] for i, p in zip(ids, probabilities)}

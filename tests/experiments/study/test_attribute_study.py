@@ -153,3 +153,19 @@ def test_an_attribute_gap_needs_its_groups_named(tmp_path, capsys):
     study.write_text(GAPS_STUDY.format(attribute="accent", groups="north, south").replace(", groups: [north, south]", ""))
     assert main(["run", str(study), "--dry-run"]) == 2
     assert "behaviour.gap[1].groups: an attribute comparison names its groups: two or more values of accent" in capsys.readouterr().err
+
+
+def test_a_study_grid_applies_an_attribute_probe_to_another_corpus(tmp_path, capsys):
+    """apply_to beside an attribute task in a grid: planned (it was refused before the other store's
+    attribute could be read from its manifest)."""
+    write_accents(tmp_path)
+    other = tmp_path / "other"
+    write_accents(other)
+    rows = [json.loads(line) for line in (other / "toy-en.jsonl").read_text().splitlines()]
+    (other / "toy-en.jsonl").write_text("".join(json.dumps(row | {"dataset": "toy2", "speaker": "o" + row["speaker"]}) + "\n" for row in rows))
+    study = tmp_path / "applied.yaml"
+    text = STUDY.format(task="attribute:accent").replace("probes: [mean]", "probes: [attention]").replace('"}', '", apply_to: toy2}')
+    second = "\n  - {name: toy2, task: asr, manifests: {en: other/toy-en.jsonl}}"
+    study.write_text(text.replace("manifests: {en: toy-en.jsonl}}", "manifests: {en: toy-en.jsonl}}" + second))
+    assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
+    assert "tiny toy-en encoder.final attention control=none seed=0 task=attribute:accent applied to toy2-en" in capsys.readouterr().out
