@@ -120,6 +120,14 @@ def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute
     assert joined["task"] == "attribute:accent:north,south" and float(joined["gap_relative"]) == report["languages"]["en"]["gap_relative"]
     collected = json.loads((tmp_path / "runs/accents/results/collect.json").read_text())
     assert [gap["task"] for gap in collected["unmatched"]["gaps_without_probe"]] == ["female-male"]
+    from experiments import asr_gap
+
+    hypotheses = tmp_path / "runs/accents/hyps/tiny/toy-en.jsonl"
+    for name, flags in (("gap-toy-en.json", []), ("gap_accent_north-south-toy-en.json", ["--attribute", "accent", "--groups", "north,south"])):
+        by_hand = tmp_path / "by-hand" / name  # the same comparison with asr_gap: the same bytes, the gender report as without the attribute's
+        assert asr_gap.main(["--hypotheses", str(hypotheses), "--iterations", "10", *flags, "--out", str(by_hand)]) == 0
+        assert (behaviour / name).read_bytes() == by_hand.read_bytes(), name
+        assert (behaviour / name).with_suffix(".counts.jsonl").read_bytes() == by_hand.with_suffix(".counts.jsonl").read_bytes()
     figures = json.loads((tmp_path / "runs/accents/figures/figures.json").read_text())["figures"]
     (scatter,) = [figure for figure in figures if figure["kind"] == "f1_vs_gap"]
     assert scatter["paths"] == ["f1_vs_gap-tiny-toy-accent_north-south.png", "f1_vs_gap-tiny-toy-accent_north-south.pdf"]
