@@ -233,7 +233,8 @@ def load_arrays(out: str | Path, run_id: str) -> dict[str, np.ndarray]:
 
 
 def load_attention(out: str | Path, run_id: str) -> tuple[list[str], list[np.ndarray], np.ndarray]:
-    """(test ids, attention weights per test utterance, P(class 1) per test utterance) of an attention run."""
+    """(test ids, attention weights per test utterance, P(class 1) per test utterance) of an attention
+    run; of three classes or more, every class's probability (``[N, K]``) instead of P(class 1)."""
     with np.load(arrays_folder(out) / f"{run_id}.attention.npz") as data:
         offsets, weights = data["offsets"], data["weights"]
         return [str(i) for i in data["ids"]], [weights[a:b] for a, b in zip(offsets[:-1], offsets[1:])], data["probabilities"]

@@ -37,7 +37,9 @@ def test_a_two_class_attribute_probe_is_scored_on_the_other_stores_two_classes(s
     assert list(result.arrays["applied_class_names"]) == ["west", "north"] and result.arrays["applied_probabilities"].shape == (27,)
 
 
-def test_a_three_class_attribute_probe_predicts_every_class_and_scores_those_it_knows(stores):
+def test_a_three_class_attribute_probe_predicts_every_class_and_scores_those_it_knows(tmp_path, stores):
+    from probing.results import load_predictions, save_result
+
     trained, applied, _ = stores
     result = run_probe(ProbeConfig(store=str(trained), site=SITE, task="attribute:accent", apply_to=str(applied), **TRAINING))
     row = result.row
@@ -45,6 +47,10 @@ def test_a_three_class_attribute_probe_predicts_every_class_and_scores_those_it_
     probabilities = result.arrays["applied_probabilities"]
     assert probabilities.shape == (27, 3) and np.allclose(probabilities.sum(axis=1), 1.0)
     assert row["applied_f1_macro"] >= 90 and set(row["applied_recall"]) == {"north", "south", "west"}
+    save_result(result, tmp_path / "rows.jsonl")
+    predicted = load_predictions(tmp_path / "rows.jsonl", row["run_id"])  # each utterance's most probable class
+    assert len(predicted) == 27 and set(predicted.values()) <= {"north", "south", "west"}
+    assert [predicted[f"o-{accent}-0-0"] for accent in ("north", "south", "west")] == ["north", "south", "west"]
 
 
 def test_a_store_without_every_class_is_predicted_not_scored(tmp_path, stores):
