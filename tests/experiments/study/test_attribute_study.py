@@ -69,14 +69,16 @@ def test_the_pages_study_file_plans(tmp_path, capsys):
         path = tmp_path / "DATA" / "audio" / f"{speaker}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, np.zeros(RATE // 2, dtype=np.float32), RATE)
-        rows.append(Utterance(speaker, str(path), "en", "one two", gender, speaker, dataset="demo", extra={"engine": engine}))
+        for language in ("en", "es"):  # every voice speaks both, as the demo corpus's do
+            rows.append(Utterance(f"{speaker}-{language}", str(path), language, "one two", gender, speaker, dataset="demo", extra={"engine": engine}))
     write_manifest(tmp_path / "DATA" / "manifest.jsonl", rows)
     study = tmp_path / "engines.yaml"
     study.write_text(block, encoding="utf-8")
     assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
     planned = capsys.readouterr().out
     assert "wb demo-all encoder.final mean control=none seed=0 task=attribute:engine" in planned
-    assert "wb demo-all encoder.layer.3 positional control=shuffled seed=0 task=attribute:engine:espeak,kokoro" in planned
+    for language in ("en", "es"):
+        assert f"wb demo-all encoder.layer.3 positional control=shuffled seed=0 language={language} task=attribute:engine:espeak,kokoro" in planned
     assert "wb demo-all (engine: espeak,kokoro)" in planned, planned
 
 
