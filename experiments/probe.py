@@ -36,9 +36,10 @@ A speaker attribute of the manifest's ``extra`` instead of gender (``docs/attrib
 
 reads the attribute from the manifest the store was extracted from (refused if it changed since;
 ``--labels MANIFEST`` names it where the store's recorded path does not lead to it). Without
-``--groups`` every class is probed at once (three classes or more: ``--probe mean`` or ``max``,
-macro F1 over the classes); ``--groups A,B`` probes two of them, ``--pairs`` each pair in its own
-row (task ``attribute:NAME:A,B``).
+``--groups`` every class is probed at once (three classes or more: ``--probe mean`` or ``max``, a
+multinomial logistic regression, or ``attention``, a K-class softmax head; macro F1 over the
+classes); ``--groups A,B`` probes two of them, ``--pairs`` each pair in its own row (task
+``attribute:NAME:A,B``).
 
 Rows are appended as runs finish; a rerun skips run ids already in the output whose stores are
 unchanged (the row's ``store_identity``), and recomputes the others: the latest row of a run id is

@@ -16,6 +16,8 @@ of the attribute) and ``attribute:NAME:A,B`` (two of its classes, the first the 
 
 from __future__ import annotations
 
+import hashlib
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,26 @@ def parse_attribute_task(task: str) -> tuple[str, tuple[str, ...]] | None:
     classes = tuple(named.split(",")) if separator else ()  # "attribute:age:" names an empty class list: refused
     attribute_task(attribute, classes)  # checks the spelling
     return attribute, classes
+
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9.]+")  # an attribute or a value that names a file as it is spelled
+
+
+def task_file_name(task: str) -> str:
+    """A task as part of a file name: a gender task as it is (``other-male``); an attribute task
+    ``attribute:NAME[:A,B,...]`` as ``NAME[_A-B-...]`` where the attribute and its values are letters,
+    digits and dots, otherwise with every other character spelled ``.`` and ``_`` plus the first 8 hex
+    digits of the sha256 of the task (values are free text: ``/``, ``:``, spaces), so that two tasks
+    never share a name: a plain name has at most one ``_``, an escaped one ends ``_`` and 8 hex digits."""
+    if not task.startswith(ATTRIBUTE_PREFIX):
+        return task
+    attribute, separator, named = task[len(ATTRIBUTE_PREFIX) :].partition(":")
+    names = [attribute, *(named.split(",") if separator else ())]
+    if all(PLAIN_NAME.fullmatch(name) for name in names):
+        return "_".join(filter(None, (names[0], "-".join(names[1:]))))
+    plain = [re.sub(r"[^A-Za-z0-9.]", ".", name) for name in names]
+    digest = hashlib.sha256(task.encode()).hexdigest()[:8]
+    return "_".join(filter(None, (plain[0], "-".join(plain[1:]), digest)))
 
 
 def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | None, built: str, given: bool = False) -> AttributeLabels:

@@ -77,6 +77,7 @@ KINDS: dict[str, ProbeKind] = {
             "attention pooling over the frames, then a linear layer (Fucci et al. 2025)",
             options=("max_epochs", "lr", "apply_to", "memory_gb", "loader_workers"),
             selects_on_dev="the epoch to stop at (early stopping)",
+            multiclass=True,
         ),
         ProbeKind(
             "mean", "probing.run:pooled_probe", "f1_macro", "logistic probe on the mean over speech frames", options=LOGISTIC, reads="mean", multiclass=True

@@ -38,7 +38,8 @@ class PositionalLogistic(nn.Module):
 class AttentionProbe(nn.Module):
     """Fucci et al. 2025: one learnable query attends over W_K x and W_V x; a linear layer gives class logits.
 
-    ``x [B, T, D], lengths [B] -> (logits [B, 2], attention [B, T])``; padded positions get zero weight.
+    ``x [B, T, D], lengths [B] -> (logits [B, classes], attention [B, T])``; padded positions get zero
+    weight. Two classes as in the paper; K for an attribute of K classes (the same softmax head).
     """
 
     def __init__(self, dim: int, classes: int = 2):

@@ -233,19 +233,32 @@ def load_arrays(out: str | Path, run_id: str) -> dict[str, np.ndarray]:
 
 
 def load_attention(out: str | Path, run_id: str) -> tuple[list[str], list[np.ndarray], np.ndarray]:
-    """(test ids, attention weights per test utterance, P(class 1) per test utterance) of an attention run."""
+    """(test ids, attention weights per test utterance, P(class 1) per test utterance) of an attention
+    run; of three classes or more, every class's probability (``[N, K]``) instead of P(class 1)."""
     with np.load(arrays_folder(out) / f"{run_id}.attention.npz") as data:
         offsets, weights = data["offsets"], data["weights"]
         return [str(i) for i in data["ids"]], [weights[a:b] for a, b in zip(offsets[:-1], offsets[1:])], data["probabilities"]
 
 
+def _class_names(row: dict) -> list[str]:
+    """A row's class names, class 0 first: its ``classes`` (attribute tasks), else those of its gender task."""
+    from probing.data import TASKS
+
+    return row.get("classes") or list(TASKS.get((row.get("config") or {}).get("task"), TASKS["female-male"]))
+
+
 def load_predictions(out: str | Path, run_id: str) -> dict[str, str]:
     """Utterance id -> predicted class of an attention run: on the ``--apply-to`` store where the run
-    has one, else on its test split (class 1 where P(class 1) > 0.5)."""
-    arrays = load_arrays(out, run_id)
-    classes = [str(c) for c in arrays.get("applied_class_names", ["male", "female"])]
+    has one, else on its test split (class 1 where P(class 1) > 0.5; of three classes or more, whose
+    probabilities are one row per utterance, the most probable). Classes are named as the applied
+    arrays name them, else as the run's row does (``classes`` of an attribute task, else its gender task's)."""
+    saved = arrays_folder(out) / f"{run_id}.npz"  # an attention run without --apply-to saves no arrays, its attention only
+    arrays = load_arrays(out, run_id) if saved.exists() else {}
+    classes = [str(c) for c in arrays.get("applied_class_names", _class_names(load_rows(out).get(run_id, {})))]
     if "applied_ids" in arrays:
         ids, probabilities = [str(i) for i in arrays["applied_ids"]], arrays["applied_probabilities"]
     else:
         ids, _, probabilities = load_attention(out, run_id)
+    if np.ndim(probabilities) == 2:
+        return {i: classes[int(np.argmax(p))] for i, p in zip(ids, probabilities)}
     return {i: classes[int(p > 0.5)] for i, p in zip(ids, probabilities)}

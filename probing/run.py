@@ -101,7 +101,8 @@ class ProbeConfig:
     apply_to: str | None = option(
         None,
         "attention probe: also predict every utterance of this store (e.g. MuST-SHE), saved in the arrays, "
-        "and score those labelled with the task's genders (applied_f1_macro, applied_accuracy, applied_recall)",
+        "and score those labelled with the task's classes (genders, or an attribute's values from the manifest "
+        "that store records): applied_f1_macro, applied_accuracy, applied_recall",
         role="input",
     )
     allow_shared_speakers: bool = option(
@@ -132,8 +133,6 @@ class ProbeConfig:
         column, _ = task_labels(self.task)
         if column == "gender" and self.labels:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
-        if column != "gender" and self.apply_to:
-            raise ProbeError(f"apply_to scores the other store's gender labels, not task {self.task}'s: leave apply_to out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
         if self.positions <= 0:
@@ -443,7 +442,10 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
 
 
 def attention_probe(config, reader, splits, labels):
-    """The attention kind's runner: attention pooling trained with early stopping on the dev split."""
+    """The attention kind's runner: attention pooling trained with early stopping on the dev split.
+    Three classes or more: a K-class softmax head, each test utterance predicted as its most probable
+    class and scored by macro F1 over every class (:func:`probing.metrics.multiclass_summary`); the
+    attention output's ``probabilities`` are then ``[N, K]`` (two classes: P(class 1), ``[N]``)."""
     from torch.utils.data import Subset
 
     from probing.train import fit_attention
@@ -453,16 +455,28 @@ def attention_probe(config, reader, splits, labels):
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
         )
     data, scaler = _sequence_data(config, reader, splits, labels)
-    dim = reader.dim(config.site)
+    dim, classes = reader.dim(config.site), len(splits.class_names)
 
     def fit(indices):
         return fit_attention(
-            Subset(data["train"], indices), data["dev"], dim, config.max_epochs, config.device, config.seed, lr=config.lr, workers=config.loader_workers
+            Subset(data["train"], indices),
+            data["dev"],
+            dim,
+            config.max_epochs,
+            config.device,
+            config.seed,
+            lr=config.lr,
+            workers=config.loader_workers,
+            classes=classes,
         )
 
     model = fit(np.arange(len(data["train"])))
-    probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
-    row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
+    if classes > 2:
+        probabilities, weights = model.class_probabilities(data["test"], workers=config.loader_workers)
+        row = metrics.multiclass_summary(labels["test"], probabilities.argmax(axis=1), splits.class_names)
+    else:
+        probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
+        row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
     row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
     if config.apply_to:
@@ -499,32 +513,70 @@ def _sequence_data(config, reader, splits, labels):
     return {n: StoreSequenceDataset(reader, config.site, ids[n], labels[n], scaler) for n in ids}, scaler
 
 
-def _apply(config, model, scaler, class_names: tuple[str, str]) -> tuple[dict, dict]:
-    """Predict every utterance of the ``apply_to`` store; score those labelled with the task's two classes.
+def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, dict]:
+    """Predict every utterance of the ``apply_to`` store; score those labelled with one of the task's classes.
 
-    Utterances of other genders are predicted but not scored; ``applied_to`` counts both. Scores
-    need both classes among the labelled utterances (a macro F1 over one class means nothing).
+    Labels are the other store's genders, or for an attribute task its values of the attribute, read
+    from the manifest that store records (:func:`applied_attribute`). Utterances of other genders
+    (values) are predicted but not scored; ``applied_to`` counts both. Scores need every class of the
+    probe among the labelled utterances (a macro F1 over one class means nothing, and a class absent
+    there would count 0). Three classes or more: ``applied_probabilities`` are ``[N, K]`` and each
+    utterance is predicted as its most probable class.
     """
     from extract.store import ShardReader
     from probing.train import StoreSequenceDataset
 
     other = ShardReader(config.apply_to)
     applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
-    probabilities, _ = model.predict(applied)  # one pass over the store, read utterance by utterance
+    many = len(class_names) > 2
+    probabilities, _ = model.class_probabilities(applied) if many else model.predict(applied)  # one pass over the store, read utterance by utterance
     arrays = {"applied_ids": np.array(other.ids), "applied_probabilities": probabilities, "applied_class_names": np.array(class_names)}
-    genders = np.array(other.metadata()["gender"], dtype=object)
-    labelled = np.isin(genders, class_names)
-    labels = (genders[labelled] == class_names[1]).astype(int)
     summary = {"store": config.apply_to, "subject": store_subject(other), "utterances": len(other.ids), "scored": 0}
-    if len(set(labels.tolist())) < 2:
+    if task_attribute(config.task) is None:
+        values = np.array(other.metadata()["gender"], dtype=object)
+        labelled = np.isin(values, class_names)
+    else:
+        values, record = applied_attribute(config, other)
+        summary["labels"] = record
+        labelled = np.array([value in class_names for value in values], dtype=bool)
+    labels = np.array([class_names.index(value) for value in values[labelled]], dtype=int)
+    if not many and len(set(labels.tolist())) < 2:
         summary["not_scored"] = (
             f"needs utterances labelled {class_names[0]} and {class_names[1]}; "
             f"found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
         )
         return {"applied_to": summary}, arrays
+    if many and len(set(labels.tolist())) < len(class_names):
+        found = ", ".join(f"{int(np.sum(labels == k))} {name}" for k, name in enumerate(class_names))
+        summary["not_scored"] = f"needs utterances of every class the probe tells apart ({', '.join(class_names)}); found {found}"
+        return {"applied_to": summary}, arrays
     summary["scored"] = int(labelled.sum())
-    scores = metrics.summary(labels, (probabilities[labelled] > 0.5).astype(int), class_names)
+    if many:
+        scores = metrics.multiclass_summary(labels, probabilities[labelled].argmax(axis=1), class_names)
+    else:
+        scores = metrics.summary(labels, (probabilities[labelled] > 0.5).astype(int), class_names)
     return {"applied_to": summary, **{f"applied_{key}": value for key, value in scores.items()}}, arrays
+
+
+def applied_attribute(config: ProbeConfig, other) -> tuple[np.ndarray, dict]:
+    """The ``apply_to`` store's values of the task's attribute, per utterance in store order (None
+    where unlabelled), and what the row records of them (:meth:`extract.attributes.AttributeLabels.record`):
+    read from the manifest that store records, refused unless its sha256 is the one recorded there,
+    as the probed store's are (:func:`probe_metadata`)."""
+    from extract.manifest import ManifestError
+
+    attribute, stored = task_attribute(config.task), other.info.config
+    where = f"the apply_to store {config.apply_to}"
+    manifest = stored.get("manifest")
+    if not manifest or not Path(manifest).is_file():
+        gone = f"was built from the manifest {manifest}, which is not there" if manifest else "records no manifest"
+        raise ProbeError(f"{where} {gone}: its {attribute} labels cannot be read; restore that manifest, or rebuild the store from one that holds them")
+    try:
+        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), where)
+    except (LabelError, ManifestError) as error:
+        raise ProbeError(str(error)) from error
+    values = np.array([found.values.get(i) for i in other.ids], dtype=object)
+    return values, found.record(int(sum(value is None for value in values)))
 
 
 def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> list[str]:
@@ -825,6 +877,8 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     runner = config.kind.run
     shared = {}
     metadata, labelled = probe_metadata(config, reader)
+    if config.apply_to and task_attribute(config.task) is not None:
+        applied_attribute(config, ShardReader(config.apply_to))  # its labels refused before the probe trains, not after
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, metadata, runner)
         if labelled:

@@ -211,10 +211,10 @@ def collate_sequences(items):
 
 
 class AttentionSystem(L.LightningModule):
-    def __init__(self, dim: int, lr: float = 1e-4):  # Fucci et al. 2025: Adam at 1e-4
+    def __init__(self, dim: int, lr: float = 1e-4, classes: int = 2):  # Fucci et al. 2025: Adam at 1e-4
         super().__init__()
         self.save_hyperparameters()
-        self.probe = AttentionProbe(dim)
+        self.probe = AttentionProbe(dim, classes)
 
     def _loss(self, batch):
         x, lengths, y = batch
@@ -258,30 +258,45 @@ class FittedAttention:
     epochs: int
 
     def predict(self, sequences, batch_size: int = 64, workers: int = 0) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Class-1 probabilities and each utterance's attention weights over its valid frames, for a
-        list of ``[T, D]`` arrays or a ``Dataset`` of (sequence, label) read in batches."""
+        """Class-1 probabilities ``[N]`` and each utterance's attention weights over its valid frames,
+        for a list of ``[T, D]`` arrays or a ``Dataset`` of (sequence, label) read in batches."""
+        probabilities, weights = self.class_probabilities(sequences, batch_size, workers)
+        return probabilities[:, 1], weights
+
+    def class_probabilities(self, sequences, batch_size: int = 64, workers: int = 0) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`predict` with every class's probability, ``[N, K]`` (the softmax over the probe's K logits)."""
         data = sequences if isinstance(sequences, Dataset) else SequenceDataset(sequences, np.zeros(len(sequences), dtype=int))
         probabilities, weights = [], []
         self.probe.eval()
         with torch.inference_mode():
             for x, lengths, _ in sequence_loader(data, batch_size, workers):
                 logits, attention = self.probe(x, lengths)
-                probabilities.append(torch.softmax(logits, -1)[:, 1].numpy())
+                probabilities.append(torch.softmax(logits, -1).numpy())
                 weights.extend(a[:n].numpy() for a, n in zip(attention, lengths.tolist()))
         return np.concatenate(probabilities), weights
 
 
 def fit_attention(
-    train, dev, dim: int, max_epochs: int = 200, device: str = "cpu", seed: int = 0, batch_size: int = 32, lr: float = 1e-4, workers: int = 0
+    train,
+    dev,
+    dim: int,
+    max_epochs: int = 200,
+    device: str = "cpu",
+    seed: int = 0,
+    batch_size: int = 32,
+    lr: float = 1e-4,
+    workers: int = 0,
+    classes: int = 2,
 ) -> FittedAttention:
     """``train``/``dev``: (sequences, labels) in memory, or a ``Dataset`` of (sequence, label) such as
     :class:`StoreSequenceDataset`, read in batches by ``workers`` DataLoader processes (0: the main
-    process). Early stopping needs a non-empty dev set."""
+    process); labels are class numbers ``0 .. classes - 1`` (a K-class softmax head, cross-entropy
+    over K). Early stopping needs a non-empty dev set."""
     train, dev = as_dataset(train), as_dataset(dev)
     if not len(dev):
         raise ValueError("the attention probe needs a dev split for early stopping")
     L.seed_everything(seed, verbose=False)
-    system = AttentionSystem(dim, lr=lr)
+    system = AttentionSystem(dim, lr=lr, classes=classes)
     keep = KeepBest()
     stop = L.pytorch.callbacks.EarlyStopping(monitor="val_loss", min_delta=1e-5, patience=20, mode="min")
     generator = torch.Generator().manual_seed(seed)

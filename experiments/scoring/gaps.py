@@ -70,6 +70,7 @@ class GapOptions:
         None,
         "compare the groups of this attribute of the manifest's extra (e.g. age) instead of gender; needs --groups",
         metavar="NAME",
+        study=True,
     )
     labels: Path | None = option(
         None,

@@ -182,7 +182,7 @@ def gap_reports(context: Context, corpus: Corpus, groups: list[str]) -> list[tup
     for model in study.models:
         for part in study.transcribed(model, corpus):
             for options in study.gaps_of(corpus, part):
-                if options["groups"] == groups:
+                if options["attribute"] is None and options["groups"] == groups:
                     reports.append((model.name, context.layout.behaviour(gap_kind(options), model, part, None)))
     return reports
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
 from experiments.study.schema import Study
+from extract.attributes import task_file_name
 from extract.provenance import file_identity, file_sha256, provenance
 from extract.records import F1VsMustSheRow, GapReport, read_document, read_table, read_versioned, schema_version
 
@@ -138,7 +139,7 @@ def write_figures(layout, study: Study) -> Path:
                 if (row["task"], row["split"]) == (task, split) and _number(row["f1_s"]) is not None and _number(row["gap_relative"]) is not None
             ]
             fit = fits.get((model, dataset, site, task, split), {})
-            name = f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task}") + ("" if split == "fixed" else f"-{split}")
+            name = f"f1_vs_gap-{model}-{dataset}" + ("" if task == "female-male" else f"-{task_file_name(task)}") + ("" if split == "fixed" else f"-{split}")
             stem = layout.figures / name
             paths = plots.scatter_with_fit(
                 [_number(row["f1_s"]) for row in rows],

@@ -51,7 +51,9 @@ relative to a folder of the user's)::
     behaviour:
       gap: {iterations: 1000, seed: 0, groups: [female, male], gap_estimate: resampled, normalizer: whisper, cer_spaces: drop}
       # or a list of comparisons, each with its groups, e.g. [{groups: [female, male]}, {groups: [other, male], languages: [ca, de]}];
-      # languages: only the parts with these keys (default: every part of its corpora)
+      # languages: only the parts with these keys (default: every part of its corpora);
+      # attribute: groups of a field of the manifests' extra instead of genders, e.g. {attribute: age, groups: [teens, thirties]}
+      # (two or more values, each against the last; docs/attributes.md)
       st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
       # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
     report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
@@ -498,7 +500,7 @@ def _analyses(reader: _Reader, value, corpora: tuple[Corpus, ...], gaps: tuple[d
         if len(options["groups"]) != 2:
             raise reader.error("analyses.feature_gaps.groups", f"expected two groups, e.g. [female, male]; got {options['groups']!r}")
         _positive(reader, options, ("bootstrap",), "analyses.feature_gaps")
-    headline = next((gap for gap in gaps if gap["groups"] == ["female", "male"]), None)
+    headline = next((gap for gap in gaps if gap["attribute"] is None and gap["groups"] == ["female", "male"]), None)
     default = list(headline["corpora"]) if headline else None
     corpora_given = analyses["corpora"] if analyses["corpora"] is not None else default
     analyses["corpora"] = _scored(reader, corpora_given, corpora, "asr", "analyses.corpora")
@@ -527,7 +529,9 @@ def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
 
 def _gaps(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> tuple[dict, ...]:
     """``behaviour.gap``: one comparison (a mapping) or several (a list of mappings, each its own
-    ``groups``, e.g. [female, male] and, on some languages, [other, male])."""
+    ``groups``, e.g. [female, male] and, on some languages, [other, male]). A comparison with
+    ``attribute`` compares groups of that field of the manifests' ``extra`` (two or more of its values,
+    named: each against the last) instead of genders; its ``where`` (its key) names it in the plan's refusals."""
     from experiments.scoring.gaps import iterations_problem
 
     listed = isinstance(value, list)
@@ -539,18 +543,40 @@ def _gaps(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> tuple[dict, ..
         gap = reader.fields(item, GAP_FIELDS, where)
         if problem := iterations_problem(gap["iterations"]):
             raise reader.error(f"{where}.iterations", problem)
-        gap["groups"] = list(reader.names(gap["groups"], f"{where}.groups", choices=GENDERS))
-        if len(gap["groups"]) != 2:
-            raise reader.error(f"{where}.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
-        if tuple(gap["groups"]) in seen:
-            raise reader.error(f"{where}.groups", f"{','.join(gap['groups'])} is compared in {seen[tuple(gap['groups'])]} already; give each comparison once")
-        seen[tuple(gap["groups"])] = where
+        if gap["attribute"] is None:
+            gap["groups"] = list(reader.names(gap["groups"], f"{where}.groups", choices=GENDERS))
+            if len(gap["groups"]) != 2:
+                raise reader.error(f"{where}.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
+        else:
+            gap["groups"] = _attribute_groups(reader, gap["attribute"], (item or {}).get("groups"), where)
+        compared = (gap["attribute"], tuple(gap["groups"]))
+        if compared in seen:
+            of = f"{gap['attribute']} " if gap["attribute"] else ""
+            raise reader.error(f"{where}.groups", f"{of}{','.join(gap['groups'])} is compared in {seen[compared]} already; give each comparison once")
+        seen[compared] = where
         gap["corpora"] = _scored(reader, gap["corpora"], corpora, "asr", f"{where}.corpora")
         if gap["languages"] is not None:
             keys = sorted({part.key for corpus in corpora if corpus.name in gap["corpora"] for part in corpus.parts})
             gap["languages"] = list(reader.names(gap["languages"], f"{where}.languages", choices=tuple(keys)))
-        gaps.append(gap)
+        gaps.append(gap | {"where": where})
     return tuple(gaps)
+
+
+def _attribute_groups(reader: _Reader, attribute: str, groups, where: str) -> list[str]:
+    """An attribute comparison's ``groups``: given (the gender default means nothing here), two or more
+    different values of ``attribute`` as the manifest spells them (a whole number read as its digits)."""
+    from extract.attributes import LabelError, check_attribute_name
+
+    try:
+        check_attribute_name(attribute)
+    except LabelError as error:
+        raise reader.error(f"{where}.attribute", str(error)) from None
+    if groups is None:
+        raise reader.error(f"{where}.groups", f"an attribute comparison names its groups: two or more values of {attribute}, e.g. [A, B] (E(A, B))")
+    named = [str(group).strip() if isinstance(group, (str, int)) and not isinstance(group, bool) else group for group in groups]
+    if len(named) < 2 or not all(isinstance(group, str) and group for group in named) or len(set(named)) < len(named):
+        raise reader.error(f"{where}.groups", f"expected two or more different values of {attribute} (strings or whole numbers), got {_shown(groups)}")
+    return named
 
 
 def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, where: str) -> tuple[str, ...]:

@@ -28,8 +28,8 @@ own rule:
 
 Layout under the study's ``out``: ``manifests/MODEL/CORPUS-all.jsonl`` (a pooled part restricted to a
 model's languages), ``stores/MODEL/CORPUS-KEY`` (``stores/f0/CORPUS-KEY``: the F0 baseline), ``hyps/MODEL/CORPUS-KEY[-TGT].jsonl``,
-``behaviour/MODEL/{gap,gap_A-B,mustshe,st_quality}-CORPUS-KEY[-TGT].json`` (``gap_other-male``: a
-second gap comparison), ``probes/probes.jsonl``,
+``behaviour/MODEL/{gap,gap_A-B,gap_NAME_A-B,mustshe,st_quality}-CORPUS-KEY[-TGT].json`` (``gap_other-male``: a
+second gap comparison; ``gap_age_teens-thirties``: groups of an attribute), ``probes/probes.jsonl``,
 ``features/`` (``analyses``: ``acoustic-CORPUS-KEY.jsonl`` with its ``.ranges.json``, ``.summary.json``
 and ``.inputs.json``; ``lexical-CORPUS-KEY[-LANG].jsonl`` (LANG on a pooled part) with its
 ``.inputs.json``; ``feature_gaps-CORPUS.json`` with ``.contrasts.csv`` and ``.setups.csv``),
@@ -752,24 +752,66 @@ def behaviour_status(behaviour: Behaviour) -> tuple[bool, str]:
 
 def gap_kind(options: dict) -> str:
     """The name of a gap comparison's outputs: ``gap`` for female against male (``gap-CORPUS-KEY.json``),
-    ``gap_A-B`` for another (``gap_other-male-CORPUS-KEY.json``), so the two never share a file."""
+    ``gap_A-B`` for another (``gap_other-male-CORPUS-KEY.json``), ``gap_NAME_A-B`` for groups of an
+    attribute (``gap_age_teens-thirties``; values that are not letters, digits and dots escaped:
+    :func:`extract.attributes.task_file_name`), so that no two comparisons share a file and only the
+    female-male reports start ``gap-``."""
+    from experiments.scoring.gaps import gap_task
+    from extract.attributes import task_file_name
+
+    if options.get("attribute"):
+        return f"gap_{task_file_name(gap_task(options))}"
     return "gap" if options["groups"] == ["female", "male"] else f"gap_{'-'.join(options['groups'])}"
 
 
-def gap_behaviour(options: dict, hypotheses: Path, out: Path) -> Behaviour:
+def gap_behaviour(options: dict, hypotheses: Path, out: Path, manifest: Path | None = None) -> Behaviour:
+    """A gap comparison's report of ``hypotheses``; an attribute's reads its labels from ``manifest``
+    (the one transcribed, checked by the sha256 the transcription recorded) and depends on it too."""
     from experiments.scoring.asr_metrics import Scoring
-    from experiments.scoring.gaps import gap_report, gap_settings, read_hypotheses, save_gap_report
+    from experiments.scoring.gaps import gap_report, gap_settings, hypotheses_attribute, read_hypotheses, save_gap_report
 
-    groups, scoring = tuple(options["groups"]), Scoring(options["normalizer"], options["cer_spaces"])
-    settings = gap_settings(groups, options["iterations"], options["seed"], scoring, options["gap_estimate"])
+    groups, scoring, attribute = tuple(options["groups"]), Scoring(options["normalizer"], options["cer_spaces"]), options.get("attribute")
+    settings = gap_settings(groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], attribute=attribute)
 
     def compute() -> str:
-        report, counts = gap_report(read_hypotheses(hypotheses), groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], hypotheses)
+        labels = hypotheses_attribute(hypotheses, attribute) if attribute else None
+        rows = read_hypotheses(hypotheses)
+        report, counts = gap_report(rows, groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], hypotheses, attribute=labels)
         save_gap_report(report, counts, out)
         gaps = ", ".join(f"{language} E {_number(entry.get('gap_relative'), '+')}" for language, entry in report["languages"].items())
         return f"{gaps} -> {out}"
 
-    return Behaviour([hypotheses], out, lambda document: document.get("settings") == settings, compute)
+    inputs = [hypotheses, manifest] if attribute else [hypotheses]  # in the order the report records them
+    return Behaviour(inputs, out, lambda document: document.get("settings") == settings, compute)
+
+
+def check_attribute_gap(context: Context, options: dict, model: Model, corpus: Corpus, part: Part, checked: set) -> None:
+    """An attribute comparison on ``part`` as ``model`` transcribes it: the plan refuses, in one line
+    naming the study file and the comparison's key, an attribute that no utterance has or a group that
+    none has (the gap would refuse it after transcription)."""
+    from extract.attributes import attribute_value
+
+    attribute, where = options["attribute"], f"{context.study.path}: {options['where']}"
+    utterances = context.model_utterances(model, corpus, part)
+    key = (context.manifest(model, corpus, part), attribute, tuple(options["groups"]))
+    if key in checked:
+        return
+    checked.add(key)
+    try:
+        values = {value for value in (attribute_value(utterance.extra, attribute) for utterance in utterances) if value is not None}
+    except ValueError as error:
+        raise StudyError(f"{where}.attribute: {key[0]}: {error}") from None
+    if not values:
+        found = sorted({name for utterance in utterances for name in utterance.extra})
+        raise StudyError(
+            f"{where}.attribute: no utterance of {part.name} ({key[0]}) has extra.{attribute}; the attributes its utterances have: {', '.join(found) or 'none'}"
+        )
+    absent = [group for group in options["groups"] if group not in values]
+    if absent:
+        raise StudyError(
+            f"{where}.groups: no utterance of {part.name} ({key[0]}) has {attribute} {absent[0]!r}; its values: {', '.join(sorted(values))}; "
+            "name groups it has, or leave the part out of the comparison (languages, corpora)"
+        )
 
 
 def mustshe_behaviour(definition: Path, hypotheses: Path, target: str, out: Path) -> Behaviour:
@@ -801,8 +843,13 @@ def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: di
     return Behaviour([hypotheses], out, lambda document: document.get("comet_model") == options["comet_model"], compute)
 
 
+def _compared(options: dict) -> str:
+    """A gap comparison as the plan names it: ``other,male``, or ``age: teens,thirties``."""
+    return (f"{options['attribute']}: " if options["attribute"] else "") + ",".join(options["groups"])
+
+
 def plan_behaviour(context: Context, stage: str) -> list[Unit]:
-    study, layout, units, scorers = context.study, context.layout, [], {}
+    study, layout, units, scorers, checked = context.study, context.layout, [], {}, set()
     for model in study.models:
         for corpus in study.corpora:
             for part in study.transcribed(model, corpus):
@@ -810,9 +857,13 @@ def plan_behaviour(context: Context, stage: str) -> list[Unit]:
                     hypotheses = layout.hypotheses(model, part, target)
                     if stage == "asr_gap":
                         for options in study.gaps_of(corpus, part):
-                            behaviour = gap_behaviour(options, hypotheses, layout.behaviour(gap_kind(options), model, part, target))
+                            manifest = None
+                            if options["attribute"]:
+                                check_attribute_gap(context, options, model, corpus, part, checked)
+                                manifest = context.manifest(model, corpus, part)
+                            behaviour = gap_behaviour(options, hypotheses, layout.behaviour(gap_kind(options), model, part, target), manifest)
                             done, note = behaviour_status(behaviour)
-                            compared = "" if gap_kind(options) == "gap" else f" ({','.join(options['groups'])})"
+                            compared = "" if gap_kind(options) == "gap" else f" ({_compared(options)})"
                             units.append(Unit(stage, f"{model.name} {part.output_name(target)}{compared}", done, note, model, behaviour))
                         continue
                     if stage == "mustshe" and part.mustshe is not None:

@@ -255,6 +255,21 @@ def test_predictions_come_from_the_applied_store_where_there_is_one(tmp_path):
     assert load_predictions(out, "applied") == {"m1": "male", "m2": "other"}
 
 
+def test_predictions_on_the_test_split_are_named_by_the_rows_classes(tmp_path):
+    """An attribute run's row names its classes; a gender run's task names its own (other-male: other is class 1)."""
+    from probing.results import load_predictions, save_result
+    from probing.run import ProbeResult
+
+    out = tmp_path / "r.jsonl"
+    weights = [np.ones(1), np.ones(1)]
+    three = {"ids": ["t1", "t2"], "weights": weights, "probabilities": np.array([[0.2, 0.5, 0.3], [0.7, 0.1, 0.2]])}
+    save_result(ProbeResult({"run_id": "three", "f1_macro": 50.0, "classes": ["north", "south", "west"]}, {}, three), out)
+    assert load_predictions(out, "three") == {"t1": "south", "t2": "north"}
+    two = {"ids": ["t1", "t2"], "weights": weights, "probabilities": [0.7, 0.2]}
+    save_result(ProbeResult({"run_id": "other", "f1_macro": 50.0, "config": {"task": "other-male"}}, {}, two), out)
+    assert load_predictions(out, "other") == {"t1": "other", "t2": "male"}
+
+
 def test_load_rows_names_the_line_that_is_not_a_row(tmp_path):
     from probing.results import ResultsError, load_rows
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile
 
 from experiments.study.__main__ import main
@@ -68,11 +69,113 @@ def test_the_pages_study_file_plans(tmp_path, capsys):
         path = tmp_path / "DATA" / "audio" / f"{speaker}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, np.zeros(RATE // 2, dtype=np.float32), RATE)
-        rows.append(Utterance(speaker, str(path), "en", "one two", gender, speaker, dataset="demo", extra={"engine": engine}))
+        for language in ("en", "es"):  # every voice speaks both, as the demo corpus's do
+            rows.append(Utterance(f"{speaker}-{language}", str(path), language, "one two", gender, speaker, dataset="demo", extra={"engine": engine}))
     write_manifest(tmp_path / "DATA" / "manifest.jsonl", rows)
     study = tmp_path / "engines.yaml"
     study.write_text(block, encoding="utf-8")
     assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
     planned = capsys.readouterr().out
     assert "wb demo-all encoder.final mean control=none seed=0 task=attribute:engine" in planned
-    assert "wb demo-all encoder.layer.3 positional control=shuffled seed=0 task=attribute:engine:espeak,kokoro" in planned
+    for language in ("en", "es"):
+        assert f"wb demo-all encoder.layer.3 positional control=shuffled seed=0 language={language} task=attribute:engine:espeak,kokoro" in planned
+    assert "wb demo-all (engine: espeak,kokoro)" in planned, planned
+
+
+GAPS_STUDY = """\
+name: accents
+out: runs/accents
+device: cpu
+models:
+  - {{name: tiny, family: whisper, checkpoint: tiny-random, sites: [encoder.final]}}
+corpora:
+  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl}}}}
+transcribe: {{max_new_tokens: 4}}
+probes: {{probes: [positional], controls: [none], seeds: [0], positions: 10, task: "attribute:accent:north,south"}}
+behaviour:
+  gap:
+    - {{iterations: 10}}
+    - {{attribute: {attribute}, groups: [{groups}], iterations: 10}}
+"""
+
+
+def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute_probe(tmp_path, capsys, monkeypatch):
+    """behaviour.gap with an attribute comparison beside the gender one: both reports written under
+    their own names, the attribute's joined with the probe of the same task and never with gender's."""
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("no hub in this test")))
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute="accent", groups="north, south"))
+    assert main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    behaviour = tmp_path / "runs/accents/behaviour/tiny"
+    assert sorted(path.name for path in behaviour.glob("*.json")) == ["gap-toy-en.json", "gap_accent_north-south-toy-en.json"]
+    report = json.loads((behaviour / "gap_accent_north-south-toy-en.json").read_text())
+    assert report["settings"]["attribute"] == "accent" and report["settings"]["groups"] == ["north", "south"]
+    assert list(report["languages"]["en"]["groups"]) == ["north", "south"] and report["labels"]["unlabelled"] == 0
+    assert "attribute" not in json.loads((behaviour / "gap-toy-en.json").read_text())["settings"]
+    import csv
+
+    with open(tmp_path / "runs/accents/results/f1_vs_gap.csv", newline="") as table:
+        (joined,) = list(csv.DictReader(table))
+    assert joined["task"] == "attribute:accent:north,south" and float(joined["gap_relative"]) == report["languages"]["en"]["gap_relative"]
+    collected = json.loads((tmp_path / "runs/accents/results/collect.json").read_text())
+    assert [gap["task"] for gap in collected["unmatched"]["gaps_without_probe"]] == ["female-male"]
+    from experiments import asr_gap
+
+    hypotheses = tmp_path / "runs/accents/hyps/tiny/toy-en.jsonl"
+    for name, flags in (("gap-toy-en.json", []), ("gap_accent_north-south-toy-en.json", ["--attribute", "accent", "--groups", "north,south"])):
+        by_hand = tmp_path / "by-hand" / name  # the same comparison with asr_gap: the same bytes, the gender report as without the attribute's
+        assert asr_gap.main(["--hypotheses", str(hypotheses), "--iterations", "10", *flags, "--out", str(by_hand)]) == 0
+        assert (behaviour / name).read_bytes() == by_hand.read_bytes(), name
+        assert (behaviour / name).with_suffix(".counts.jsonl").read_bytes() == by_hand.with_suffix(".counts.jsonl").read_bytes()
+    figures = json.loads((tmp_path / "runs/accents/figures/figures.json").read_text())["figures"]
+    (scatter,) = [figure for figure in figures if figure["kind"] == "f1_vs_gap"]
+    assert scatter["paths"] == ["f1_vs_gap-tiny-toy-accent_north-south.png", "f1_vs_gap-tiny-toy-accent_north-south.pdf"]
+    capsys.readouterr()
+    assert main(["run", str(study), "--dry-run"]) == 0
+    assert "asr_gap     2 of 2 done" in capsys.readouterr().out  # its labels' manifest is among its inputs, unchanged
+
+
+@pytest.mark.parametrize(
+    "attribute, groups, expected",
+    [
+        ("age", "teens, thirties", "behaviour.gap[1].attribute: no utterance of toy-en ({manifest}) has extra.age; the attributes its utterances have: accent"),
+        ("accent", "north, west", "behaviour.gap[1].groups: no utterance of toy-en ({manifest}) has accent 'west'; its values: north, south; "),
+        ("accent", "north", "behaviour.gap[1].groups: expected two or more different values of accent (strings or whole numbers), got ['north']"),
+        ("acc:ent", "north, south", "behaviour.gap[1].attribute: attribute 'acc:ent': name a key of the manifest's extra"),
+    ],
+)
+def test_an_attribute_gap_the_manifest_cannot_give_is_one_line_naming_the_study_file_and_key(tmp_path, capsys, attribute, groups, expected):
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute=attribute, groups=groups).replace("acc:ent", '"acc:ent"'))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {study}: ") and expected.format(manifest=tmp_path / "toy-en.jsonl") in error and error.count("\n") == 1, error
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_attribute_gap_needs_its_groups_named(tmp_path, capsys):
+    write_accents(tmp_path)
+    study = tmp_path / "accents.yaml"
+    study.write_text(GAPS_STUDY.format(attribute="accent", groups="north, south").replace(", groups: [north, south]", ""))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    assert "behaviour.gap[1].groups: an attribute comparison names its groups: two or more values of accent" in capsys.readouterr().err
+
+
+def test_a_study_grid_applies_an_attribute_probe_to_another_corpus(tmp_path, capsys):
+    """apply_to beside an attribute task in a grid: planned (it was refused before the other store's
+    attribute could be read from its manifest)."""
+    write_accents(tmp_path)
+    other = tmp_path / "other"
+    write_accents(other)
+    rows = [json.loads(line) for line in (other / "toy-en.jsonl").read_text().splitlines()]
+    (other / "toy-en.jsonl").write_text("".join(json.dumps(row | {"dataset": "toy2", "speaker": "o" + row["speaker"]}) + "\n" for row in rows))
+    study = tmp_path / "applied.yaml"
+    text = STUDY.format(task="attribute:accent").replace("probes: [mean]", "probes: [attention]").replace('"}', '", apply_to: toy2}')
+    second = "\n  - {name: toy2, task: asr, manifests: {en: other/toy-en.jsonl}}"
+    study.write_text(text.replace("manifests: {en: toy-en.jsonl}}", "manifests: {en: toy-en.jsonl}}" + second))
+    assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
+    assert "tiny toy-en encoder.final attention control=none seed=0 task=attribute:accent applied to toy2-en" in capsys.readouterr().out
