@@ -707,7 +707,7 @@ def recorded_data_digest(handle) -> str:
     if name in DATA_DIGESTS:
         return name
     writer = handle.attrs.get("package_version")
-    written_by = f"speech-gender-probing {writer}" if writer else "a newer speech-gender-probing"
+    written_by = f"speech-gender-probing {writer}" if writer else "a version of speech-gender-probing that it does not record"
     raise StoreError(
         f"{handle.filename}: its data digests are {name!r} (attribute data_digest), written by {written_by}; "
         f"speech-gender-probing {__version__} knows {', '.join(sorted(DATA_DIGESTS))}: verify the part with the version that wrote it or a newer one"

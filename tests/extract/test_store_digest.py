@@ -105,7 +105,7 @@ def test_a_data_digest_this_version_does_not_know_is_refused_in_one_line(tmp_pat
         handle.attrs["data_digest"] = "blake9"
         if writer_version:
             handle.attrs["package_version"] = writer_version
-    written_by = f"speech-gender-probing {writer_version}" if writer_version else "a newer speech-gender-probing"
+    written_by = f"speech-gender-probing {writer_version}" if writer_version else "a version of speech-gender-probing that it does not record"
     with h5py.File(path) as handle, pytest.raises(StoreError) as refused:
         content_checksum(handle)
     message = str(refused.value)
