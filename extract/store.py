@@ -45,7 +45,10 @@ writes keep the order the buffers were handed over in: a part's bytes do not dep
 HDF5 itself runs one call at a time (h5py holds one lock for the process), at the speed of a
 ``pwrite`` of the same chunk. The read-back verification at close reads each chunk with ``pread``
 at the offset the file's chunk index gives (no copy through HDF5) and compares each site's data
-digest, on the worker threads, while the part is flushed to the disk. Memory: two buffers a
+digest, on the worker threads, while the part is flushed to the disk. That flush waits for the
+part's last bytes only: the disk's writeback starts while the part is written (an ``fdatasync``
+once :data:`WRITEBACK_BYTES` more were written, on a thread of its own: :class:`_Writeback`),
+where the kernel would start it at its dirty limit, after the whole part. Memory: two buffers a
 site, ``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
 """
 
@@ -72,6 +75,7 @@ from extract.fingerprint import compared
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
 FLUSH_BYTES = 64 << 20  # buffered states (all sites) before they are written in whole chunks
+WRITEBACK_BYTES = 64 << 20  # bytes handed to the file between two syncs started while a part is written
 TEMPORARY_SUFFIX = ".h5.tmp"
 FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
 DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest, by the name a part records
@@ -274,6 +278,7 @@ class PartWriter:
         self.temporary = temporary_path(self.path)
         self.data_digest = DATA_DIGEST
         self.file = None
+        self.writeback: _Writeback | None = None
         self.datasets: dict[str, object] = {}
         self.own_claim = claim is None
         self.claim = PartClaim(self.path) if claim is None else claim
@@ -293,6 +298,7 @@ class PartWriter:
         self.buffers: dict[str, _SiteBuffer] = {}
         self.workers = ThreadPoolExecutor(max_workers=_worker_threads(len(self.site_dims)), thread_name_prefix="part-writer")
         with self._discarded_on_failure():
+            self.writeback = _Writeback(self.temporary)
             for key, value in attributes.to_attrs().items():
                 self.file.attrs[key] = value
             self.file.attrs["complete"] = False
@@ -368,16 +374,18 @@ class PartWriter:
         buffer.swap()
 
     def _hash_and_append(self, site: str, rows: np.ndarray, previous: threading.Event | None, written: threading.Event) -> None:
-        """A worker's task: the rows' bytes into the site's checksums, then into the file once the
-        buffer handed over before this one is written. The hashing (which releases the GIL) runs
-        beside other sites' tasks; the writes keep the order the buffers were handed over in, so
-        the file's bytes do not depend on the threads' timing (HDF5 takes one call at a time anyway).
-        Tasks start in the order they were submitted, so the one waited for is running or done."""
+        """A worker's task: the rows' bytes into the site's digest, then into the file once the
+        buffer handed over before this one is written (and counted towards the next early sync,
+        :class:`_Writeback`). The hashing runs beside other sites' tasks; the writes keep the order
+        the buffers were handed over in, so the file's bytes do not depend on the threads' timing
+        (HDF5 takes one call at a time anyway). Tasks start in the order they were submitted, so
+        the one waited for is running or done."""
         try:
             self.digests[site].update(_bytes_of(rows))
             if previous is not None:
                 previous.wait()
             self._append(site, rows)
+            self.writeback.written(rows.nbytes)
         finally:
             written.set()
 
@@ -402,6 +410,7 @@ class PartWriter:
                 self._write_buffer(site)
             for pending in self.pending.values():
                 pending.result()
+            self.writeback.close()
             expected = self._write_index()
             self.datasets = {}
             self.file.close()  # on failure abort() cuts the file and closes it again (a no-op when this got through)
@@ -495,6 +504,9 @@ class PartWriter:
         self.buffers = {}
         self.workers.shutdown(cancel_futures=True)  # waits for the task running, then the file is closed
         try:
+            if self.writeback is not None:
+                with suppress(OSError):  # the part is discarded: a failed sync of it no longer matters
+                    self.writeback.close()
             if file is not None:
                 with suppress(OSError):
                     os.truncate(self.temporary, 0)
@@ -568,6 +580,41 @@ class _SiteBuffer:
         if self.other is None:
             self.other = np.empty_like(self.current)
         self.current, self.other, self.filled = self.other, self.current, 0
+
+
+class _Writeback:
+    """Starts the disk's writeback of a part while it is being written: once :data:`WRITEBACK_BYTES`
+    more have been handed to the file, an ``fdatasync`` on a thread of its own (one at a time; a
+    descriptor of its own, the file's data being the inode's). The sync before the rename then
+    waits for the last of the part only; without it the kernel would start writing the part back
+    at its dirty limit (a tenth of the memory), after the whole part. A failed sync is raised by
+    the next :meth:`written` or by :meth:`close` (the sync before the rename might not see it again)."""
+
+    def __init__(self, path: Path):
+        self.descriptor = os.open(path, os.O_RDONLY)
+        self.syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="part-writeback")
+        self.unsynced, self.running = 0, None
+
+    def written(self, nbytes: int) -> None:
+        """Count bytes just written; start a sync when enough are and none runs (a failed one raises here)."""
+        self.unsynced += nbytes
+        if self.running is not None and self.running.done():
+            self.running, done = None, self.running
+            done.result()
+        if self.unsynced >= WRITEBACK_BYTES and self.running is None:
+            self.running, self.unsynced = self.syncer.submit(os.fdatasync, self.descriptor), 0
+
+    def close(self) -> None:
+        """Wait for the sync running (raising its error) and close the descriptor; again: nothing."""
+        try:
+            if self.running is not None:
+                self.running, running = None, self.running
+                running.result()
+        finally:
+            self.syncer.shutdown()
+            if self.descriptor >= 0:
+                self.descriptor, descriptor = -1, self.descriptor
+                os.close(descriptor)
 
 
 class _SiteDigest:
