@@ -587,7 +587,7 @@ class _Writeback:
     more have been handed to the file, an ``fdatasync`` on a thread of its own (one at a time; a
     descriptor of its own, the file's data being the inode's). The sync before the rename then
     waits for the last of the part only; without it the kernel would start writing the part back
-    at its dirty limit (a tenth of the memory), after the whole part. A failed sync is raised by
+    at its background dirty limit (by default a tenth of the memory), after the whole part. A failed sync is raised by
     the next :meth:`written` or by :meth:`close` (the sync before the rename might not see it again)."""
 
     def __init__(self, path: Path):
