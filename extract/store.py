@@ -21,21 +21,34 @@ atomically (``O_CREAT | O_EXCL``) and names the holder's host and pid, so a seco
 same part stops with a message naming the first; a claim whose process is gone is reported,
 never broken. The part is then written under a temporary name opened in exclusive-create mode.
 On close what the closed file holds is compared with what was written (the index through the
-content checksum, ``content_sha256``, the data through a CRC-32 of each site's bytes); only then is ``complete`` set and the file renamed, so
+content checksum, the data through each site's data digest); only then is ``complete`` set and the file renamed, so
 a reader never sees half a part, nor a part another process overwrote. The part is then flushed
 to the disk (``fsync``) before its rename, and the rename itself after it, so a power cut leaves
 either no part or a whole one under the final name.
 
+Checksums: each site's bytes, in order, have a data digest, xxh3_128 (``xxhash``; the part's
+``data_digest`` attribute names it). The part's content checksum, ``content_sha256``, is one
+sha256 over the sites' data digests, offsets and speech frames and the ids (:func:`content_checksum`):
+what a part is verified against and what identities of a store are built from (an intervention
+file's ``store``, the probe's fingerprint). Parts written before the attribute have sha256 data
+digests and no ``data_digest``; they verify as they always did. xxh3_128 is a non-cryptographic
+hash: it catches damage (a cut file, a changed byte, another writer), not a forgery, which
+nothing here guards against (a forger would rewrite ``content_sha256`` as well); it costs about a
+tenth of sha256's CPU, which made the writer CPU-bound on small machines.
+
 Speed (``benchmarks/store_writer.py``): states are copied into per-site buffers of whole chunks;
 a full buffer goes to a worker thread (one a site, at most one a core and 8), which hashes its
-bytes (``hashlib`` and ``zlib`` release the GIL) and writes it straight to the file (a chunk
+bytes and writes it straight to the file (a chunk
 written partly would be read back and rewritten, since the writer keeps no chunk cache), so that
-sites are hashed in parallel beside the writes and the calling thread only checks and copies. The
+sites are hashed beside the writes and the calling thread only checks and copies. The
 writes keep the order the buffers were handed over in: a part's bytes do not depend on the threads.
 HDF5 itself runs one call at a time (h5py holds one lock for the process), at the speed of a
 ``pwrite`` of the same chunk. The read-back verification at close reads each chunk with ``pread``
-at the offset the file's chunk index gives (no copy through HDF5) and compares a CRC-32 of each
-site's bytes, on the worker threads, while the part is flushed to the disk. Memory: two buffers a
+at the offset the file's chunk index gives (no copy through HDF5) and compares each site's data
+digest, on the worker threads, while the part is flushed to the disk. That flush waits for the
+part's last bytes only: the disk's writeback starts while the part is written (an ``fdatasync``
+once :data:`WRITEBACK_BYTES` more were written, on a thread of its own: :class:`_Writeback`),
+where the kernel would start it at its dirty limit, after the whole part. Memory: two buffers a
 site, ``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
 """
 
@@ -46,7 +59,6 @@ import hashlib
 import json
 import os
 import threading
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -54,23 +66,27 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
-from extract import claims
+from extract import __version__, claims
 from extract.diskfull import is_disk_full
 from extract.fingerprint import compared
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
 CHUNK_BYTES = 1 << 20
 FLUSH_BYTES = 64 << 20  # buffered states (all sites) before they are written in whole chunks
+WRITEBACK_BYTES = 64 << 20  # bytes handed to the file between two syncs started while a part is written
 TEMPORARY_SUFFIX = ".h5.tmp"
 FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
+DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest, by the name a part records
+DATA_DIGEST = "xxh3_128"  # what new parts record; "sha256" (the attribute absent) in parts written before it
 
 
 class StoreError(RuntimeError):
     pass
 
 
-WRITER_ATTRIBUTES = ("complete", "utterances", "content_sha256")  # set by PartWriter itself, never given to it
+WRITER_ATTRIBUTES = ("complete", "utterances", "content_sha256", "data_digest")  # set by PartWriter itself, never given to it
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ class StoreAttributes:
     ``None`` means the part does not record it (a store written by hand, or before it existed); it
     is then not written either, so a record read from a part writes back the same attributes.
     ``extra`` holds any other attribute as stored. What the writer records itself (``complete``,
-    ``utterances``, ``content_sha256``) is not part of the record: see :func:`part_damage` and
+    ``utterances``, ``content_sha256``, ``data_digest``) is not part of the record: see :func:`part_damage` and
     :func:`recorded_checksum`.
     """
 
@@ -260,7 +276,9 @@ class PartWriter:
         if not isinstance(attributes, StoreAttributes):
             attributes = StoreAttributes.from_attrs(attributes, self.path)
         self.temporary = temporary_path(self.path)
+        self.data_digest = DATA_DIGEST
         self.file = None
+        self.writeback: _Writeback | None = None
         self.datasets: dict[str, object] = {}
         self.own_claim = claim is None
         self.claim = PartClaim(self.path) if claim is None else claim
@@ -280,9 +298,12 @@ class PartWriter:
         self.buffers: dict[str, _SiteBuffer] = {}
         self.workers = ThreadPoolExecutor(max_workers=_worker_threads(len(self.site_dims)), thread_name_prefix="part-writer")
         with self._discarded_on_failure():
+            self.writeback = _Writeback(self.temporary)
             for key, value in attributes.to_attrs().items():
                 self.file.attrs[key] = value
             self.file.attrs["complete"] = False
+            if self.data_digest != "sha256":  # absent means sha256, as in every part written before the attribute
+                self.file.attrs["data_digest"] = self.data_digest
             chunks = max(1, flush_bytes // (2 * max(1, len(self.site_dims)) * CHUNK_BYTES))  # a buffer's chunks: two a site, flush_bytes in all
             for site, dim in self.site_dims.items():
                 self.chunk_rows[site] = max(1, min(CHUNK_BYTES // (dim * self.dtype.itemsize), max_rows or CHUNK_BYTES))
@@ -294,7 +315,7 @@ class PartWriter:
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
         self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
-        self.digests = {site: _SiteDigest() for site in self.site_dims}
+        self.digests = {site: _SiteDigest(self.data_digest) for site in self.site_dims}
         self.pending: dict[str, Future] = {}  # each site's last buffer, being hashed and written
         self.last_written: threading.Event | None = None  # set once the buffer handed over last is written
 
@@ -353,16 +374,18 @@ class PartWriter:
         buffer.swap()
 
     def _hash_and_append(self, site: str, rows: np.ndarray, previous: threading.Event | None, written: threading.Event) -> None:
-        """A worker's task: the rows' bytes into the site's checksums, then into the file once the
-        buffer handed over before this one is written. The hashing (which releases the GIL) runs
-        beside other sites' tasks; the writes keep the order the buffers were handed over in, so
-        the file's bytes do not depend on the threads' timing (HDF5 takes one call at a time anyway).
-        Tasks start in the order they were submitted, so the one waited for is running or done."""
+        """A worker's task: the rows' bytes into the site's digest, then into the file once the
+        buffer handed over before this one is written (and counted towards the next early sync,
+        :class:`_Writeback`). The hashing runs beside other sites' tasks; the writes keep the order
+        the buffers were handed over in, so the file's bytes do not depend on the threads' timing
+        (HDF5 takes one call at a time anyway). Tasks start in the order they were submitted, so
+        the one waited for is running or done."""
         try:
             self.digests[site].update(_bytes_of(rows))
             if previous is not None:
                 previous.wait()
             self._append(site, rows)
+            self.writeback.written(rows.nbytes)
         finally:
             written.set()
 
@@ -387,6 +410,7 @@ class PartWriter:
                 self._write_buffer(site)
             for pending in self.pending.values():
                 pending.result()
+            self.writeback.close()
             expected = self._write_index()
             self.datasets = {}
             self.file.close()  # on failure abort() cuts the file and closes it again (a no-op when this got through)
@@ -434,35 +458,35 @@ class PartWriter:
             else:
                 self.file.create_dataset(f"meta/{name}", data=np.array(values, dtype=object), dtype=_string_dtype())
         self.file.attrs["utterances"] = len(self.ids)
-        expected = _content_digest({site: digest.sha256.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.speech, self.ids)
+        expected = _content_digest({site: digest.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.speech, self.ids)
         self.file.attrs["content_sha256"] = expected
         return expected
 
     def _verify_and_mark_complete(self, expected: str) -> None:
         """Read the closed part back and compare it with what was written, while the disk takes it (fsync).
 
-        The data is compared through a CRC-32 of each site's bytes (computed beside the sha256 as
-        they were written), read straight from the chunks the file's index points to, on the worker
-        threads (see :func:`_stored_crcs`); the index (offsets, speech frames, ids) through the
-        content checksum recomputed from what the file holds with the sites' written sha256 digests."""
+        The data is compared through each site's data digest (the one recorded), computed again from
+        the bytes read straight from the chunks the file's index points to, on the worker threads
+        (see :func:`_stored_digests`); the index (offsets, speech frames, ids) through the content
+        checksum recomputed from what the file holds with the sites' digests as written."""
         import h5py
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="part-sync") as syncer:
             syncing = syncer.submit(_synced, self.temporary)
             with h5py.File(self.temporary, "r") as handle:
                 layouts = {site: _ChunkLayout.of(handle[f"sites/{site}/data"]) for site in (handle["sites"] if "sites" in handle else [])}
+                written = {site: digest.hexdigest() for site, digest in self.digests.items()}
                 index = _content_digest(
-                    {site: digest.sha256.hexdigest() for site, digest in self.digests.items()},
+                    written,
                     {site: handle[f"sites/{site}/offsets"][:] for site in layouts},
                     {site: handle[f"sites/{site}/valid"][:] for site in layouts},
                     handle["ids"].asstr()[:].tolist(),
                 )
                 recorded = str(handle.attrs.get("content_sha256", ""))
-            crcs = _stored_crcs(self.temporary, layouts, self.workers)
+            stored = _stored_digests(self.temporary, layouts, self.data_digest, self.workers)
             syncing.result()
-        written = {site: digest.crc for site, digest in self.digests.items()}
-        if crcs != written or index != expected or recorded != expected:
-            found = "data" if crcs != written else "index"
+        if stored != written or index != expected or recorded != expected:
+            found = "data" if stored != written else "index"
             raise StoreError(
                 f"{self.path}: the content read back differs from what was written ({found} changed): another process changed "
                 "the file; the part was discarded, rerun to write it again"
@@ -480,6 +504,9 @@ class PartWriter:
         self.buffers = {}
         self.workers.shutdown(cancel_futures=True)  # waits for the task running, then the file is closed
         try:
+            if self.writeback is not None:
+                with suppress(OSError):  # the part is discarded: a failed sync of it no longer matters
+                    self.writeback.close()
             if file is not None:
                 with suppress(OSError):
                     os.truncate(self.temporary, 0)
@@ -555,15 +582,53 @@ class _SiteBuffer:
         self.current, self.other, self.filled = self.other, self.current, 0
 
 
-class _SiteDigest:
-    """A site's sha256 (the recorded content checksum) and CRC-32 (the read-back check) over its bytes in order."""
+class _Writeback:
+    """Starts the disk's writeback of a part while it is being written: once :data:`WRITEBACK_BYTES`
+    more have been handed to the file, an ``fdatasync`` on a thread of its own (one at a time; a
+    descriptor of its own, the file's data being the inode's). The sync before the rename then
+    waits for the last of the part only; without it the kernel would start writing the part back
+    at its background dirty limit (by default a tenth of the memory), after the whole part. A failed sync is raised by
+    the next :meth:`written` or by :meth:`close` (the sync before the rename might not see it again)."""
 
-    def __init__(self):
-        self.sha256, self.crc = hashlib.sha256(), 0
+    def __init__(self, path: Path):
+        self.descriptor = os.open(path, os.O_RDONLY)
+        self.syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="part-writeback")
+        self.unsynced, self.running = 0, None
+
+    def written(self, nbytes: int) -> None:
+        """Count bytes just written; start a sync when enough are and none runs (a failed one raises here)."""
+        self.unsynced += nbytes
+        if self.running is not None and self.running.done():
+            self.running, done = None, self.running
+            done.result()
+        if self.unsynced >= WRITEBACK_BYTES and self.running is None:
+            self.running, self.unsynced = self.syncer.submit(os.fdatasync, self.descriptor), 0
+
+    def close(self) -> None:
+        """Wait for the sync running (raising its error) and close the descriptor; again: nothing."""
+        try:
+            if self.running is not None:
+                self.running, running = None, self.running
+                running.result()
+        finally:
+            self.syncer.shutdown()
+            if self.descriptor >= 0:
+                self.descriptor, descriptor = -1, self.descriptor
+                os.close(descriptor)
+
+
+class _SiteDigest:
+    """A site's data digest over its bytes in order (``algorithm``: a name in :data:`DATA_DIGESTS`):
+    recorded through the content checksum, and compared with the same digest of the bytes read back."""
+
+    def __init__(self, algorithm: str):
+        self.digest = DATA_DIGESTS[algorithm]()
 
     def update(self, data: memoryview) -> None:
-        self.sha256.update(data)
-        self.crc = zlib.crc32(data, self.crc)
+        self.digest.update(data)
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -596,28 +661,28 @@ class _ChunkLayout:
         return self.unfiltered and [chunk[0] for chunk in self.chunks] == starts and {chunk[2] for chunk in self.chunks} <= sizes
 
 
-def _stored_crcs(path: Path, layouts: dict[str, _ChunkLayout], workers: ThreadPoolExecutor) -> dict[str, int | None]:
-    """The CRC-32 of each site's data as ``path`` holds it, read with ``pread`` from the offsets its chunk
-    index gives (no copy through HDF5), one site per task on ``workers`` (both release the GIL).
-    A site whose chunks are not all there, whole and unfiltered, is None (never a written CRC)."""
+def _stored_digests(path: Path, layouts: dict[str, _ChunkLayout], algorithm: str, workers: ThreadPoolExecutor) -> dict[str, str | None]:
+    """The data digest (``algorithm``) of each site's data as ``path`` holds it, read with ``pread`` from
+    the offsets its chunk index gives (no copy through HDF5), one site per task on ``workers``.
+    A site whose chunks are not all there, whole and unfiltered, is None (never a written digest)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
-        tasks = {site: workers.submit(_chunks_crc, descriptor, layout) for site, layout in layouts.items()}
+        tasks = {site: workers.submit(_chunks_digest, descriptor, layout, algorithm) for site, layout in layouts.items()}
         return {site: task.result() for site, task in tasks.items()}
     finally:
         os.close(descriptor)
 
 
-def _chunks_crc(descriptor: int, layout: _ChunkLayout) -> int | None:
+def _chunks_digest(descriptor: int, layout: _ChunkLayout, algorithm: str) -> str | None:
     if not layout.complete():
         return None
-    crc, block = 0, bytearray(layout.chunk_rows * layout.row_bytes)
+    digest, block = _SiteDigest(algorithm), bytearray(layout.chunk_rows * layout.row_bytes)
     for first, offset, _ in layout.chunks:
         wanted = memoryview(block)[: min(layout.chunk_rows, layout.rows - first) * layout.row_bytes]
         if os.preadv(descriptor, [wanted], offset) != len(wanted):
             return None  # the file ends before the chunk it indexes
-        crc = zlib.crc32(wanted, crc)
-    return crc
+        digest.update(wanted)
+    return digest.hexdigest()
 
 
 def _data_blocks(dataset) -> Iterator[memoryview]:
@@ -665,11 +730,13 @@ def _content_digest(site_digests: dict[str, str], offsets: dict[str, Sequence[in
 
 
 def content_checksum(handle) -> str:
-    """The content checksum recomputed from an open part file (compare with ``attrs['content_sha256']``)."""
+    """The content checksum recomputed from an open part file (compare with ``attrs['content_sha256']``),
+    with the data digest the part records (:func:`recorded_data_digest`)."""
+    algorithm = recorded_data_digest(handle)
     sites = list(handle["sites"].keys()) if "sites" in handle else []
     site_digests, offsets, valid = {}, {}, {}
     for site in sites:
-        digest = hashlib.sha256()
+        digest = _SiteDigest(algorithm)
         for block in _data_blocks(handle[f"sites/{site}/data"]):
             digest.update(block)
         site_digests[site] = digest.hexdigest()
@@ -677,6 +744,21 @@ def content_checksum(handle) -> str:
         valid[site] = handle[f"sites/{site}/valid"][:]
     ids = handle["ids"].asstr()[:].tolist() if "ids" in handle else []
     return _content_digest(site_digests, offsets, valid, ids)
+
+
+def recorded_data_digest(handle) -> str:
+    """The algorithm of an open part's data digests: its ``data_digest`` attribute, or sha256 where it
+    has none (every part written before the attribute). One this version does not know is refused
+    in one line naming it and the version that wrote the part."""
+    name = str(handle.attrs.get("data_digest", "sha256"))
+    if name in DATA_DIGESTS:
+        return name
+    writer = handle.attrs.get("package_version")
+    written_by = f"speech-gender-probing {writer}" if writer else "a version of speech-gender-probing that it does not record"
+    raise StoreError(
+        f"{handle.filename}: its data digests are {name!r} (attribute data_digest), written by {written_by}; "
+        f"speech-gender-probing {__version__} knows {', '.join(sorted(DATA_DIGESTS))}: verify the part with the version that wrote it or a newer one"
+    )
 
 
 def _file_exists(error: OSError) -> bool:

@@ -1,8 +1,10 @@
-"""The writer's worker threads (each site's buffers hashed and written beside the others) and its
-read-back of the chunks at the offsets the file's index gives (issue 34)."""
+"""The writer's worker threads (each site's buffers hashed and written beside the others), its
+read-back of the chunks at the offsets the file's index gives, and the disk's writeback started
+while a part is written (issue 34)."""
 
 import errno
 import hashlib
+import os
 import threading
 import time
 
@@ -10,6 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
+from extract import store
 from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum
 
 SITES = {f"s{index}": 512 for index in range(6)}  # 1024 rows a chunk of float16
@@ -121,3 +124,39 @@ def test_the_parts_bytes_do_not_depend_on_the_threads_timing(tmp_path, monkeypat
         monkeypatch.setattr(_SiteDigest, "update", slowed)
         parts.append(_written(tmp_path / f"p{seed}.h5", arrays).read_bytes())
     assert parts[0] == parts[1]
+
+
+def test_the_disk_starts_writing_a_part_back_while_it_is_written_and_it_is_whole(tmp_path, monkeypatch):
+    syncs = []
+    fdatasync = os.fdatasync
+
+    def recorded(descriptor):
+        syncs.append(os.fstat(descriptor).st_size)
+        return fdatasync(descriptor)
+
+    monkeypatch.setattr(store, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
+    monkeypatch.setattr(os, "fdatasync", recorded)
+    arrays = _arrays(40, seed=5)
+    path = _written(tmp_path / "p.h5", arrays)
+    assert len(syncs) >= 3 and syncs == sorted(syncs)  # while the part grew, not only at its end
+    assert syncs[0] < path.stat().st_size / 2
+    reader = ShardReader(path)
+    for index, array in enumerate(arrays):
+        np.testing.assert_array_equal(reader.get("s2", f"u{index}"), (array * 3).astype(np.float32))
+
+
+def test_a_failed_early_sync_discards_the_part_in_one_line(tmp_path, monkeypatch):
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
+    monkeypatch.setattr(os, "fdatasync", full)
+    with pytest.raises(StoreError, match="^disk full while writing p.h5 in .*: the part was discarded") as caught:
+        _written(tmp_path / "p.h5", _arrays(40))
+    assert "\n" not in str(caught.value)
+    assert not list(tmp_path.iterdir())  # no part, no temporary file, no claim
+
+
+def test_a_small_part_starts_no_early_sync(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fdatasync", lambda descriptor: pytest.fail("an early sync of a part smaller than WRITEBACK_BYTES"))
+    _written(tmp_path / "p.h5", _arrays(5))
