@@ -15,7 +15,7 @@ shifted, stretched or resampled):
   ``speech(X)`` is :meth:`Extractor.speech_frames` of X at the site. When B is shorter, A's frames
   beyond B's length are kept (A's own states); when B is longer, B's frames beyond A's length are
   not used. A's padding is never touched: in a family that pads a batch to its longest input
-  (S2T, SeamlessM4T, ZeroSwot) ``speech(X)`` counts X's own frames only (:func:`target_lengths`),
+  (S2T, SeamlessM4T, ZeroSwot) ``speech(X)`` counts X's own frames only (:func:`target_frames`),
   never the padding its batch-mates add. For Whisper, whose encoder always sees a 30 s window of
   1500 frames, this leaves A's padding frames as they were; from the first layer on they have
   attended to A's speech, so they carry some of A (see ``docs/stages/patching.md``). Pairs matched
@@ -25,7 +25,7 @@ shifted, stretched or resampled):
   of frames X has at the site when run: for Whisper all 1500 of its window (its padding included),
   for the families that pad a batch to its longest input the utterance's own frames (B is captured
   alone for this: :func:`capture_sources` with ``alone=True``; A's own frames are counted in its
-  batch by :func:`target_lengths`, so the padding its batch-mates add is never patched and its
+  batch by :func:`target_frames`, so the padding its batch-mates add is never patched and its
   result does not depend on them). ``0:1500`` on Whisper patches the whole window, the padding
   included. A span that starts at or past those frames replaces none (``replaced`` 0).
 
@@ -155,24 +155,46 @@ def _own_lengths(extractor: Extractor, sites: Sequence[str], prepared, captured:
     return {site: np.asarray(extractor.stored_lengths(site, prepared, captured)) for site in sites}
 
 
-def target_lengths(extractor: Extractor, audios: Sequence[np.ndarray], site: str) -> list[int] | None:
-    """The own frames at ``site`` of each of ``audios`` run as one batch (None: the family does not
-    pad, so a target's frames are all its window's). Only the features are computed, unless the
-    family needs a mask from the forward pass (ZeroSwot's post-adapter site): then one encoder pass."""
+@dataclass(frozen=True)
+class TargetFrames:
+    """Each target's own frames per site in a batch padded to its longest input (:func:`target_frames`);
+    ``per_site`` None where the family does not pad a batch (a target's frames are all its window's)."""
+
+    per_site: dict[str, list[int]] | None
+
+    def at(self, site: str) -> list[int] | None:
+        if self.per_site is None:
+            return None
+        if site not in self.per_site:
+            raise PatchError(f"the targets' frames were counted at {', '.join(self.per_site)}, not at {site}")
+        return self.per_site[site]
+
+    def rows(self, indices: Sequence[int]) -> TargetFrames:
+        """These frames for the targets at ``indices`` (a site patched for part of a batch)."""
+        if self.per_site is None:
+            return self
+        return TargetFrames({site: [lengths[index] for index in indices] for site, lengths in self.per_site.items()})
+
+
+def target_frames(extractor: Extractor, audios: Sequence[np.ndarray], sites: Sequence[str]) -> TargetFrames:
+    """The own frames at each of ``sites`` of each of ``audios`` run as one batch, counted once for
+    every site a batch patches. Only the features are computed, unless the family needs a mask from
+    the forward pass (ZeroSwot's post-adapter site): then one encoder pass for all the sites."""
     import torch
 
     from extract.hooks import capture
 
     prepared = extractor.prepare(list(audios))
     if not _pads_batch(prepared):
-        return None
-    auxiliary = extractor.auxiliary_sites([site])
+        return TargetFrames(None)
+    auxiliary = extractor.auxiliary_sites(list(sites))
     captured: dict = {}
     if auxiliary:
         with torch.inference_mode(), capture(extractor.model, auxiliary) as (seen, run):
             run(extractor.encode, extractor.on_device(prepared.inputs))
         captured = seen.tensors
-    return [int(length) for length in _own_lengths(extractor, [site], prepared, captured)[site]]
+    own = _own_lengths(extractor, sites, prepared, captured)
+    return TargetFrames({site: [int(length) for length in own[site]] for site in sites})
 
 
 @dataclass
@@ -209,7 +231,7 @@ def patched(
     """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
     of ``samples`` input samples each) have their states at ``site`` overwritten by the sources'
     (:func:`patched_bounds`); ``own``: each target's own frames at the site in a batch padded to its
-    longest (:func:`target_lengths`; None: every frame the site has). The hook must run exactly once inside (one generation: its encoder
+    longest (:meth:`TargetFrames.at`; None: every frame the site has). The hook must run exactly once inside (one generation: its encoder
     runs once); the report yielded is filled when it has."""
     from extract.hooks import edit
 
@@ -255,10 +277,13 @@ def patched_generation(
     task: str,
     tgt_lang: str | None,
     span: FrameSpan | None = None,
+    own: TargetFrames | None = None,
 ) -> tuple[list[str], PatchReport]:
     """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at ``site``
-    replaced by the ``sources``' (see :func:`capture_sources`), and what was replaced."""
-    own = target_lengths(generator.extractor, targets, site)
-    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span, own) as report:
+    replaced by the ``sources``' (see :func:`capture_sources`), and what was replaced. ``own``: the
+    targets' own frames (:func:`target_frames`, counted once for every site of a batch); counted here
+    at ``site`` when not given."""
+    own = target_frames(generator.extractor, targets, [site]) if own is None else own
+    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span, own.at(site)) as report:
         hypotheses = generator.generate(list(targets), language, task, tgt_lang)
     return hypotheses, report

@@ -7,7 +7,8 @@ task, frames, decoding, manifest, seed, ``--limit`` or pairs file is refused, se
 :func:`extract.runner.check_settings`); then, per
 batch of pairs that share a language, loads their audio, transcribes the targets once unpatched
 (each target once per run, whatever its pairs), captures the sources' states at every site still
-to do in one encoder pass, and per site generates the targets patched (:mod:`extract.patching`),
+to do in one encoder pass, counts the targets' own frames at those sites once, and per site
+generates the targets patched (:mod:`extract.patching`),
 appending one row per pair and site as each site's batch finishes. A rerun skips the rows already
 written (by ``row_id``: pair and site), so adding a site or a pairing later runs only what is new.
 The summary (``OUT.summary.json``) and the figure (``OUT.effect.png`` / ``.pdf``) are rewritten
@@ -282,7 +283,7 @@ class _Runner:
                 self.batch(language, items[start : start + size])
 
     def batch(self, language: str, items: list[tuple[Pair, list[str]]]) -> None:
-        from extract.patching import capture_sources, patched_generation
+        from extract.patching import capture_sources, patched_generation, target_frames
 
         audio, errors = self.load([pair.target for pair, _ in items] + [pair.source for pair, _ in items])
         usable = []
@@ -298,7 +299,9 @@ class _Runner:
         options = self.options
         self.transcribe_plain(language, [pair.target for pair, _ in usable], audio)
         sites = [site for site in self.report.sites if any(site in wanted for _, wanted in usable)]
-        sources = capture_sources(self.generator.extractor, [audio[pair.source] for pair, _ in usable], sites, options.span, alone=options.span is not None)
+        extractor = self.generator.extractor
+        sources = capture_sources(extractor, [audio[pair.source] for pair, _ in usable], sites, options.span, alone=options.span is not None)
+        own = target_frames(extractor, [audio[pair.target] for pair, _ in usable], sites)  # once for every site of the batch
         for site in sites:
             chosen = [(index, pair) for index, (pair, wanted) in enumerate(usable) if site in wanted]
             hypotheses, patch = patched_generation(
@@ -310,6 +313,7 @@ class _Runner:
                 options.task,
                 options.tgt_lang,
                 options.span,
+                own.rows([index for index, _ in chosen]),
             )
             rows = [self.row(pair, site, hypothesis, patch, position) for position, ((_, pair), hypothesis) in enumerate(zip(chosen, hypotheses))]
             self.log.append(rows)

@@ -394,3 +394,66 @@ def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anythin
     with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
         run_patching(job, show_progress=False, generator=generator)
     assert not pairs_path(job.out).exists()
+
+
+# ---------------------------------------------------------------- the targets' frames, counted once per batch
+
+
+def _zeroswot_generator():
+    from extract.families import tiny_extractor
+    from extract.families.zeroswot import ZeroSwotGenerator
+    from tests.extract.test_transcribe import IdTokenizer, _tiny_nllb
+
+    return ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"spa_Latn": 60}), _tiny_nllb(), max_new_tokens=4)
+
+
+class _Spy:
+    """Counts the calls of ``name`` on ``owner`` (the call itself goes through)."""
+
+    def __init__(self, monkeypatch, owner, name):
+        self.calls = 0
+        wrapped = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return wrapped(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.mark.parametrize("frames", ["speech", "0:"])
+def test_the_targets_frames_are_counted_once_per_batch_and_the_rows_are_those_of_counting_per_site(tmp_path, monkeypatch, frames):
+    """ZeroSwot's post-adapter frames need an encoder pass of the targets: one per batch for all its
+    sites, where it was one per site. The rows are what patching each site on its own gives (its
+    targets' frames counted at that site alone: extract.patching.patched_generation without them)."""
+    from extract.patching import capture_sources, patched_generation
+
+    manifest = _corpus(tmp_path)
+    generator = _zeroswot_generator()
+    extractor = generator.extractor
+    sites = ["encoder.layer.0", "pre_adapter", "post_adapter"]
+    job = PatchJob(
+        ModelSpec("zeroswot", "tiny-random", device="cpu"),
+        manifest,
+        tmp_path / "out" / "p.jsonl",
+        PatchOptions(sites=",".join(sites), task="st", tgt_lang="es", frames=frames, max_new_tokens=4, iterations=10),
+    )
+    prepare, encode = _Spy(monkeypatch, extractor, "prepare"), _Spy(monkeypatch, extractor, "encode")
+    report = run_patching(job, show_progress=False, generator=generator)
+    assert (report.pairs, report.written) == (8, 24)  # one batch of 8 pairs x 3 sites
+    captures = 1 if frames == "speech" else 8  # the sources: one pass, or one per source for a span
+    assert encode.calls == captures + 1  # and the targets' frames at every site: one pass
+    assert prepare.calls == 1 + captures + 1 + len(sites)  # plain generation, sources, targets' frames, one generation per site
+    monkeypatch.undo()
+
+    rows = {(row["pair"], row["site"]): row for row in _rows(job.out)}
+    pairs = [row for row in _rows(pairs_path(job.out)) if row["kind"] == "patch_pair"]
+    audio = {u["id"]: soundfile.read(u["audio"], dtype="float32")[0] for u in map(json.loads, manifest.read_text().splitlines())}
+    targets, span = [audio[pair["target"]] for pair in pairs], job.options.span
+    sources = capture_sources(extractor, [audio[pair["source"]] for pair in pairs], sites, span, alone=span is not None)
+    for site in sites:
+        hypotheses, patch = patched_generation(generator, site, targets, sources, "en", "st", "es", span)
+        for position, pair in enumerate(pairs):
+            row = rows[(pair["pair"], site)]
+            assert row["hypothesis"] == hypotheses[position]
+            assert row["patched"] == {"start": patch.start[position], "end": patch.end[position], "target_frames": patch.target_frames[position]}
