@@ -457,3 +457,78 @@ def test_the_targets_frames_are_counted_once_per_batch_and_the_rows_are_those_of
             row = rows[(pair["pair"], site)]
             assert row["hypothesis"] == hypotheses[position]
             assert row["patched"] == {"start": patch.start[position], "end": patch.end[position], "target_frames": patch.target_frames[position]}
+
+
+# ---------------------------------------------------------------- several sites patched together
+
+
+def test_a_joint_site_is_one_row_per_pair_named_by_its_members_in_forward_order_and_resumes(tmp_path, generator):
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.1 + encoder.layer.0,encoder.layer.0", pairings=("cross",))
+    report = run_patching(job, show_progress=False, generator=generator)
+    joint = "encoder.layer.0+encoder.layer.1"
+    assert report.sites == ["encoder.layer.0", joint] and (report.todo, report.written) == (8, 8)
+    rows = [row for row in _rows(job.out) if row["site"] == joint]
+    assert len(rows) == 4 and {row["site_index"] for row in rows} == {2}  # its last member's: encoder.embed, layer.0, layer.1
+    for row in rows:
+        assert row["row_id"] == f"{row['pair']}@{joint}" and set(row["patched"]) == {"encoder.layer.0", "encoder.layer.1"}
+        assert all(cell["start"] == 0 and cell["end"] > 0 for cell in row["patched"].values()) and "effect" in row["asr"]
+    summary = json.loads(summary_path(job.out).read_text())
+    assert list(summary["sites"]) == ["encoder.layer.0", joint] and summary["sites"][joint]["site_index"] == 2
+    assert summary["sites"][joint]["pairings"]["cross"]["pairs"] == 4
+    assert (tmp_path / "out" / "p.jsonl.effect.png").is_file()
+    job.out.write_text(job.out.read_text()[:-40])  # a kill mid-row of the joint site: that row is redone
+    again = run_patching(_job(tmp_path, sites=f"{joint},encoder.layer.1", pairings=("cross",)), show_progress=False, generator=generator)
+    assert (again.todo, again.written) == (5, 5)  # the cut row, and encoder.layer.1 alone
+    assert len({row["row_id"] for row in _rows(job.out)}) == len(_rows(job.out)) == 12
+    with pytest.raises(SettingsMismatchError, match="frames: 'speech' vs '0:10'"):
+        run_patching(_job(tmp_path, sites=joint, pairings=("cross",), frames="0:10"), show_progress=False, generator=generator)
+
+
+def test_a_joint_site_whose_span_holds_no_frame_at_any_member_is_not_scored(tmp_path, generator):
+    _corpus(tmp_path)
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0+encoder.final", pairings=("cross",), frames="5000:"), show_progress=False, generator=generator)
+    rows = _rows(tmp_path / "out" / "p.jsonl")
+    assert len(rows) == 4 and all(row["asr"] is None and row["unscored"] == "no frames replaced" for row in rows)
+    assert report.summary["sites"]["encoder.layer.0+encoder.final"]["pairings"]["cross"]["not_patched"] == 4
+
+
+def test_the_not_patched_rule_of_a_joint_row_by_hand():
+    from experiments.patching.scoring import not_patched
+
+    empty, some = {"start": 5, "end": 5, "target_frames": 3}, {"start": 0, "end": 2, "target_frames": 3}
+    assert not_patched({"patched": empty}) and not not_patched({"patched": some})
+    assert not_patched({"patched": {"a": empty, "b": empty}}) and not not_patched({"patched": {"a": empty, "b": some}})
+    assert not not_patched({}) and not not_patched({"patched": {}})
+
+
+def test_bad_joint_sites_are_refused_in_one_line(tmp_path, capsys):
+    for sites, message in [
+        ("encoder.layer.0+", "sites encoder.layer.0+: a joint site must join two or more different site names with +"),
+        ("all+encoder.layer.0", "a joint site must join two or more"),
+        ("encoder.layer.0+every:2", "a joint site must join two or more"),
+        ("encoder.layer.0+encoder.layer.0", "names encoder.layer.0 twice; a joint site must"),
+    ]:
+        with pytest.raises(OptionError, match=message.replace("+", r"\+")):
+            PatchOptions(sites=sites)
+    manifest = _corpus(tmp_path)
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--out", str(tmp_path / "x.jsonl")]
+    assert _cli_error([*base, "--sites", "encoder.layer.0+encoder.layer.0"], capsys).startswith("error: --sites encoder.layer.0+encoder.layer.0: names")
+    assert _cli_error([*base, "--sites", "encoder.layer.0+encoder.layer.9"], capsys).startswith("error: unknown site(s) encoder.layer.9 for whisper")
+
+
+def test_joint_sites_resolve_beside_all_and_every_k_in_forward_order_of_their_last_member(generator):
+    from experiments.patching.sites import resolve_sites
+
+    extractor = generator.extractor  # sites: encoder.embed, encoder.layer.0, encoder.layer.1, encoder.final
+    assert resolve_sites(extractor, PatchOptions(sites="every:2,encoder.final+encoder.embed").site_names()) == [
+        "encoder.embed",
+        "encoder.layer.1",
+        "encoder.final",
+        "encoder.embed+encoder.final",
+    ]
+    assert resolve_sites(extractor, PatchOptions(sites="all,encoder.layer.0+encoder.embed").site_names())[:3] == [
+        "encoder.embed",
+        "encoder.layer.0",
+        "encoder.embed+encoder.layer.0",
+    ]
