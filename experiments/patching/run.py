@@ -190,7 +190,7 @@ def job_pairs(job: PatchJob, utterances: list[Utterance]) -> tuple[list[Pair], l
     a later run that adds a pairing keeps the earlier rows': the summary counts the rows of these only)."""
     options = job.options
     if options.pairs_file is not None:
-        pairs, unpaired = read_pairs(options.pairs_file, utterances), []
+        pairs, unpaired = read_pairs(options.pairs_file, utterances, options.limit), []
         if not pairs:
             raise PairsError(f"{options.pairs_file}: no pairs in it; give a pairs file a patch run wrote (OUT.pairs.jsonl)")
     else:

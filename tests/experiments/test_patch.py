@@ -3,6 +3,7 @@ within, matched by text and duration and seeded; scores on hand-computed example
 resumes, refuses other settings, and fails in one line; the command end to end on the tiny Whisper."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -532,3 +533,41 @@ def test_joint_sites_resolve_beside_all_and_every_k_in_forward_order_of_their_la
         "encoder.layer.0",
         "encoder.embed+encoder.layer.0",
     ]
+
+
+# ---------------------------------------------------------------- a hostile user's pairs files
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"schema": "1"}, "schema '1' is not a whole number"),
+        ({"target": ["a"]}, "target is ['a'] (list), not text"),
+        ({"target_seconds": "long"}, "target_seconds is 'long' (str), not a number of seconds"),
+        ({"source_seconds": True}, "source_seconds is True (bool), not a number of seconds"),
+        ({"source_seconds": -1.0}, "source_seconds is -1.0 (float), not a number of seconds"),
+        ({"target_speaker": None}, "target_speaker is None (NoneType), not text"),
+        ({"match": "voice"}, "match 'voice' is not one of text, duration"),
+    ],
+)
+def test_a_pairs_file_with_a_field_of_the_wrong_type_is_refused_naming_its_line(tmp_path, change, named):
+    """A hand-edited pairs file: a field of the wrong type is one line naming the file, line and field
+    (a string schema or a list id was a traceback; a text duration was written into the rows)."""
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
+    pair = form_pairs(utterances, ["cross"])[0][0]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(pair.to_dict()) + "\n" + json.dumps({**pair.to_dict(), **change}) + "\n")
+    with pytest.raises(PairsError, match=rf"p.jsonl:2: {re.escape(named)}"):
+        read_pairs(path, utterances)
+
+
+def test_a_pairs_file_beyond_the_limit_says_so(tmp_path, generator):
+    """A pair whose utterance the manifest has, but past --limit: the line says --limit, not that the manifest lacks it."""
+    _corpus(tmp_path)
+    first = _job(tmp_path, sites="encoder.layer.0", pairings=("cross",))
+    run_patching(first, show_progress=False, generator=generator)
+    job = _job(tmp_path, sites="encoder.layer.0", pairs_file=pairs_path(first.out), limit=1)
+    job = PatchJob(job.spec, job.manifest, tmp_path / "out" / "limited.jsonl", job.options)
+    with pytest.raises(PairsError, match=r"p.jsonl.pairs.jsonl:1: \w+ '\w+' is not among the first 1 utterances of the manifest \(--limit 1\)"):
+        run_patching(job, show_progress=False, generator=generator)
+    assert not job.out.exists()
