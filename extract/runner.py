@@ -528,10 +528,14 @@ def check_settings(path: Path, settings: dict, output: Path) -> None:
             {key: value for key, value in comparable_config(recorded).items() if key != "provenance"},
             {key: value for key, value in comparable_config(settings).items() if key != "provenance"},
         )
+        family_changed = stored.get("family") != current.get("family")
         stored, current = _flat(stored), _flat(current)
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
+            decoding = [key for key in keys if key.startswith("decoding.")] if family_changed else []
+            keys = [key for key in keys if key not in decoding]  # another family's generation config differs key by key: dozens that say nothing more
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
+            differing += f", and {len(decoding)} decoding settings of the other family" if decoding else ""
             raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
     with naming_full_disk(path, "no row was transcribed yet"):

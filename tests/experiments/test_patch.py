@@ -571,3 +571,21 @@ def test_a_pairs_file_beyond_the_limit_says_so(tmp_path, generator):
     with pytest.raises(PairsError, match=r"p.jsonl.pairs.jsonl:1: \w+ '\w+' is not among the first 1 utterances of the manifest \(--limit 1\)"):
         run_patching(job, show_progress=False, generator=generator)
     assert not job.out.exists()
+
+
+def test_a_rerun_with_another_family_is_refused_naming_the_model_not_every_decoding_setting(tmp_path, generator):
+    """Another family writes to OUT: the line names the family and model and counts the other family's
+    decoding settings, where it listed each of them (over a hundred keys of two generation configs)."""
+    from extract.families import tiny_extractor
+    from extract.families.s2t import S2TGenerator
+    from tests.tiny_whisper import IdWords
+
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.0", pairings=("cross",))
+    run_patching(job, show_progress=False, generator=generator)
+    other = PatchJob(ModelSpec("s2t", "tiny-random", device="cpu"), job.manifest, job.out, job.options)
+    with pytest.raises(SettingsMismatchError) as refused:
+        run_patching(other, show_progress=False, generator=S2TGenerator(tiny_extractor("s2t"), IdWords(), max_new_tokens=3))
+    message = str(refused.value)
+    assert "family: 'whisper' vs 's2t'" in message and "decoding." not in message
+    assert re.search(r", and \d+ decoding settings of the other family\); use a new --out file$", message)
