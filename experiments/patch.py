@@ -10,7 +10,8 @@ gender and another speaker, ``within``: the control), matched by text where two 
 duration, the model runs on the target with its states at a site replaced by the source's (every
 speech frame both have, or ``--frames START:END``), and the output is scored: ASR, the transcript's
 WER against the target's reference beside the unpatched one; ST (``--task st``), whether MuST-SHE's
-category-1 words take the source speaker's gender. One row per pair and site is appended to
+category-1 words take the source speaker's gender. A site named ``A+B`` in ``--sites`` patches A and B
+together in one pass (a joint site: its own row per pair). One row per pair and site is appended to
 ``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
 only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
 per-site summary (cross vs within, speaker-bootstrap interval) to ``OUT.summary.json`` and the
