@@ -72,11 +72,18 @@ def _main(argv: list[str] | None) -> int:
     load_or_exit(spec.resolved_checkpoint, spec)
 
     def announce(report) -> None:
+        counts = ", ".join(f"{pairing} {count}" for pairing, count in report.by_pairing.items())
         print(
             f"[patch] {options.task} with {spec.family} {job.model_name()} on {spec.device}: {report.pairs} pairs "
-            f"({', '.join(options.pairings)}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
+            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
             f"{report.todo} rows to do"
         )
+        missing = [pairing for pairing, count in report.by_pairing.items() if not count]
+        if missing:
+            where = f"formed (its targets are listed as unpaired in {out.name}.pairs.jsonl)"
+            if options.pairs_file is not None:
+                where = f"in --pairs-file {options.pairs_file}"
+            print(f"[patch] no {' or '.join(missing)} pairs {where}: the summary has no cross - within")
 
     started = time.time()
     try:

@@ -175,6 +175,7 @@ class PatchJob:
 @dataclass
 class PatchRunReport:
     pairs: int = 0
+    by_pairing: dict[str, int] = field(default_factory=dict)  # pairs per pairing asked for (0 where a pairs file has none of it)
     unpaired: list[dict] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
     todo: int = 0  # pair x site rows not in OUT when the run started
@@ -225,7 +226,8 @@ def run_patching(
     options = job.options
     utterances = read_manifest(job.manifest)[: options.limit]
     pairs, unpaired, current = job_pairs(job, utterances)
-    report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
+    by_pairing = {pairing: sum(1 for pair in pairs if pair.pairing == pairing) for pairing in options.pairings}
+    report = PatchRunReport(pairs=len(pairs), by_pairing=by_pairing, unpaired=unpaired)
     job.out.parent.mkdir(parents=True, exist_ok=True)
     with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
         check_rows(job.out, log.rows)

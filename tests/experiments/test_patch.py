@@ -346,7 +346,7 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     argv = [*base, "--sites", "encoder.layer.1", "--pairs", "cross", "--iterations", "10", "--out", str(out), "--quiet"]
     assert patch_cli.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "4 pairs (cross; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
+    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
     assert len(_rows(out)) == 4
     assert _cli_error([*base, "--sites", "encoder.layer.9", "--out", str(tmp_path / "x.jsonl")], capsys).startswith(
         "error: unknown site(s) encoder.layer.9 for whisper; valid sites: encoder.embed"
@@ -589,3 +589,27 @@ def test_a_rerun_with_another_family_is_refused_naming_the_model_not_every_decod
     message = str(refused.value)
     assert "family: 'whisper' vs 's2t'" in message and "decoding." not in message
     assert re.search(r", and \d+ decoding settings of the other family\); use a new --out file$", message)
+
+
+def test_a_pairing_asked_for_without_pairs_is_said(tmp_path, capsys):
+    """The default --pairs asks for cross and within; a pairs file of cross pairs only (or a manifest
+    with one speaker per gender) runs those, and the command says the summary will have no
+    cross - within (it printed 'cross, within')."""
+    manifest = _corpus(tmp_path)
+    model = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--max-new-tokens", "2", "--iterations", "5", "--quiet"]
+    argv = [*model, "--manifest", str(manifest), "--sites", "encoder.layer.0"]
+    first = tmp_path / "first.jsonl"
+    assert patch_cli.main([*argv, "--pairs", "cross", "--out", str(first)]) == 0
+    capsys.readouterr()
+    chosen = tmp_path / "cross.jsonl"
+    chosen.write_text(pairs_path(first).read_text())
+    assert patch_cli.main([*argv, "--pairs-file", str(chosen), "--out", str(tmp_path / "p.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert "4 pairs (cross 4, within 0; 0 targets unpaired)" in printed
+    assert f"no within pairs in --pairs-file {chosen}: the summary has no cross - within" in printed
+    (tmp_path / "two").mkdir()
+    two = _corpus(tmp_path / "two", speakers=(("F1", "female"), ("M1", "male")))
+    assert patch_cli.main([*model, "--manifest", str(two), "--sites", "encoder.layer.0", "--out", str(tmp_path / "q.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert "2 pairs (cross 2, within 0; 2 targets unpaired)" in printed
+    assert "no within pairs formed (its targets are listed as unpaired in q.jsonl.pairs.jsonl): the summary has no cross - within" in printed
