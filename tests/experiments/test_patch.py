@@ -613,3 +613,17 @@ def test_a_pairing_asked_for_without_pairs_is_said(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "2 pairs (cross 2, within 0; 2 targets unpaired)" in printed
     assert "no within pairs formed (its targets are listed as unpaired in q.jsonl.pairs.jsonl): the summary has no cross - within" in printed
+
+
+def test_a_joint_site_runs_on_a_padding_family_whose_later_member_needs_the_forward_pass(tmp_path):
+    """ZeroSwot's post_adapter (its frames from the forward pass's mask) with a layer before it: one
+    row per pair, each member's frames counted on its own (post-adapter frames are fewer than the layer's)."""
+    manifest = _corpus(tmp_path)
+    options = PatchOptions(sites="post_adapter+encoder.layer.0", pairings=("cross",), task="st", tgt_lang="es", max_new_tokens=4, iterations=10)
+    job = PatchJob(ModelSpec("zeroswot", "tiny-random", device="cpu"), manifest, tmp_path / "out" / "p.jsonl", options)
+    report = run_patching(job, show_progress=False, generator=_zeroswot_generator())
+    rows = _rows(job.out)
+    assert report.sites == ["encoder.layer.0+post_adapter"] and len(rows) == 4
+    for row in rows:
+        layer, adapter = row["patched"]["encoder.layer.0"], row["patched"]["post_adapter"]
+        assert 0 < adapter["target_frames"] < layer["target_frames"] and layer["end"] > 0 and adapter["end"] > 0
