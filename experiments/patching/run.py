@@ -238,7 +238,7 @@ def run_patching(
         generator.check(options.task, options.tgt_lang)
         extractor = generator.extractor
         report.sites = resolve_sites(extractor, options.site_names())
-        check_settings(settings_path(job.out), job.settings(generator), job.out)
+        check_settings(settings_path(job.out), job.settings(generator), job.out, "patch rows file")
         write_pairs(pairs_path(job.out), pairs, unpaired)
         done = log.ids
         todo = [(pair, [site for site in report.sites if row_id(pair, site) not in done]) for pair in pairs]

@@ -314,10 +314,13 @@ def test_a_run_with_nothing_to_patch_is_refused_before_anything_is_written(tmp_p
 
 
 def test_a_rerun_with_other_settings_is_refused(tmp_path, generator):
-    _corpus(tmp_path)
+    manifest = _corpus(tmp_path)
     run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
     with pytest.raises(SettingsMismatchError, match="frames: 'speech' vs '0:10'"):
         run_patching(_job(tmp_path, sites="encoder.layer.0", frames="0:10"), show_progress=False, generator=generator)
+    manifest.write_text(manifest.read_text().replace("the cat sat", "the cat sat down"))
+    with pytest.raises(SettingsMismatchError, match=r"changed since this patch rows file was started .*: use a new --out file"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
 
 
 def test_options_refuse_bad_values_in_one_line():
