@@ -10,7 +10,8 @@ gender and another speaker, ``within``: the control), matched by text where two 
 duration, the model runs on the target with its states at a site replaced by the source's (every
 speech frame both have, or ``--frames START:END``), and the output is scored: ASR, the transcript's
 WER against the target's reference beside the unpatched one; ST (``--task st``), whether MuST-SHE's
-category-1 words take the source speaker's gender. One row per pair and site is appended to
+category-1 words take the source speaker's gender. A site named ``A+B`` in ``--sites`` patches A and B
+together in one pass (a joint site: its own row per pair). One row per pair and site is appended to
 ``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
 only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
 per-site summary (cross vs within, speaker-bootstrap interval) to ``OUT.summary.json`` and the
@@ -71,11 +72,18 @@ def _main(argv: list[str] | None) -> int:
     load_or_exit(spec.resolved_checkpoint, spec)
 
     def announce(report) -> None:
+        counts = ", ".join(f"{pairing} {count}" for pairing, count in report.by_pairing.items())
         print(
             f"[patch] {options.task} with {spec.family} {job.model_name()} on {spec.device}: {report.pairs} pairs "
-            f"({', '.join(options.pairings)}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
+            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
             f"{report.todo} rows to do"
         )
+        missing = [pairing for pairing, count in report.by_pairing.items() if not count]
+        if missing:
+            where = f"formed (its targets are listed as unpaired in {out.name}.pairs.jsonl)"
+            if options.pairs_file is not None:
+                where = f"in --pairs-file {options.pairs_file}"
+            print(f"[patch] no {' or '.join(missing)} pairs {where}: the summary has no cross - within")
 
     started = time.time()
     try:

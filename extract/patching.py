@@ -8,6 +8,12 @@ interventions of ``extract.interventions`` use) that overwrites each A's states 
 Everything downstream of the site (the later layers, the decoder) runs on the patched states;
 everything upstream is A's own.
 
+Several sites can be patched in the same pass (:func:`patched_together`): each is overwritten by
+B's states there, so a later site first runs on the earlier sites' patched states and then has the
+frames the rule below gives replaced by B's; its frames left as they were (A's speech beyond B's
+length, A's padding) carry the earlier patches with them. Each site's frames are counted on its own
+(its own rule, its own lengths), the target's from its unpatched pass (:func:`target_frames`).
+
 Which frames are replaced (the target's frame index i takes the source's frame i; frames are never
 shifted, stretched or resampled):
 
@@ -15,7 +21,7 @@ shifted, stretched or resampled):
   ``speech(X)`` is :meth:`Extractor.speech_frames` of X at the site. When B is shorter, A's frames
   beyond B's length are kept (A's own states); when B is longer, B's frames beyond A's length are
   not used. A's padding is never touched: in a family that pads a batch to its longest input
-  (S2T, SeamlessM4T, ZeroSwot) ``speech(X)`` counts X's own frames only (:func:`target_lengths`),
+  (S2T, SeamlessM4T, ZeroSwot) ``speech(X)`` counts X's own frames only (:func:`target_frames`),
   never the padding its batch-mates add. For Whisper, whose encoder always sees a 30 s window of
   1500 frames, this leaves A's padding frames as they were; from the first layer on they have
   attended to A's speech, so they carry some of A (see ``docs/stages/patching.md``). Pairs matched
@@ -25,7 +31,7 @@ shifted, stretched or resampled):
   of frames X has at the site when run: for Whisper all 1500 of its window (its padding included),
   for the families that pad a batch to its longest input the utterance's own frames (B is captured
   alone for this: :func:`capture_sources` with ``alone=True``; A's own frames are counted in its
-  batch by :func:`target_lengths`, so the padding its batch-mates add is never patched and its
+  batch by :func:`target_frames`, so the padding its batch-mates add is never patched and its
   result does not depend on them). ``0:1500`` on Whisper patches the whole window, the padding
   included. A span that starts at or past those frames replaces none (``replaced`` 0).
 
@@ -155,24 +161,46 @@ def _own_lengths(extractor: Extractor, sites: Sequence[str], prepared, captured:
     return {site: np.asarray(extractor.stored_lengths(site, prepared, captured)) for site in sites}
 
 
-def target_lengths(extractor: Extractor, audios: Sequence[np.ndarray], site: str) -> list[int] | None:
-    """The own frames at ``site`` of each of ``audios`` run as one batch (None: the family does not
-    pad, so a target's frames are all its window's). Only the features are computed, unless the
-    family needs a mask from the forward pass (ZeroSwot's post-adapter site): then one encoder pass."""
+@dataclass(frozen=True)
+class TargetFrames:
+    """Each target's own frames per site in a batch padded to its longest input (:func:`target_frames`);
+    ``per_site`` None where the family does not pad a batch (a target's frames are all its window's)."""
+
+    per_site: dict[str, list[int]] | None
+
+    def at(self, site: str) -> list[int] | None:
+        if self.per_site is None:
+            return None
+        if site not in self.per_site:
+            raise PatchError(f"the targets' frames were counted at {', '.join(self.per_site)}, not at {site}")
+        return self.per_site[site]
+
+    def rows(self, indices: Sequence[int]) -> TargetFrames:
+        """These frames for the targets at ``indices`` (a site patched for part of a batch)."""
+        if self.per_site is None:
+            return self
+        return TargetFrames({site: [lengths[index] for index in indices] for site, lengths in self.per_site.items()})
+
+
+def target_frames(extractor: Extractor, audios: Sequence[np.ndarray], sites: Sequence[str]) -> TargetFrames:
+    """The own frames at each of ``sites`` of each of ``audios`` run as one batch, counted once for
+    every site a batch patches. Only the features are computed, unless the family needs a mask from
+    the forward pass (ZeroSwot's post-adapter site): then one encoder pass for all the sites."""
     import torch
 
     from extract.hooks import capture
 
     prepared = extractor.prepare(list(audios))
     if not _pads_batch(prepared):
-        return None
-    auxiliary = extractor.auxiliary_sites([site])
+        return TargetFrames(None)
+    auxiliary = extractor.auxiliary_sites(list(sites))
     captured: dict = {}
     if auxiliary:
         with torch.inference_mode(), capture(extractor.model, auxiliary) as (seen, run):
             run(extractor.encode, extractor.on_device(prepared.inputs))
         captured = seen.tensors
-    return [int(length) for length in _own_lengths(extractor, [site], prepared, captured)[site]]
+    own = _own_lengths(extractor, sites, prepared, captured)
+    return TargetFrames({site: [int(length) for length in own[site]] for site in sites})
 
 
 @dataclass
@@ -200,50 +228,87 @@ def patched_bounds(span: FrameSpan | None, target_frames: int, source_frames: in
 @contextmanager
 def patched(
     extractor: Extractor,
-    site: str,
+    sites: Sequence[str],
     sources: Sequence[SourceStates],
     samples: Sequence[int],
     span: FrameSpan | None,
-    own: Sequence[int] | None = None,
-) -> Iterator[PatchReport]:
+    own: TargetFrames | None = None,
+) -> Iterator[dict[str, PatchReport]]:
     """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
-    of ``samples`` input samples each) have their states at ``site`` overwritten by the sources'
-    (:func:`patched_bounds`); ``own``: each target's own frames at the site in a batch padded to its
-    longest (:func:`target_lengths`; None: every frame the site has). The hook must run exactly once inside (one generation: its encoder
-    runs once); the report yielded is filled when it has."""
+    of ``samples`` input samples each) have their states at every one of ``sites`` overwritten by the
+    sources' (:func:`patched_bounds`), all in the same pass: a later site runs on the earlier sites'
+    patched states, then has its own frames replaced. ``own``: the targets' own frames at the sites in
+    a batch padded to its longest (:func:`target_frames`; None: every frame a site has). Each site's
+    hook must run exactly once inside (one generation: its encoder runs once); the reports yielded
+    (one per site) are filled when they have."""
     from extract.hooks import edit
 
-    check_site(extractor, site)
-    if len(sources) != len(samples) or (own is not None and len(own) != len(samples)):
+    if not sites:
+        raise PatchError("no site to patch")
+    for site in sites:
+        check_site(extractor, site)
+    if len(set(sites)) != len(sites):
+        raise PatchError(f"sites {', '.join(sites)}: a site is given twice; patch each site once")
+    if len(sources) != len(samples):
         raise PatchError(f"{len(sources)} sources for {len(samples)} targets")
-    report = PatchReport([], [], [])
-    fired = []
+    reports = {site: PatchReport([], [], []) for site in sites}
+    fired: set[str] = set()
 
-    def overwrite(states: torch.Tensor) -> torch.Tensor:
-        if fired:
-            raise PatchError(f"site {site} ran twice in one patched pass (patch one forward pass at a time)")
-        if states.ndim != 3 or states.shape[0] != len(sources):
-            raise PatchError(f"site {site}: states of shape {tuple(states.shape)} for a batch of {len(sources)} targets")
-        frames = states.shape[1]
-        result = states.clone()
-        for row, (source, count) in enumerate(zip(sources, samples)):
-            given = source.states[site]
-            if given.shape[-1] != states.shape[-1]:
-                raise PatchError(f"site {site}: source states of size {given.shape[-1]}, the target's have {states.shape[-1]}")
-            own_frames = frames if own is None else min(int(own[row]), frames)
-            target_frames = extractor.speech_frames(site, int(count), own_frames) if span is None else own_frames
-            start, end = patched_bounds(span, target_frames, min(source.frames[site], given.shape[0]))
-            result[row, start:end] = given[start:end].to(device=states.device, dtype=states.dtype)
-            report.target_frames.append(target_frames)
-            report.start.append(start)
-            report.end.append(end)
-        fired.append(True)
-        return result
+    def overwriting(site: str, lengths: Sequence[int] | None):
+        if lengths is not None and len(lengths) != len(samples):
+            raise PatchError(f"the own frames of {len(lengths)} targets at {site} for a batch of {len(samples)}")
+        report = reports[site]
 
-    with edit(extractor.model, {site: (extractor.site_table()[site], overwrite)}):
-        yield report
-    if not fired:
-        raise PatchError(f"the patch at {site} never ran: the forward pass stopped before that site")
+        def overwrite(states: torch.Tensor) -> torch.Tensor:
+            if site in fired:
+                raise PatchError(f"site {site} ran twice in one patched pass (patch one forward pass at a time)")
+            if states.ndim != 3 or states.shape[0] != len(sources):
+                raise PatchError(f"site {site}: states of shape {tuple(states.shape)} for a batch of {len(sources)} targets")
+            frames = states.shape[1]
+            result = states.clone()
+            for row, (source, count) in enumerate(zip(sources, samples)):
+                given = source.states[site]
+                if given.shape[-1] != states.shape[-1]:
+                    raise PatchError(f"site {site}: source states of size {given.shape[-1]}, the target's have {states.shape[-1]}")
+                own_frames = frames if lengths is None else min(int(lengths[row]), frames)
+                target_frames = extractor.speech_frames(site, int(count), own_frames) if span is None else own_frames
+                start, end = patched_bounds(span, target_frames, min(source.frames[site], given.shape[0]))
+                result[row, start:end] = given[start:end].to(device=states.device, dtype=states.dtype)
+                report.target_frames.append(target_frames)
+                report.start.append(start)
+                report.end.append(end)
+            fired.add(site)
+            return result
+
+        return overwrite
+
+    table = extractor.site_table()
+    with edit(extractor.model, {site: (table[site], overwriting(site, None if own is None else own.at(site))) for site in sites}):
+        yield reports
+    missing = [site for site in sites if site not in fired]
+    if missing:
+        raise PatchError(f"the patch at {', '.join(missing)} never ran: the forward pass stopped before that site")
+
+
+def patched_together(
+    generator: Generator,
+    sites: Sequence[str],
+    targets: Sequence[np.ndarray],
+    sources: Sequence[SourceStates],
+    language: str,
+    task: str,
+    tgt_lang: str | None,
+    span: FrameSpan | None = None,
+    own: TargetFrames | None = None,
+) -> tuple[list[str], dict[str, PatchReport]]:
+    """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at every one
+    of ``sites`` replaced by the ``sources``' in one generation (see :func:`capture_sources` and
+    :func:`patched`), and what was replaced at each site. ``own``: the targets' own frames
+    (:func:`target_frames`, counted once for every site of a batch); counted here when not given."""
+    own = target_frames(generator.extractor, targets, sites) if own is None else own
+    with patched(generator.extractor, sites, sources, [len(audio) for audio in targets], span, own) as reports:
+        hypotheses = generator.generate(list(targets), language, task, tgt_lang)
+    return hypotheses, reports
 
 
 def patched_generation(
@@ -255,10 +320,8 @@ def patched_generation(
     task: str,
     tgt_lang: str | None,
     span: FrameSpan | None = None,
+    own: TargetFrames | None = None,
 ) -> tuple[list[str], PatchReport]:
-    """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at ``site``
-    replaced by the ``sources``' (see :func:`capture_sources`), and what was replaced."""
-    own = target_lengths(generator.extractor, targets, site)
-    with patched(generator.extractor, site, sources, [len(audio) for audio in targets], span, own) as report:
-        hypotheses = generator.generate(list(targets), language, task, tgt_lang)
-    return hypotheses, report
+    """:func:`patched_together` at one site: the hypotheses and what was replaced there."""
+    hypotheses, reports = patched_together(generator, [site], targets, sources, language, task, tgt_lang, span, own)
+    return hypotheses, reports[site]

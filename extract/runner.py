@@ -512,26 +512,30 @@ class SettingsMismatchError(ValueError):
     """A transcription file was started with other settings than this run's."""
 
 
-def check_settings(path: Path, settings: dict, output: Path) -> None:
+def check_settings(path: Path, settings: dict, output: Path, what: str = "hypotheses file") -> None:
     """Write a transcription's settings file ``path``, or refuse to mix outputs of different settings
     in the file ``output`` (:class:`SettingsMismatchError` naming each differing setting by its dotted
-    path, or the manifest that changed; the code version, how the manifest's path is spelled and the
+    path, or the manifest that changed since the ``what`` was started; the code version, how the manifest's path is spelled and the
     checkpoint's spelling may differ, see :func:`extract.store.comparable_config` and
     :func:`extract.fingerprint.compared`). Settings bind the rows they produced: while ``output``
     holds no row (a run refused at its first batch), the file is replaced."""
     if path.exists() and holds_rows(output):
         recorded = json.loads(path.read_text())
-        message = changed_manifest(recorded, settings, "hypotheses file", "--out file")
+        message = changed_manifest(recorded, settings, what, "--out file")
         if message:
             raise SettingsMismatchError(f"{path}: {message}")
         stored, current = compared(
             {key: value for key, value in comparable_config(recorded).items() if key != "provenance"},
             {key: value for key, value in comparable_config(settings).items() if key != "provenance"},
         )
+        family_changed = stored.get("family") != current.get("family")
         stored, current = _flat(stored), _flat(current)
         if stored != current:
             keys = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
+            decoding = [key for key in keys if key.startswith("decoding.")] if family_changed else []
+            keys = [key for key in keys if key not in decoding]  # another family's generation config differs key by key: dozens that say nothing more
             differing = ", ".join(f"{key}: {stored.get(key)!r} vs {current.get(key)!r}" for key in keys)
+            differing += f", and {len(decoding)} decoding settings of the other family" if decoding else ""
             raise SettingsMismatchError(f"{path} records other settings than this run ({differing}); use a new --out file")
         return
     with naming_full_disk(path, "no row was transcribed yet"):

@@ -5,6 +5,7 @@
 - :mod:`.scoring`: what changed in the output per pair and site (ASR: the error rate against the
   target's reference; ST: whether MuST-SHE's gendered words follow the source's gender), and the
   per-site summary with a speaker-bootstrap interval;
+- :mod:`.sites`: which sites a run patches, single or joint (``A+B``: patched together in one pass);
 - :mod:`.run`: the stage's options and the resumable run (``python -m experiments.patch``);
 - :mod:`.figure`: the effect per site.
 

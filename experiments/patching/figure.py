@@ -1,10 +1,12 @@
 """The effect of patching per site: one line per pairing (cross, within) over the sites in forward
-order, and cross minus within with its speaker-bootstrap interval (PNG + PDF, the reports' style)."""
+order, and cross minus within with its speaker-bootstrap interval (PNG + PDF, the reports' style).
+A joint site (``A+B``, patched together) takes its place after its last member, labelled by its name."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.patching.sites import members
 from experiments.reports.plots import paper_style, pyplot, save
 
 COLOURS = {"cross": "#c0392b", "within": "#7f8c8d", "difference": "#2c3e50"}
@@ -15,7 +17,7 @@ Y_LABELS = {"asr": "patched − plain WER (points)", "st": "share following the 
 def effect_per_site(summary: dict, out: str | Path) -> list[Path]:
     """``summary``: what :func:`experiments.patching.run.write_summary` writes; ``out``: the path without suffix."""
     plt = pyplot()
-    sites = sorted(summary["sites"], key=lambda site: summary["sites"][site]["site_index"])
+    sites = sorted(summary["sites"], key=lambda site: (summary["sites"][site]["site_index"], len(members(site))))  # a joint site after its last member
     positions = list(range(len(sites)))
     figure, axis = plt.subplots(figsize=(max(4.0, 0.55 * len(sites) + 2.0), 3.2))
     for pairing in ("cross", "within"):

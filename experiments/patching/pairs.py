@@ -29,6 +29,8 @@ from extract.manifest import Utterance, iter_json_objects
 PAIRINGS = ("cross", "within")
 GENDERS = ("female", "male")
 PAIR_KIND, PAIR_SCHEMA = "patch_pair", 1
+MATCHES = ("text", "duration")
+SECONDS = ("target_seconds", "source_seconds")  # the numbers of a pair; its other fields are text
 
 
 class PairsError(ValueError):
@@ -62,15 +64,31 @@ class Pair:
     def from_dict(cls, record: dict, where: str) -> Pair:
         if record.get("kind") != PAIR_KIND:
             raise PairsError(f"{where}: not a patch pair (kind {record.get('kind')!r}); give a pairs file a patch run wrote (OUT.pairs.jsonl)")
-        if record.get("schema", 1) > PAIR_SCHEMA:
+        fix = "give a pairs file a patch run wrote (OUT.pairs.jsonl)"
+        schema = record.get("schema", 1)
+        if not _is_whole(schema):
+            raise PairsError(f"{where}: schema {schema!r} is not a whole number; {fix}")
+        if schema > PAIR_SCHEMA:
             raise PairsError(f"{where}: a patch pair of schema {record['schema']}, newer than this code reads ({PAIR_SCHEMA}); update the package")
         try:
-            pair = cls(**{key: record[key] for key in cls.__dataclass_fields__})
+            values = {key: record[key] for key in cls.__dataclass_fields__}
         except KeyError as missing:
             raise PairsError(f"{where}: a patch pair without {missing}") from None
+        for key, value in values.items():
+            number = key in SECONDS
+            fits = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value >= 0 if number else isinstance(value, str)
+            if not fits:
+                raise PairsError(f"{where}: {key} is {value!r} ({type(value).__name__}), not {'a number of seconds' if number else 'text'}; {fix}")
+        pair = cls(**values)
         if pair.pairing not in PAIRINGS:
             raise PairsError(f"{where}: pairing {pair.pairing!r} is not one of {', '.join(PAIRINGS)}")
+        if pair.match not in MATCHES:
+            raise PairsError(f"{where}: match {pair.match!r} is not one of {', '.join(MATCHES)}; {fix}")
         return pair
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def utterance_seconds(utterance: Utterance) -> float:
@@ -179,10 +197,11 @@ def check_pairing(pair: Pair, where: str) -> None:
         raise PairsError(f"{where}: {pair.id} pairs a {pair.target_gender} target with a {pair.source_gender} source; a {pair.pairing} source is {rule}")
 
 
-def read_pairs(path: Path, utterances: Sequence[Utterance]) -> list[Pair]:
+def read_pairs(path: Path, utterances: Sequence[Utterance], limit: int | None = None) -> list[Pair]:
     """The pairs of a pairs file (its unpaired lines are skipped), each checked against the manifest:
     both ids in it, in the pair's language, with the genders and speakers it records, and the pairing
-    rules (:func:`check_pairing`)."""
+    rules (:func:`check_pairing`). ``limit``: ``utterances`` are the manifest's first ``limit`` (``--limit``),
+    which an id missing from them is said to be outside."""
     by_id = {u.id: u for u in utterances}
     pairs = []
     for line, record in iter_json_objects(path):
@@ -192,6 +211,11 @@ def read_pairs(path: Path, utterances: Sequence[Utterance]) -> list[Pair]:
         pair = Pair.from_dict(record, where)
         for role in ("target", "source"):
             utterance = by_id.get(getattr(pair, role))
+            if utterance is None and limit is not None:
+                raise PairsError(
+                    f"{where}: {role} {getattr(pair, role)!r} is not among the first {limit} utterances of the manifest (--limit {limit}); "
+                    "give the manifest and the --limit the pairs were formed from"
+                )
             if utterance is None:
                 raise PairsError(f"{where}: {role} {getattr(pair, role)!r} is not in the manifest; give the manifest the pairs were formed from")
             recorded = (pair.language, getattr(pair, f"{role}_gender"), getattr(pair, f"{role}_speaker"))

@@ -7,7 +7,8 @@ task, frames, decoding, manifest, seed, ``--limit`` or pairs file is refused, se
 :func:`extract.runner.check_settings`); then, per
 batch of pairs that share a language, loads their audio, transcribes the targets once unpatched
 (each target once per run, whatever its pairs), captures the sources' states at every site still
-to do in one encoder pass, and per site generates the targets patched (:mod:`extract.patching`),
+to do in one encoder pass, counts the targets' own frames at those sites once, and per site
+generates the targets patched (:mod:`extract.patching`),
 appending one row per pair and site as each site's batch finishes. A rerun skips the rows already
 written (by ``row_id``: pair and site), so adding a site or a pairing later runs only what is new.
 The summary (``OUT.summary.json``) and the figure (``OUT.effect.png`` / ``.pdf``) are rewritten
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, read_pairs, write_pairs
+from experiments.patching.sites import JOINT, check_joint, members, resolve_sites
 from extract.appendlog import AppendLog, RowKind
 from extract.options import OptionError, check_options, option
 from extract.patching import PatchError, frames_label, parse_frames
@@ -46,7 +48,12 @@ NOT_PATCHED = "no frames replaced"  # why a row whose span held none of the targ
 class PatchOptions:
     """What a patch run does; what of it the rows depend on is in ``OUT.settings.json``."""
 
-    sites: str = option("all", "comma-separated site names to patch, 'all', or every:K (every K-th site and the last)", metavar="SITES")
+    sites: str = option(
+        "all",
+        "comma-separated site names to patch, 'all', or every:K (every K-th site and the last); A+B patches sites A and B together in one pass "
+        "(a joint site: one row per pair, named A+B)",
+        metavar="SITES",
+    )
     pairings: tuple[str, ...] = option(
         PAIRINGS,
         "which pairs: cross (a source of the other gender) and within (the same gender, another speaker: the control)",
@@ -81,6 +88,8 @@ class PatchOptions:
             raise OptionError("{pairings}: give cross, within or both", "pairings")
         if not self.site_names():
             raise OptionError("{sites} names no site: give at least one site name, 'all' or every:K", "sites")
+        for name in self.site_names():
+            check_joint(name)
 
     @property
     def span(self):
@@ -96,7 +105,10 @@ class PatchOptions:
         return GenerationOptions(self.num_beams, self.max_new_tokens, translate_by_forcing=self.translate_by_forcing)
 
     def site_names(self) -> list[str] | str:
-        return "all" if self.sites == "all" else [name.strip() for name in self.sites.split(",") if name.strip()]
+        """``all``, or the names given (a joint site's members without spaces around ``+``)."""
+        if self.sites == "all":
+            return "all"
+        return [JOINT.join(part.strip() for part in name.split(JOINT)) for name in self.sites.split(",") if name.strip()]
 
 
 def pairs_path(out: Path) -> Path:
@@ -163,6 +175,7 @@ class PatchJob:
 @dataclass
 class PatchRunReport:
     pairs: int = 0
+    by_pairing: dict[str, int] = field(default_factory=dict)  # pairs per pairing asked for (0 where a pairs file has none of it)
     unpaired: list[dict] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
     todo: int = 0  # pair x site rows not in OUT when the run started
@@ -178,7 +191,7 @@ def job_pairs(job: PatchJob, utterances: list[Utterance]) -> tuple[list[Pair], l
     a later run that adds a pairing keeps the earlier rows': the summary counts the rows of these only)."""
     options = job.options
     if options.pairs_file is not None:
-        pairs, unpaired = read_pairs(options.pairs_file, utterances), []
+        pairs, unpaired = read_pairs(options.pairs_file, utterances, options.limit), []
         if not pairs:
             raise PairsError(f"{options.pairs_file}: no pairs in it; give a pairs file a patch run wrote (OUT.pairs.jsonl)")
     else:
@@ -207,14 +220,14 @@ def run_patching(
 
     from extract.diskfull import naming_full_disk
     from extract.manifest import read_manifest
-    from extract.patching import check_site
     from extract.provenance import settings_path
     from extract.runner import check_settings
 
     options = job.options
     utterances = read_manifest(job.manifest)[: options.limit]
     pairs, unpaired, current = job_pairs(job, utterances)
-    report = PatchRunReport(pairs=len(pairs), unpaired=unpaired)
+    by_pairing = {pairing: sum(1 for pair in pairs if pair.pairing == pairing) for pairing in options.pairings}
+    report = PatchRunReport(pairs=len(pairs), by_pairing=by_pairing, unpaired=unpaired)
     job.out.parent.mkdir(parents=True, exist_ok=True)
     with AppendLog(job.out, PATCH_ROWS, reclaim_stale) as log:
         check_rows(job.out, log.rows)
@@ -224,10 +237,8 @@ def run_patching(
             generator = (load or load_generator)(job.spec, options.decoding())
         generator.check(options.task, options.tgt_lang)
         extractor = generator.extractor
-        report.sites = extractor.resolve_sites(options.site_names())
-        for site in report.sites:
-            check_site(extractor, site)
-        check_settings(settings_path(job.out), job.settings(generator), job.out)
+        report.sites = resolve_sites(extractor, options.site_names())
+        check_settings(settings_path(job.out), job.settings(generator), job.out, "patch rows file")
         write_pairs(pairs_path(job.out), pairs, unpaired)
         done = log.ids
         todo = [(pair, [site for site in report.sites if row_id(pair, site) not in done]) for pair in pairs]
@@ -269,8 +280,11 @@ class _Runner:
         self.job, self.generator, self.by_id, self.log, self.report, self.bar = job, generator, by_id, log, report, bar
         self.options = job.options
         self.plain: dict[str, str] = {}  # target id -> unpatched hypothesis, once per run
-        table = list(generator.extractor.site_table())
-        self.site_index = {site: table.index(site) for site in table}
+        self.table = list(generator.extractor.site_table())
+
+    def site_index(self, site: str) -> int:
+        """A site's index in the site table; a joint site's is its last member's (everything after it runs on patched states)."""
+        return self.table.index(members(site)[-1])
 
     def run(self, todo: list[tuple[Pair, list[str]]]) -> None:
         by_language: dict[str, list[tuple[Pair, list[str]]]] = {}
@@ -282,7 +296,7 @@ class _Runner:
                 self.batch(language, items[start : start + size])
 
     def batch(self, language: str, items: list[tuple[Pair, list[str]]]) -> None:
-        from extract.patching import capture_sources, patched_generation
+        from extract.patching import capture_sources, patched_together, target_frames
 
         audio, errors = self.load([pair.target for pair, _ in items] + [pair.source for pair, _ in items])
         usable = []
@@ -298,18 +312,22 @@ class _Runner:
         options = self.options
         self.transcribe_plain(language, [pair.target for pair, _ in usable], audio)
         sites = [site for site in self.report.sites if any(site in wanted for _, wanted in usable)]
-        sources = capture_sources(self.generator.extractor, [audio[pair.source] for pair, _ in usable], sites, options.span, alone=options.span is not None)
+        patched_sites = [name for name in self.table if any(name in members(site) for site in sites)]  # a joint site's members too
+        extractor = self.generator.extractor
+        sources = capture_sources(extractor, [audio[pair.source] for pair, _ in usable], patched_sites, options.span, alone=options.span is not None)
+        own = target_frames(extractor, [audio[pair.target] for pair, _ in usable], patched_sites)  # once for every site of the batch
         for site in sites:
             chosen = [(index, pair) for index, (pair, wanted) in enumerate(usable) if site in wanted]
-            hypotheses, patch = patched_generation(
+            hypotheses, patch = patched_together(
                 self.generator,
-                site,
+                members(site),
                 [audio[pair.target] for _, pair in chosen],
                 [sources[index] for index, _ in chosen],
                 language,
                 options.task,
                 options.tgt_lang,
                 options.span,
+                own.rows([index for index, _ in chosen]),
             )
             rows = [self.row(pair, site, hypothesis, patch, position) for position, ((_, pair), hypothesis) in enumerate(zip(chosen, hypotheses))]
             self.log.append(rows)
@@ -330,7 +348,8 @@ class _Runner:
             hypotheses = self.generator.generate([audio[i] for i in missing], language, self.options.task, self.options.tgt_lang)
             self.plain.update(zip(missing, hypotheses))
 
-    def row(self, pair: Pair, site: str, hypothesis: str, patch, position: int) -> dict:
+    def row(self, pair: Pair, site: str, hypothesis: str, patch: dict, position: int) -> dict:
+        """The row of ``pair`` at ``site``; ``patch``: what :func:`extract.patching.patched_together` replaced per member."""
         from experiments.patching.scoring import asr_scores, mustshe_scores
         from experiments.scoring.asr_metrics import Scoring
 
@@ -344,19 +363,19 @@ class _Runner:
             "family": self.job.spec.family,
             "dataset": target.dataset,
             "site": site,
-            "site_index": self.site_index[site],
+            "site_index": self.site_index(site),
             "frames": frames_label(options.span),
             "task": options.task,
             "language": pair.language,
             "tgt_lang": options.tgt_lang if options.task == "st" else pair.language,
             "pair": pair.id,
             **{key: value for key, value in pair.to_dict().items() if key not in ("kind", "schema", "pair", "language")},
-            "patched": {"start": patch.start[position], "end": patch.end[position], "target_frames": patch.target_frames[position]},
+            "patched": _patched_cell(patch, position),
             "reference": target.text if options.task == "asr" else target.translation,
             "plain_hypothesis": plain,
             "hypothesis": hypothesis,
         }
-        if patch.replaced[position] == 0:  # a span past the target's (or the source's) frames: nothing was patched
+        if not any(report.replaced[position] for report in patch.values()):  # a span past the target's (or the source's) frames: nothing was patched
             if options.task == "asr":
                 row["asr"], row["unscored"] = None, NOT_PATCHED
             else:
@@ -369,6 +388,15 @@ class _Runner:
         else:
             row["mustshe"] = mustshe_scores(target, pair.source_gender, plain, hypothesis, options.tgt_lang)
         return row
+
+
+def _patched_cell(patch: dict, position: int) -> dict:
+    """A row's ``patched``: the frames replaced at its site (start, end, the target's frames), or at
+    each member of a joint site, by member."""
+    cells = {
+        site: {"start": report.start[position], "end": report.end[position], "target_frames": report.target_frames[position]} for site, report in patch.items()
+    }
+    return next(iter(cells.values())) if len(cells) == 1 else cells
 
 
 def summary_subject(job: PatchJob, rows: list[dict]) -> dict:
@@ -398,7 +426,7 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, curre
     kept = rows if current is None else [row for row in rows if row["pair"] in current]
     report.other_pairs = len(rows) - len(kept)
     rows = kept
-    ordered = sorted(rows, key=lambda row: (row["site_index"], row["row_id"]))
+    ordered = sorted(rows, key=lambda row: (row["site_index"], len(members(row["site"])), row["site"], row["row_id"]))
     summary = {
         "kind": SUMMARY_KIND,
         "schema": SUMMARY_SCHEMA,

@@ -108,9 +108,10 @@ def _st_effect(columns) -> float:
 def not_patched(row: dict) -> bool:
     """Whether the row's patch replaced no frame (a span past the target's or the source's frames):
     its output is the plain one by construction, so it is not scored (rows written before this was
-    said in the row included)."""
+    said in the row included). A joint site's row (``patched`` by member) replaced no frame when none of its members did."""
     patched = row.get("patched") or {}
-    return "start" in patched and "end" in patched and patched["end"] <= patched["start"]
+    cells = [patched] if "start" in patched else [cell for cell in patched.values() if isinstance(cell, dict)]
+    return bool(cells) and all("start" in cell and "end" in cell and cell["end"] <= cell["start"] for cell in cells)
 
 
 def _scored(row: dict) -> dict | None:

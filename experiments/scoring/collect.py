@@ -24,7 +24,8 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   cross and within effects and cross minus within with its speaker-bootstrap interval
   (``experiments.patch``'s ``OUT.summary.json``; the summary, not the rows, because it is per site
   already, its interval is the run's, and it counts only the run's current pairs). The summary's
-  languages are spelled as a probe row spells its store's (sorted, joined with ``+``).
+  languages are spelled as a probe row spells its store's (sorted, joined with ``+``). A joint site
+  (``A+B``: sites patched together) is in ``long.csv`` only (its ``site_role`` empty): no probe reads it.
 - ``site_role`` (in all the tables): what the probed site is in its model, from the family's
   site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
   where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
@@ -60,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.patching import sites as patching_sites
 from experiments.scoring.gaps import DEFAULT_COMPARISON, gap_task
 from extract import records
 from extract.diskfull import naming_full_disk
@@ -632,10 +634,16 @@ class PatchSite:
         return _patch_language(self.subject)
 
     @property
+    def joint(self) -> bool:
+        """A joint site (``A+B``: its members patched together): no probe reads it, so it is in ``long.csv`` only."""
+        return len(patching_sites.members(self.site)) > 1
+
+    @property
     def site_role(self) -> str | None:
+        """The site's role in its family (None for a joint site: its members may have different ones)."""
         from extract.families import site_role  # here, not at the top: the family modules load torch
 
-        return site_role(self.subject["family"], self.site)
+        return None if self.joint else site_role(self.subject["family"], self.site)
 
     def effect(self, pairing: str) -> float | None:
         return (self.entry["pairings"].get(pairing) or {}).get("effect")
@@ -716,7 +724,7 @@ def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unm
                 ).to_dict()
             )
     for key, partners in sites.items():
-        if key not in used:
+        if key not in used and len(patching_sites.members(key[3])) == 1:  # a joint site has no probe to find
             unmatched["patch_without_probe"] += [
                 {"model": key[0], "dataset": key[1], "language": key[2], "site": key[3], "task": p.subject["task"], "source": str(p.document)} for p in partners
             ]

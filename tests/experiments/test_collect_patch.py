@@ -185,3 +185,20 @@ def test_a_summary_written_by_a_patch_run_joins_end_to_end(tmp_path):
     (row,) = read_csv(tmp_path / "c" / "f1_vs_patch.csv")
     assert (row["model"], row["site"], row["site_role"], row["f1_s"]) == ("m", SITE, "layer", "70.0")
     assert float(row["cross_effect"]) == pytest.approx(summary["sites"][SITE]["pairings"]["cross"]["effect"])
+
+
+def test_a_joint_site_goes_to_long_csv_only_without_a_role(tmp_path):
+    """A joint site (A+B, patched together) has no probe to join: it is in long.csv, with its summary's
+    site_index and no site_role, and neither in f1_vs_patch.csv nor among the unmatched keys."""
+    joint = f"{SITE}+{OTHER_SITE}"
+    sites = {
+        SITE: {"site_index": 0, "pairings": {"cross": _pairing(12.0)}},
+        joint: {"site_index": 1, "pairings": {"cross": _pairing(20.0), "within": _pairing(5.0)}, "cross_minus_within": 15.0, "ci95": [9.0, 21.0]},
+    }
+    out = _collect(tmp_path, _write_rows(tmp_path / "probes.jsonl", [_probe_row("r1", f1_s=70.0)]), _summary(tmp_path / "s.json", sites=sites))
+    assert [row["site"] for row in read_csv(out / "f1_vs_patch.csv")] == [SITE]
+    at_joint = [row for row in read_csv(out / "long.csv") if row["kind"] == "patch" and row["site"] == joint]
+    values = {row["metric"]: row["value"] for row in at_joint}
+    assert (values["cross.effect"], values["within.effect"], values["cross_minus_within"], values["ci95_low"]) == ("20.0", "5.0", "15.0", "9.0")
+    assert {(row["site_index"], row["site_role"]) for row in at_joint} == {("1", "")}
+    assert json.loads((out / "collect.json").read_text())["unmatched"]["patch_without_probe"] == []

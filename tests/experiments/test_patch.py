@@ -3,6 +3,7 @@ within, matched by text and duration and seeded; scores on hand-computed example
 resumes, refuses other settings, and fails in one line; the command end to end on the tiny Whisper."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -313,10 +314,13 @@ def test_a_run_with_nothing_to_patch_is_refused_before_anything_is_written(tmp_p
 
 
 def test_a_rerun_with_other_settings_is_refused(tmp_path, generator):
-    _corpus(tmp_path)
+    manifest = _corpus(tmp_path)
     run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
     with pytest.raises(SettingsMismatchError, match="frames: 'speech' vs '0:10'"):
         run_patching(_job(tmp_path, sites="encoder.layer.0", frames="0:10"), show_progress=False, generator=generator)
+    manifest.write_text(manifest.read_text().replace("the cat sat", "the cat sat down"))
+    with pytest.raises(SettingsMismatchError, match=r"changed since this patch rows file was started .*: use a new --out file"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", pairings=("cross",)), show_progress=False, generator=generator)
 
 
 def test_options_refuse_bad_values_in_one_line():
@@ -345,7 +349,7 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     argv = [*base, "--sites", "encoder.layer.1", "--pairs", "cross", "--iterations", "10", "--out", str(out), "--quiet"]
     assert patch_cli.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "4 pairs (cross; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
+    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
     assert len(_rows(out)) == 4
     assert _cli_error([*base, "--sites", "encoder.layer.9", "--out", str(tmp_path / "x.jsonl")], capsys).startswith(
         "error: unknown site(s) encoder.layer.9 for whisper; valid sites: encoder.embed"
@@ -394,3 +398,235 @@ def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anythin
     with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
         run_patching(job, show_progress=False, generator=generator)
     assert not pairs_path(job.out).exists()
+
+
+# ---------------------------------------------------------------- the targets' frames, counted once per batch
+
+
+def _zeroswot_generator():
+    from extract.families import tiny_extractor
+    from extract.families.zeroswot import ZeroSwotGenerator
+    from tests.extract.test_transcribe import IdTokenizer, _tiny_nllb
+
+    return ZeroSwotGenerator(tiny_extractor("zeroswot"), IdTokenizer({"spa_Latn": 60}), _tiny_nllb(), max_new_tokens=4)
+
+
+class _Spy:
+    """Counts the calls of ``name`` on ``owner`` (the call itself goes through)."""
+
+    def __init__(self, monkeypatch, owner, name):
+        self.calls = 0
+        wrapped = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return wrapped(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.mark.parametrize("frames", ["speech", "0:"])
+def test_the_targets_frames_are_counted_once_per_batch_and_the_rows_are_those_of_counting_per_site(tmp_path, monkeypatch, frames):
+    """ZeroSwot's post-adapter frames need an encoder pass of the targets: one per batch for all its
+    sites, where it was one per site. The rows are what patching each site on its own gives (its
+    targets' frames counted at that site alone: extract.patching.patched_generation without them)."""
+    from extract.patching import capture_sources, patched_generation
+
+    manifest = _corpus(tmp_path)
+    generator = _zeroswot_generator()
+    extractor = generator.extractor
+    sites = ["encoder.layer.0", "pre_adapter", "post_adapter"]
+    job = PatchJob(
+        ModelSpec("zeroswot", "tiny-random", device="cpu"),
+        manifest,
+        tmp_path / "out" / "p.jsonl",
+        PatchOptions(sites=",".join(sites), task="st", tgt_lang="es", frames=frames, max_new_tokens=4, iterations=10),
+    )
+    prepare, encode = _Spy(monkeypatch, extractor, "prepare"), _Spy(monkeypatch, extractor, "encode")
+    report = run_patching(job, show_progress=False, generator=generator)
+    assert (report.pairs, report.written) == (8, 24)  # one batch of 8 pairs x 3 sites
+    captures = 1 if frames == "speech" else 8  # the sources: one pass, or one per source for a span
+    assert encode.calls == captures + 1  # and the targets' frames at every site: one pass
+    assert prepare.calls == 1 + captures + 1 + len(sites)  # plain generation, sources, targets' frames, one generation per site
+    monkeypatch.undo()
+
+    rows = {(row["pair"], row["site"]): row for row in _rows(job.out)}
+    pairs = [row for row in _rows(pairs_path(job.out)) if row["kind"] == "patch_pair"]
+    audio = {u["id"]: soundfile.read(u["audio"], dtype="float32")[0] for u in map(json.loads, manifest.read_text().splitlines())}
+    targets, span = [audio[pair["target"]] for pair in pairs], job.options.span
+    sources = capture_sources(extractor, [audio[pair["source"]] for pair in pairs], sites, span, alone=span is not None)
+    for site in sites:
+        hypotheses, patch = patched_generation(generator, site, targets, sources, "en", "st", "es", span)
+        for position, pair in enumerate(pairs):
+            row = rows[(pair["pair"], site)]
+            assert row["hypothesis"] == hypotheses[position]
+            assert row["patched"] == {"start": patch.start[position], "end": patch.end[position], "target_frames": patch.target_frames[position]}
+
+
+# ---------------------------------------------------------------- several sites patched together
+
+
+def test_a_joint_site_is_one_row_per_pair_named_by_its_members_in_forward_order_and_resumes(tmp_path, generator):
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.1 + encoder.layer.0,encoder.layer.0", pairings=("cross",))
+    report = run_patching(job, show_progress=False, generator=generator)
+    joint = "encoder.layer.0+encoder.layer.1"
+    assert report.sites == ["encoder.layer.0", joint] and (report.todo, report.written) == (8, 8)
+    rows = [row for row in _rows(job.out) if row["site"] == joint]
+    assert len(rows) == 4 and {row["site_index"] for row in rows} == {2}  # its last member's: encoder.embed, layer.0, layer.1
+    for row in rows:
+        assert row["row_id"] == f"{row['pair']}@{joint}" and set(row["patched"]) == {"encoder.layer.0", "encoder.layer.1"}
+        assert all(cell["start"] == 0 and cell["end"] > 0 for cell in row["patched"].values()) and "effect" in row["asr"]
+    summary = json.loads(summary_path(job.out).read_text())
+    assert list(summary["sites"]) == ["encoder.layer.0", joint] and summary["sites"][joint]["site_index"] == 2
+    assert summary["sites"][joint]["pairings"]["cross"]["pairs"] == 4
+    assert (tmp_path / "out" / "p.jsonl.effect.png").is_file()
+    job.out.write_text(job.out.read_text()[:-40])  # a kill mid-row of the joint site: that row is redone
+    again = run_patching(_job(tmp_path, sites=f"{joint},encoder.layer.1", pairings=("cross",)), show_progress=False, generator=generator)
+    assert (again.todo, again.written) == (5, 5)  # the cut row, and encoder.layer.1 alone
+    assert len({row["row_id"] for row in _rows(job.out)}) == len(_rows(job.out)) == 12
+    with pytest.raises(SettingsMismatchError, match="frames: 'speech' vs '0:10'"):
+        run_patching(_job(tmp_path, sites=joint, pairings=("cross",), frames="0:10"), show_progress=False, generator=generator)
+
+
+def test_a_joint_site_whose_span_holds_no_frame_at_any_member_is_not_scored(tmp_path, generator):
+    _corpus(tmp_path)
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0+encoder.final", pairings=("cross",), frames="5000:"), show_progress=False, generator=generator)
+    rows = _rows(tmp_path / "out" / "p.jsonl")
+    assert len(rows) == 4 and all(row["asr"] is None and row["unscored"] == "no frames replaced" for row in rows)
+    assert report.summary["sites"]["encoder.layer.0+encoder.final"]["pairings"]["cross"]["not_patched"] == 4
+
+
+def test_the_not_patched_rule_of_a_joint_row_by_hand():
+    from experiments.patching.scoring import not_patched
+
+    empty, some = {"start": 5, "end": 5, "target_frames": 3}, {"start": 0, "end": 2, "target_frames": 3}
+    assert not_patched({"patched": empty}) and not not_patched({"patched": some})
+    assert not_patched({"patched": {"a": empty, "b": empty}}) and not not_patched({"patched": {"a": empty, "b": some}})
+    assert not not_patched({}) and not not_patched({"patched": {}})
+
+
+def test_bad_joint_sites_are_refused_in_one_line(tmp_path, capsys):
+    for sites, message in [
+        ("encoder.layer.0+", "sites encoder.layer.0+: a joint site must join two or more different site names with +"),
+        ("all+encoder.layer.0", "a joint site must join two or more"),
+        ("encoder.layer.0+every:2", "a joint site must join two or more"),
+        ("encoder.layer.0+encoder.layer.0", "names encoder.layer.0 twice; a joint site must"),
+    ]:
+        with pytest.raises(OptionError, match=message.replace("+", r"\+")):
+            PatchOptions(sites=sites)
+    manifest = _corpus(tmp_path)
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--out", str(tmp_path / "x.jsonl")]
+    assert _cli_error([*base, "--sites", "encoder.layer.0+encoder.layer.0"], capsys).startswith("error: --sites encoder.layer.0+encoder.layer.0: names")
+    assert _cli_error([*base, "--sites", "encoder.layer.0+encoder.layer.9"], capsys).startswith("error: unknown site(s) encoder.layer.9 for whisper")
+
+
+def test_joint_sites_resolve_beside_all_and_every_k_in_forward_order_of_their_last_member(generator):
+    from experiments.patching.sites import resolve_sites
+
+    extractor = generator.extractor  # sites: encoder.embed, encoder.layer.0, encoder.layer.1, encoder.final
+    assert resolve_sites(extractor, PatchOptions(sites="every:2,encoder.final+encoder.embed").site_names()) == [
+        "encoder.embed",
+        "encoder.layer.1",
+        "encoder.final",
+        "encoder.embed+encoder.final",
+    ]
+    assert resolve_sites(extractor, PatchOptions(sites="all,encoder.layer.0+encoder.embed").site_names())[:3] == [
+        "encoder.embed",
+        "encoder.layer.0",
+        "encoder.embed+encoder.layer.0",
+    ]
+
+
+# ---------------------------------------------------------------- a hostile user's pairs files
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"schema": "1"}, "schema '1' is not a whole number"),
+        ({"target": ["a"]}, "target is ['a'] (list), not text"),
+        ({"target_seconds": "long"}, "target_seconds is 'long' (str), not a number of seconds"),
+        ({"source_seconds": True}, "source_seconds is True (bool), not a number of seconds"),
+        ({"source_seconds": -1.0}, "source_seconds is -1.0 (float), not a number of seconds"),
+        ({"target_speaker": None}, "target_speaker is None (NoneType), not text"),
+        ({"match": "voice"}, "match 'voice' is not one of text, duration"),
+    ],
+)
+def test_a_pairs_file_with_a_field_of_the_wrong_type_is_refused_naming_its_line(tmp_path, change, named):
+    """A hand-edited pairs file: a field of the wrong type is one line naming the file, line and field
+    (a string schema or a list id was a traceback; a text duration was written into the rows)."""
+    utterances = [_utterance("a", "female", "F1", 1.0), _utterance("c", "male", "M1", 1.1)]
+    pair = form_pairs(utterances, ["cross"])[0][0]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(pair.to_dict()) + "\n" + json.dumps({**pair.to_dict(), **change}) + "\n")
+    with pytest.raises(PairsError, match=rf"p.jsonl:2: {re.escape(named)}"):
+        read_pairs(path, utterances)
+
+
+def test_a_pairs_file_beyond_the_limit_says_so(tmp_path, generator):
+    """A pair whose utterance the manifest has, but past --limit: the line says --limit, not that the manifest lacks it."""
+    _corpus(tmp_path)
+    first = _job(tmp_path, sites="encoder.layer.0", pairings=("cross",))
+    run_patching(first, show_progress=False, generator=generator)
+    job = _job(tmp_path, sites="encoder.layer.0", pairs_file=pairs_path(first.out), limit=1)
+    job = PatchJob(job.spec, job.manifest, tmp_path / "out" / "limited.jsonl", job.options)
+    with pytest.raises(PairsError, match=r"p.jsonl.pairs.jsonl:1: \w+ '\w+' is not among the first 1 utterances of the manifest \(--limit 1\)"):
+        run_patching(job, show_progress=False, generator=generator)
+    assert not job.out.exists()
+
+
+def test_a_rerun_with_another_family_is_refused_naming_the_model_not_every_decoding_setting(tmp_path, generator):
+    """Another family writes to OUT: the line names the family and model and counts the other family's
+    decoding settings, where it listed each of them (over a hundred keys of two generation configs)."""
+    from extract.families import tiny_extractor
+    from extract.families.s2t import S2TGenerator
+    from tests.tiny_whisper import IdWords
+
+    _corpus(tmp_path)
+    job = _job(tmp_path, sites="encoder.layer.0", pairings=("cross",))
+    run_patching(job, show_progress=False, generator=generator)
+    other = PatchJob(ModelSpec("s2t", "tiny-random", device="cpu"), job.manifest, job.out, job.options)
+    with pytest.raises(SettingsMismatchError) as refused:
+        run_patching(other, show_progress=False, generator=S2TGenerator(tiny_extractor("s2t"), IdWords(), max_new_tokens=3))
+    message = str(refused.value)
+    assert "family: 'whisper' vs 's2t'" in message and "decoding." not in message
+    assert re.search(r", and \d+ decoding settings of the other family\); use a new --out file$", message)
+
+
+def test_a_pairing_asked_for_without_pairs_is_said(tmp_path, capsys):
+    """The default --pairs asks for cross and within; a pairs file of cross pairs only (or a manifest
+    with one speaker per gender) runs those, and the command says the summary will have no
+    cross - within (it printed 'cross, within')."""
+    manifest = _corpus(tmp_path)
+    model = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--max-new-tokens", "2", "--iterations", "5", "--quiet"]
+    argv = [*model, "--manifest", str(manifest), "--sites", "encoder.layer.0"]
+    first = tmp_path / "first.jsonl"
+    assert patch_cli.main([*argv, "--pairs", "cross", "--out", str(first)]) == 0
+    capsys.readouterr()
+    chosen = tmp_path / "cross.jsonl"
+    chosen.write_text(pairs_path(first).read_text())
+    assert patch_cli.main([*argv, "--pairs-file", str(chosen), "--out", str(tmp_path / "p.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert "4 pairs (cross 4, within 0; 0 targets unpaired)" in printed
+    assert f"no within pairs in --pairs-file {chosen}: the summary has no cross - within" in printed
+    (tmp_path / "two").mkdir()
+    two = _corpus(tmp_path / "two", speakers=(("F1", "female"), ("M1", "male")))
+    assert patch_cli.main([*model, "--manifest", str(two), "--sites", "encoder.layer.0", "--out", str(tmp_path / "q.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert "2 pairs (cross 2, within 0; 2 targets unpaired)" in printed
+    assert "no within pairs formed (its targets are listed as unpaired in q.jsonl.pairs.jsonl): the summary has no cross - within" in printed
+
+
+def test_a_joint_site_runs_on_a_padding_family_whose_later_member_needs_the_forward_pass(tmp_path):
+    """ZeroSwot's post_adapter (its frames from the forward pass's mask) with a layer before it: one
+    row per pair, each member's frames counted on its own (post-adapter frames are fewer than the layer's)."""
+    manifest = _corpus(tmp_path)
+    options = PatchOptions(sites="post_adapter+encoder.layer.0", pairings=("cross",), task="st", tgt_lang="es", max_new_tokens=4, iterations=10)
+    job = PatchJob(ModelSpec("zeroswot", "tiny-random", device="cpu"), manifest, tmp_path / "out" / "p.jsonl", options)
+    report = run_patching(job, show_progress=False, generator=_zeroswot_generator())
+    rows = _rows(job.out)
+    assert report.sites == ["encoder.layer.0+post_adapter"] and len(rows) == 4
+    for row in rows:
+        layer, adapter = row["patched"]["encoder.layer.0"], row["patched"]["post_adapter"]
+        assert 0 < adapter["target_frames"] < layer["target_frames"] and layer["end"] > 0 and adapter["end"] > 0

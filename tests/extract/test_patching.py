@@ -11,7 +11,7 @@ from extract.families.s2t import S2TGenerator
 from extract.families.seamless import SeamlessGenerator
 from extract.families.zeroswot import ZeroSwotGenerator
 from extract.hooks import capture
-from extract.patching import FrameSpan, PatchError, capture_sources, parse_frames, patched_bounds, patched_generation
+from extract.patching import FrameSpan, PatchError, capture_sources, parse_frames, patched_bounds, patched_generation, patched_together
 from tests.tiny_whisper import IdWords, tiny_whisper_generator
 
 RATE = 16_000
@@ -28,11 +28,14 @@ def _whisper():
 
 
 def _generate_reading(generator, audios, site=None, sources=None, span=None):
-    """Hypotheses and the states at every site of ``SITES`` during one generation (patched at ``site`` when given)."""
+    """Hypotheses and the states at every site of ``SITES`` during one generation (patched at ``site``
+    when given; at every one of them together when ``site`` is a list)."""
     table = generator.extractor.site_table()
     with torch.inference_mode(), capture(generator.extractor.model, {name: table[name] for name in SITES}, stop_early=False) as (seen, run):
         if site is None:
             hypotheses, report = run(generator.generate, audios, "en", "asr"), None
+        elif isinstance(site, list):
+            hypotheses, report = run(patched_together, generator, site, audios, sources, "en", "asr", None, span)
         else:
             hypotheses, report = run(patched_generation, generator, site, audios, sources, "en", "asr", None, span)
     return hypotheses, {name: tensor.numpy() for name, tensor in seen.tensors.items()}, report
@@ -149,6 +152,8 @@ def test_every_family_s_editable_sites_patch_and_a_target_s_own_states_are_the_i
     for site in editable:
         own = capture_sources(extractor, audios, [site], FrameSpan(0))
         assert patched_generation(generator, site, audios, own, "en", "st", "es", FrameSpan(0))[0] == plain, site
+    own = capture_sources(extractor, audios, editable, FrameSpan(0))
+    assert patched_together(generator, editable, audios, own, "en", "st", "es", FrameSpan(0))[0] == plain  # every site at once
     derived = [name for name in table if name not in editable]
     for site in derived:
         with pytest.raises(PatchError, match="derived view"):
@@ -170,3 +175,63 @@ def test_a_span_on_a_padding_family_stays_in_the_target_s_own_frames_whatever_it
         assert report.target_frames[0] == own.target_frames[0] == alone < report.target_frames[1]
         assert report.end[0] == own.end[0] == alone
         assert together[0] == by_itself[0]
+
+
+# ---------------------------------------------------------------- several sites in one pass
+
+
+def test_patching_several_sites_of_a_target_with_its_own_states_changes_nothing_bit_for_bit():
+    generator = _whisper()
+    audios = _audios((1.0, 0.6))
+    plain, plain_states, _ = _generate_reading(generator, audios)
+    together = ["encoder.embed", "encoder.layer.1", "encoder.final"]
+    sources = capture_sources(generator.extractor, audios, together, None)
+    patched, patched_states, reports = _generate_reading(generator, audios, together, sources)
+    assert patched == plain
+    for name in SITES:
+        np.testing.assert_array_equal(patched_states[name], plain_states[name])
+    assert {site: report.replaced for site, report in reports.items()} == {site: [50, 30] for site in together}
+
+
+def test_two_sites_patched_together_are_neither_site_alone():
+    """B (0.6 s) into A (1.0 s) at layers 0 and 1 in one pass: layer 1's first 30 frames are B's, as
+    when layer 1 is patched alone, but its frames from 30 on (A's speech beyond B's, A's padding) ran
+    on layer 0's patch, so they are not what layer 1 alone leaves there; and its first 30 are not
+    what layer 0 alone gives there (B's layer 1 exactly, where layer 0 alone leaves A's later frames
+    in the attention). The final states differ from both and from the plain run. The tiny random
+    model mixes frames weakly (these differences are 1e-7 to 1e-5), so the test asks for inequality,
+    exactly: every run is the same deterministic computation on other states."""
+    generator = _whisper()
+    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    _, plain, _ = _generate_reading(generator, target)
+    _, of_source, _ = _generate_reading(generator, source)
+    both = ["encoder.layer.0", "encoder.layer.1"]
+    sources = capture_sources(generator.extractor, source, both, None)
+    _, together, reports = _generate_reading(generator, target, both, sources)
+    _, first_alone, _ = _generate_reading(generator, target, "encoder.layer.0", sources)
+    _, second_alone, _ = _generate_reading(generator, target, "encoder.layer.1", sources)
+    assert {site: (report.start, report.end) for site, report in reports.items()} == {site: ([0], [30]) for site in both}
+    np.testing.assert_array_equal(together["encoder.layer.0"], first_alone["encoder.layer.0"])
+    np.testing.assert_array_equal(together["encoder.layer.1"][0, :30], of_source["encoder.layer.1"][0, :30])
+    np.testing.assert_array_equal(together["encoder.layer.1"][0, :30], second_alone["encoder.layer.1"][0, :30])
+    assert not np.array_equal(together["encoder.layer.1"][0, 30:], second_alone["encoder.layer.1"][0, 30:])
+    assert not np.array_equal(together["encoder.layer.1"][0, :30], first_alone["encoder.layer.1"][0, :30])
+    for alone in (first_alone, second_alone, plain):
+        assert not np.array_equal(together["encoder.final"], alone["encoder.final"])
+
+
+def test_several_sites_refuse_a_site_twice_an_unknown_one_or_frames_not_counted_there():
+    from extract.patching import target_frames
+
+    extractor = tiny_extractor("s2t")
+    generator = S2TGenerator(extractor, IdWords(), max_new_tokens=4)
+    audios = _audios((0.6,))
+    layer = next(name for name in extractor.site_table() if "layer" in name)
+    sources = capture_sources(extractor, audios, [layer], None)
+    with pytest.raises(PatchError, match=f"sites {layer}, {layer}: a site is given twice"):
+        patched_together(generator, [layer, layer], audios, sources, "en", "asr", None)
+    with pytest.raises(PatchError, match="unknown site 'encoder.layer.9'"):
+        patched_together(generator, [layer, "encoder.layer.9"], audios, sources, "en", "asr", None)
+    counted = target_frames(extractor, audios, ["encoder.final"])
+    with pytest.raises(PatchError, match=f"the targets' frames were counted at encoder.final, not at {layer}"):
+        patched_together(generator, [layer], audios, sources, "en", "asr", None, None, counted)
