@@ -17,14 +17,21 @@ docs/stages/decoder.md.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
-from experiments.extract import _stop_on_sigterm  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
+from experiments.cli import (
+    CommandParser,
+    add_model_stage_arguments,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    fail,
+    load_or_exit,
+    model_spec,
+    run_cli,
+    sigterm_unwinds,
+)
 from experiments.options import add_options, from_args
 from extract.manifest import ManifestError
 from extract.stage_options import DecoderStatesOptions
@@ -73,12 +80,8 @@ def _main(argv: list[str] | None) -> int:
             f"of {len(utterances)} utterances -> {out}"
         )
         started = time.time()
-        previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
-        try:
+        with sigterm_unwinds():  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
             report = run_decoder_states(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, generator=generator)
-        finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
     except (DecoderError, UnknownSiteError, GenerationError, LanguageCodeError, StoreError, NonFiniteError) as error:
         return fail(str(error))
     elapsed = time.time() - started
