@@ -100,7 +100,16 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
     report = ExtractionReport()
-    todo = parts_to_write(out, utterances, config, report, num_shards=job.num_shards, shard_index=job.shard_index, utterances_per_part=job.utterances_per_part)
+    todo = parts_to_write(
+        out,
+        utterances,
+        config,
+        report,
+        num_shards=job.num_shards,
+        shard_index=job.shard_index,
+        utterances_per_part=job.utterances_per_part,
+        remedy="use a new --out folder, or move those parts out of it",
+    )
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
             path = out / part_name(job.shard_index, job.num_shards, number)

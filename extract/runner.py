@@ -292,18 +292,29 @@ def finished_parts(out_dir: Path) -> dict[str, Path]:
     return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
 
 
+OTHER_CONFIGURATION_REMEDY = "use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
+
+
 def parts_to_write(
-    out_dir: Path, utterances: list[Utterance], config: dict, report: ExtractionReport, *, num_shards: int, shard_index: int, utterances_per_part: int
+    out_dir: Path,
+    utterances: list[Utterance],
+    config: dict,
+    report: ExtractionReport,
+    *,
+    num_shards: int,
+    shard_index: int,
+    utterances_per_part: int,
+    remedy: str = OTHER_CONFIGURATION_REMEDY,
 ) -> list[tuple[int, list[Utterance]]]:
     """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
     ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
     ``report``; refused when written with another configuration than ``config`` or for other
-    utterances), a damaged one is named on stderr and written again. Shared by every store writer
-    (extraction, decoder states), so that they resume alike."""
+    utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
+    again. Shared by every store writer (extraction, decoder states), so that they resume alike."""
     mine = shard_slice(utterances, num_shards, shard_index)
     parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
     finished = finished_parts(out_dir)
-    refuse_other_configurations(out_dir, list(finished.values()), config)
+    refuse_other_configurations(out_dir, list(finished.values()), config, remedy)
     todo = []
     for number, part in enumerate(parts):
         name = part_name(shard_index, num_shards, number)
@@ -334,10 +345,11 @@ def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> 
     report.parts.append(str(path))
 
 
-def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
+def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict, remedy: str = OTHER_CONFIGURATION_REMEDY) -> None:
     """Every complete part already in ``out_dir`` must come from this configuration
     (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
-    another path as the same model); a changed manifest is named as such."""
+    another path as the same model); a changed manifest is named as such. ``remedy``: what the
+    refusal tells the user to do (the flags of the command that writes the store)."""
     others: dict[str, tuple[dict, list[Path]]] = {}
     for path in parts:
         stored = part_attributes(path).config
@@ -351,7 +363,7 @@ def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) 
         differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
         raise StoreError(
             f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-            f"another configuration (stored vs this run: {differences}); use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
+            f"another configuration (stored vs this run: {differences}); {remedy}"
         )
 
 

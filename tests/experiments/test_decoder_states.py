@@ -126,3 +126,20 @@ def test_seamless_and_s2t_translations_store_a_row_per_generated_token(family, t
         tokens = reader.tokens(utterance)
         assert 1 <= len(tokens) <= 5 and reader.get("decoder.final", utterance).shape[0] == len(tokens)
         assert tokens.hypothesis == " ".join(f"t{token}" for token in tokens.ids)  # the stand-in tokenizer's text of exactly these ids
+
+
+def test_a_rerun_with_other_decoding_names_the_setting_that_differs_and_offers_no_flag_the_command_lacks(store, tmp_path, capsys):
+    manifest, out, _ = store
+    error = _cli_error([*BASE, "--manifest", str(manifest), "--out", str(out), "--utterances-per-part", "2", "--num-beams", "2"], capsys)
+    assert "decoding.overrides.num_beams: None vs 2" in error
+    assert "lang_to_id" not in error and len(error) < 400, error  # the differing leaf, not the whole generation config
+    assert "--overwrite" not in error and "use a new --out folder" in error
+
+
+def test_differing_keys_name_nested_leaves():
+    from extract.store import differing_keys
+
+    first = {"decoding": {"overrides": {"max_new_tokens": 5}, "generation_config": {"big": list(range(50))}}, "task": "asr"}
+    second = {"decoding": {"overrides": {"max_new_tokens": 6}, "generation_config": {"big": list(range(50))}}, "task": "st"}
+    assert differing_keys(first, second) == "decoding.overrides.max_new_tokens: 5 vs 6, task: 'asr' vs 'st'"
+    assert differing_keys({"a": {"b": 1}}, {"a": None}) == "a: {'b': 1} vs None"
