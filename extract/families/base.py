@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from extract.families.generation import Generator
 
 
-FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER = "final", "pre_adapter", "final_variant", "layer"
-SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER)  # what Family.site_role returns
+FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER = "final", "pre_adapter", "final_variant", "layer", "decoder"
+SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER)  # what Family.site_role returns
+DECODER_SITE_PREFIX = "decoder."  # the decoder's sites (extract.decoder.decoder_site_table: decoder.layer.I, decoder.final)
 
 
 @dataclass
@@ -293,8 +294,10 @@ class Family:
         ``final`` (the last encoder-side output: the post-adapter output where there is an adapter,
         else ``encoder.final``), ``pre_adapter``, ``final_variant`` (the final output with frames
         removed, e.g. ZeroSwot's ``post_adapter_no_special``: kept apart so a model counts once
-        among ``final`` sites), or ``layer`` (every other site: the layers, Whisper's input embedding)."""
-        return self.site_roles.get(site, LAYER)
+        among ``final`` sites), ``decoder`` (a site of the text decoder, in a decoder-state store:
+        kept apart from the encoder's layers, whose indices it repeats), or ``layer`` (every other
+        site: the layers, Whisper's input embedding)."""
+        return DECODER if site.startswith(DECODER_SITE_PREFIX) else self.site_roles.get(site, LAYER)
 
     def tiny_extractor(self, **kwargs) -> Extractor:
         """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""
