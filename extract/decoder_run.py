@@ -58,6 +58,8 @@ class DecoderStatesJob(DecoderStatesOptions):
             "checkpoint": extractor.checkpoint,
             "revision": spec.revision,
             "model_fingerprint": extractor.fingerprint,
+            "random_init": spec.random_init,
+            "seed": spec.seed if spec.random_init else None,
             "sites": sites,
             "dtype": spec.dtype,
             "storage_dtype": self.storage_dtype,

@@ -244,10 +244,21 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:
-    """Pretrained weights, or the same architecture with random weights (the random-model baseline)."""
-    if random_init:
-        return model_class(config_class.from_pretrained(checkpoint, revision=revision))
-    return model_class.from_pretrained(checkpoint, revision=revision)
+    """Pretrained weights, or the same architecture with random weights (the random-model baseline).
+    Random weights keep the checkpoint's generation config where it has one: a model built from its
+    config alone gets a bare one, without the language and task tokens that generation forces
+    (Whisper refuses ``language=``), so the random model could not decode as the trained one does."""
+    if not random_init:
+        return model_class.from_pretrained(checkpoint, revision=revision)
+    model = model_class(config_class.from_pretrained(checkpoint, revision=revision))
+    if getattr(model, "can_generate", lambda: False)():
+        from transformers import GenerationConfig
+
+        try:
+            model.generation_config = GenerationConfig.from_pretrained(checkpoint, revision=revision)
+        except OSError:  # no generation_config.json: the one derived from the model config stays
+            pass
+    return model
 
 
 def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepared:

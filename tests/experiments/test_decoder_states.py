@@ -143,3 +143,35 @@ def test_differing_keys_name_nested_leaves():
     second = {"decoding": {"overrides": {"max_new_tokens": 6}, "generation_config": {"big": list(range(50))}}, "task": "st"}
     assert differing_keys(first, second) == "decoding.overrides.max_new_tokens: 5 vs 6, task: 'asr' vs 'st'"
     assert differing_keys({"a": {"b": 1}}, {"a": None}) == "a: {'b': 1} vs None"
+
+
+def test_random_init_decodes_with_the_checkpoint_s_generation_config_into_a_store_of_its_own(tmp_path, capsys):
+    """The random-weights control: the bundled tiny.en's architecture with random weights, decoding
+    with the checkpoint's generation config and tokenizer (which force language and task), stores
+    other states than the trained model, with its tokens, and is recorded as random init."""
+    manifest = _manifest(tmp_path, count=2)
+    common = ["--family", "whisper", "--checkpoint", "bundled-tiny.en", "--device", "cpu", "--task", "asr", "--max-new-tokens", "4", "--quiet"]
+    common += ["--manifest", str(manifest), "--sites", "decoder.final"]
+    assert decoder_cli.main([*common, "--out", str(tmp_path / "trained")]) == 0
+    assert decoder_cli.main([*common, "--out", str(tmp_path / "random"), "--random-init", "--seed", "3"]) == 0
+    trained, random = ShardReader(tmp_path / "trained"), ShardReader(tmp_path / "random")
+    assert random.info.config["random_init"] is True and random.info.config["seed"] == 3 and trained.info.config["random_init"] is False
+    assert random.info.config["label"] == "whisper-tiny.en-random"
+    assert random.info.config["decoding"]["generation_config"] == trained.info.config["decoding"]["generation_config"]
+    for utterance in random.ids:
+        tokens = random.tokens(utterance)
+        assert 1 <= len(tokens) <= 4 and random.get("decoder.final", utterance).shape[0] == len(tokens)
+        assert "".join(tokens.pieces) == tokens.hypothesis
+    first = random.ids[0]
+    assert random.tokens(first) != trained.tokens(first) or not np.allclose(random.get("decoder.final", first), trained.get("decoder.final", first))
+    refused = _cli_error([*common, "--out", str(tmp_path / "random"), "--random-init", "--seed", "4"], capsys)
+    assert "seed: 3 vs 4" in refused
+
+
+def test_random_weights_keep_the_checkpoint_s_generation_config():
+    from extract.spec import ModelSpec, load_extractor
+
+    trained = load_extractor(ModelSpec("whisper", "bundled-tiny.en", device="cpu"))
+    random = load_extractor(ModelSpec("whisper", "bundled-tiny.en", device="cpu", random_init=True))
+    assert random.model.generation_config.to_diff_dict() == trained.model.generation_config.to_diff_dict()
+    assert random.model.generation_config.no_timestamps_token_id == trained.model.generation_config.no_timestamps_token_id is not None
