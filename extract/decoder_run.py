@@ -18,8 +18,9 @@ from pathlib import Path
 from extract.audio import MAX_SECONDS, SAMPLE_RATE
 from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_sites
 from extract.families.generation import GenerationOptions, Generator
+from extract.jobs import manifest_config, model_config
 from extract.manifest import Utterance, read_manifest
-from extract.provenance import file_sha256, provenance
+from extract.provenance import provenance
 from extract.runner import AudioLog, ExtractionReport, audio_batches, part_name, parts_to_write, resume_part, utterance_meta
 from extract.spec import ModelSpec, load_generator
 from extract.stage_options import DecoderStatesOptions
@@ -50,30 +51,15 @@ class DecoderStatesJob(DecoderStatesOptions):
 
     def store_config(self, sites: list[str], generator: Generator) -> dict:
         """What determines the stored rows; a resumed run must match it (as ``ExtractionJob.store_config``)."""
-        spec, extractor = self.spec, generator.extractor
-        return {
-            "kind": "decoder_states",
-            "rows": ROWS,
-            "model": spec.family,
-            "checkpoint": extractor.checkpoint,
-            "revision": spec.revision,
-            "model_fingerprint": extractor.fingerprint,
-            "random_init": spec.random_init,
-            "seed": spec.seed if spec.random_init else None,
-            "sites": sites,
-            "dtype": spec.dtype,
-            "storage_dtype": self.storage_dtype,
-            "task": self.task,
-            "tgt_lang": self.tgt_lang if self.task == "st" else None,
-            "decoding": generator.settings(),
-            "max_seconds": self.trim_seconds,
-            "limit": self.limit,
-            "num_shards": self.num_shards,
-            "utterances_per_part": self.utterances_per_part,
-            "manifest": str(self.manifest),
-            "label": self.label or spec.label(),
-            "manifest_sha256": file_sha256(self.manifest),
-        }
+        extractor = generator.extractor
+        return (
+            {"kind": "decoder_states", "rows": ROWS}
+            | model_config(self.spec, extractor.checkpoint, extractor.fingerprint)
+            | {"sites": sites, "storage_dtype": self.storage_dtype, "task": self.task, "tgt_lang": self.tgt_lang if self.task == "st" else None}
+            | {"decoding": generator.settings(), "max_seconds": self.trim_seconds}
+            | manifest_config(self.manifest, self.limit, self.num_shards, self.utterances_per_part)
+            | {"label": self.label or self.spec.label()}
+        )
 
 
 def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclaim_stale: bool = False, generator: Generator | None = None) -> ExtractionReport:

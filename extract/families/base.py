@@ -132,19 +132,7 @@ class Extractor(ABC):
     def resolve_sites(self, requested: list[str] | str) -> list[str]:
         """Site names in forward order: ``"all"``, names, or ``"every:K"`` (every K-th site from the
         first, and the last site always: what a store of every layer costs divided by about K)."""
-        table = self.site_table()
-        if requested == "all" or requested == ["all"]:
-            return list(table)
-        names = [requested] if isinstance(requested, str) else list(requested)
-        if len(names) == 1 and names[0].startswith("every:"):
-            stride = names[0].removeprefix("every:")
-            if not stride.isdigit() or int(stride) < 1:
-                raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
-            return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
-        unknown = [name for name in names if name not in table]
-        if unknown:
-            raise UnknownSiteError(f"unknown site(s) {', '.join(unknown)} for {self.family}; valid sites: {', '.join(table)}")
-        return [name for name in table if name in names]  # forward order
+        return select_sites(list(self.site_table()), requested, self.family)
 
     def extract(
         self,
@@ -241,6 +229,24 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.random.default_generator.manual_seed(seed)
         yield
+
+
+def select_sites(table: list[str], requested: list[str] | str, family: str, what: str = "site") -> list[str]:
+    """The names of ``table`` (a site table's names, in forward order) that ``requested`` chooses, in
+    forward order: ``"all"``, names, or ``"every:K"`` (every K-th from the first, and the last always);
+    an unknown name is refused naming the valid ones (``what``: how the message calls a site)."""
+    if requested == "all" or requested == ["all"]:
+        return list(table)
+    names = [requested] if isinstance(requested, str) else list(requested)
+    if len(names) == 1 and names[0].startswith("every:"):
+        stride = names[0].removeprefix("every:")
+        if not stride.isdigit() or int(stride) < 1:
+            raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
+        return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        raise UnknownSiteError(f"unknown {what}(s) {', '.join(unknown)} for {family}; valid sites: {', '.join(table)}")
+    return [name for name in table if name in names]
 
 
 def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:
