@@ -479,8 +479,8 @@ def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 
     one line and exit status 2, before anything loads."""
     from extract.spec import ModelSpec, ModelSpecError  # loads torch: see add_model_arguments
 
-    spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
     try:
+        spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
         spec.check_checkpoint()
     except ModelSpecError as error:
         raise SystemExit(fail(f"--checkpoint {error}")) from None

@@ -225,3 +225,18 @@ def test_sigterm_discards_the_open_part_and_a_rerun_completes_the_store(tmp_path
     assert decoder_cli.main(argv) == 0
     reader = ShardReader(out)
     assert reader.ids == ["u0", "u1", "u2", "u3"] and all(len(reader.tokens(u)) == len(reader.get("decoder.final", u)) for u in reader.ids)
+
+
+def test_random_init_of_the_tiny_random_model_is_refused_in_one_line(tmp_path, capsys):
+    from experiments import extract as extract_cli
+
+    manifest = _manifest(tmp_path, count=1)
+    argv = [*BASE, "--manifest", str(manifest), "--out", str(tmp_path / "out"), "--random-init", "--seed", "2"]
+    assert _cli_error(argv, capsys) == (
+        "error: --checkpoint tiny-random has random weights already, drawn from a fixed seed: random init (and its seed) would change nothing; "
+        "give a trained checkpoint (bundled-base) for the random-weights baseline"
+    )
+    with pytest.raises(SystemExit):
+        extract_cli.main(["--family", "whisper", "--checkpoint", "tiny-random", "--manifest", str(manifest), "--out", str(tmp_path / "e"), "--random-init"])
+    assert capsys.readouterr().err.startswith("error: --checkpoint tiny-random has random weights already")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "e").exists()
