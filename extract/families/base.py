@@ -235,9 +235,9 @@ def select_sites(table: list[str], requested: list[str] | str, family: str, what
     """The names of ``table`` (a site table's names, in forward order) that ``requested`` chooses, in
     forward order: ``"all"``, names, or ``"every:K"`` (every K-th from the first, and the last always);
     an unknown name is refused naming the valid ones (``what``: how the message calls a site)."""
-    if requested == "all" or requested == ["all"]:
-        return list(table)
     names = [requested] if isinstance(requested, str) else list(requested)
+    if names == ["all"]:
+        return list(table)
     if len(names) == 1 and names[0].startswith("every:"):
         stride = names[0].removeprefix("every:")
         if not stride.isdigit() or int(stride) < 1:

@@ -153,6 +153,10 @@ def test_sites_resolve_in_forward_order_and_an_unknown_one_is_refused():
     assert list(decoder_site_table(extractor)) == ["decoder.layer.0", "decoder.final"]
     assert resolve_decoder_sites(extractor, ["decoder.final", "decoder.layer.0"]) == ["decoder.layer.0", "decoder.final"]
     assert resolve_decoder_sites(extractor, "all") == ["decoder.layer.0", "decoder.final"]
+    assert resolve_decoder_sites(extractor, ("all",)) == resolve_decoder_sites(extractor, "every:2") == ["decoder.layer.0", "decoder.final"]
+    assert extractor.resolve_sites(("all",)) == list(extractor.site_table())  # one selection for encoder and decoder sites
+    with pytest.raises(UnknownSiteError, match="--sites every:0: give every:K"):
+        resolve_decoder_sites(extractor, "every:0")
     with pytest.raises(UnknownSiteError, match="unknown decoder site.*encoder.layer.0 for whisper; valid sites: decoder.layer.0, decoder.final"):
         resolve_decoder_sites(extractor, ["encoder.layer.0"])
     with pytest.raises(DecoderError, match="zeroswot has no text decoder"):
