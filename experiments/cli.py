@@ -18,11 +18,14 @@ import argparse
 import copy
 import difflib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from extract.claims import ClaimError
 from extract.device import AUTO, DEVICE_HELP, resolve_device
@@ -378,6 +381,24 @@ def add_groups_argument(
         action.choices_of_groups = tuple(spellings)
 
 
+def _stop_on_sigterm(signum, frame) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Within it, SIGTERM (a cancelled job, ``kill``) unwinds like Ctrl-C: ``finally`` blocks and
+    ``with`` exits run, so the part being written is discarded and its claim released, and the
+    process ends with status 128 + 15. The previous handler is restored after; off the main thread
+    (where Python cannot install a handler) nothing changes."""
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None) -> int:
     """``command()``'s exit status; a user error (:data:`USER_ERRORS`, ``errors`` and what
     ``lazy_errors()`` returns) becomes :func:`fail`'s one line and status 2, as does an audio file
@@ -458,8 +479,8 @@ def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 
     one line and exit status 2, before anything loads."""
     from extract.spec import ModelSpec, ModelSpecError  # loads torch: see add_model_arguments
 
-    spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
     try:
+        spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
         spec.check_checkpoint()
     except ModelSpecError as error:
         raise SystemExit(fail(f"--checkpoint {error}")) from None

@@ -17,17 +17,24 @@ docs/stages/decoder.md.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
-from experiments.extract import _stop_on_sigterm  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
+from experiments.cli import (
+    CommandParser,
+    add_model_stage_arguments,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    fail,
+    load_or_exit,
+    model_spec,
+    run_cli,
+    sigterm_unwinds,
+)
 from experiments.options import add_options, from_args
 from extract.manifest import ManifestError
-from extract.stage_options import DecoderStatesOptions
+from extract.stage_options import DecoderStatesOptions, RandomInitOptions
 from extract.store import StoreError
 
 
@@ -36,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_stage_arguments(parser, "store folder (decoder sites; rows are generated tokens)")
     add_options(parser, DecoderStatesOptions)
+    add_options(parser, RandomInitOptions)
     add_quiet_argument(parser)
     add_reclaim_stale_argument(parser, "a part of --out")
     return parser
@@ -57,7 +65,8 @@ def _main(argv: list[str] | None) -> int:
     from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_generator
 
-    spec = model_spec(args)
+    baseline = from_args(RandomInitOptions, args)
+    spec = model_spec(args, random_init=baseline.random_init, seed=baseline.seed)
     job = from_args(DecoderStatesJob, args, spec=spec, manifest=manifest, out=out)
     try:
         check_family(spec.family)
@@ -68,17 +77,14 @@ def _main(argv: list[str] | None) -> int:
     try:
         sites = resolve_decoder_sites(generator.extractor, "all" if job.sites == "all" else list(job.sites))
         print(
-            f"[decoder_states] {job.label or spec.label()}: {spec.family} {generator.extractor.checkpoint} on {spec.device}, {job.task}"
+            f"[decoder_states] {job.label or spec.label()}: {spec.family} {generator.extractor.checkpoint}{' (random init)' if spec.random_init else ''} "
+            f"on {spec.device}, {job.task}"
             f"{f' into {job.tgt_lang}' if job.task == 'st' else ''}; {len(sites)} decoder sites; shard {job.shard_index + 1}/{job.num_shards} "
             f"of {len(utterances)} utterances -> {out}"
         )
         started = time.time()
-        previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
-        try:
+        with sigterm_unwinds():  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
             report = run_decoder_states(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, generator=generator)
-        finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
     except (DecoderError, UnknownSiteError, GenerationError, LanguageCodeError, StoreError, NonFiniteError) as error:
         return fail(str(error))
     elapsed = time.time() - started

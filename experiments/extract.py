@@ -9,15 +9,23 @@ Example (GPU)::
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
+from experiments.cli import (
+    CommandParser,
+    add_model_stage_arguments,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    fail,
+    load_or_exit,
+    model_spec,
+    run_cli,
+    sigterm_unwinds,
+)
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
 from extract.manifest import ManifestError, read_manifest
@@ -89,10 +97,6 @@ def check_paths(args) -> None:
         raise SystemExit(fail(f"--out {out} is a file; give a folder for the store (it is created if missing)"))
 
 
-def _stop_on_sigterm(signum, frame) -> NoReturn:
-    raise SystemExit(128 + signum)  # unwinds like Ctrl-C: the part being written is discarded and its claim released
-
-
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_paths(args)
@@ -127,14 +131,11 @@ def _main(argv: list[str] | None) -> int:
     for record in intervener.records() if intervener else []:
         print(f"[extract] intervention {record['kind']} at {record['site']} from {record['path']} on {record['gender']} utterances")
     started = time.time()
-    previous_handler = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
-        _, report = extract(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, extractor=extractor)
+        with sigterm_unwinds():
+            _, report = extract(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, extractor=extractor)
     except (StoreError, NonFiniteError, InterventionError) as error:
         return fail(str(error))
-    finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
     elapsed = time.time() - started
     print(
         f"[extract] wrote {report.written} utterances in {elapsed:.1f} s ({report.written / max(elapsed, 1e-9):.2f} utt/s); "

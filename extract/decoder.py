@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from extract.families.base import Extractor
-from extract.families.errors import UnknownSiteError
+from extract.families.base import Extractor, select_sites
 from extract.families.generation import GenerationError, Generator, quiet_transformers
 from extract.hooks import Site, _first_tensor, capture
 from extract.store import GeneratedTokens
@@ -66,19 +65,7 @@ def decoder_site_table(extractor: Extractor) -> dict[str, Site]:
 
 def resolve_decoder_sites(extractor: Extractor, requested: str | list[str]) -> list[str]:
     """``all``, ``every:K`` or names, in forward order (as :meth:`Extractor.resolve_sites` resolves encoder sites)."""
-    table = decoder_site_table(extractor)
-    names = [requested] if isinstance(requested, str) else list(requested)
-    if names == ["all"]:
-        return list(table)
-    if len(names) == 1 and names[0].startswith("every:"):
-        stride = names[0].removeprefix("every:")
-        if not stride.isdigit() or int(stride) < 1:
-            raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1")
-        return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
-    unknown = [name for name in names if name not in table]
-    if unknown:
-        raise UnknownSiteError(f"unknown decoder site(s) {', '.join(unknown)} for {extractor.family}; valid sites: {', '.join(table)}")
-    return [name for name in table if name in names]
+    return select_sites(list(decoder_site_table(extractor)), requested, extractor.family, "decoder site")
 
 
 @dataclass

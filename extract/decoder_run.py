@@ -18,20 +18,10 @@ from pathlib import Path
 from extract.audio import MAX_SECONDS, SAMPLE_RATE
 from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_sites
 from extract.families.generation import GenerationOptions, Generator
+from extract.jobs import manifest_config, model_config
 from extract.manifest import Utterance, read_manifest
-from extract.provenance import file_sha256, provenance
-from extract.runner import (
-    AudioLog,
-    ExtractionReport,
-    _note_damage,
-    _resume,
-    audio_batches,
-    finished_parts,
-    part_name,
-    refuse_other_configurations,
-    shard_slice,
-    utterance_meta,
-)
+from extract.provenance import provenance
+from extract.runner import AudioLog, ExtractionReport, audio_batches, part_name, parts_to_write, resume_part, utterance_meta
 from extract.spec import ModelSpec, load_generator
 from extract.stage_options import DecoderStatesOptions
 from extract.store import PartClaim, StoreAttributes, TokenPartWriter, is_complete
@@ -61,28 +51,15 @@ class DecoderStatesJob(DecoderStatesOptions):
 
     def store_config(self, sites: list[str], generator: Generator) -> dict:
         """What determines the stored rows; a resumed run must match it (as ``ExtractionJob.store_config``)."""
-        spec, extractor = self.spec, generator.extractor
-        return {
-            "kind": "decoder_states",
-            "rows": ROWS,
-            "model": spec.family,
-            "checkpoint": extractor.checkpoint,
-            "revision": spec.revision,
-            "model_fingerprint": extractor.fingerprint,
-            "sites": sites,
-            "dtype": spec.dtype,
-            "storage_dtype": self.storage_dtype,
-            "task": self.task,
-            "tgt_lang": self.tgt_lang if self.task == "st" else None,
-            "decoding": generator.settings(),
-            "max_seconds": self.trim_seconds,
-            "limit": self.limit,
-            "num_shards": self.num_shards,
-            "utterances_per_part": self.utterances_per_part,
-            "manifest": str(self.manifest),
-            "label": self.label or spec.label(),
-            "manifest_sha256": file_sha256(self.manifest),
-        }
+        extractor = generator.extractor
+        return (
+            {"kind": "decoder_states", "rows": ROWS}
+            | model_config(self.spec, extractor.checkpoint, extractor.fingerprint)
+            | {"sites": sites, "storage_dtype": self.storage_dtype, "task": self.task, "tgt_lang": self.tgt_lang if self.task == "st" else None}
+            | {"decoding": generator.settings(), "max_seconds": self.trim_seconds}
+            | manifest_config(self.manifest, self.limit, self.num_shards, self.utterances_per_part)
+            | {"label": self.label or self.spec.label()}
+        )
 
 
 def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclaim_stale: bool = False, generator: Generator | None = None) -> ExtractionReport:
@@ -110,25 +87,23 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     )
     out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
-    mine = shard_slice(utterances, job.num_shards, job.shard_index)
-    parts = [mine[start : start + job.utterances_per_part] for start in range(0, len(mine), job.utterances_per_part)]
     report = ExtractionReport()
-    finished = finished_parts(out)
-    refuse_other_configurations(out, list(finished.values()), config)
-    todo = []
-    for number, part in enumerate(parts):
-        name = part_name(job.shard_index, job.num_shards, number)
-        if name in finished:
-            _resume(finished[name], part, report)
-        else:
-            todo.append((number, part))
-            _note_damage(out / name)
+    todo = parts_to_write(
+        out,
+        utterances,
+        config,
+        report,
+        num_shards=job.num_shards,
+        shard_index=job.shard_index,
+        utterances_per_part=job.utterances_per_part,
+        remedy="use a new --out folder, or move those parts out of it",
+    )
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
         for number, part in todo:
             path = out / part_name(job.shard_index, job.num_shards, number)
             with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
                 if is_complete(path):  # another writer finished it since the scan above
-                    _resume(path, part, report)
+                    resume_part(path, part, report)
                     bar.update(len(part))
                     continue
                 report.parts.append(str(_write_part(generator, job, sites, part, path, attributes, report, bar, claim)))

@@ -43,31 +43,45 @@ class ExtractionJob(ExtractOptions):
         ``model`` is the family, ``label`` the model's name in outputs; the manifest is compared by its
         content (``manifest_sha256``), not by how its path is spelled (``manifest``, recorded as given);
         with the loaded model's ``fingerprint``, the checkpoint's spelling is recorded but not compared."""
-        spec = self.spec
-        return {
-            "model": spec.family,
-            "checkpoint": checkpoint,
-            "revision": spec.revision,
-            "model_fingerprint": fingerprint,
-            "sites": sites,
-            "dtype": spec.dtype,
-            "storage_dtype": self.storage_dtype,
-            "max_seconds": self.max_seconds,
-            "keep_padding": self.keep_padding,
-            "random_init": spec.random_init,
-            "seed": spec.seed if spec.random_init else None,
-            "limit": self.limit,
-            "num_shards": self.num_shards,
-            "utterances_per_part": self.utterances_per_part,
-            "manifest": str(self.manifest),
-            "label": self.label or spec.label(),
-            "manifest_sha256": file_sha256(self.manifest),
-        } | self.stored_less()
+        return (
+            model_config(self.spec, checkpoint, fingerprint)
+            | {"sites": sites, "storage_dtype": self.storage_dtype, "max_seconds": self.max_seconds, "keep_padding": self.keep_padding}
+            | manifest_config(self.manifest, self.limit, self.num_shards, self.utterances_per_part)
+            | {"label": self.label or self.spec.label()}
+            | self.stored_less()
+        )
 
     def stored_less(self) -> dict:
         """``positions`` and ``pool`` where set: recorded only then, so that a store written before
         they existed keeps the configuration it has (and resumes)."""
         return {key: value for key, value in (("positions", self.positions), ("pool", self.pool)) if value is not None}
+
+
+def model_config(spec: ModelSpec, checkpoint: str, fingerprint: str | None) -> dict:
+    """The keys of a store's config that say which model wrote it, shared by every store writer
+    (extraction, decoder states), so that a resume compares the model the same way in each: the
+    family, the checkpoint as loaded and its fingerprint, the dtype, random init and its seed."""
+    return {
+        "model": spec.family,
+        "checkpoint": checkpoint,
+        "revision": spec.revision,
+        "model_fingerprint": fingerprint,
+        "dtype": spec.dtype,
+        "random_init": spec.random_init,
+        "seed": spec.seed if spec.random_init else None,
+    }
+
+
+def manifest_config(manifest: Path, limit: int | None, num_shards: int, utterances_per_part: int) -> dict:
+    """The keys of a store's config that say which utterances went into which part: the manifest
+    (compared by its content, ``manifest_sha256``), ``--limit``, the sharding and the part size."""
+    return {
+        "limit": limit,
+        "num_shards": num_shards,
+        "utterances_per_part": utterances_per_part,
+        "manifest": str(manifest),
+        "manifest_sha256": file_sha256(manifest),
+    }
 
 
 def load_intervener(paths: tuple[Path, ...], gender: str | None) -> Intervener | None:

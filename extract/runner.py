@@ -240,8 +240,6 @@ def run_extraction(
         config = {**config, "interventions": intervener.records()}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    mine = shard_slice(utterances, num_shards, shard_index)
-    parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
     table = extractor.site_table()
     attributes = StoreAttributes(
         model_id=extractor.checkpoint,
@@ -255,16 +253,7 @@ def run_extraction(
         **provenance(),
     )
     report = ExtractionReport()
-    finished = finished_parts(out_dir)
-    refuse_other_configurations(out_dir, list(finished.values()), config)
-    todo = []
-    for number, part in enumerate(parts):
-        name = part_name(shard_index, num_shards, number)
-        if name in finished:
-            _resume(finished[name], part, report)
-        else:
-            todo.append((number, part))
-            _note_damage(out_dir / name)
+    todo = parts_to_write(out_dir, utterances, config, report, num_shards=num_shards, shard_index=shard_index, utterances_per_part=utterances_per_part)
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
     batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
@@ -275,7 +264,7 @@ def run_extraction(
             path = out_dir / part_name(shard_index, num_shards, number)
             with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
                 if is_complete(path):  # another writer finished it since the scan above
-                    _resume(path, part, report)
+                    resume_part(path, part, report)
                     bar.update(len(part))
                     continue
                 written = _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
@@ -303,6 +292,40 @@ def finished_parts(out_dir: Path) -> dict[str, Path]:
     return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
 
 
+OTHER_CONFIGURATION_REMEDY = "use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
+
+
+def parts_to_write(
+    out_dir: Path,
+    utterances: list[Utterance],
+    config: dict,
+    report: ExtractionReport,
+    *,
+    num_shards: int,
+    shard_index: int,
+    utterances_per_part: int,
+    remedy: str = OTHER_CONFIGURATION_REMEDY,
+) -> list[tuple[int, list[Utterance]]]:
+    """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
+    ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
+    ``report``; refused when written with another configuration than ``config`` or for other
+    utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
+    again. Shared by every store writer (extraction, decoder states), so that they resume alike."""
+    mine = shard_slice(utterances, num_shards, shard_index)
+    parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
+    finished = finished_parts(out_dir)
+    refuse_other_configurations(out_dir, list(finished.values()), config, remedy)
+    todo = []
+    for number, part in enumerate(parts):
+        name = part_name(shard_index, num_shards, number)
+        if name in finished:
+            resume_part(finished[name], part, report)
+        else:
+            todo.append((number, part))
+            _note_damage(out_dir / name)
+    return todo
+
+
 def _note_damage(path: Path) -> None:
     """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
     problem = part_damage(path) if path.is_file() else None
@@ -310,7 +333,9 @@ def _note_damage(path: Path) -> None:
         print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
 
 
-def _resume(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
+def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
+    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes) in ``report``
+    as already done, after checking that it holds ``part``'s utterances."""
     attributes = part_attributes(path)
     skipped = attributes.skipped or []
     _check_resumable(path, part, skipped)
@@ -320,10 +345,11 @@ def _resume(path: Path, part: list[Utterance], report: ExtractionReport) -> None
     report.parts.append(str(path))
 
 
-def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) -> None:
+def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict, remedy: str = OTHER_CONFIGURATION_REMEDY) -> None:
     """Every complete part already in ``out_dir`` must come from this configuration
     (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
-    another path as the same model); a changed manifest is named as such."""
+    another path as the same model); a changed manifest is named as such. ``remedy``: what the
+    refusal tells the user to do (the flags of the command that writes the store)."""
     others: dict[str, tuple[dict, list[Path]]] = {}
     for path in parts:
         stored = part_attributes(path).config
@@ -337,7 +363,7 @@ def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict) 
         differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
         raise StoreError(
             f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-            f"another configuration (stored vs this run: {differences}); use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
+            f"another configuration (stored vs this run: {differences}); {remedy}"
         )
 
 

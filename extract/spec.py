@@ -59,6 +59,11 @@ class ModelSpec:
             raise ModelSpecError(f"unknown model family {self.family!r}; known: {', '.join(sorted(FAMILIES))}")
         if self.dtype not in DTYPES:
             raise ModelSpecError(f"unknown dtype {self.dtype!r}; known: {', '.join(sorted(DTYPES))}")
+        if self.random_init and self.checkpoint == TINY_RANDOM:
+            raise ModelSpecError(
+                f"{TINY_RANDOM} has random weights already, drawn from a fixed seed: random init (and its seed) would change nothing; "
+                "give a trained checkpoint (bundled-base) for the random-weights baseline"
+            )
 
     def check_checkpoint(self) -> None:
         """A checkpoint that is neither bundled, an existing folder nor shaped like a hub id is a mistyped path."""

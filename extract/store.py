@@ -1142,9 +1142,24 @@ def same_configuration(first: dict, second: dict) -> bool:
 
 
 def differing_keys(first: dict, second: dict) -> str:
-    """``key: first value vs second value`` for every key two configs disagree on (the manifest by its content)."""
-    a, b = comparable_config(first), comparable_config(second)
-    return ", ".join(f"{key}: {a.get(key)!r} vs {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key))
+    """``key: first value vs second value`` for every key two configs disagree on (the manifest by
+    its content); where both values are dicts, their differing leaves by dotted key
+    (``decoding.overrides.num_beams: None vs 2``), not the whole of a nested setting such as a
+    generation config."""
+    return ", ".join(_differences(comparable_config(first), comparable_config(second), ""))
+
+
+def _differences(a: dict, b: dict, prefix: str) -> list[str]:
+    found = []
+    for key in sorted(set(a) | set(b), key=str):
+        x, y = a.get(key), b.get(key)
+        if x == y:
+            continue
+        if isinstance(x, dict) and isinstance(y, dict):
+            found.extend(_differences(x, y, f"{prefix}{key}."))
+        else:
+            found.append(f"{prefix}{key}: {x!r} vs {y!r}")
+    return found
 
 
 def _derived_speech_lengths(handle, site: str, part: Path, attributes: StoreAttributes) -> np.ndarray:

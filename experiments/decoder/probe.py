@@ -174,9 +174,15 @@ def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str]
         raise ProbeError(f"--sites {options.sites}: the store has the sites {', '.join(reader.sites)}")
     found = examples(reader, annotated_manifest(reader, options.manifest), options.categories, options.position)
     if not found.ids:
+        transcripts = (
+            "; the store holds transcripts (task asr): MuST-SHE's gendered words are in the translations, "
+            "so extract decoder states with --task st --tgt-lang of the MuST-SHE section"
+            if config.get("task") == "asr"
+            else ""
+        )
         raise ProbeError(
             f"{store}: no utterance has a MuST-SHE gendered word (categories {options.categories}) in its hypothesis "
-            f"({found.counts['annotated']} annotated): nothing to probe"
+            f"({found.counts['annotated']} annotated){transcripts or ': nothing to probe'}"
         )
     position = {utterance: index for index, utterance in enumerate(reader.ids)}
     metadata = {key: [values[position[u]] for u in found.ids] for key, values in reader.metadata().items()}

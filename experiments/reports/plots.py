@@ -36,6 +36,8 @@ from extract.records import F1VsMustSheRow
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
 
+DECODER_ROLE = "decoder"  # the site_role of a decoder store's sites (extract.families.base.DECODER; that module loads torch)
+
 FONT_SIZE = 9
 PAPER_STYLE = {
     "font.size": FONT_SIZE,
@@ -380,7 +382,8 @@ def long_condition_scores(
     """:func:`site_condition_scores` from ``experiments.collect``'s ``long.csv`` rows, by model label:
     "pretrained" (``model``, no control), "<control> control" (``model`` with a control) and "random
     init" (``random_model``, no control), each the mean over seeds of F1_S (positional probes) or F1
-    (the others) of the rows of ``split``, sites in the stores' forward order (``site_index``). Rows must be of one dataset
+    (the others) of the rows of ``split``, sites in the stores' forward order (``site_index``; a decoder-state
+    store's sites, ``site_role`` decoder, after the encoder's). Rows must be of one dataset
     and one language (``dataset`` / ``language`` choose; without them the rows must hold just one)."""
     key = headline(probe)
     chosen = [
@@ -400,7 +403,7 @@ def long_condition_scores(
         if len(values) > 1:
             raise ValueError(f"the rows of {model} hold {column}s {', '.join(values)}; choose one with --{column}")
     values: dict[tuple[str, str], list[float]] = {}
-    order: dict[str, float] = {}
+    order: dict[str, tuple[bool, float]] = {}
     for row in chosen:
         pretrained = row["model"] == model
         condition = (
@@ -408,7 +411,8 @@ def long_condition_scores(
         )
         if condition:
             values.setdefault((row["site"], condition), []).append(float(row["value"]))
-            order.setdefault(row["site"], float(row["site_index"]) if row.get("site_index") not in (None, "") else float("inf"))
+            index = float(row["site_index"]) if row.get("site_index") not in (None, "") else float("inf")
+            order.setdefault(row["site"], (row.get("site_role") == DECODER_ROLE, index))  # the encoder's sites, then a decoder store's
     scores = {cell: float(np.mean(found)) for cell, found in values.items()}
     sites = sorted(order, key=lambda site: (order[site], site))
     conditions = sorted({condition for _, condition in scores}, key=lambda condition: (condition != "pretrained", condition))

@@ -29,7 +29,9 @@ records it in its ``subject`` (the model label, dataset and language), never by 
 - ``site_role`` (in all the tables): what the probed site is in its model, from the family's
   site table (:meth:`extract.families.base.Family.site_role`): ``final`` (the post-adapter output
   where the model has an adapter, ``encoder.final`` otherwise), ``pre_adapter``, ``final_variant``,
-  ``layer``; ``baseline`` for the F0 baseline; empty for a store that records no known family.
+  ``layer``; ``decoder`` for a decoder-state store's sites (``experiments.decoder_states``: kept
+  apart from the encoder's layers); ``baseline`` for the F0 baseline; empty for a store that
+  records no known family.
   ``correlate --where site_role=final`` keeps one point per model, its last encoder-side site, as
   Fucci et al. 2025's Figure 1 does.
 - ``long.csv``: every score (a patch summary's: per site, pairing and measure, ``kind`` ``patch``),

@@ -630,7 +630,7 @@ def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
         if local and not checkpoint.startswith("bundled-") and checkpoint != TINY_RANDOM:
             checkpoint = str(reader.resolve(checkpoint))  # a local folder, relative to the study
         try:
-            ModelSpec(checked["family"], checkpoint, device="cpu").check_checkpoint()
+            ModelSpec(checked["family"], checkpoint, device="cpu", random_init=bool(checked["random_init"])).check_checkpoint()
         except ModelSpecError as error:
             raise reader.error(f"{where}.checkpoint", str(error)) from None
         own_sites = _sites(reader, checked["sites"], f"{where}.sites") if checked["sites"] is not None else sites

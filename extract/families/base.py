@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from extract.families.generation import Generator
 
 
-FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER = "final", "pre_adapter", "final_variant", "layer"
-SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER)  # what Family.site_role returns
+FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER = "final", "pre_adapter", "final_variant", "layer", "decoder"
+SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER)  # what Family.site_role returns
+DECODER_SITE_PREFIX = "decoder."  # the decoder's sites (extract.decoder.decoder_site_table: decoder.layer.I, decoder.final)
 
 
 @dataclass
@@ -131,19 +132,7 @@ class Extractor(ABC):
     def resolve_sites(self, requested: list[str] | str) -> list[str]:
         """Site names in forward order: ``"all"``, names, or ``"every:K"`` (every K-th site from the
         first, and the last site always: what a store of every layer costs divided by about K)."""
-        table = self.site_table()
-        if requested == "all" or requested == ["all"]:
-            return list(table)
-        names = [requested] if isinstance(requested, str) else list(requested)
-        if len(names) == 1 and names[0].startswith("every:"):
-            stride = names[0].removeprefix("every:")
-            if not stride.isdigit() or int(stride) < 1:
-                raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
-            return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
-        unknown = [name for name in names if name not in table]
-        if unknown:
-            raise UnknownSiteError(f"unknown site(s) {', '.join(unknown)} for {self.family}; valid sites: {', '.join(table)}")
-        return [name for name in table if name in names]  # forward order
+        return select_sites(list(self.site_table()), requested, self.family)
 
     def extract(
         self,
@@ -242,11 +231,40 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
+def select_sites(table: list[str], requested: list[str] | str, family: str, what: str = "site") -> list[str]:
+    """The names of ``table`` (a site table's names, in forward order) that ``requested`` chooses, in
+    forward order: ``"all"``, names, or ``"every:K"`` (every K-th from the first, and the last always);
+    an unknown name is refused naming the valid ones (``what``: how the message calls a site)."""
+    names = [requested] if isinstance(requested, str) else list(requested)
+    if names == ["all"]:
+        return list(table)
+    if len(names) == 1 and names[0].startswith("every:"):
+        stride = names[0].removeprefix("every:")
+        if not stride.isdigit() or int(stride) < 1:
+            raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
+        return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        raise UnknownSiteError(f"unknown {what}(s) {', '.join(unknown)} for {family}; valid sites: {', '.join(table)}")
+    return [name for name in table if name in names]
+
+
 def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:
-    """Pretrained weights, or the same architecture with random weights (the random-model baseline)."""
-    if random_init:
-        return model_class(config_class.from_pretrained(checkpoint, revision=revision))
-    return model_class.from_pretrained(checkpoint, revision=revision)
+    """Pretrained weights, or the same architecture with random weights (the random-model baseline).
+    Random weights keep the checkpoint's generation config where it has one: a model built from its
+    config alone gets a bare one, without the language and task tokens that generation forces
+    (Whisper refuses ``language=``), so the random model could not decode as the trained one does."""
+    if not random_init:
+        return model_class.from_pretrained(checkpoint, revision=revision)
+    model = model_class(config_class.from_pretrained(checkpoint, revision=revision))
+    if getattr(model, "can_generate", lambda: False)():
+        from transformers import GenerationConfig
+
+        try:
+            model.generation_config = GenerationConfig.from_pretrained(checkpoint, revision=revision)
+        except OSError:  # no generation_config.json: the one derived from the model config stays
+            pass
+    return model
 
 
 def padded_batch(processor, audios: list[np.ndarray], input_key: str) -> Prepared:
@@ -293,8 +311,10 @@ class Family:
         ``final`` (the last encoder-side output: the post-adapter output where there is an adapter,
         else ``encoder.final``), ``pre_adapter``, ``final_variant`` (the final output with frames
         removed, e.g. ZeroSwot's ``post_adapter_no_special``: kept apart so a model counts once
-        among ``final`` sites), or ``layer`` (every other site: the layers, Whisper's input embedding)."""
-        return self.site_roles.get(site, LAYER)
+        among ``final`` sites), ``decoder`` (a site of the text decoder, in a decoder-state store:
+        kept apart from the encoder's layers, whose indices it repeats), or ``layer`` (every other
+        site: the layers, Whisper's input embedding)."""
+        return DECODER if site.startswith(DECODER_SITE_PREFIX) else self.site_roles.get(site, LAYER)
 
     def tiny_extractor(self, **kwargs) -> Extractor:
         """The extractor around :attr:`tiny_model` (random weights, built offline from a config)."""

@@ -64,6 +64,7 @@ CONVERTED = [
     ("vad_filter", VadSettings, None, ()),
     ("patch", PatchOptions, None, ()),
     ("decoder_states", DecoderStatesOptions, None, ()),
+    ("decoder_states", RandomInitOptions, schema.MODEL_FIELDS, ()),
     ("decoder_probe", DecoderProbeOptions, None, ()),
     ("extract", ExecutorOptions, None, ()),
     ("extract", RandomInitOptions, schema.MODEL_FIELDS, ()),

@@ -333,8 +333,8 @@ def test_a_folder_given_as_probes_is_named_a_folder(tmp_path, capsys):
 
 
 SITE_ROLES = {  # family -> site -> the role its tables name
-    "whisper": {"encoder.final": "final", "encoder.layer.3": "layer", "encoder.embed": "layer"},
-    "s2t": {"encoder.final": "final"},
+    "whisper": {"encoder.final": "final", "encoder.layer.3": "layer", "encoder.embed": "layer", "decoder.layer.0": "decoder", "decoder.final": "decoder"},
+    "s2t": {"encoder.final": "final", "decoder.final": "decoder"},
     "seamless": {"post_adapter": "final", "pre_adapter": "pre_adapter", "encoder.layer.23": "layer"},
     "zeroswot": {"post_adapter": "final", "pre_adapter": "pre_adapter", "post_adapter_no_special": "final_variant"},
     "praat": {"f0": "baseline"},

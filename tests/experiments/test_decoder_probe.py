@@ -89,10 +89,11 @@ def test_reading_rows_are_one_step_later_and_stop_at_the_last_row():
 SPEAKERS, UTTERANCES, DIM = 8, 4, 8
 
 
-def _decoder_store(folder, informative="decoder.layer.0", strength=4.0, seed=0, annotated=True):
+def _decoder_store(folder, informative="decoder.layer.0", strength=4.0, seed=0, annotated=True, task="st"):
     """A decoder-state store and its manifest: female speakers say "Sono stanca oggi ." and male ones
     "Sono stanco oggi ." (the gendered word in two tokens, rows 1 and 2), except every fourth
-    utterance, "Ciao ." (no gendered word); ``annotated`` false: no MuST-SHE annotation. ``informative`` carries +strength (female) or -strength
+    utterance, "Ciao ." (no gendered word); ``annotated`` false: no MuST-SHE annotation; ``task`` asr:
+    transcripts, every utterance "Ciao ." (the gendered words are the translation's). ``informative`` carries +strength (female) or -strength
     (male) on dimension 0 at the word's rows; every other row and site is unit Gaussian noise."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
@@ -103,11 +104,12 @@ def _decoder_store(folder, informative="decoder.layer.0", strength=4.0, seed=0, 
                 identifier = f"{gender}-{speaker}-{index}"
                 extra = {"category": "1F" if gender == "female" else "1M", "genderterms": f"{form} {other}"} if annotated else {}
                 utterances.append(Utterance(id=identifier, audio="x.wav", language="en", text="x", gender=gender, speaker=f"{gender}{speaker}", extra=extra))
-                pieces = ("Ciao", " .", "") if index == 3 else ("Sono", f" {form[:4]}", form[4:], " oggi", " .", "")
+                pieces = ("Ciao", " .", "") if index == 3 or task == "asr" else ("Sono", f" {form[:4]}", form[4:], " oggi", " .", "")
                 entries.append(GeneratedTokens(tuple(range(len(pieces))), pieces))
     manifest = folder / "manifest.jsonl"
     write_manifest(manifest, utterances)
-    config = {"kind": "decoder_states", "label": "tiny", "task": "st", "tgt_lang": "it", "manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}
+    config = {"kind": "decoder_states", "label": "tiny", "task": task, "tgt_lang": "it" if task == "st" else None}
+    config |= {"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}
     sites = ("decoder.layer.0", "decoder.layer.1")
     attributes = {"model_id": "synthetic", "family": "seamless", "config": config, "site_modules": {site: f"{site}:output" for site in sites}}
     store = folder / "store"
@@ -199,3 +201,9 @@ def test_the_mean_probe_of_experiments_probe_reads_a_decoder_store_as_the_mean_o
     assert probe.main(["--store", str(store), "--site", "decoder.layer.0", "--probe", "mean", "--out", str(out), "--device", "cpu"]) == 0
     row = json.loads(out.read_text())
     assert row["config"]["probe"] == "mean" and row["splits"]["test"]["utterances"] > 0
+
+
+def test_a_store_of_transcripts_without_gendered_words_is_refused_saying_the_words_are_the_translation_s(tmp_path):
+    store, _ = _decoder_store(tmp_path, task="asr")
+    with pytest.raises(ProbeError, match=r"\(64 annotated\); the store holds transcripts \(task asr\): MuST-SHE's gendered words are in the translations"):
+        list(decoder_probe_rows(store, DecoderProbeOptions()))

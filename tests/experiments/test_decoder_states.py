@@ -126,3 +126,117 @@ def test_seamless_and_s2t_translations_store_a_row_per_generated_token(family, t
         tokens = reader.tokens(utterance)
         assert 1 <= len(tokens) <= 5 and reader.get("decoder.final", utterance).shape[0] == len(tokens)
         assert tokens.hypothesis == " ".join(f"t{token}" for token in tokens.ids)  # the stand-in tokenizer's text of exactly these ids
+
+
+def test_a_rerun_with_other_decoding_names_the_setting_that_differs_and_offers_no_flag_the_command_lacks(store, tmp_path, capsys):
+    manifest, out, _ = store
+    error = _cli_error([*BASE, "--manifest", str(manifest), "--out", str(out), "--utterances-per-part", "2", "--num-beams", "2"], capsys)
+    assert "decoding.overrides.num_beams: None vs 2" in error
+    assert "lang_to_id" not in error and len(error) < 400, error  # the differing leaf, not the whole generation config
+    assert "--overwrite" not in error and "use a new --out folder" in error
+
+
+def test_differing_keys_name_nested_leaves():
+    from extract.store import differing_keys
+
+    first = {"decoding": {"overrides": {"max_new_tokens": 5}, "generation_config": {"big": list(range(50))}}, "task": "asr"}
+    second = {"decoding": {"overrides": {"max_new_tokens": 6}, "generation_config": {"big": list(range(50))}}, "task": "st"}
+    assert differing_keys(first, second) == "decoding.overrides.max_new_tokens: 5 vs 6, task: 'asr' vs 'st'"
+    assert differing_keys({"a": {"b": 1}}, {"a": None}) == "a: {'b': 1} vs None"
+
+
+def test_random_init_decodes_with_the_checkpoint_s_generation_config_into_a_store_of_its_own(tmp_path, capsys):
+    """The random-weights control: the bundled tiny.en's architecture with random weights, decoding
+    with the checkpoint's generation config and tokenizer (which force language and task), stores
+    other states than the trained model, with its tokens, and is recorded as random init."""
+    manifest = _manifest(tmp_path, count=2)
+    common = ["--family", "whisper", "--checkpoint", "bundled-tiny.en", "--device", "cpu", "--task", "asr", "--max-new-tokens", "4", "--quiet"]
+    common += ["--manifest", str(manifest), "--sites", "decoder.final"]
+    assert decoder_cli.main([*common, "--out", str(tmp_path / "trained")]) == 0
+    assert decoder_cli.main([*common, "--out", str(tmp_path / "random"), "--random-init", "--seed", "3"]) == 0
+    trained, random = ShardReader(tmp_path / "trained"), ShardReader(tmp_path / "random")
+    assert random.info.config["random_init"] is True and random.info.config["seed"] == 3 and trained.info.config["random_init"] is False
+    assert random.info.config["label"] == "whisper-tiny.en-random"
+    assert random.info.config["decoding"]["generation_config"] == trained.info.config["decoding"]["generation_config"]
+    for utterance in random.ids:
+        tokens = random.tokens(utterance)
+        assert 1 <= len(tokens) <= 4 and random.get("decoder.final", utterance).shape[0] == len(tokens)
+        assert "".join(tokens.pieces) == tokens.hypothesis
+    first = random.ids[0]
+    assert random.tokens(first) != trained.tokens(first) or not np.allclose(random.get("decoder.final", first), trained.get("decoder.final", first))
+    refused = _cli_error([*common, "--out", str(tmp_path / "random"), "--random-init", "--seed", "4"], capsys)
+    assert "seed: 3 vs 4" in refused
+
+
+def test_random_weights_keep_the_checkpoint_s_generation_config():
+    from extract.spec import ModelSpec, load_extractor
+
+    trained = load_extractor(ModelSpec("whisper", "bundled-tiny.en", device="cpu"))
+    random = load_extractor(ModelSpec("whisper", "bundled-tiny.en", device="cpu", random_init=True))
+    assert random.model.generation_config.to_diff_dict() == trained.model.generation_config.to_diff_dict()
+    assert random.model.generation_config.no_timestamps_token_id == trained.model.generation_config.no_timestamps_token_id is not None
+
+
+TERMINATED = r"""
+import sys, time
+from pathlib import Path
+import extract.decoder_run
+from experiments import decoder_states as cli
+
+started, real, calls = Path(sys.argv[1]), extract.decoder_run.decoder_states, []
+
+def decode_then_hang(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:  # part 0 is complete, part 1 is half written
+        started.touch()
+        time.sleep(600)
+    return real(*args, **kwargs)
+
+extract.decoder_run.decoder_states = decode_then_hang
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_sigterm_discards_the_open_part_and_a_rerun_completes_the_store(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.paths import CHECKOUT
+
+    manifest = _manifest(tmp_path)
+    out = tmp_path / "s"
+    argv = [*BASE, "--manifest", str(manifest), "--out", str(out), "--utterances-per-part", "2", "--batch-size", "1"]
+    started = tmp_path / "started"
+    process = subprocess.Popen(
+        [sys.executable, "-c", TERMINATED, str(started), *argv], stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(CHECKOUT)}
+    )
+    deadline = time.time() + 120
+    while not started.exists():
+        assert process.poll() is None and time.time() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]
+    assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
+    assert decoder_cli.main(argv) == 0
+    reader = ShardReader(out)
+    assert reader.ids == ["u0", "u1", "u2", "u3"] and all(len(reader.tokens(u)) == len(reader.get("decoder.final", u)) for u in reader.ids)
+
+
+def test_random_init_of_the_tiny_random_model_is_refused_in_one_line(tmp_path, capsys):
+    from experiments import extract as extract_cli
+
+    manifest = _manifest(tmp_path, count=1)
+    argv = [*BASE, "--manifest", str(manifest), "--out", str(tmp_path / "out"), "--random-init", "--seed", "2"]
+    assert _cli_error(argv, capsys) == (
+        "error: --checkpoint tiny-random has random weights already, drawn from a fixed seed: random init (and its seed) would change nothing; "
+        "give a trained checkpoint (bundled-base) for the random-weights baseline"
+    )
+    with pytest.raises(SystemExit):
+        extract_cli.main(["--family", "whisper", "--checkpoint", "tiny-random", "--manifest", str(manifest), "--out", str(tmp_path / "e"), "--random-init"])
+    assert capsys.readouterr().err.startswith("error: --checkpoint tiny-random has random weights already")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "e").exists()

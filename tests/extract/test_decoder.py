@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from extract.decoder import DecoderError, decoder_site_table, decoder_states, generate_with_prompt, resolve_decoder_sites, token_pieces
+from extract.decoder import DecoderError, decoder_site_table, decoder_states, generate_with_prompt, resolve_decoder_sites, teacher_forced_states, token_pieces
 from extract.families import UnknownSiteError, tiny_extractor
 from extract.families.generation import GenerationError, quiet_transformers
 from extract.families.s2t import S2TGenerator
@@ -153,6 +153,10 @@ def test_sites_resolve_in_forward_order_and_an_unknown_one_is_refused():
     assert list(decoder_site_table(extractor)) == ["decoder.layer.0", "decoder.final"]
     assert resolve_decoder_sites(extractor, ["decoder.final", "decoder.layer.0"]) == ["decoder.layer.0", "decoder.final"]
     assert resolve_decoder_sites(extractor, "all") == ["decoder.layer.0", "decoder.final"]
+    assert resolve_decoder_sites(extractor, ("all",)) == resolve_decoder_sites(extractor, "every:2") == ["decoder.layer.0", "decoder.final"]
+    assert extractor.resolve_sites(("all",)) == list(extractor.site_table())  # one selection for encoder and decoder sites
+    with pytest.raises(UnknownSiteError, match="--sites every:0: give every:K"):
+        resolve_decoder_sites(extractor, "every:0")
     with pytest.raises(UnknownSiteError, match="unknown decoder site.*encoder.layer.0 for whisper; valid sites: decoder.layer.0, decoder.final"):
         resolve_decoder_sites(extractor, ["encoder.layer.0"])
     with pytest.raises(DecoderError, match="zeroswot has no text decoder"):
@@ -223,3 +227,84 @@ def test_rows_that_are_not_one_per_token_are_refused_and_damaged_tokens_are_name
         handle["tokens/ids"][0] = 7
     with pytest.raises(DamagedPartError, match="its generated tokens differ from their recorded sha256"):
         ShardReader(part).tokens("u0")
+
+
+# ---------------------------------------------------------------- outputs of different lengths, beam search
+
+
+def _stepwise_states(extractor, inputs, generated, sites):
+    """The decoder run as generation runs it, one step at a time with its key-value cache, on each
+    utterance's chosen output (prompt, forced and generated tokens, right-padded with 0): the state
+    at the last position of step k is the one that generated the k-th token after the prompt."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    table = decoder_site_table(extractor)
+    longest = max(len(tokens) for tokens in generated.tokens)
+    rows = torch.tensor([forced + tokens + [0] * (longest - len(tokens)) for forced, tokens in zip(generated.forced, generated.tokens)])
+    steps = {site: [] for site in sites}
+    handles = [
+        extractor.model.get_submodule(table[site].module).register_forward_hook(
+            lambda module, args, output, site=site: steps[site].append((output[0] if isinstance(output, tuple) else output)[:, -1].clone())
+        )
+        for site in sites
+    ]
+    masks = {"attention_mask": inputs["attention_mask"]} if "attention_mask" in inputs else {}
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    try:
+        with torch.inference_mode(), quiet_transformers():
+            step_inputs = generated.prompt
+            for column in range(rows.shape[1]):
+                encoded = (generated.encoder_output,)
+                output = extractor.model(encoder_outputs=encoded, decoder_input_ids=step_inputs, past_key_values=cache, use_cache=True, **masks)
+                cache = output.past_key_values
+                step_inputs = rows[:, column : column + 1]
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {site: torch.stack(values, dim=1).numpy() for site, values in steps.items()}  # [B, steps, D]
+
+
+def _end_early(generator, utterance: int, beams: int, at_call: int):
+    """Makes the end of sequence win for ``utterance`` (its ``beams`` rows of the expanded batch) at
+    decoder call ``at_call`` of the next generation, so that outputs in one batch differ in length."""
+    end = generator.generation_config.eos_token_id
+    end = end[0] if isinstance(end, list) else end
+    calls = []
+
+    def hook(module, args, output):
+        calls.append(None)
+        if len(calls) - 1 == at_call:
+            output = output.clone()
+            output[utterance * beams : (utterance + 1) * beams, -1, end] += 1e4
+        return output
+
+    return generator.extractor.model.get_output_embeddings().register_forward_hook(hook)
+
+
+@pytest.mark.parametrize(
+    "family, beams",
+    [("whisper", 1), ("whisper", 3), ("seamless", 1), ("seamless", 2), ("s2t", 1), ("s2t", 2)],
+)
+def test_outputs_of_different_lengths_and_beam_search_give_the_states_of_a_stepwise_decoding(family, beams):
+    make, task, tgt_lang = FAMILIES[family]
+    generator = make()
+    generator.overrides = {**generator.overrides, "num_beams": beams}
+    target = tgt_lang or "en"
+    forced = generator.forced_tokens(target)
+    extractor = generator.extractor
+    inputs = extractor.on_device(extractor.prepare(_audios((1.0, 0.6, 0.8))).inputs)
+    sites = list(decoder_site_table(extractor))
+    handle = _end_early(generator, utterance=1, beams=beams, at_call=forced + 1)
+    try:
+        generated = generate_with_prompt(generator, inputs, "en", task, target)
+    finally:
+        handle.remove()
+    lengths = [len(tokens) for tokens in generated.tokens]
+    assert lengths[1] == 2 and lengths[1] < lengths[0], lengths  # a token, then the end of sequence; the others run on
+    assert generated.tokens[1][-1] in np.atleast_1d(generator.generation_config.eos_token_id).tolist()
+    forced_states = teacher_forced_states(extractor, inputs, generated, sites)
+    stepwise = _stepwise_states(extractor, inputs, generated, sites)
+    for index, tokens in enumerate(generated.tokens):
+        for site in sites:
+            expected = stepwise[site][index, forced : forced + len(tokens)]
+            np.testing.assert_allclose(forced_states[index][site].numpy(), expected, atol=1e-5, rtol=1e-4, err_msg=f"{family} {site} utterance {index}")

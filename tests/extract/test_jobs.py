@@ -40,23 +40,23 @@ def test_store_config_records_the_spec_and_the_run_settings(tmp_path, monkeypatc
         "manifest_sha256": sha256,
     }
     assert list(config) == [
-        "model",
+        "model",  # the model (extract.jobs.model_config, shared with decoder_states)
         "checkpoint",
         "revision",
         "model_fingerprint",
-        "sites",
         "dtype",
+        "random_init",
+        "seed",
+        "sites",
         "storage_dtype",
         "max_seconds",
         "keep_padding",
-        "random_init",
-        "seed",
-        "limit",
+        "limit",  # the utterances in each part (extract.jobs.manifest_config)
         "num_shards",
         "utterances_per_part",
         "manifest",
-        "label",
         "manifest_sha256",
+        "label",
     ]
     pretrained = ExtractionJob(ModelSpec("whisper", device="cpu", seed=3), Path("m.jsonl"), Path("out"))
     assert pretrained.store_config([], "c", None)["seed"] is None  # the seed matters only to random weights

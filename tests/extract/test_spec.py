@@ -227,3 +227,11 @@ def test_a_local_config_s_sites_are_read_without_the_model_s_code(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=CHECKOUT).stdout.split("\n")
     assert out[0] == "['encoder.embed', 'encoder.layer.0', 'encoder.layer.1', 'encoder.layer.2', 'encoder.final']"
     assert out[1] == "False"
+
+
+def test_random_init_of_the_tiny_random_model_is_refused():
+    from extract.spec import ModelSpec, ModelSpecError
+
+    with pytest.raises(ModelSpecError, match="tiny-random has random weights already, drawn from a fixed seed"):
+        ModelSpec("whisper", "tiny-random", random_init=True, seed=2)
+    assert not ModelSpec("whisper", "tiny-random").random_init

@@ -215,3 +215,16 @@ def test_heatmaps_read_one_split():
     ]
     assert long_condition_scores(long, "m", None, "positional", None, None, "loso")[0] == {(SITE, "pretrained"): 55.0}
     assert long_condition_scores(long, "m", None, "positional", None, None)[0] == {(SITE, "pretrained"): 70.0}
+
+
+def test_heatmap_sites_run_through_the_encoder_before_the_decoder():
+    """A decoder store's sites (``site_role`` decoder, indices from 0 again) come after the encoder's, not between them."""
+    from experiments.reports.plots import long_condition_scores
+
+    sites = (("encoder.layer.0", "0", "layer"), ("encoder.final", "1", "final"), ("decoder.layer.0", "0", "decoder"), ("decoder.final", "1", "decoder"))
+    long = [
+        {"kind": "probe", "model": "m", "probe": "mean", "metric": "f1_macro", "applied_to": "", "control": "none", "site": site, "site_index": index}
+        | {"site_role": role, "split": "fixed", "value": "60", "dataset": "cv", "language": "en"}
+        for site, index, role in sites
+    ]
+    assert long_condition_scores(long, "m", None, "mean", None, None)[1] == ["encoder.layer.0", "encoder.final", "decoder.layer.0", "decoder.final"]
