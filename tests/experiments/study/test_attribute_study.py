@@ -145,6 +145,8 @@ def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute
         ("accent", "north, west", "behaviour.gap[1].groups: no utterance of toy-en ({manifest}) has accent 'west'; its values: north, south; "),
         ("accent", "north", "behaviour.gap[1].groups: expected two or more different values of accent (strings or whole numbers), got ['north']"),
         ("acc:ent", "north, south", "behaviour.gap[1].attribute: attribute 'acc:ent': name a key of the manifest's extra"),
+        # a comma would spell the task of [north, south, west] (one report file for both comparisons)
+        ("accent", '"north,south", west', "behaviour.gap[1].groups: accent 'north,south' holds a comma, which the gap's task and report name cannot spell"),
     ],
 )
 def test_an_attribute_gap_the_manifest_cannot_give_is_one_line_naming_the_study_file_and_key(tmp_path, capsys, attribute, groups, expected):
