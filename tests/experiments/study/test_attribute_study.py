@@ -181,3 +181,28 @@ def test_a_study_grid_applies_an_attribute_probe_to_another_corpus(tmp_path, cap
     study.write_text(text.replace("manifests: {en: toy-en.jsonl}}", "manifests: {en: toy-en.jsonl}}" + second))
     assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
     assert "tiny toy-en encoder.final attention control=none seed=0 task=attribute:accent applied to toy2-en" in capsys.readouterr().out
+
+
+def test_results_md_lists_each_comparison_of_a_gap_of_three_groups_or_more(tmp_path):
+    """A gap of groups [x, y, z] compares x and y with z: long.csv has its E as
+    comparisons.x.gap_relative and comparisons.y.gap_relative (no gap_relative of its own), and
+    RESULTS.md's "Other gap comparisons" lists both (it listed two-group comparisons only)."""
+    from experiments.scoring.collect import write_csv
+    from experiments.study.report import _other_gaps_section
+
+    columns = ["kind", "model", "dataset", "language", "task", "metric", "value"]
+    common = {"kind": "asr_gap", "model": "m", "dataset": "d", "language": "en"}
+    three = common | {"task": "attribute:g:x.1,y,z"}
+    rows = [
+        common | {"task": "attribute:accent:north,south", "metric": "gap_relative", "value": "10.0"},
+        three | {"metric": "comparisons.x.1.gap_relative", "value": "50.0"},
+        three | {"metric": "comparisons.y.gap_relative", "value": "-25.0"},
+        three | {"metric": "comparisons.y.delta_rel", "value": "-28.6"},
+        three | {"metric": "comparisons.y.bootstrap.gap_relative", "value": "4.4"},
+        common | {"task": "female-male", "metric": "gap_relative", "value": "3.0"},
+    ]
+    long = write_csv(rows, columns, tmp_path / "long.csv")
+    lines = _other_gaps_section({"long": long})
+    assert "| attribute:accent:north,south | m | d | en | +10.00 |" in lines
+    assert "| attribute:g:x.1,y,z: x.1-z | m | d | en | +50.00 |" in lines and "| attribute:g:x.1,y,z: y-z | m | d | en | -25.00 |" in lines
+    assert not any("female-male" in line or "28.6" in line or "4.4" in line for line in lines)
