@@ -161,8 +161,16 @@ def _read(path: Path, attribute: str) -> tuple[str, dict[str, str]]:
             values[row["id"]] = value
     if not values:
         listed = ", ".join(sorted(found)) or "none"
-        raise LabelError(f"no utterance of {path} has extra.{attribute}; the attributes its utterances have: {listed}")
+        raise LabelError(
+            f"no utterance of {path} has extra.{attribute}; the attributes its utterances have: {listed}{own_label_hint(attribute, 'leave out --attribute')}"
+        )
     return sha256, values
+
+
+def own_label_hint(attribute: str, fix: str) -> str:
+    """What to say where ``attribute`` is gender, which a manifest gives each utterance beside ``extra``
+    (the default task of the probes and gaps): an attribute named gender would read ``extra.gender``."""
+    return f"; gender is each utterance's own label, not extra's: {fix}" if attribute == "gender" else ""
 
 
 def attribute_value(extra: dict, attribute: str) -> str | None:

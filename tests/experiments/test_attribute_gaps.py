@@ -96,6 +96,14 @@ def test_the_command(transcription, tmp_path, capsys):
     assert f"{manifest} changed since the transcription {hypotheses} was built from it" in error and error.count("\n") == 1
 
 
+def test_gender_as_an_attribute_is_refused_with_what_to_give(transcription, capsys):
+    _, hypotheses = transcription
+    argv = ["--hypotheses", str(hypotheses), "--out", str(hypotheses.parent / "g.json"), "--attribute", "gender", "--groups", "female,male"]
+    assert asr_gap.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "has extra.gender" in error and "gender is each utterance's own label, not extra's: leave out --attribute" in error and error.count("\n") == 1
+
+
 def test_labels_without_a_settings_file(transcription):
     manifest, hypotheses = transcription
     (hypotheses.parent / "hyps.jsonl.settings.json").unlink()

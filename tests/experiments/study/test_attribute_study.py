@@ -145,6 +145,11 @@ def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute
         ("accent", "north, west", "behaviour.gap[1].groups: no utterance of toy-en ({manifest}) has accent 'west'; its values: north, south; "),
         ("accent", "north", "behaviour.gap[1].groups: expected two or more different values of accent (strings or whole numbers), got ['north']"),
         ("acc:ent", "north, south", "behaviour.gap[1].attribute: attribute 'acc:ent': name a key of the manifest's extra"),
+        (
+            "gender",
+            "female, male",
+            "has extra.gender; the attributes its utterances have: accent; gender is each utterance's own label, not extra's: compare it without attribute",
+        ),
         # a comma would spell the task of [north, south, west] (one report file for both comparisons)
         ("accent", '"north,south", west', "behaviour.gap[1].groups: accent 'north,south' holds a comma, which the gap's task and report name cannot spell"),
     ],
