@@ -382,7 +382,8 @@ def _probe_section(files: dict) -> list[str]:
 def _other_gaps_section(files: dict) -> list[str]:
     """E of the gap comparisons other than female-male (e.g. other-male, Attanasio et al. 2024 §4.2), from
     ``long.csv``; a gap of three groups or more, each against the last, one line per comparison
-    (``comparisons.A.gap_relative``, named ``TASK: A-LAST``)."""
+    (``comparisons.A.gap_relative``), named ``attribute:NAME: A-LAST (of K groups)`` rather than by
+    its task, whose K groups could fill the table."""
     rows = []
     for row in _rows(files["long"]):
         if row["kind"] != "asr_gap" or not row["task"] or row["task"] == "female-male":
@@ -390,10 +391,11 @@ def _other_gaps_section(files: dict) -> list[str]:
         if row["metric"] == "gap_relative":
             rows.append(row | {"groups": row["task"]})
         else:
-            *compared, reference = _gap_groups(row["task"])
+            *compared, reference = groups = _gap_groups(row["task"])
             group = next((group for group in compared if row["metric"] == f"comparisons.{group}.gap_relative"), None)
             if group is not None:
-                rows.append(row | {"groups": f"{row['task']}: {group}-{reference}"})
+                attribute = f"attribute:{row['task'].split(':', 2)[1]}: " if row["task"].startswith("attribute:") else ""
+                rows.append(row | {"groups": f"{attribute}{group}-{reference} (of {len(groups)} groups)"})
     if not rows:
         return []
     lines = ["## Other gap comparisons", "", "E(A, B) for the groups named (positive: B is recognised better), per model, dataset and language.", ""]

@@ -209,5 +209,5 @@ def test_results_md_lists_each_comparison_of_a_gap_of_three_groups_or_more(tmp_p
     long = write_csv(rows, columns, tmp_path / "long.csv")
     lines = _other_gaps_section({"long": long})
     assert "| attribute:accent:north,south | m | d | en | +10.00 |" in lines
-    assert "| attribute:g:x.1,y,z: x.1-z | m | d | en | +50.00 |" in lines and "| attribute:g:x.1,y,z: y-z | m | d | en | -25.00 |" in lines
+    assert "| attribute:g: x.1-z (of 3 groups) | m | d | en | +50.00 |" in lines and "| attribute:g: y-z (of 3 groups) | m | d | en | -25.00 |" in lines
     assert not any("female-male" in line or "28.6" in line or "4.4" in line for line in lines)
