@@ -569,8 +569,14 @@ def applied_attribute(config: ProbeConfig, other) -> tuple[np.ndarray, dict]:
     where = f"the apply_to store {config.apply_to}"
     manifest = stored.get("manifest")
     if not manifest or not Path(manifest).is_file():
-        gone = f"was built from the manifest {manifest}, which is not there" if manifest else "records no manifest"
-        raise ProbeError(f"{where} {gone}: its {attribute} labels cannot be read; restore that manifest, or rebuild the store from one that holds them")
+        if manifest:  # no --labels for this store: where its manifest moved, the command runs from where the store was built
+            gone = (
+                f"was built from the manifest {manifest}, which is not there: its {attribute} labels cannot be read; "
+                "a relative path counts from where that store was built: run from there, or restore that manifest"
+            )
+        else:
+            gone = f"records no manifest: its {attribute} labels cannot be read; rebuild the store from a manifest that holds them"
+        raise ProbeError(f"{where} {gone}")
     try:
         found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), where)
     except (LabelError, ManifestError) as error:
