@@ -81,7 +81,7 @@ def parse_attribute_task(task: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9.]+")  # an attribute or a value that names a file as it is spelled
-FILE_NAME_CHARS = 100  # at most, of a task in a file name (task_file_name); the outputs' names add up to about 60 more
+FILE_NAME_CHARS = 150  # at most, of a task in a file name (task_file_name): the outputs add up to about 60 more, of 255
 
 
 def task_file_name(task: str) -> str:
