@@ -176,10 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.positions <= 0:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
     config = probe_config(parser, args, flag_given(argv, "--groups"))
-    if args.pairs:
-        pairs = [dataclasses.replace(config, task=task) for task in pair_tasks(config)]
-        return run_cli(lambda: _run(args, pairs, Path(args.out), keep_going=True), *PROBE_ERRORS)
+    if args.pairs:  # the pairs are read from the store inside run_cli: its refusals are one line, as the runs' are
+        return run_cli(lambda: _run(args, _pair_configs(config), Path(args.out), keep_going=True), *PROBE_ERRORS)
     return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
+
+
+def _pair_configs(config: ProbeConfig) -> list[ProbeConfig]:
+    """One run per pair of the attribute's classes in the store (:func:`probing.run.pair_tasks`)."""
+    return [dataclasses.replace(config, task=task) for task in pair_tasks(config)]
 
 
 def probe_task(parser: argparse.ArgumentParser, text: str) -> str:

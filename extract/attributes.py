@@ -81,6 +81,7 @@ def parse_attribute_task(task: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9.]+")  # an attribute or a value that names a file as it is spelled
+FILE_NAME_CHARS = 150  # at most, of a task in a file name (task_file_name): the outputs add up to about 60 more, of 255
 
 
 def task_file_name(task: str) -> str:
@@ -88,16 +89,23 @@ def task_file_name(task: str) -> str:
     ``attribute:NAME[:A,B,...]`` as ``NAME[_A-B-...]`` where the attribute and its values are letters,
     digits and dots, otherwise with every other character spelled ``.`` and ``_`` plus the first 8 hex
     digits of the sha256 of the task (values are free text: ``/``, ``:``, spaces), so that two tasks
-    never share a name: a plain name has at most one ``_``, an escaped one ends ``_`` and 8 hex digits."""
+    never share a name: a plain name has at most one ``_``, an escaped one ends ``_`` and 8 hex digits.
+    A name longer than :data:`FILE_NAME_CHARS` (many groups, long values: a file name may have 255
+    bytes, and outputs add the model, corpus and suffix to it) is cut and ends ``__`` and the digest,
+    ``__`` being in no other name."""
     if not task.startswith(ATTRIBUTE_PREFIX):
         return task
     attribute, separator, named = task[len(ATTRIBUTE_PREFIX) :].partition(":")
     names = [attribute, *(named.split(",") if separator else ())]
-    if all(PLAIN_NAME.fullmatch(name) for name in names):
-        return "_".join(filter(None, (names[0], "-".join(names[1:]))))
-    plain = [re.sub(r"[^A-Za-z0-9.]", ".", name) for name in names]
     digest = hashlib.sha256(task.encode()).hexdigest()[:8]
-    return "_".join(filter(None, (plain[0], "-".join(plain[1:]), digest)))
+    if all(PLAIN_NAME.fullmatch(name) for name in names):
+        name = "_".join(filter(None, (names[0], "-".join(names[1:]))))
+    else:
+        plain = [re.sub(r"[^A-Za-z0-9.]", ".", name) for name in names]
+        name = "_".join(filter(None, (plain[0], "-".join(plain[1:]), digest)))
+    if len(name) <= FILE_NAME_CHARS:
+        return name
+    return name[: FILE_NAME_CHARS - len(digest) - 2].rstrip("_-") + "__" + digest
 
 
 def read_attribute(manifest: str | Path, attribute: str, recorded_sha256: str | None, built: str, given: bool = False) -> AttributeLabels:
@@ -161,8 +169,16 @@ def _read(path: Path, attribute: str) -> tuple[str, dict[str, str]]:
             values[row["id"]] = value
     if not values:
         listed = ", ".join(sorted(found)) or "none"
-        raise LabelError(f"no utterance of {path} has extra.{attribute}; the attributes its utterances have: {listed}")
+        raise LabelError(
+            f"no utterance of {path} has extra.{attribute}; the attributes its utterances have: {listed}{own_label_hint(attribute, 'leave out --attribute')}"
+        )
     return sha256, values
+
+
+def own_label_hint(attribute: str, fix: str) -> str:
+    """What to say where ``attribute`` is gender, which a manifest gives each utterance beside ``extra``
+    (the default task of the probes and gaps): an attribute named gender would read ``extra.gender``."""
+    return f"; gender is each utterance's own label, not extra's: {fix}" if attribute == "gender" else ""
 
 
 def attribute_value(extra: dict, attribute: str) -> str | None:

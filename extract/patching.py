@@ -96,12 +96,17 @@ def frames_label(span: FrameSpan | None) -> str:
     return SPEECH if span is None else str(span)
 
 
+def patchable_sites(extractor: Extractor) -> list[str]:
+    """The sites of the model's table a patch can overwrite (not a derived view), in forward order."""
+    return [name for name, site in extractor.site_table().items() if site.select is None and site.transform is None]
+
+
 def check_site(extractor: Extractor, site: str) -> None:
     """Refuse a site the model lacks or one that reads a derived view (it cannot be overwritten)."""
     table = extractor.site_table()
     if site not in table:
         raise PatchError(f"unknown site {site!r} for {extractor.family}; valid sites: {', '.join(table)}")
-    if table[site].select is not None or table[site].transform is not None:
+    if site not in patchable_sites(extractor):
         raise PatchError(f"site {site} is a derived view of its module's output and cannot be patched; choose another site")
 
 

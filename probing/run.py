@@ -569,8 +569,14 @@ def applied_attribute(config: ProbeConfig, other) -> tuple[np.ndarray, dict]:
     where = f"the apply_to store {config.apply_to}"
     manifest = stored.get("manifest")
     if not manifest or not Path(manifest).is_file():
-        gone = f"was built from the manifest {manifest}, which is not there" if manifest else "records no manifest"
-        raise ProbeError(f"{where} {gone}: its {attribute} labels cannot be read; restore that manifest, or rebuild the store from one that holds them")
+        if manifest:  # no --labels for this store: where its manifest moved, the command runs from where the store was built
+            gone = (
+                f"was built from the manifest {manifest}, which is not there: its {attribute} labels cannot be read; "
+                "a relative path counts from where that store was built: run from there, or restore that manifest"
+            )
+        else:
+            gone = f"records no manifest: its {attribute} labels cannot be read; rebuild the store from a manifest that holds them"
+        raise ProbeError(f"{where} {gone}")
     try:
         found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), where)
     except (LabelError, ManifestError) as error:
@@ -579,13 +585,23 @@ def applied_attribute(config: ProbeConfig, other) -> tuple[np.ndarray, dict]:
     return values, found.record(int(sum(value is None for value in values)))
 
 
+def _refuse_an_applied_store_without_the_site(config: ProbeConfig, reader, other) -> None:
+    """The ``apply_to`` store must hold the site, as wide as the probed store's (another model's
+    states cannot go through this probe): refused before the probe trains."""
+    if config.site not in other.sites:
+        raise ProbeError(f"the apply_to store {config.apply_to} has no site {config.site!r}; it has {', '.join(other.sites)}")
+    if other.dim(config.site) != reader.dim(config.site):
+        raise ProbeError(
+            f"the apply_to store {config.apply_to}: its {config.site} is {other.dim(config.site)} wide and {config.store}'s is "
+            f"{reader.dim(config.site)}: a probe applies to states of the same model's site; give a store extracted by the model probed"
+        )
+
+
 def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> list[str]:
     """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
     from extract.store import ShardReader
 
     other = ShardReader(config.apply_to)
-    if config.site not in other.sites:
-        raise ProbeError(f"the apply_to store {config.apply_to} has no site {config.site!r}; it has {', '.join(other.sites)}")
     shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
     if shared and not config.allow_shared_speakers:
         raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
@@ -873,12 +889,14 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     if config.apply_to:
-        refuse_what_the_store_lacks(config.kind, ShardReader(config.apply_to).info.config, config.apply_to, config.positions)
+        other = ShardReader(config.apply_to)
+        _refuse_an_applied_store_without_the_site(config, reader, other)
+        refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.run
     shared = {}
     metadata, labelled = probe_metadata(config, reader)
     if config.apply_to and task_attribute(config.task) is not None:
-        applied_attribute(config, ShardReader(config.apply_to))  # its labels refused before the probe trains, not after
+        applied_attribute(config, other)  # its labels refused before the probe trains, not after
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, metadata, runner)
         if labelled:

@@ -380,19 +380,38 @@ def _probe_section(files: dict) -> list[str]:
 
 
 def _other_gaps_section(files: dict) -> list[str]:
-    """E of the gap comparisons other than female-male (e.g. other-male, Attanasio et al. 2024 §4.2), from ``long.csv``."""
-    rows = [
-        row for row in _rows(files["long"]) if row["kind"] == "asr_gap" and row["metric"] == "gap_relative" and row["task"] and row["task"] != "female-male"
-    ]
+    """E of the gap comparisons other than female-male (e.g. other-male, Attanasio et al. 2024 §4.2), from
+    ``long.csv``; a gap of three groups or more, each against the last, one line per comparison
+    (``comparisons.A.gap_relative``), named ``attribute:NAME: A-LAST (of K groups)`` rather than by
+    its task, whose K groups could fill the table."""
+    rows = []
+    for row in _rows(files["long"]):
+        if row["kind"] != "asr_gap" or not row["task"] or row["task"] == "female-male":
+            continue
+        if row["metric"] == "gap_relative":
+            rows.append(row | {"groups": row["task"]})
+        else:
+            *compared, reference = groups = _gap_groups(row["task"])
+            group = next((group for group in compared if row["metric"] == f"comparisons.{group}.gap_relative"), None)
+            if group is not None:
+                attribute = f"attribute:{row['task'].split(':', 2)[1]}: " if row["task"].startswith("attribute:") else ""
+                rows.append(row | {"groups": f"{attribute}{group}-{reference} (of {len(groups)} groups)"})
     if not rows:
         return []
     lines = ["## Other gap comparisons", "", "E(A, B) for the groups named (positive: B is recognised better), per model, dataset and language.", ""]
-    ordered = sorted(rows, key=lambda row: (row["task"], row["model"], row["dataset"], row["language"]))
+    ordered = sorted(rows, key=lambda row: (row["groups"], row["model"], row["dataset"], row["language"]))
     lines += _table(
         ["groups (A-B)", "model", "dataset", "language", "E"],
-        [[row["task"], row["model"], row["dataset"], row["language"], _cell(row["value"], sign=True)] for row in ordered],
+        [[row["groups"], row["model"], row["dataset"], row["language"], _cell(row["value"], sign=True)] for row in ordered],
     )
     return lines + [""]
+
+
+def _gap_groups(task: str) -> list[str]:
+    """The groups a gap's task names (experiments.scoring.gaps.gap_task): ``attribute:NAME:A,B,C`` or ``A-B``."""
+    if task.startswith("attribute:"):
+        return task.split(":", 2)[-1].split(",")
+    return task.split("-")
 
 
 def _mustshe_section(files: dict, correlations: dict) -> list[str]:

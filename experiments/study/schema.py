@@ -564,7 +564,8 @@ def _gaps(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> tuple[dict, ..
 
 def _attribute_groups(reader: _Reader, attribute: str, groups, where: str) -> list[str]:
     """An attribute comparison's ``groups``: given (the gender default means nothing here), two or more
-    different values of ``attribute`` as the manifest spells them (a whole number read as its digits)."""
+    different values of ``attribute`` as the manifest spells them (a whole number read as its digits),
+    none holding a comma (the gap's task, ``attribute:NAME:A,B``, could not tell its groups apart)."""
     from extract.attributes import LabelError, check_attribute_name
 
     try:
@@ -576,6 +577,8 @@ def _attribute_groups(reader: _Reader, attribute: str, groups, where: str) -> li
     named = [str(group).strip() if isinstance(group, (str, int)) and not isinstance(group, bool) else group for group in groups]
     if len(named) < 2 or not all(isinstance(group, str) and group for group in named) or len(set(named)) < len(named):
         raise reader.error(f"{where}.groups", f"expected two or more different values of {attribute} (strings or whole numbers), got {_shown(groups)}")
+    if comma := next((group for group in named if "," in group), None):  # [a,b, c] and [a, b, c] would be one task, one report file
+        raise reader.error(f"{where}.groups", f"{attribute} {comma!r} holds a comma, which the gap's task and report name cannot spell; rename it")
     return named
 
 

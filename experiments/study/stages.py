@@ -789,7 +789,7 @@ def check_attribute_gap(context: Context, options: dict, model: Model, corpus: C
     """An attribute comparison on ``part`` as ``model`` transcribes it: the plan refuses, in one line
     naming the study file and the comparison's key, an attribute that no utterance has or a group that
     none has (the gap would refuse it after transcription)."""
-    from extract.attributes import attribute_value
+    from extract.attributes import attribute_value, own_label_hint
 
     attribute, where = options["attribute"], f"{context.study.path}: {options['where']}"
     utterances = context.model_utterances(model, corpus, part)
@@ -805,6 +805,7 @@ def check_attribute_gap(context: Context, options: dict, model: Model, corpus: C
         found = sorted({name for utterance in utterances for name in utterance.extra})
         raise StudyError(
             f"{where}.attribute: no utterance of {part.name} ({key[0]}) has extra.{attribute}; the attributes its utterances have: {', '.join(found) or 'none'}"
+            + own_label_hint(attribute, "compare it without attribute")
         )
     absent = [group for group in options["groups"] if group not in values]
     if absent:

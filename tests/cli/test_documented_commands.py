@@ -3,7 +3,7 @@ missing flag fails here rather than in a reader's shell (issue 29, item 4).
 
 The commands are the ``python -m experiments.X ...`` and ``speech-gender X ...`` lines of the
 ```` ```bash ```` blocks of :data:`DOCUMENTS` (docs/papers.md, docs/getting-started.md,
-experiments/studies/README.md, the README and the results, study and real-voices pages), with
+experiments/studies/README.md, the README and the results, study, real-voices, patching and attributes pages), with
 continuation lines joined and each command of a ``for`` loop or a ``&&`` chain on its own. A
 ``for`` loop's variable takes its first value; other shell variables stay as written (``$DATA``
 is a value like any other). Parsing needs no file and no model: it checks the stage, the
@@ -31,6 +31,7 @@ DOCUMENTS = (
     "docs/stages/study.md",
     "docs/real-voices.md",
     "docs/stages/patching.md",
+    "docs/attributes.md",
 )
 SEPARATORS = {";", "&&", "||", "|", ">", ">>", "<", "(", ")", "&"}
 SHELL_WORDS = {"do", "then", "else", "done", "fi"}
@@ -111,6 +112,21 @@ def test_a_documented_command_parses(document, line, argv, capsys, monkeypatch):
     except SystemExit as exit:
         message = capsys.readouterr().err.strip().splitlines()
         assert exit.code == 0, f"{document}:{line}: {' '.join(argv)}: {message[-1] if message else exit.code}"
+
+
+def test_the_attribute_pages_commands_give_collect_a_probe_for_each_gap():
+    """collect joins a gap with probes of its task run without a control (f1_vs_gap): each
+    ``asr_gap --attribute NAME --groups A,B`` of docs/attributes.md has a probe of ``--attribute NAME
+    --groups A,B`` without ``--control`` (or with ``--control none``) beside it (it had the shuffled control only)."""
+    commands = [argv for _, argv in documented_commands(ROOT / "docs/attributes.md")]
+
+    def flag(argv, name):
+        return argv[argv.index(name) + 1] if name in argv else None
+
+    gaps = [(flag(argv, "--attribute"), flag(argv, "--groups")) for argv in commands if argv[0] == "experiments.asr_gap" and "--attribute" in argv]
+    probes = [argv for argv in commands if argv[0] == "experiments.probe" and flag(argv, "--control") in (None, "none")]
+    joined = {(flag(argv, "--attribute"), flag(argv, "--groups")) for argv in probes}
+    assert gaps and all(gap in joined for gap in gaps), (gaps, joined)
 
 
 def test_a_wrong_flag_in_a_page_fails(tmp_path, capsys):

@@ -96,6 +96,14 @@ def test_the_command(transcription, tmp_path, capsys):
     assert f"{manifest} changed since the transcription {hypotheses} was built from it" in error and error.count("\n") == 1
 
 
+def test_gender_as_an_attribute_is_refused_with_what_to_give(transcription, capsys):
+    _, hypotheses = transcription
+    argv = ["--hypotheses", str(hypotheses), "--out", str(hypotheses.parent / "g.json"), "--attribute", "gender", "--groups", "female,male"]
+    assert asr_gap.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "has extra.gender" in error and "gender is each utterance's own label, not extra's: leave out --attribute" in error and error.count("\n") == 1
+
+
 def test_labels_without_a_settings_file(transcription):
     manifest, hypotheses = transcription
     (hypotheses.parent / "hyps.jsonl.settings.json").unlink()
@@ -149,3 +157,62 @@ def test_a_group_no_utterance_has_is_refused_naming_the_values(transcription, tm
     error = capsys.readouterr().err
     assert error.startswith("error: --groups south,east: no transcribed utterance has accent 'east' (in ") and error.count("\n") == 1
     assert "its values are north, south, west)" in error and not out.exists()
+
+
+# --- three groups by hand: asr_gap and the study's report agree ------------------------------------
+
+# speaker -> (group, errors in each utterance of "cat dog bird fish": four words each):
+# x 4 errors in 16 words (25 %), y 2 in 16 (12.5 %), z (the reference) 4 in 24 (1/6)
+THREE = {"x0": ("x", (1, 1)), "x1": ("x", (2, 0)), "y0": ("y", (0, 1)), "y1": ("y", (1, 0))}
+THREE |= {"z0": ("z", (1, 0)), "z1": ("z", (0, 1)), "z2": ("z", (1, 1))}
+
+
+def _three_groups(folder):
+    reference = "cat dog bird fish"
+    manifest, hypotheses, utterances, rows = folder / "manifest.jsonl", folder / "hyps.jsonl", [], []
+    for number, (speaker, (group, errors)) in enumerate(THREE.items()):
+        gender = "female" if number % 2 else "male"
+        for k, count in enumerate(errors):
+            uid = f"{speaker}-{k}"
+            utterances.append(
+                {"id": uid, "audio": f"{uid}.wav", "language": "en", "text": reference, "gender": gender, "speaker": speaker, "extra": {"g": group}}
+            )
+            hypothesis = " ".join(["toad"] * count + reference.split()[count:])
+            rows.append({"id": uid, "reference": reference, "hypothesis": hypothesis, "gender": gender, "speaker": speaker, "language": "en"})
+    manifest.write_text("".join(json.dumps(u) + "\n" for u in utterances), encoding="utf-8")
+    hypotheses.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "hyps.jsonl.settings.json").write_text(json.dumps({"manifest": str(manifest), "manifest_sha256": file_sha256(manifest)}), encoding="utf-8")
+    return manifest, hypotheses
+
+
+def test_three_groups_by_hand_in_asr_gap_and_in_the_studys_report(tmp_path):
+    """E(A, ref) = 100 (A - ref) / ref and Δrel = 100 (A - ref) / ((A + ref) / 2), each group against
+    the last: x 25 % vs z 16.67 %: E 50, Δrel 40; y 12.5 % vs z: E -25, Δrel -28.57. The study's
+    report (experiments.study.stages.gap_behaviour) is the bytes asr_gap writes."""
+    from experiments.study.stages import gap_behaviour
+
+    manifest, hypotheses = _three_groups(tmp_path)
+    by_command = tmp_path / "asr_gap.json"
+    argv = ["--hypotheses", str(hypotheses), "--out", str(by_command), "--attribute", "g", "--groups", "x,y,z", "--iterations", "20"]
+    assert asr_gap.main(argv) == 0
+    entry = json.loads(by_command.read_text())["languages"]["en"]
+    assert {group: values["error_rate"] for group, values in entry["groups"].items()} == pytest.approx({"x": 25.0, "y": 12.5, "z": 100 / 6})
+    assert entry["reference"] == "z" and list(entry["comparisons"]) == ["x", "y"]
+    x, y = entry["comparisons"]["x"], entry["comparisons"]["y"]
+    assert (x["gap_relative_full"], x["delta_rel"], x["gap_absolute"]) == pytest.approx((50.0, 40.0, 25 - 100 / 6))
+    assert (y["gap_relative_full"], y["delta_rel"], y["gap_absolute"]) == pytest.approx(
+        (-25.0, 100 * (12.5 - 100 / 6) / ((12.5 + 100 / 6) / 2), 12.5 - 100 / 6)
+    )
+    assert y["delta_rel"] == pytest.approx(-28.5714, abs=1e-4) and x["bootstrap"]["speakers"] == {"x": 2, "z": 3}
+    options = {
+        "groups": ["x", "y", "z"],
+        "attribute": "g",
+        "iterations": 20,
+        "seed": 0,
+        "normalizer": "whisper",
+        "cer_spaces": "drop",
+        "gap_estimate": "resampled",
+    }
+    in_study = tmp_path / "study.json"
+    gap_behaviour(options, hypotheses, in_study, manifest).compute()
+    assert in_study.read_bytes() == by_command.read_bytes()

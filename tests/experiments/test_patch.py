@@ -630,3 +630,20 @@ def test_a_joint_site_runs_on_a_padding_family_whose_later_member_needs_the_forw
     for row in rows:
         layer, adapter = row["patched"]["encoder.layer.0"], row["patched"]["post_adapter"]
         assert 0 < adapter["target_frames"] < layer["target_frames"] and layer["end"] > 0 and adapter["end"] > 0
+
+
+def test_all_and_every_k_choose_the_patchable_sites_and_a_derived_site_named_is_refused():
+    """ZeroSwot's table ends with a derived view (post_adapter_no_special): --sites all and every:K
+    choose among the sites a patch can overwrite (they were refused whole for it), while the derived
+    site named, alone or in a joint site, is refused in one line."""
+    from experiments.patching.sites import resolve_sites
+    from extract.families import tiny_extractor
+    from extract.patching import PatchError
+
+    extractor = tiny_extractor("zeroswot")  # encoder.layer.0, encoder.layer.1, pre_adapter, post_adapter, post_adapter_no_special
+    assert resolve_sites(extractor, PatchOptions(sites="all").site_names()) == ["encoder.layer.0", "encoder.layer.1", "pre_adapter", "post_adapter"]
+    assert resolve_sites(extractor, PatchOptions(sites="every:2").site_names()) == ["encoder.layer.0", "pre_adapter", "post_adapter"]
+    assert resolve_sites(extractor, PatchOptions(sites="all,pre_adapter+post_adapter").site_names())[-1] == "pre_adapter+post_adapter"
+    for sites in ("post_adapter_no_special", "post_adapter+post_adapter_no_special"):
+        with pytest.raises(PatchError, match="post_adapter_no_special is a derived view"):
+            resolve_sites(extractor, PatchOptions(sites=sites).site_names())

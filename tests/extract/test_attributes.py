@@ -38,3 +38,19 @@ def test_an_escaped_name_never_equals_a_plain_one():
     """A plain name holds at most one ``_`` (attribute, then values); an escaped one two."""
     plain = task_file_name("attribute:a:b-c,d")  # '-' is escaped: not a plain name
     assert plain.count("_") == 2 and task_file_name("attribute:a:b,c") == "a_b-c"
+
+
+def test_a_long_task_is_cut_and_told_apart_by_its_digest():
+    """Fifty groups of a gap (a study's gap_NAME_A-B-...-CORPUS-KEY.counts.jsonl, a scatter's name) would
+    pass the 255 bytes a file name may have: the name is cut to FILE_NAME_CHARS, and ends with ``__``
+    and the task's digest (``__`` is in no other name, so it equals none)."""
+    from extract.attributes import FILE_NAME_CHARS
+
+    many = "attribute:accent:" + ",".join(f"value{k:03d}" for k in range(50))
+    digest = hashlib.sha256(many.encode()).hexdigest()[:8]
+    name = task_file_name(many)
+    assert len(name) <= FILE_NAME_CHARS <= 160 and name.startswith("accent_value000-value001-") and name.endswith(f"__{digest}")
+    assert task_file_name(many.rsplit(",", 1)[0]) != name and name.count("__") == 1
+    unicode = "attribute:accent:" + ",".join("日本" * 20 + str(k) for k in range(20))
+    assert len(task_file_name(unicode)) <= FILE_NAME_CHARS and task_file_name(unicode).isascii()
+    assert task_file_name("attribute:" + "a" * 300) == "a" * (FILE_NAME_CHARS - 10) + "__" + hashlib.sha256(("attribute:" + "a" * 300).encode()).hexdigest()[:8]

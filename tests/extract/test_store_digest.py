@@ -124,3 +124,49 @@ def test_damage_to_one_byte_after_the_part_is_complete_changes_the_recomputed_ch
         data[5, 1] = np.float16(data[5, 1]) + np.float16(1)
     with h5py.File(path) as handle:
         assert content_checksum(handle) != handle.attrs["content_sha256"]
+
+
+def test_a_store_of_sha256_parts_resumed_with_xxh3_128_parts_reads_and_verifies_part_by_part(tmp_path, monkeypatch):
+    """An extraction by the writer before xxh3_128 (sha256 digests, no data_digest) stopped after
+    two of its three parts, resumed by today's: the old parts are kept, the new one records xxh3_128,
+    every part verifies with its own digests, the states equal an extraction by the old writer alone,
+    and the fingerprints (the probes' store_identity, the interventions' store hash) are stable."""
+    import soundfile
+
+    from extract.families import tiny_extractor
+    from extract.manifest import Utterance
+    from extract.runner import run_extraction
+    from extract.store import ShardReader, store_parts
+    from probing.run import store_identity
+
+    rng = np.random.default_rng(3)
+    utterances = []
+    for number in range(6):
+        path = tmp_path / f"u{number}.wav"
+        soundfile.write(path, (0.1 * rng.standard_normal(4000 + 800 * number)).astype(np.float32), 16_000)
+        utterances.append(
+            Utterance(id=f"u{number}", audio=str(path), language="en", text="x", gender="female", speaker=f"s{number}", split="train", dataset="t")
+        )
+    extractor, sites = tiny_extractor("whisper"), ["encoder.layer.0", "encoder.final"]
+
+    def extract(folder):
+        run_extraction(extractor, utterances, sites, folder, config={"manifest_sha256": "0" * 64}, utterances_per_part=2, show_progress=False)
+
+    monkeypatch.setattr(store, "DATA_DIGEST", "sha256")
+    extract(tmp_path / "old")
+    extract(tmp_path / "resumed")
+    store_parts(tmp_path / "resumed")[-1].unlink()  # stopped before its last part
+    monkeypatch.undo()
+    extract(tmp_path / "resumed")
+    parts = store_parts(tmp_path / "resumed")
+    digests = []
+    for part in parts:
+        with h5py.File(part) as handle:
+            digests.append(str(handle.attrs.get("data_digest", "sha256")))
+        assert recorded_checksum(part) == recorded_checksum(part, recompute=True)
+    assert digests == ["sha256", "sha256", "xxh3_128"]
+    old, resumed = ShardReader(tmp_path / "old"), ShardReader(tmp_path / "resumed")
+    assert resumed.ids == old.ids and all(np.array_equal(resumed.get(site, i), old.get(site, i)) for site in sites for i in old.ids)
+    assert [recorded_checksum(part) for part in parts[:2]] == [recorded_checksum(part) for part in store_parts(tmp_path / "old")[:2]]
+    assert store_identity(tmp_path / "resumed") == store_identity(tmp_path / "resumed")
+    assert store_content_hash(tmp_path / "resumed") == store_content_hash(tmp_path / "resumed") != store_content_hash(tmp_path / "old")

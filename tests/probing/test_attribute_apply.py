@@ -78,8 +78,9 @@ def test_the_other_stores_labels_are_checked_before_the_probe_trains(tmp_path, s
     with pytest.raises(ProbeError, match=r"no utterance of .*dialects/manifest.jsonl has extra.accent; the attributes its utterances have: dialect"):
         run_probe(ProbeConfig(store=str(trained), site=SITE, task="attribute:accent", apply_to=str(unlabelled), **TRAINING))
     manifest.unlink()
-    with pytest.raises(ProbeError, match=f"the apply_to store {applied} was built from the manifest {manifest}, which is not there: its accent labels"):
+    with pytest.raises(ProbeError, match=f"the apply_to store {applied} was built from the manifest {manifest}, which is not there") as refused:
         run_probe(config)
+    assert "a relative path counts from where that store was built: run from there, or restore that manifest" in str(refused.value)
 
 
 def test_the_command_line_applies_an_attribute_probe(tmp_path, stores, capsys):

@@ -424,3 +424,20 @@ def test_pairs_go_on_past_a_pair_that_cannot_be_probed(tmp_path, capsys):
     assert captured.err.startswith("error: 2 of 3 runs could not be probed (the others' rows are written; listed above): ") and captured.err.count("\n") == 1
     assert probe_cli.main(argv) == 2 and len(load_rows(out)) == 1
     assert "[probe] 3 runs, 1 already in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "speakers, expected",
+    [
+        ({f"{value[0]}{s}": value for value in ("a,b", "c") for s in range(3)}, "class 'a,b' holds a comma and cannot be named in a task"),
+        ({f"n{s}": "north" for s in range(3)}, "attribute:accent has 1 class (north) in store"),
+    ],
+)
+def test_pairs_that_cannot_be_formed_are_one_line(tmp_path, capsys, speakers, expected):
+    """--pairs forms its pairs from the store before running them: a class that cannot be named in a
+    task (a comma) or a single class is refused in one line (both were tracebacks)."""
+    _, store = write_attribute_corpus(tmp_path / "c", speakers, utterances=2)
+    argv = ["--store", str(store), "--site", SITE, "--probe", "mean", "--attribute", "accent", "--pairs", "--out", str(tmp_path / "p.jsonl")]
+    assert probe_cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and expected in error and error.count("\n") == 1, error

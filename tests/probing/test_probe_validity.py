@@ -189,6 +189,17 @@ def test_apply_to_store_sharing_training_speakers_is_an_error(tmp_path, capsys):
     assert {k: v for k, v in row["applied_to"].items() if k != "subject"} == {"store": str(applied), "utterances": 2, "scored": 2}
 
 
+def test_apply_to_store_of_another_width_at_the_site_is_one_line_before_training(tmp_path, capsys, monkeypatch):
+    """Another model's store (its states at the site 6 wide, the probe's 4): refused in one line naming
+    both widths before the probe trains (it was a numpy broadcast traceback after training)."""
+    train = write_rows(tmp_path / "train", _manifest_rows())
+    applied = write_rows(tmp_path / "applied", [("x1", "female", "f-other", ""), ("x2", "male", "m-other", "")], dim=6)
+    monkeypatch.setattr("probing.run.attention_probe", lambda *args: pytest.fail("the probe trained"))
+    argv = ["--store", train, "--site", SITE, "--probe", "attention", "--apply-to", applied, "--out", tmp_path / "r.jsonl", "--max-epochs", "2"]
+    status, err = run_cli(argv, capsys)
+    assert_one_error_line(status, err, f"the apply_to store {applied}", f"{SITE} is 6 wide", f"{train}'s is 4")
+
+
 # --- issue 11 item 6: a rerun after the store changed recomputes ------------------------------------
 
 

@@ -145,6 +145,13 @@ def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute
         ("accent", "north, west", "behaviour.gap[1].groups: no utterance of toy-en ({manifest}) has accent 'west'; its values: north, south; "),
         ("accent", "north", "behaviour.gap[1].groups: expected two or more different values of accent (strings or whole numbers), got ['north']"),
         ("acc:ent", "north, south", "behaviour.gap[1].attribute: attribute 'acc:ent': name a key of the manifest's extra"),
+        (
+            "gender",
+            "female, male",
+            "has extra.gender; the attributes its utterances have: accent; gender is each utterance's own label, not extra's: compare it without attribute",
+        ),
+        # a comma would spell the task of [north, south, west] (one report file for both comparisons)
+        ("accent", '"north,south", west', "behaviour.gap[1].groups: accent 'north,south' holds a comma, which the gap's task and report name cannot spell"),
     ],
 )
 def test_an_attribute_gap_the_manifest_cannot_give_is_one_line_naming_the_study_file_and_key(tmp_path, capsys, attribute, groups, expected):
@@ -179,3 +186,28 @@ def test_a_study_grid_applies_an_attribute_probe_to_another_corpus(tmp_path, cap
     study.write_text(text.replace("manifests: {en: toy-en.jsonl}}", "manifests: {en: toy-en.jsonl}}" + second))
     assert main(["run", str(study), "--dry-run"]) == 0, capsys.readouterr().err
     assert "tiny toy-en encoder.final attention control=none seed=0 task=attribute:accent applied to toy2-en" in capsys.readouterr().out
+
+
+def test_results_md_lists_each_comparison_of_a_gap_of_three_groups_or_more(tmp_path):
+    """A gap of groups [x, y, z] compares x and y with z: long.csv has its E as
+    comparisons.x.gap_relative and comparisons.y.gap_relative (no gap_relative of its own), and
+    RESULTS.md's "Other gap comparisons" lists both (it listed two-group comparisons only)."""
+    from experiments.scoring.collect import write_csv
+    from experiments.study.report import _other_gaps_section
+
+    columns = ["kind", "model", "dataset", "language", "task", "metric", "value"]
+    common = {"kind": "asr_gap", "model": "m", "dataset": "d", "language": "en"}
+    three = common | {"task": "attribute:g:x.1,y,z"}
+    rows = [
+        common | {"task": "attribute:accent:north,south", "metric": "gap_relative", "value": "10.0"},
+        three | {"metric": "comparisons.x.1.gap_relative", "value": "50.0"},
+        three | {"metric": "comparisons.y.gap_relative", "value": "-25.0"},
+        three | {"metric": "comparisons.y.delta_rel", "value": "-28.6"},
+        three | {"metric": "comparisons.y.bootstrap.gap_relative", "value": "4.4"},
+        common | {"task": "female-male", "metric": "gap_relative", "value": "3.0"},
+    ]
+    long = write_csv(rows, columns, tmp_path / "long.csv")
+    lines = _other_gaps_section({"long": long})
+    assert "| attribute:accent:north,south | m | d | en | +10.00 |" in lines
+    assert "| attribute:g: x.1-z (of 3 groups) | m | d | en | +50.00 |" in lines and "| attribute:g: y-z (of 3 groups) | m | d | en | -25.00 |" in lines
+    assert not any("female-male" in line or "28.6" in line or "4.4" in line for line in lines)
