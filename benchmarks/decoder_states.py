@@ -20,49 +20,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.extraction import synthetic_voices
+from benchmarks.plain_runs import add_plain_arguments, load_average, load_whisper, time_plain_runs
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--utterances", type=int, default=6)
-    parser.add_argument("--checkpoint", default="bundled-base", help="bundled-base or tiny-random")
-    parser.add_argument("--sites", default="all", help="encoder sites of the plain extraction")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    add_plain_arguments(parser, utterances=6, sites="all", sites_help="encoder sites of the plain extraction")
     args = parser.parse_args(argv)
 
-    import torch
-
     from extract.decoder_run import DecoderStatesJob, run_decoder_states
-    from extract.families.generation import GenerationOptions
     from extract.manifest import read_manifest
-    from extract.runner import run_extraction, run_transcription
-    from extract.spec import ModelSpec, load_generator
     from extract.store import ShardReader
 
-    torch.set_num_threads(args.threads)
-    print(f"load average before: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
-    spec = ModelSpec("whisper", args.checkpoint, device="cpu")
-    generator = load_generator(spec, GenerationOptions(max_new_tokens=args.max_new_tokens))
+    print(f"load average before: {load_average()}")
+    spec, generator = load_whisper(args)
     sites = generator.extractor.resolve_sites(args.sites if args.sites == "all" else args.sites.split(","))
     with tempfile.TemporaryDirectory(prefix="decoder-bench-") as folder:
         root = Path(folder)
         manifest = synthetic_voices(root / "voices", args.utterances)
         utterances = read_manifest(manifest)
-        timings = {}
-        started = time.perf_counter()
-        run_extraction(generator.extractor, utterances, sites, root / "store", config={}, show_progress=False)
-        timings["extract"] = time.perf_counter() - started
-        started = time.perf_counter()
-        run_transcription(generator, utterances, root / "hyps.jsonl", "asr", None, "bench", 240.0, 30.0, show_progress=False)
-        timings["transcribe"] = time.perf_counter() - started
+        timings = time_plain_runs(generator, utterances, sites, root)
         job = DecoderStatesJob(spec=spec, manifest=manifest, out=root / "decoder", task="asr", max_new_tokens=args.max_new_tokens)
         started = time.perf_counter()
         run_decoder_states(job, show_progress=False, generator=generator)
@@ -81,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_new_tokens": args.max_new_tokens,
         "seconds": timings,
         "per_clip": {name: seconds / clips for name, seconds in timings.items()},
-        "load_average_after": os.getloadavg(),
+        "load_average_after": load_average(),
     }
     per = result["per_clip"]
     print("| run | seconds | per clip |")
@@ -91,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"| decoder_states ({clips} clips x {decoder_sites} decoder sites, {tokens} tokens) | {timings['decoder_states']:.1f} | {per['decoder_states']:.2f} s |"
     )
-    print(f"load average after: {' '.join(f'{value:.2f}' for value in result['load_average_after'])}")
+    print(f"load average after: {result['load_average_after']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0

@@ -24,41 +24,24 @@ import time
 from pathlib import Path
 
 from benchmarks.extraction import synthetic_voices
+from benchmarks.plain_runs import add_plain_arguments, load_whisper, time_plain_runs
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--utterances", type=int, default=8)
-    parser.add_argument("--checkpoint", default="bundled-base", help="bundled-base or tiny-random")
-    parser.add_argument("--sites", default="encoder.layer.0,encoder.layer.3,encoder.final")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    add_plain_arguments(parser, utterances=8, sites="encoder.layer.0,encoder.layer.3,encoder.final")
     args = parser.parse_args(argv)
 
-    import torch
-
     from experiments.patching.run import PatchJob, PatchOptions, run_patching
-    from extract.families.generation import GenerationOptions
     from extract.manifest import read_manifest
-    from extract.runner import run_extraction, run_transcription
-    from extract.spec import ModelSpec, load_generator
 
-    torch.set_num_threads(args.threads)
-    spec = ModelSpec("whisper", args.checkpoint, device="cpu")
-    generator = load_generator(spec, GenerationOptions(max_new_tokens=args.max_new_tokens))
-    sites = args.sites.split(",")
+    spec, generator = load_whisper(args)
+    sites = generator.extractor.resolve_sites(args.sites.split(","))  # an unknown site named, with the valid ones
     with tempfile.TemporaryDirectory(prefix="patch-bench-") as folder:
         root = Path(folder)
         manifest = synthetic_voices(root / "voices", args.utterances)
         utterances = read_manifest(manifest)
-        timings = {}
-        started = time.perf_counter()
-        run_extraction(generator.extractor, utterances, sites, root / "store", config={}, show_progress=False)
-        timings["extract"] = time.perf_counter() - started
-        started = time.perf_counter()
-        run_transcription(generator, utterances, root / "hyps.jsonl", "asr", None, "bench", 240.0, 30.0, show_progress=False)
-        timings["transcribe"] = time.perf_counter() - started
+        timings = time_plain_runs(generator, utterances, sites, root)
         job = PatchJob(spec, manifest, root / "patch" / "rows.jsonl", PatchOptions(sites=args.sites, max_new_tokens=args.max_new_tokens, iterations=200))
         started = time.perf_counter()
         report = run_patching(job, show_progress=False, generator=generator)
