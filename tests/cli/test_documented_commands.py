@@ -3,7 +3,7 @@ missing flag fails here rather than in a reader's shell (issue 29, item 4).
 
 The commands are the ``python -m experiments.X ...`` and ``speech-gender X ...`` lines of the
 ```` ```bash ```` blocks of :data:`DOCUMENTS` (docs/papers.md, docs/getting-started.md,
-experiments/studies/README.md, the README and the results, study, real-voices, patching and attributes pages), with
+experiments/studies/README.md, the README and the results, study, real-voices, patching, attributes and decoder pages), with
 continuation lines joined and each command of a ``for`` loop or a ``&&`` chain on its own. A
 ``for`` loop's variable takes its first value; other shell variables stay as written (``$DATA``
 is a value like any other). Parsing needs no file and no model: it checks the stage, the
@@ -32,6 +32,7 @@ DOCUMENTS = (
     "docs/real-voices.md",
     "docs/stages/patching.md",
     "docs/attributes.md",
+    "docs/stages/decoder.md",
 )
 SEPARATORS = {";", "&&", "||", "|", ">", ">>", "<", "(", ")", "&"}
 SHELL_WORDS = {"do", "then", "else", "done", "fi"}
