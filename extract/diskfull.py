@@ -11,7 +11,7 @@ saying what was kept.
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,14 +52,20 @@ def naming_full_disk(path: str | Path, kept: str) -> Iterator[None]:
 
 
 def write_text_whole(path: str | Path, text: str, kept: str = "it was not written and an earlier version is unchanged") -> Path:
-    """``text`` (UTF-8) at ``path`` through a temporary file beside it, renamed over ``path`` once
-    written: a reader sees the old file or the new one, never half of it. A full disk is named
-    (:func:`naming_full_disk`, ``kept``) and the temporary file removed."""
+    """``text`` (UTF-8) at ``path``, whole or not at all (:func:`write_whole`)."""
+    return write_whole(path, lambda temporary: temporary.write_text(text, encoding="utf-8"), kept)
+
+
+def write_whole(path: str | Path, write: Callable[[Path], object], kept: str = "it was not written and an earlier version is unchanged") -> Path:
+    """``write(temporary)`` writes the file into a temporary file beside ``path``, which is renamed over
+    ``path`` once written: a reader sees the old file or the new one, never half of it (a killed
+    writer leaves at most the temporary file). A full disk is named (:func:`naming_full_disk`,
+    ``kept``) and the temporary file removed on any failure."""
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     try:
         with naming_full_disk(path, kept):
-            temporary.write_text(text, encoding="utf-8")
+            write(temporary)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

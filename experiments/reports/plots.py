@@ -85,13 +85,18 @@ def figure_paths(out: str | Path) -> list[Path]:
 
 
 def save(figure, out: str | Path) -> list[Path]:
-    """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``."""
+    """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``, each whole or not at all
+    (through a temporary file: a run killed while it saves leaves no half-written figure)."""
+    from extract.diskfull import write_whole
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = figure_paths(out)
-    for path in paths:
-        figure.savefig(path)
-    pyplot().close(figure)
+    try:
+        for path in paths:
+            write_whole(path, lambda temporary, suffix=path.suffix[1:]: figure.savefig(temporary, format=suffix))
+    finally:
+        pyplot().close(figure)
     return paths
 
 
