@@ -20,11 +20,10 @@ from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_
 from extract.families.generation import GenerationOptions, Generator
 from extract.jobs import manifest_config, model_config
 from extract.manifest import Utterance, read_manifest
-from extract.provenance import provenance
-from extract.runner import AudioLog, ExtractionReport, audio_batches, part_name, parts_to_write, resume_part, utterance_meta
+from extract.runner import AudioLog, ExtractionReport, audio_batches, parts_to_write, store_attributes, utterance_meta, write_parts
 from extract.spec import ModelSpec, load_generator
 from extract.stage_options import DecoderStatesOptions
-from extract.store import PartClaim, StoreAttributes, TokenPartWriter, is_complete
+from extract.store import TokenPartWriter
 
 ROWS = (
     "generated tokens: row j is the decoder's state at the step that generated token j (its input the token before it), "
@@ -73,18 +72,8 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     sites = resolve_decoder_sites(extractor, "all" if job.sites == "all" else list(job.sites))
     generator.check(job.task, job.tgt_lang)
     config = job.store_config(sites, generator)
-    table = decoder_site_table(extractor)
-    attributes = StoreAttributes(
-        model_id=extractor.checkpoint,
-        revision=extractor.revision or "",
-        family=extractor.family,
-        site_modules={site: f"{table[site].module}:{table[site].take}" for site in sites},
-        frame_rates={site: float("nan") for site in sites},  # rows are tokens, not timed frames
-        model_dtype=str(extractor.dtype).removeprefix("torch."),
-        storage_dtype=job.storage_dtype,
-        config=config,
-        **provenance(),
-    )
+    untimed = {site: float("nan") for site in sites}  # rows are tokens, not timed frames
+    attributes = store_attributes(extractor, decoder_site_table(extractor), untimed, job.storage_dtype, config)
     out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
     report = ExtractionReport()
@@ -99,14 +88,11 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
         remedy="use a new --out folder, or move those parts out of it",
     )
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
-        for number, part in todo:
-            path = out / part_name(job.shard_index, job.num_shards, number)
-            with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
-                if is_complete(path):  # another writer finished it since the scan above
-                    resume_part(path, part, report)
-                    bar.update(len(part))
-                    continue
-                report.parts.append(str(_write_part(generator, job, sites, part, path, attributes, report, bar, claim)))
+
+        def write(part: list[Utterance], path: Path, claim) -> Path:
+            return _write_part(generator, job, sites, part, path, attributes, report, bar, claim)
+
+        write_parts(out, todo, report, bar, write, shard_index=job.shard_index, num_shards=job.num_shards, reclaim_stale=reclaim_stale)
     return report
 
 

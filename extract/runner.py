@@ -240,18 +240,8 @@ def run_extraction(
         config = {**config, "interventions": intervener.records()}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = extractor.site_table()
-    attributes = StoreAttributes(
-        model_id=extractor.checkpoint,
-        revision=extractor.revision or "",
-        family=extractor.family,
-        site_modules={site: f"{table[site].module or '<model>'}:{table[site].take}" for site in sites},
-        frame_rates={site: extractor.frame_rate(site) for site in sites},
-        model_dtype=str(extractor.dtype).removeprefix("torch."),
-        storage_dtype=storage_dtype,
-        config=config,
-        **provenance(),
-    )
+    frame_rates = {site: extractor.frame_rate(site) for site in sites}
+    attributes = store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config)
     report = ExtractionReport()
     todo = parts_to_write(out_dir, utterances, config, report, num_shards=num_shards, shard_index=shard_index, utterances_per_part=utterances_per_part)
     if batch_size is None and extractor.device.type == "cuda":
@@ -260,16 +250,55 @@ def run_extraction(
     stored = {"dtype": storage_dtype, "positions": positions, "pool": pool}
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
-        for number, part in todo:
-            path = out_dir / part_name(shard_index, num_shards, number)
-            with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
-                if is_complete(path):  # another writer finished it since the scan above
-                    resume_part(path, part, report)
-                    bar.update(len(part))
-                    continue
-                written = _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
-            report.parts.append(str(written))
+
+        def write(part: list[Utterance], path: Path, claim: PartClaim) -> Path:
+            return _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
+
+        write_parts(out_dir, todo, report, bar, write, shard_index=shard_index, num_shards=num_shards, reclaim_stale=reclaim_stale)
     return report
+
+
+def store_attributes(extractor: Extractor, table: dict, frame_rates: dict[str, float], storage_dtype: str, config: dict) -> StoreAttributes:
+    """What every part of a store records of what wrote it: the model (checkpoint, revision, family,
+    dtype), each site's module from ``table`` and its frame rate (the keys of ``frame_rates`` are the
+    sites stored), the storage dtype, ``config`` and the code's provenance. Shared by every store
+    writer (extraction, decoder states)."""
+    return StoreAttributes(
+        model_id=extractor.checkpoint,
+        revision=extractor.revision or "",
+        family=extractor.family,
+        site_modules={site: f"{table[site].module or '<model>'}:{table[site].take}" for site in frame_rates},
+        frame_rates=dict(frame_rates),
+        model_dtype=str(extractor.dtype).removeprefix("torch."),
+        storage_dtype=storage_dtype,
+        config=config,
+        **provenance(),
+    )
+
+
+def write_parts(
+    out_dir: Path,
+    todo: list[tuple[int, list[Utterance]]],
+    report: ExtractionReport,
+    bar,
+    write: Callable[[list[Utterance], Path, PartClaim], Path],
+    *,
+    shard_index: int,
+    num_shards: int,
+    reclaim_stale: bool,
+) -> None:
+    """Each part of ``todo`` (:func:`parts_to_write`) under its claim: one that another writer finished
+    since the scan is resumed, the others written by ``write(part, path, claim)``, which returns the
+    part's path. Shared by every store writer, so that they claim and resume alike."""
+    for number, part in todo:
+        path = out_dir / part_name(shard_index, num_shards, number)
+        with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
+            if is_complete(path):  # another writer finished it since the scan above
+                resume_part(path, part, report)
+                bar.update(len(part))
+                continue
+            written = write(part, path, claim)
+        report.parts.append(str(written))
 
 
 def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -> int:

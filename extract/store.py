@@ -896,6 +896,7 @@ class ShardReader:
         self.sites = _site_order(sites, self.info, path)
         self._handles: dict[int, object] = {}
         self._pid = None
+        self._token_tables: dict[int, list[GeneratedTokens]] = {}  # part -> its generated tokens, read and checked once
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -1077,10 +1078,9 @@ class ShardReader:
         if utterance_id not in self._index:
             raise KeyError(f"no utterance {utterance_id!r} in the store")
         part, row = self._index[utterance_id]
-        tables = self.__dict__.setdefault("_token_tables", {})  # part -> its tokens, read and checked once
-        if part not in tables:
-            tables[part] = _part_tokens(self._handle(part), self.parts[part])
-        return tables[part][row]
+        if part not in self._token_tables:
+            self._token_tables[part] = _part_tokens(self._handle(part), self.parts[part])
+        return self._token_tables[part][row]
 
     def close(self) -> None:
         for handle in self._handles.values():
