@@ -86,10 +86,6 @@ class UtteranceWords:
     words: list[GenderedWord]
     rows: list[list[int]]
 
-    @property
-    def located(self) -> list[list[int]]:
-        return [rows for rows in self.rows if rows]
-
 
 def utterance_words(pieces: tuple[str, ...], entry, language: str) -> UtteranceWords:
     """The gendered words of ``entry`` in the hypothesis the ``pieces`` join to, with their rows."""
