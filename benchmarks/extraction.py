@@ -28,6 +28,7 @@ Run it with another checkout first on ``PYTHONPATH`` to measure that version of 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import os
@@ -107,16 +108,83 @@ def run_ours(model: Path, manifest: Path, store: Path, args) -> dict:
     options = {"batch_seconds": args.batch_seconds}
     if args.batch_size and "batch_size" in inspect.signature(run_extraction).parameters:  # an older package has none
         options["batch_size"] = args.batch_size
+    stages = StageClock(extractor) if args.stages else contextlib.nullcontext()
     _sync(args.device)
     started = time.perf_counter()
-    run_extraction(extractor, utterances, sites, store, config={}, show_progress=False, **options)
+    with stages:
+        run_extraction(extractor, utterances, sites, store, config={}, show_progress=False, **options)
     _sync(args.device)
     seconds = time.perf_counter() - started
     stored = sum(part.stat().st_size for part in store.glob("*.h5"))
     row = {"utterances": len(utterances), "seconds": seconds, "utt_per_s": len(utterances) / seconds, "sites": len(sites), "bytes": stored}
     if args.device == "cuda":
         row["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if args.stages:
+        row["stages_s"] = stages.seconds
     return row
+
+
+class StageClock:
+    """Seconds spent in each stage of ``run_extraction`` while it runs (``--stages``), by wrapping,
+    for the run only, the calls each stage makes: ``extract`` (the model and the copy to the host, on
+    the calling thread), ``submit`` (the calling thread waiting for room behind the writer thread),
+    ``next_batch`` (the calling thread waiting for the loader), ``add`` (the part writer's work per
+    utterance, on the writer thread) and ``close`` (the part's read-back, sync and rename). Where the
+    measured checkout lacks one of these calls, that stage is left out."""
+
+    def __init__(self, extractor):
+        import extract.pipeline
+        import extract.runner
+        import extract.store
+
+        self.seconds: dict[str, float] = {}
+        self.targets = [(extractor, "extract", "extract"), (extract.store.PartWriter, "add", "add"), (extract.store.PartWriter, "close", "close")]
+        self.targets += [(extract.pipeline.BackgroundWriter, "submit", "submit"), (extract.runner, "prefetched", "next_batch")]
+        self.targets = [target for target in self.targets if hasattr(target[0], target[1])]
+        self.saved: list[tuple[object, str, object]] = []
+
+    def __enter__(self):
+        for owner, name, stage in self.targets:
+            self.saved.append((owner, name, vars(owner).get(name)))  # None: inherited (a method of an instance's class)
+            original = getattr(owner, name)
+            setattr(owner, name, self._timed_batches(original) if stage == "next_batch" else self._timed(original, stage))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, own in reversed(self.saved):
+            if own is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, own)
+        return False
+
+    def _add(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+
+    def _timed(self, call, stage: str):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._add(stage, time.perf_counter() - started)
+
+        return timed
+
+    def _timed_batches(self, prefetched):
+        def timed(*args, **kwargs):
+            batches = prefetched(*args, **kwargs)
+            while True:
+                started = time.perf_counter()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                finally:
+                    self._add("next_batch", time.perf_counter() - started)
+                yield batch
+
+        return timed
 
 
 def package_root() -> str:
@@ -242,6 +310,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="folder for audio and stores (default: a new temporary folder; the disk measured)")
     parser.add_argument("--json", type=Path, default=Path(os.environ["OUT"]) / "extraction.json" if os.environ.get("OUT") else None)
     parser.add_argument("--tag", default="", help="a name for this run in the JSON (e.g. the commit)")
+    parser.add_argument("--stages", action="store_true", help="also time the stages of ours (the model, the waits, the writer's calls)")
     args = parser.parse_args()
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     args.utterances = args.utterances or (160 if args.device == "cuda" else 24)
@@ -278,6 +347,9 @@ def main() -> None:
     print("| approach | utt/s | seconds | GiB written |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row['approach']} | {row['utt_per_s']:.2f} | {row['seconds']:.1f} | {row.get('bytes', 0) / 2**30:.2f} |")
+    for row in rows:
+        if row.get("stages_s"):
+            print(f"\n{row['approach']}'s stages (seconds): " + ", ".join(f"{name} {value:.2f}" for name, value in row["stages_s"].items()))
     rates = {row["approach"]: row["utt_per_s"] for row in rows}
     if "ours" in rates:
         bounds = [rates[name] for name in ("encoder", "raw-write") if name in rates]
