@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Issue 34's GPU measurements in one device call, into $OUT (gpu_check.log and the benchmarks' JSON):
-# extraction of every site of a large-v3-sized Whisper (all rows, with the stages of ours timed),
-# the same in-process run of an older checkout, the store's writer against a raw write (older
-# writer interleaved), and the probe solver's thread sweep on the host's cores.
+# Issue 34's GPU measurements in one device call, into $OUT (gpu_check.log and the benchmarks' JSON).
+# STEPS (default: all five) picks among:
+#   extraction  every site of a large-v3-sized Whisper, every row (ours cold and warm, the command,
+#               the encoder bound, the published loop, the raw write), the stages of ours timed;
+#   before      ours cold and warm with the older checkout, on the same machine;
+#   parts       ours warm in parts of 40 clips (4 part ends in 160 clips), this checkout and the older;
+#   writer      the store's writer against a raw write (the older writer interleaved);
+#   threads     the probe solver's thread sweep on the host's cores.
 #
 # Prepare here (the device machine gets the project folder only, with no network):
 #   benchmarks/gpu_wheels.sh                                   # .whl/: the wheels the image lacks
@@ -10,6 +14,7 @@
 #   (both folders git-ignored: `/.whl/` and `/.gpu-before/` in .git/info/exclude)
 # Then, as the device call's command, carrying .whl and .gpu-before:
 #   bash benchmarks/gpu_check.sh <this commit> <the older commit>
+#   STEPS="extraction parts" bash benchmarks/gpu_check.sh ...          # some steps only
 # Each step has its own time limit, so a slow step costs only itself; what ran is in the log.
 set -uo pipefail
 after=${1:-after}
@@ -31,13 +36,17 @@ step() {  # step NAME SECONDS PYTHONPATH COMMAND...
 }
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; df -h "$work"; } 2>&1 | tee -a "$log"
-step extraction 300 "$PWD" python3 benchmarks/extraction.py --device cuda --dims large-v3 --random-init --stages --work "$work" --tag "$after"
-if [ -d .gpu-before/extract ]; then
-  step extraction-before 120 "$PWD/.gpu-before" python3 benchmarks/extraction.py --device cuda --dims large-v3 --random-init --stages --work "$work" --only ours --tag "$before"
-  baseline=(--baseline "$PWD/.gpu-before")
-else
-  baseline=()
+steps=${STEPS:-extraction before parts writer threads}
+has() { [[ " $steps " == *" $1 "* ]]; }
+bench=(python3 benchmarks/extraction.py --device cuda --dims large-v3 --random-init --stages --work "$work")
+older=$PWD/.gpu-before
+[ -d "$older/extract" ] || older=
+has extraction && step extraction 300 "$PWD" "${bench[@]}" --tag "$after"
+[ -n "$older" ] && has before && step extraction-before 150 "$older" "${bench[@]}" --only ours ours-warm --tag "$before"
+if has parts; then
+  step parts 120 "$PWD" "${bench[@]}" --only ours-warm --utterances-per-part 40 --tag "$after"
+  [ -n "$older" ] && step parts-before 120 "$older" "${bench[@]}" --only ours-warm --utterances-per-part 40 --tag "$before"
 fi
-step store-writer 150 "$PWD" python3 benchmarks/store_writer.py --dims large-v3 base --repeats 2 --folder "$work/writer" --json "$OUT/store_writer.json" "${baseline[@]}"
-step probe-threads 120 "$PWD" python3 benchmarks/probes.py --threads 2 16 --before 2
+has writer && step store-writer 150 "$PWD" python3 benchmarks/store_writer.py --dims large-v3 base --repeats 2 --folder "$work/writer" --json "$OUT/store_writer.json" ${older:+--baseline "$older"}
+has threads && step probe-threads 120 "$PWD" python3 benchmarks/probes.py --threads 2 16 --before 2
 rm -rf "$work" "$site"

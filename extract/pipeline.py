@@ -8,6 +8,11 @@ part's audio (loaded whole before its first batch, so that the part records ever
 and ``depth`` batches of host states behind the model (on a GPU with Whisper large-v3, all 34
 sites, 16 clips of 10 s: 16 x 500 x 1280 x 2 bytes x 34, about 0.65 GiB a batch in float16).
 
+A part's end, the writer thread's last batches and the part's close (read-back, sync, rename),
+runs behind the next part's audio and model (:func:`in_background`): at a part boundary the model
+would otherwise wait for both. At most one part is ending while the next is written, so at most
+twice the states above are on the host.
+
 Both threads only move work in time: results, their order and every error are those of the
 same loop run in one thread. An error in a thread is raised in the calling thread at its next
 hand-over (or at the end), and the calling thread's own error stops both threads before it
@@ -19,6 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -117,3 +123,18 @@ class BackgroundWriter:
 
 class _Cancelled(Exception):
     """Marks a writer whose remaining calls were dropped on purpose."""
+
+
+def in_background(call: Callable[[], T], name: str = "extract-part-end") -> Future:
+    """``call()`` on a thread of its own; its result, or the error it raised, in the returned future."""
+    future: Future = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as error:  # handed to whoever waits on the future
+            future.set_exception(error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future

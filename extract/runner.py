@@ -26,7 +26,8 @@ import json
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -39,7 +40,7 @@ from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
-from extract.pipeline import BackgroundWriter, prefetched
+from extract.pipeline import BackgroundWriter, in_background, prefetched
 from extract.provenance import provenance
 from extract.store import (
     PartClaim,
@@ -281,7 +282,7 @@ def write_parts(
     todo: list[tuple[int, list[Utterance]]],
     report: ExtractionReport,
     bar,
-    write: Callable[[list[Utterance], Path, PartClaim], Path],
+    write: Callable[[list[Utterance], Path, PartClaim], Path | EndingPart],
     *,
     shard_index: int,
     num_shards: int,
@@ -289,16 +290,63 @@ def write_parts(
 ) -> None:
     """Each part of ``todo`` (:func:`parts_to_write`) under its claim: one that another writer finished
     since the scan is resumed, the others written by ``write(part, path, claim)``, which returns the
-    part's path. Shared by every store writer, so that they claim and resume alike."""
-    for number, part in todo:
-        path = out_dir / part_name(shard_index, num_shards, number)
-        with PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write) as claim:
-            if is_complete(path):  # another writer finished it since the scan above
-                resume_part(path, part, report)
-                bar.update(len(part))
-                continue
-            written = write(part, path, claim)
-        report.parts.append(str(written))
+    part's path, or an :class:`EndingPart` whose end runs behind the next part's ``write`` (its
+    claim is held until it has ended; one part at most is ending). Shared by every store writer,
+    so that they claim and resume alike.
+
+    An error stops the run after the part still ending has ended (it is kept if it ended whole) and
+    every claim is released; the error raised is the first one."""
+    ending: tuple[EndingPart, ExitStack] | None = None
+    try:
+        for number, part in todo:
+            path = out_dir / part_name(shard_index, num_shards, number)
+            with ExitStack() as held:
+                claim = held.enter_context(PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write))
+                if is_complete(path):  # another writer finished it since the scan above
+                    previous, ending = ending, None
+                    _ended(previous, report)
+                    resume_part(path, part, report)
+                    bar.update(len(part))
+                    continue
+                written = write(part, path, claim)
+                if isinstance(written, EndingPart):
+                    previous, ending = ending, (written, held.pop_all())
+                    _ended(previous, report)
+                    continue
+            previous, ending = ending, None
+            _ended(previous, report)
+            report.parts.append(str(written))
+    except BaseException:
+        if ending is not None:
+            _ended(ending, report, quiet=True)
+        raise
+    _ended(ending, report)
+
+
+@dataclass
+class EndingPart:
+    """A part whose model loop is done and whose end (``end``: the writer thread's last batches and
+    the part's close) runs on a thread; ``record`` adds what it wrote to the report once it has ended."""
+
+    end: Future  # of the part's path
+    record: Callable[[], None]
+
+
+def _ended(ending: tuple[EndingPart, ExitStack] | None, report: ExtractionReport, quiet: bool = False) -> None:
+    """Waits for the part ``ending`` (if any), records it and releases its claim; ``quiet``: its
+    error is not raised (another is on its way)."""
+    if ending is None:
+        return
+    part, claim = ending
+    with claim:
+        try:
+            path = part.end.result()
+        except BaseException:
+            if quiet:
+                return
+            raise
+        part.record()
+        report.parts.append(str(path))
 
 
 def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -> int:
@@ -402,10 +450,11 @@ def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> 
         raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
-def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> Path:
+def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> EndingPart:
     """One part: audio loaded on a thread ahead of the model, states written on a thread behind it
-    (:mod:`extract.pipeline`); the model runs on the calling thread. ``stored``: the storage dtype,
-    positions and pooling (:meth:`Extractor.extract`)."""
+    (:mod:`extract.pipeline`); the model runs on the calling thread, and returns when it has seen
+    the part's last batch: the part's end (the last writes, the close) runs on a thread while the
+    next part starts. ``stored``: the storage dtype, positions and pooling (:meth:`Extractor.extract`)."""
     log = AudioLog()
     writer, written_here, background = None, 0, BackgroundWriter()
 
@@ -429,19 +478,30 @@ def _write_part(extractor, part, sites, path, attributes, stored, batching, max_
             background.submit(partial(write, writer, chosen, batch.audios, states))
             written_here += len(chosen)
             bar.update(len(chosen))
-        background.finish()
         if writer is None:  # every utterance of the part was skipped
             writer = open_writer({})
-        written = writer.close()
     except BaseException:
         background.cancel()
         if writer is not None:
             writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
         raise
-    report.written += written_here
-    report.skipped.extend(log.skipped)
-    report.audio_notes.update(log.notes)
-    return written
+
+    def record() -> None:
+        report.written += written_here
+        report.skipped.extend(log.skipped)
+        report.audio_notes.update(log.notes)
+
+    return EndingPart(in_background(partial(_end_part, background, writer)), record)
+
+
+def _end_part(background: BackgroundWriter, writer: PartWriter) -> Path:
+    """The part's last writes (the writer thread's queue), then its close; a failure discards it."""
+    try:
+        background.finish()
+        return writer.close()
+    except BaseException:
+        writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
+        raise
 
 
 def transcription_batches(

@@ -1,0 +1,110 @@
+"""A part's end (its last writes and close) runs behind the next part's model (extract.runner.write_parts)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from extract.families import tiny_extractor
+from extract.runner import run_extraction
+from extract.store import PartWriter, ShardReader, StoreError, is_complete
+from tests.corpus import write_corpus
+
+OPTIONS = dict(config={"test": 1}, storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3, show_progress=False)
+
+
+def _corpus(tmp_path, count=7):
+    rng = np.random.default_rng(0)
+    waves = [(0.1 * rng.standard_normal(int(16_000 * seconds))).astype(np.float32) for seconds in np.linspace(0.5, 1.5, count)]
+    return write_corpus(tmp_path, waves, speakers=3)
+
+
+def _is_first_part(writer: PartWriter) -> bool:
+    return writer.path.name.endswith("part00000.h5")
+
+
+def _leftovers(folder):
+    return sorted(path.name for path in folder.iterdir() if path.suffix in (".lock", ".tmp"))
+
+
+def test_the_next_parts_model_runs_while_a_part_ends(tmp_path, monkeypatch):
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    first_part_closing, next_part_ran = threading.Event(), threading.Event()
+    real_close, real_extract = PartWriter.close, extractor.extract
+
+    def close(writer):
+        if _is_first_part(writer):
+            first_part_closing.set()
+            assert next_part_ran.wait(timeout=10), "the next part's model waited for this part's end"
+        return real_close(writer)
+
+    def extract(*args, **kwargs):
+        if first_part_closing.is_set():
+            next_part_ran.set()
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    monkeypatch.setattr(extractor, "extract", extract)
+    report = run_extraction(extractor, utterances, sites, tmp_path / "store", **OPTIONS)
+    assert next_part_ran.is_set()
+    assert [name.rsplit("-", 1)[-1] for name in report.parts] == ["part00000.h5", "part00001.h5", "part00002.h5"]
+    assert report.written == len(utterances) and len(ShardReader(tmp_path / "store")) == len(utterances)
+    assert _leftovers(tmp_path / "store") == []
+
+
+def test_a_part_that_fails_as_it_ends_stops_the_run_and_a_rerun_completes_it(tmp_path, monkeypatch):
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    run_extraction(extractor, utterances, sites, tmp_path / "clean", **OPTIONS)
+    real_close = PartWriter.close
+
+    def close(writer):
+        if _is_first_part(writer):
+            raise StoreError("disk trouble while the first part ended")
+        return real_close(writer)
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    store = tmp_path / "store"
+    with pytest.raises(StoreError, match="disk trouble"):
+        run_extraction(extractor, utterances, sites, store, **OPTIONS)
+    parts = sorted(store.glob("*.h5"))
+    assert not any(is_complete(part) for part in parts if part.name.endswith("part00000.h5"))
+    assert _leftovers(store) == []  # the claims released, the failed part's temporary file gone
+    monkeypatch.setattr(PartWriter, "close", real_close)
+    report = run_extraction(extractor, utterances, sites, store, **OPTIONS)
+    assert report.resumed + report.written == len(utterances) and report.written >= 3
+    clean, resumed = ShardReader(tmp_path / "clean"), ShardReader(store)
+    assert clean.ids == resumed.ids
+    for site in sites:
+        for utterance in clean.ids:
+            np.testing.assert_array_equal(clean.get(site, utterance), resumed.get(site, utterance))
+
+
+def test_an_error_in_the_next_part_waits_for_the_ending_part_and_keeps_it(tmp_path, monkeypatch):
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    real_close, real_extract = PartWriter.close, extractor.extract
+    first_part_closing, calls = threading.Event(), []
+
+    def close(writer):
+        if _is_first_part(writer):
+            first_part_closing.set()
+        return real_close(writer)
+
+    def extract(*args, **kwargs):
+        if first_part_closing.is_set():
+            raise KeyboardInterrupt  # the second part's model stopped while the first part ends
+        calls.append(1)
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    monkeypatch.setattr(extractor, "extract", extract)
+    store = tmp_path / "store"
+    with pytest.raises(KeyboardInterrupt):
+        run_extraction(extractor, utterances, sites, store, **OPTIONS)
+    assert [part.name.rsplit("-", 1)[-1] for part in store.glob("*.h5") if is_complete(part)] == ["part00000.h5"]
+    assert _leftovers(store) == []
+    assert len(ShardReader(store)) == 3
