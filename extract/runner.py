@@ -26,7 +26,7 @@ import json
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -342,6 +342,8 @@ def _ended(ending: tuple[EndingPart, ExitStack] | None, report: ExtractionReport
         try:
             path = part.end.result()
         except BaseException:
+            if not part.end.done():  # the wait was interrupted (SIGTERM, Ctrl-C): the part ends before its claim goes
+                wait([part.end])
             if quiet:
                 return
             raise

@@ -108,3 +108,45 @@ def test_an_error_in_the_next_part_waits_for_the_ending_part_and_keeps_it(tmp_pa
     assert [part.name.rsplit("-", 1)[-1] for part in store.glob("*.h5") if is_complete(part)] == ["part00000.h5"]
     assert _leftovers(store) == []
     assert len(ShardReader(store)) == 3
+
+
+def test_an_interrupted_wait_lets_the_part_end_before_its_claim_goes(tmp_path, monkeypatch):
+    import extract.runner
+    from extract.store import PartClaim
+
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    events, real_close, real_release, real_in_background = [], PartWriter.close, PartClaim.release, extract.runner.in_background
+    closing_may_finish = threading.Event()
+
+    def close(writer):
+        closing_may_finish.wait(timeout=10)
+        path = real_close(writer)
+        events.append(("closed", writer.path.name))
+        return path
+
+    def release(claim):
+        if claim.held:
+            events.append(("released", claim.target.name))
+        real_release(claim)
+
+    class InterruptedWait:  # the first wait on the ending part is cut by Ctrl-C while the part still ends
+        def __init__(self, future):
+            self.future = future
+
+        def result(self):
+            threading.Timer(0.2, closing_may_finish.set).start()
+            raise KeyboardInterrupt
+
+        def done(self):
+            return self.future.done()
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    monkeypatch.setattr(PartClaim, "release", release)
+    monkeypatch.setattr(extract.runner, "in_background", lambda call: InterruptedWait(real_in_background(call)))
+    monkeypatch.setattr(extract.runner, "wait", lambda futures: [future.future.result() for future in futures])
+    with pytest.raises(KeyboardInterrupt):
+        run_extraction(extractor, utterances, sites, tmp_path / "store", **OPTIONS)
+    first = [event for event in events if event[1].endswith("part00000.h5")]
+    assert first == [("closed", first[0][1]), ("released", first[0][1])]
+    assert _leftovers(tmp_path / "store") == []
