@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,6 +142,9 @@ def test_an_interrupted_wait_lets_the_part_end_before_its_claim_goes(tmp_path, m
         def done(self):
             return self.future.done()
 
+        def exception(self):
+            return self.future.exception()
+
     monkeypatch.setattr(PartWriter, "close", close)
     monkeypatch.setattr(PartClaim, "release", release)
     monkeypatch.setattr(extract.runner, "in_background", lambda call: InterruptedWait(real_in_background(call)))
@@ -149,4 +153,65 @@ def test_an_interrupted_wait_lets_the_part_end_before_its_claim_goes(tmp_path, m
         run_extraction(extractor, utterances, sites, tmp_path / "store", **OPTIONS)
     first = [event for event in events if event[1].endswith("part00000.h5")]
     assert first == [("closed", first[0][1]), ("released", first[0][1])]
+    assert _leftovers(tmp_path / "store") == []
+
+
+def test_when_the_ending_part_and_the_next_part_both_fail_the_ending_parts_error_is_raised(tmp_path, monkeypatch):
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    real_close, real_extract = PartWriter.close, extractor.extract
+    first_part_failed = threading.Event()
+
+    def close(writer):
+        if _is_first_part(writer):
+            first_part_failed.set()
+            raise StoreError("disk trouble while the first part ended")
+        return real_close(writer)
+
+    def extract(*args, **kwargs):
+        if kwargs["ids"][0] in {"u3", "u4", "u5"}:  # the second part's model fails after the first part's end did
+            assert first_part_failed.wait(timeout=10)
+            raise RuntimeError("the second part's model failed")
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    monkeypatch.setattr(extractor, "extract", extract)
+    store = tmp_path / "store"
+    with pytest.raises(StoreError, match="disk trouble") as raised:  # the one a loop in one thread raises: part 0's, first
+        run_extraction(extractor, utterances, sites, store, **OPTIONS)
+    assert "the second part's model failed" in str(raised.value.__context__)  # the later error is kept beside it
+    assert not any(is_complete(part) for part in store.glob("*.h5"))
+    assert _leftovers(store) == []
+
+
+def test_the_report_counts_skipped_audio_an_empty_part_and_a_part_another_writer_finished(tmp_path, monkeypatch):
+    import shutil
+
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    sites = extractor.resolve_sites("all")
+    for index in (1, 3, 4, 5):  # u1 in part 0; part 1 (u3, u4, u5) wholly skipped
+        (tmp_path / "audio" / f"u{index}.wav").write_bytes(b"RIFF....WAVEjunk")
+    clean = run_extraction(extractor, utterances, sites, tmp_path / "clean", **OPTIONS)
+    assert clean.written == 3 and [entry["id"] for entry in clean.skipped] == ["u1", "u3", "u4", "u5"]
+    real_close = PartWriter.close
+    store = tmp_path / "store"
+
+    def close(writer):  # another writer finishes part 2 after this run's scan, while part 0 ends
+        if _is_first_part(writer):
+            (last,) = (tmp_path / "clean").glob("*part00002.h5")
+            shutil.copy(last, store / last.name)
+        return real_close(writer)
+
+    monkeypatch.setattr(PartWriter, "close", close)
+    report = run_extraction(extractor, utterances, sites, store, **OPTIONS)
+    assert (report.written, report.resumed) == (2, 1)
+    assert report.skipped == clean.skipped and report.audio_notes == clean.audio_notes
+    assert [Path(name).name for name in report.parts] == [Path(name).name for name in clean.parts]
+    assert _leftovers(store) == []
+
+
+def test_a_shard_with_no_part_to_write(tmp_path):
+    utterances, extractor = _corpus(tmp_path, count=1), tiny_extractor("s2t")
+    report = run_extraction(extractor, utterances, extractor.resolve_sites("all"), tmp_path / "store", **{**OPTIONS, "num_shards": 2, "shard_index": 1})
+    assert (report.written, report.resumed, report.parts) == (0, 0, [])
     assert _leftovers(tmp_path / "store") == []
