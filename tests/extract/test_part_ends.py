@@ -215,3 +215,53 @@ def test_a_shard_with_no_part_to_write(tmp_path):
     report = run_extraction(extractor, utterances, extractor.resolve_sites("all"), tmp_path / "store", **{**OPTIONS, "num_shards": 2, "shard_index": 1})
     assert (report.written, report.resumed, report.parts) == (0, 0, [])
     assert _leftovers(tmp_path / "store") == []
+
+
+_TWICE_INTERRUPTED = """
+import sys, threading, time
+from pathlib import Path
+import numpy as np
+from extract.families import tiny_extractor
+from extract.runner import run_extraction
+from extract.store import PartWriter
+from tests.corpus import write_corpus
+
+folder = Path(sys.argv[1])
+rng = np.random.default_rng(0)
+waves = [(0.1 * rng.standard_normal(int(16_000 * seconds))).astype(np.float32) for seconds in np.linspace(0.5, 1.5, 7)]
+utterances, extractor = write_corpus(folder, waves, speakers=3), tiny_extractor("s2t")
+real_close = PartWriter.close
+
+def close(writer):
+    if writer.path.name.endswith("part00000.h5"):
+        (folder / "closing").touch()
+        time.sleep(3)  # the first part's end is slow: two interrupts land while it ends
+    return real_close(writer)
+
+PartWriter.close = close
+run_extraction(extractor, utterances, extractor.resolve_sites("all"), folder / "store", config={"test": 1},
+               storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3, show_progress=False)
+"""
+
+
+def test_a_second_interrupt_while_a_part_ends_leaves_nothing_a_rerun_trips_on(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-c", _TWICE_INTERRUPTED, str(tmp_path)], env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "closing").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    for _ in range(2):  # an impatient Ctrl-C, twice
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) != 0
+    assert _leftovers(tmp_path / "store") == []  # no temporary file without its claim: a rerun would refuse it
+    utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
+    report = run_extraction(extractor, utterances, extractor.resolve_sites("all"), tmp_path / "store", **OPTIONS)
+    assert report.written + report.resumed == len(utterances)
