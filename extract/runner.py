@@ -311,7 +311,12 @@ def write_parts(
                 written = write(part, path, claim)
                 if isinstance(written, EndingPart):
                     previous, ending = ending, (written, held.pop_all())
-                    _ended(previous, report)
+                    try:
+                        _ended(previous, report)
+                    except BaseException:
+                        previous, ending = ending, None
+                        _ended(previous, report, quiet=True)  # the later part: its error, if any, comes second
+                        raise
                     continue
             previous, ending = ending, None
             _ended(previous, report)
