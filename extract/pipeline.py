@@ -136,5 +136,5 @@ def in_background(call: Callable[[], T], name: str = "extract-part-end") -> Futu
         except BaseException as error:  # handed to whoever waits on the future
             future.set_exception(error)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    threading.Thread(target=run, name=name).start()  # not a daemon: a process that exits mid-end waits for the part to end or be discarded
     return future

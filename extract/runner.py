@@ -311,14 +311,20 @@ def write_parts(
                 written = write(part, path, claim)
                 if isinstance(written, EndingPart):
                     previous, ending = ending, (written, held.pop_all())
-                    _ended(previous, report)
+                    try:
+                        _ended(previous, report)
+                    except BaseException:
+                        previous, ending = ending, None
+                        _ended(previous, report, quiet=True)  # the later part: its error, if any, comes second
+                        raise
                     continue
             previous, ending = ending, None
             _ended(previous, report)
             report.parts.append(str(written))
-    except BaseException:
-        if ending is not None:
-            _ended(ending, report, quiet=True)
+    except BaseException as error:
+        failed = _ended(ending, report, quiet=True)
+        if failed is not None and failed is not error:  # the ending part failed first: a loop in one thread stops there
+            raise failed  # noqa: B904 (its own cause kept; the later error becomes its context)
         raise
     _ended(ending, report)
 
@@ -332,11 +338,11 @@ class EndingPart:
     record: Callable[[], None]
 
 
-def _ended(ending: tuple[EndingPart, ExitStack] | None, report: ExtractionReport, quiet: bool = False) -> None:
+def _ended(ending: tuple[EndingPart, ExitStack] | None, report: ExtractionReport, quiet: bool = False) -> BaseException | None:
     """Waits for the part ``ending`` (if any), records it and releases its claim; ``quiet``: its
-    error is not raised (another is on its way)."""
+    error is returned, not raised (another is on its way)."""
     if ending is None:
-        return
+        return None
     part, claim = ending
     with claim:
         try:
@@ -345,7 +351,7 @@ def _ended(ending: tuple[EndingPart, ExitStack] | None, report: ExtractionReport
             if not part.end.done():  # the wait was interrupted (SIGTERM, Ctrl-C): the part ends before its claim goes
                 wait([part.end])
             if quiet:
-                return
+                return part.end.exception()
             raise
         part.record()
         report.parts.append(str(path))
