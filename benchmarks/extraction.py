@@ -333,7 +333,7 @@ def main() -> None:
     rows, stored, done = [], None, set()
     for approach in args.only:
         store = work / f"store-{approach}"
-        if approach == "ours" or approach == "ours-warm" and "ours" in done:
+        if approach == "ours" or (approach == "ours-warm" and "ours" in done):
             row = run_ours(model, manifest, store, args)
         elif approach == "ours-warm":
             run_ours(model, manifest, work / "store-warm-up", args)

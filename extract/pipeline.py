@@ -125,7 +125,7 @@ class _Cancelled(Exception):
     """Marks a writer whose remaining calls were dropped on purpose."""
 
 
-def in_background(call: Callable[[], T], name: str = "extract-part-end") -> Future:
+def in_background(call: Callable[[], T]) -> Future:
     """``call()`` on a thread of its own; its result, or the error it raised, in the returned future."""
     future: Future = Future()
     future.set_running_or_notify_cancel()
@@ -136,5 +136,5 @@ def in_background(call: Callable[[], T], name: str = "extract-part-end") -> Futu
         except BaseException as error:  # handed to whoever waits on the future
             future.set_exception(error)
 
-    threading.Thread(target=run, name=name).start()  # not a daemon: a process that exits mid-end waits for the part to end or be discarded
+    threading.Thread(target=run, name="extract-part-end").start()  # not a daemon: a process that exits mid-end waits for the part to end or be discarded
     return future
