@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from extract.claims import ClaimError
 from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
+from extract.families.errors import UnsupportedTransformersError
 from extract.manifest import ManifestError, normalize_gender
 from extract.records import RecordError
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 # errors a user can fix (a malformed or missing input, an unwritable output, an output another
 # process writes), shown as one line
-USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError, RecordError)  # RecordError: a result file of a newer version
+# RecordError: a result file of a newer version; UnsupportedTransformersError: raised when a model family loads
+USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError, RecordError, UnsupportedTransformersError)
 
 
 @dataclass(frozen=True)

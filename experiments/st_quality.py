@@ -1,11 +1,18 @@
 """``python -m experiments.st_quality``: BLEU, chrF and COMET of translations, overall and per speaker gender.
 
-    python -m experiments.st_quality --hypotheses HYPS.jsonl --out OUT.json [--comet-model Unbabel/wmt22-comet-da | PATH] [--no-comet]
+    python -m experiments.st_quality --hypotheses HYPS.jsonl --out OUT.json [--comet-model Unbabel/wmt22-comet-da | PATH]
+        [--comet | --no-comet] [--comet-python PATH]
 
 Rows are those of ``experiments.transcribe --task st`` (``reference``, ``hypothesis``, ``source``,
 ``gender``, ``tgt_lang``); a bad row is one line naming the file and line, exit 2. The library is
 ``experiments.scoring.translation_quality``. COMET loads a local checkpoint or a hub name (which
 needs the network); no COMET weights can be fetched on the machines this package is tested on.
+
+COMET is the optional ``[comet]`` extra: unbabel-comet pins numpy<2 and transformers<5, so it
+cannot share a current environment. Without it here, the scores are BLEU and chrF (the run says
+so), ``--comet`` is refused in one line, and ``--comet-python PATH`` runs COMET in the interpreter
+PATH of another environment that holds it (``make install-legacy``), passing segments and scores as
+files: the same scores as in process.
 The JSON is headed by its ``schema`` version, ``subject`` (the rows' model label, dataset, languages
 and target languages), ``inputs`` (path and sha256 of ``--hypotheses``) and ``provenance``.
 ``--json`` is a deprecated spelling of ``--out``.
@@ -20,7 +27,17 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_device_argument, add_out_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
-from experiments.scoring.translation_quality import DEFAULT_COMET, comet_scorer, quality_report, read_rows, save_quality_report, target_language
+from experiments.scoring.translation_quality import (
+    COMET_ELSEWHERE,
+    COMET_PINS,
+    DEFAULT_COMET,
+    comet_installed,
+    comet_scorer,
+    quality_report,
+    read_rows,
+    save_quality_report,
+    target_language,
+)
 from extract.options import option
 
 
@@ -30,6 +47,8 @@ class StQualityOptions:
 
     comet_model: str = option(DEFAULT_COMET, "hub name or local checkpoint", role="input")
     no_comet: bool = option(False, "BLEU and chrF only: no COMET model is loaded")
+    comet: bool = option(False, "score COMET or fail (default: COMET when unbabel-comet is installed here or --comet-python is given)")
+    comet_python: str | None = option(None, "the python of another environment that holds unbabel-comet (the [comet] extra): COMET runs there")
     batch_size: int = option(16, "segments per COMET batch")
     gpus: int | None = option(None, "GPUs COMET runs on (default: 1 with --device cuda, else 0)")
 
@@ -68,7 +87,13 @@ def _run(args: argparse.Namespace) -> int:
         gpus, devices = comet_devices(args.device, options.gpus)
     except ValueError as error:
         return fail(str(error))
-    scorer = None if options.no_comet else comet_scorer(options.comet_model, options.batch_size, gpus, devices)
+    if options.no_comet and (options.comet or options.comet_python):
+        return fail(f"--no-comet with {'--comet' if options.comet else '--comet-python'}: choose one")
+    scorer = None
+    if not options.no_comet and (options.comet or options.comet_python or comet_installed()):
+        scorer = comet_scorer(options.comet_model, options.batch_size, gpus, devices, python=options.comet_python)
+    elif not options.no_comet:
+        print(f"[st_quality] COMET not scored: unbabel-comet is not installed here ({COMET_PINS}); {COMET_ELSEWHERE}")
     result = quality_report(rows, args.hypotheses, scorer, options.comet_model)
     save_quality_report(result, args.out)
     for name, entry in result["groups"].items():
@@ -78,7 +103,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-# ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded
+# ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded,
+# COMET not installed (CometUnavailableError), or COMET failing in the other interpreter
 main = command_main(build_parser, _run, ValueError, RuntimeError)
 
 

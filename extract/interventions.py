@@ -153,7 +153,7 @@ class Intervention:
             if not _is_real(self.alpha) or not np.isfinite(self.alpha):
                 raise InterventionError(f"a steering vector needs a finite alpha (a number), got {self.alpha!r}")
             step = float(np.abs(self.alpha * self.tensors["direction"].astype(np.float64)).max(initial=0.0))
-            if step > np.finfo(np.float32).max:
+            if step > float(np.finfo(np.float32).max):  # a Python float: numpy 2 would cast step to float32 first
                 raise InterventionError(
                     f"alpha {self.alpha:g} times the direction reaches {step:.3g}, beyond float32 (the edit's arithmetic); use a smaller alpha"
                 )

@@ -624,7 +624,7 @@ def _flat(settings: dict, prefix: str = "") -> dict:
     """Nested settings as ``{"decoding.overrides.num_beams": 2, ...}``."""
     flat = {}
     for key, value in settings.items():
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict):  # an empty one adds nothing: {} and {"num_beams": 5} differ in num_beams alone
             flat |= _flat(value, f"{prefix}{key}.")
         else:
             flat[f"{prefix}{key}"] = value

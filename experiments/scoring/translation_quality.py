@@ -5,18 +5,25 @@ references), ``hypothesis``, ``source`` (the transcript, for COMET), ``gender``,
 shared id-keyed reader (a duplicate id, a missing key, a null or numeric hypothesis or reference,
 an empty file: an error naming the file and line). BLEU and chrF come from sacrebleu with
 references passed as a list of streams, and their signatures are recorded. COMET loads a local
-checkpoint or a hub name (which needs the network). The scores per gender go through the
+checkpoint or a hub name (which needs the network), in this interpreter when unbabel-comet is
+installed here (the ``[comet]`` extra) or in another one (:mod:`experiments.scoring.comet_worker`). The scores per gender go through the
 group-metrics frame; COMET is scored once per segment.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from experiments.scoring import comet_worker
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
@@ -79,23 +86,57 @@ def bleu_chrf(hypotheses: list[str], references: list[str | list[str]], target_l
     }
 
 
-def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0, devices: list[int] | None = None) -> Scorer:
-    """A COMET scorer from a local checkpoint (a ``.ckpt`` or a folder holding ``checkpoints/model.ckpt``) or a hub name,
-    on ``gpus`` GPUs (``devices``: which ones; default: Lightning's choice)."""
-    from comet import download_model, load_from_checkpoint  # here, not at the top: torch and Lightning, only for COMET
+class CometUnavailableError(RuntimeError):
+    """COMET asked for where it cannot run: unbabel-comet is not installed in this interpreter."""
 
-    path = Path(model)
-    if path.is_dir():
-        path = path / "checkpoints" / "model.ckpt"
-    if not path.is_file():
-        try:
-            path = Path(download_model(model))
-        except Exception as error:  # the hub client raises several types when offline
-            raise RuntimeError(f"cannot load COMET model {model!r}: not a local checkpoint and the download failed ({error})") from error
-    loaded = load_from_checkpoint(str(path))
+
+COMET_PINS = "it pins numpy<2, transformers<5, torchmetrics<0.11 and jsonargparse==3.13.1"
+COMET_ELSEWHERE = (
+    "install the [comet] extra into its own environment (make install-legacy, or a virtualenv with pip install unbabel-comet) "
+    "and pass --comet-python with that environment's python"
+)
+
+
+def comet_installed() -> bool:
+    """Whether unbabel-comet can be imported here (looked up, not imported: it loads torch and Lightning)."""
+    return importlib.util.find_spec("comet") is not None
+
+
+def comet_scorer(model: str = DEFAULT_COMET, batch_size: int = 16, gpus: int = 0, devices: list[int] | None = None, python: str | None = None) -> Scorer:
+    """A COMET scorer from a local checkpoint (a ``.ckpt`` or a folder holding ``checkpoints/model.ckpt``) or a hub name,
+    on ``gpus`` GPUs (``devices``: which ones; default: Lightning's choice). In this interpreter, or with ``python``
+    in another one that holds COMET (:mod:`experiments.scoring.comet_worker`, segments and scores passed as files)."""
+    if python is not None:
+        return _scorer_in(python, model, batch_size, gpus, devices)
+    if not comet_installed():
+        raise CometUnavailableError(f"COMET needs unbabel-comet, which is not installed here ({COMET_PINS}): {COMET_ELSEWHERE}, or use --no-comet")
+    from experiments.scoring.comet_worker import CometLoadError, load_comet, predict
+
+    try:
+        loaded = load_comet(model)
+    except CometLoadError as error:
+        raise RuntimeError(str(error)) from error
+    return lambda segments: predict(loaded, segments, batch_size, gpus, devices)
+
+
+def _scorer_in(python: str, model: str, batch_size: int, gpus: int, devices: list[int] | None) -> Scorer:
+    """A scorer that runs the COMET worker in the interpreter ``python``, once per call."""
+    executable = shutil.which(python) or python
+    if not (Path(executable).is_file() and os.access(executable, os.X_OK)):
+        raise CometUnavailableError(f"--comet-python {python}: not an executable file; give the python of an environment with unbabel-comet")
 
     def score(segments: list[dict]) -> list[float]:
-        return list(loaded.predict(segments, batch_size=batch_size, gpus=gpus, devices=devices, progress_bar=False).scores)
+        with tempfile.TemporaryDirectory(prefix="comet-") as folder:
+            request, answer = Path(folder) / "request.json", Path(folder) / "scores.json"
+            request.write_text(json.dumps({"model": model, "batch_size": batch_size, "gpus": gpus, "devices": devices, "segments": segments}), encoding="utf-8")
+            done = subprocess.run([executable, comet_worker.__file__, str(request), str(answer)], capture_output=True, text=True)
+            if done.returncode != 0:
+                lines = done.stderr.strip().splitlines()
+                raise RuntimeError(f"COMET in {python} failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}")
+            scores = json.loads(answer.read_text(encoding="utf-8"))["scores"]
+        if len(scores) != len(segments):
+            raise RuntimeError(f"COMET in {python} returned {len(scores)} scores for {len(segments)} segments")
+        return scores
 
     return score
 

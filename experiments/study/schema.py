@@ -54,7 +54,7 @@ relative to a folder of the user's)::
       # languages: only the parts with these keys (default: every part of its corpora);
       # attribute: groups of a field of the manifests' extra instead of genders, e.g. {attribute: age, groups: [teens, thirties]}
       # (two or more values, each against the last; docs/attributes.md)
-      st_quality: {comet_model: null, batch_size: 16, gpus: 0}   # BLEU and chrF (COMET with a model)
+      st_quality: {comet_model: null, comet_python: null, batch_size: 16, gpus: 0}   # BLEU, chrF (COMET with a model; comet_python: where)
       # each takes corpora: [...], the corpora it scores (default: every asr corpus for gap, every st corpus for st_quality)
     report: {site: encoder.final}     # the site of the headline scatter plots (default: each model's last site)
     analyses:                         # Attanasio et al. 2024, section 5 (absent: none); each part true/a mapping (on) or false (off)
@@ -136,7 +136,13 @@ GAP_FIELDS = {
     "corpora": ((list, NONE), None),
     "languages": ((list, NONE), None),
 }
-ST_QUALITY_FIELDS = {"comet_model": ((str, NONE), None), "batch_size": ((int,), 16), "gpus": ((int,), 0), "corpora": ((list, NONE), None)}
+ST_QUALITY_FIELDS = {
+    "comet_model": ((str, NONE), None),
+    "comet_python": ((str, NONE), None),  # COMET in another environment's interpreter (st_quality --comet-python)
+    "batch_size": ((int,), 16),
+    "gpus": ((int,), 0),
+    "corpora": ((list, NONE), None),
+}
 REPORT_FIELDS = {"site": ((str, NONE), None)}
 BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
 F0_FIELDS = {"corpora": ((list, NONE), None), **study_fields(F0Options)}  # the analyses' keys: declared with their flags (experiments.analysis_options)

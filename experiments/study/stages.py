@@ -68,6 +68,7 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from experiments.scheduling import SchedulingError
     from experiments.scoring.collect import CollectError
     from experiments.scoring.correlation import CorrelationError
+    from experiments.scoring.translation_quality import CometUnavailableError
     from extract.claims import ClaimError
     from extract.corpora.must_she import MustSheError
     from extract.families.errors import NonFiniteError
@@ -81,7 +82,18 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from probing.grid import GridError
     from probing.results import ResultsError
 
-    stages = (GridError, ProbeError, ResultsError, StoreError, NonFiniteError, SettingsMismatchError, MustSheError, CollectError, CorrelationError)
+    stages = (
+        GridError,
+        ProbeError,
+        ResultsError,
+        StoreError,
+        NonFiniteError,
+        SettingsMismatchError,
+        MustSheError,
+        CollectError,
+        CorrelationError,
+        CometUnavailableError,
+    )
     analyses = (AcousticError, LexicalError, ContrastError)
     return (StudyError, *stages, F0Error, *analyses, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
 
@@ -836,7 +848,7 @@ def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: di
     def compute() -> str:
         rows = read_rows(hypotheses)
         if options["comet_model"] and "comet" not in scorers:
-            scorers["comet"] = comet_scorer(options["comet_model"], options["batch_size"], options["gpus"])
+            scorers["comet"] = comet_scorer(options["comet_model"], options["batch_size"], options["gpus"], python=options["comet_python"])
         result = quality_report(rows, hypotheses, scorers.get("comet"), options["comet_model"])
         save_quality_report(result, out)
         return f"BLEU {_number(result['groups']['all']['bleu'])} -> {out}"

@@ -17,11 +17,15 @@ from torch import nn
 
 from extract.audio import SAMPLE_RATE
 from extract.families.errors import NonFiniteError, RemoteCodeError, UnknownSiteError  # noqa: F401  (re-exported: their home before)
+from extract.families.transformers_support import check_transformers, quiet_weight_loading
 from extract.hooks import Site, capture
 
 if TYPE_CHECKING:
     from extract.families.generation import Generator
 
+
+check_transformers()  # an unsupported release is one line when a family loads, not a traceback inside a model
+quiet_weight_loading()
 
 FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER = "final", "pre_adapter", "final_variant", "layer", "decoder"
 SITE_ROLES = (FINAL, PRE_ADAPTER, FINAL_VARIANT, LAYER, DECODER)  # what Family.site_role returns

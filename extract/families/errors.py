@@ -16,3 +16,7 @@ class NonFiniteError(ValueError):
 
 class RemoteCodeError(RuntimeError):
     """Hub code that may not run (no permission, no pinned revision) or that lacks the expected modules."""
+
+
+class UnsupportedTransformersError(RuntimeError):
+    """The installed transformers is outside the tested range (:mod:`extract.families.transformers_support`)."""

@@ -102,6 +102,7 @@ class Generator(ABC):
             tokenizer = cls.tiny_tokenizer(extractor)
         else:
             tokenizer = AutoTokenizer.from_pretrained(extractor.checkpoint, revision=extractor.revision)
+            check_tokenizer_fits(tokenizer, extractor.model)
         return cls(extractor, tokenizer, num_beams=options.num_beams, max_new_tokens=options.max_new_tokens, **cls.family_options(options))
 
     @classmethod
@@ -168,6 +169,19 @@ def tiny_refusal(family: str) -> str:
         f"the tiny random {family} model (checkpoint tiny-random) has no tokenizer offline, so it extracts states but cannot transcribe: "
         "give it transcribe: false in a study, or transcribe with another checkpoint (whisper's tiny-random transcribes offline)"
     )
+
+
+class IncompleteCheckpointError(ValueError):
+    """A checkpoint whose tokenizer cannot be the model's (its files are missing)."""
+
+
+def check_tokenizer_fits(tokenizer, model) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary: transformers 5 builds a tokenizer of
+    one token from a folder without tokenizer files (4.57 raised), which would decode every output
+    to nothing. Half the vocabulary allows for the unused rows some checkpoints pad it with."""
+    vocabulary = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(vocabulary, int) and len(tokenizer) < vocabulary // 2:
+        raise IncompleteCheckpointError(f"its tokenizer holds {len(tokenizer)} token(s) where the model's vocabulary has {vocabulary}: tokenizer files missing")
 
 
 @contextmanager

@@ -6,7 +6,7 @@ of that code (``wav2vec2`` holding a ``Wav2Vec2ForCTC``, ``compression_adapter``
 ``speech_embedder``) and its output ``(compressed_embeddings, attention_mask)``; the extractor
 checks both when it loads and fails with the module list if they differ. Remote code runs only
 with ``trust_remote_code=True`` and a pinned 40-hex revision, which pins the code as well as the
-weights (transformers' ``code_revision``; without it ``from_config`` fetches the code from ``main``).
+weights (transformers' ``code_revision``; without it the code comes from the hub's ``main``).
 
 The speech embedder frames every utterance with two vectors that do not depend on the speech: a
 BOS built from NLLB's English language embedding (``eng_Latn``) before the first compressed state,
@@ -128,6 +128,7 @@ class ZeroSwotExtractor(Extractor):
     @classmethod
     def load(cls, checkpoint: str, revision: str | None = None, random_init: bool = False, trust_remote_code: bool = False, **kwargs) -> ZeroSwotExtractor:
         from transformers import AutoConfig, AutoModel, Wav2Vec2Processor
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
         if not trust_remote_code:
             raise RemoteCodeError("ZeroSwot runs custom code from the hub: pass --trust-remote-code (and --revision COMMIT)")
@@ -136,8 +137,14 @@ class ZeroSwotExtractor(Extractor):
         pinned = {"revision": revision, "code_revision": revision, "trust_remote_code": True}
         if random_init:
             config = AutoConfig.from_pretrained(checkpoint, **pinned)
+            # the model class from the hub code at the pinned revision, built here: AutoModel.from_config
+            # passes code_revision on to the model's __init__ in transformers 5 once the class is registered
+            class_reference = (getattr(config, "auto_map", None) or {}).get("AutoModel")
+            if class_reference is None:
+                raise RemoteCodeError(f"the config of {checkpoint} names no AutoModel class in its auto_map: not ZeroSwot's hub code")
+            model_class = get_class_from_dynamic_module(class_reference, checkpoint, revision=revision, code_revision=revision)
             with pretrained_loads_made_random() as replaced:
-                model = AutoModel.from_config(config, trust_remote_code=True, code_revision=revision)
+                model = model_class(config)
             if replaced:
                 print(
                     f"note: random init: the hub code loads {'; '.join(replaced)} while building the model; built with random weights instead", file=sys.stderr

@@ -155,3 +155,72 @@ def test_a_contradiction_is_one_line_before_anything_is_scored(tmp_path, capsys)
     assert main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "q.json"), "--device", "cpu", "--gpus", "1"]) == 2
     assert capsys.readouterr().err == "error: --gpus 1 with --device cpu: COMET would not use them; pass --device cuda\n"
     assert not (tmp_path / "q.json").exists()
+
+
+STAND_IN_COMET = Path(__file__).resolve().parents[1] / "fixtures" / "stand_in_comet"
+
+
+def _hypotheses(tmp_path) -> Path:
+    path = tmp_path / "hyps.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    return path
+
+
+def test_comet_in_another_interpreter_gives_the_in_process_scores(tmp_path, monkeypatch):
+    """The same stand-in COMET scores the same segments here and through --comet-python (a subprocess
+    that runs experiments/scoring/comet_worker.py by its path)."""
+    import sys
+
+    from experiments.scoring import translation_quality
+
+    checkpoint = tmp_path / "model.ckpt"
+    checkpoint.write_text("weights")
+    monkeypatch.syspath_prepend(str(STAND_IN_COMET))
+    monkeypatch.setenv("PYTHONPATH", str(STAND_IN_COMET))
+    real = sys.modules.pop("comet", None)  # an unbabel-comet imported earlier (the legacy stack) gives way to the stand-in
+    segments = [{"src": r["source"], "mt": r["hypothesis"], "ref": r["reference"]} for r in ROWS]
+    try:
+        here = translation_quality.comet_scorer(str(checkpoint))(segments)
+    finally:
+        sys.modules.pop("comet", None)
+        if real is not None:
+            sys.modules["comet"] = real
+    there = translation_quality.comet_scorer(str(checkpoint), python=sys.executable)(segments)
+    assert here == there == [(len(s["mt"]) + 7) / (len(s["ref"]) + len(s["src"]) + 1) for s in segments]
+    out = tmp_path / "o.json"
+    assert main(["--hypotheses", str(_hypotheses(tmp_path)), "--out", str(out), "--comet-model", str(checkpoint), "--comet-python", sys.executable]) == 0
+    groups = json.loads(out.read_text())["groups"]
+    assert groups["all"]["comet"] == pytest.approx(100 * sum(there) / len(there))
+
+
+def test_without_comet_here_the_scores_are_bleu_and_chrf_and_comet_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    from experiments.scoring import translation_quality
+
+    monkeypatch.setattr(translation_quality, "comet_installed", lambda: False)
+    monkeypatch.setattr("experiments.st_quality.comet_installed", lambda: False)
+    hypotheses, out = _hypotheses(tmp_path), tmp_path / "o.json"
+    assert main(["--hypotheses", str(hypotheses), "--out", str(out)]) == 0
+    assert "COMET not scored: unbabel-comet is not installed here" in capsys.readouterr().out
+    assert "comet" not in json.loads(out.read_text())["groups"]["all"]
+    assert main(["--hypotheses", str(hypotheses), "--out", str(out), "--comet"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "[comet] extra" in error and "numpy<2, transformers<5" in error and "--comet-python" in error
+    assert main(["--hypotheses", str(hypotheses), "--out", str(out), "--comet", "--no-comet"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --no-comet with --comet: choose one"
+
+
+def test_comet_python_that_cannot_score_is_one_line(tmp_path, monkeypatch, capsys):
+    """Not an executable, or an interpreter without COMET (or without the model: offline here)."""
+    import sys
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hypotheses, out = _hypotheses(tmp_path), tmp_path / "o.json"
+    assert main(["--hypotheses", str(hypotheses), "--out", str(out), "--comet-python", str(tmp_path / "nowhere")]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: --comet-python {tmp_path / 'nowhere'}: not an executable file; give the python of an environment with unbabel-comet"
+    )
+    assert main(["--hypotheses", str(hypotheses), "--out", str(out), "--comet-python", sys.executable, "--comet-model", str(tmp_path / "none.ckpt")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"error: COMET in {sys.executable} failed (exit 2): ")
+    assert "unbabel-comet is not installed" in error or "cannot load COMET model" in error

@@ -4,6 +4,8 @@ tokens left out; surface strings join to the hypothesis."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -249,14 +251,15 @@ def _stepwise_states(extractor, inputs, generated, sites):
         for site in sites
     ]
     masks = {"attention_mask": inputs["attention_mask"]} if "attention_mask" in inputs else {}
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())  # updated in place at every step
+    # transformers 5 renamed forward's past_key_values to cache (the old name warns; gone in 5.40)
+    cache_keyword = "cache" if "cache" in inspect.signature(extractor.model.forward).parameters else "past_key_values"
     try:
         with torch.inference_mode(), quiet_transformers():
             step_inputs = generated.prompt
             for column in range(rows.shape[1]):
                 encoded = (generated.encoder_output,)
-                output = extractor.model(encoder_outputs=encoded, decoder_input_ids=step_inputs, past_key_values=cache, use_cache=True, **masks)
-                cache = output.past_key_values
+                extractor.model(encoder_outputs=encoded, decoder_input_ids=step_inputs, use_cache=True, **{cache_keyword: cache}, **masks)
                 step_inputs = rows[:, column : column + 1]
     finally:
         for handle in handles:

@@ -3,12 +3,14 @@ random-init baseline that holds no pretrained wav2vec 2.0 weights and runs the p
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from extract.families import tiny_extractor
+from extract.families.errors import RemoteCodeError
 from extract.families.zeroswot import ZeroSwotExtractor, pretrained_loads_made_random, tiny_model, tiny_wav2vec2_ctc
 from extract.manifest import Utterance
 from extract.runner import run_extraction
@@ -157,20 +159,33 @@ def test_the_guard_is_removed_afterwards(hub_repo):
 
 @pytest.mark.parametrize("random_init", [True, False])
 def test_the_pinned_revision_pins_the_code_too(random_init, monkeypatch):
-    """Without ``code_revision``, ``AutoModel.from_config`` fetches the model code from the hub's main."""
+    """Without ``code_revision``, the model code comes from the hub's main whatever ``revision`` says."""
     import transformers
+    import transformers.dynamic_module_utils
 
     calls = []
     model, processor = tiny_model()
+    config = SimpleNamespace(auto_map={"AutoModel": "model.ZeroSwotModel"})
 
     def record(name, result):
         return classmethod(lambda cls, *args, **kwargs: calls.append((name, kwargs)) or result)
 
-    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", record("config", object()))
-    monkeypatch.setattr(transformers.AutoModel, "from_config", record("from_config", model))
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", record("config", config))
+    monkeypatch.setattr(
+        transformers.dynamic_module_utils, "get_class_from_dynamic_module", lambda *args, **kwargs: calls.append(("code", kwargs)) or (lambda config: model)
+    )
     monkeypatch.setattr(transformers.AutoModel, "from_pretrained", record("from_pretrained", model))
     monkeypatch.setattr(transformers.Wav2Vec2Processor, "from_pretrained", record("processor", processor))
     ZeroSwotExtractor.load("johntsi/x", revision=REVISION, random_init=random_init, trust_remote_code=True)
     model_calls = [kwargs for name, kwargs in calls if name != "processor"]
-    assert len(model_calls) == (2 if random_init else 1)
-    assert all(kwargs["code_revision"] == REVISION and kwargs["trust_remote_code"] for kwargs in model_calls)
+    assert [name for name, _ in calls if name != "processor"] == (["config", "code"] if random_init else ["from_pretrained"])
+    assert all(kwargs["code_revision"] == REVISION and kwargs["revision"] == REVISION for kwargs in model_calls)
+    assert all(kwargs["trust_remote_code"] for name, kwargs in calls if name in ("config", "from_pretrained"))
+
+
+def test_a_config_without_hub_code_is_one_line(monkeypatch):
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", classmethod(lambda cls, *args, **kwargs: SimpleNamespace(auto_map={})))
+    with pytest.raises(RemoteCodeError, match="names no AutoModel class in its auto_map"):
+        ZeroSwotExtractor.load("johntsi/x", revision=REVISION, random_init=True, trust_remote_code=True)
