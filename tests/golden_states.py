@@ -8,9 +8,10 @@ are kept per site, plus each site's mean over every valid frame (so a change any
 shows), in float32. Regenerate after a deliberate change (new weights converter, a transformers
 upgrade that changes numbers) with::
 
-    SPEECH_GENDER_CACHE=... python -m tests.golden_states
+    SPEECH_GENDER_CACHE=... .venv-legacy/bin/python -m tests.golden_states
 
-and say in the commit why the numbers moved.
+(the 2025 stack, so that the test on the current one shows that both give the same numbers) and say
+in the commit why the numbers moved.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 import numpy as np
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "whisper-base-states.npz"
+# the tiny random model of every family (hidden size 16), made under transformers 4.57 and read under
+# whichever stack runs: both stacks must give the same numbers (issue 41)
+TINY_FIXTURE = FIXTURE.with_name("tiny-family-states.npz")
 SITES = ("encoder.layer.0", "encoder.layer.3", "encoder.final")
 RATE = 16_000
 SECONDS = 2.0
@@ -65,17 +69,34 @@ def states(threads: int | None = None) -> dict[str, np.ndarray]:
     return kept
 
 
+def tiny_states() -> dict[str, np.ndarray]:
+    """``FAMILY/SITE`` (the kept frames) and ``FAMILY/SITE/mean`` of every site of every family's tiny
+    random model on the same clip, float32 on the CPU; a site whose frames are not timed (an adapter's
+    output) keeps its first frames."""
+    from extract.families import FAMILY_MODULES, tiny_extractor
+
+    kept: dict[str, np.ndarray] = {}
+    for family in FAMILY_MODULES:
+        extractor = tiny_extractor(family)
+        (extracted,) = extractor.extract([clip()], extractor.resolve_sites("all"))
+        for site, array in extracted.items():
+            frames = np.linspace(0, len(array) - 1, min(FRAMES_KEPT, len(array))).round().astype(np.int64)
+            kept[f"{family}/{site}"] = array[frames].astype(np.float32)
+            kept[f"{family}/{site}/mean"] = array.mean(axis=0, dtype=np.float64).astype(np.float32)
+    return kept
+
+
 def main() -> None:
     import torch
     import transformers
 
     from extract.weights import CONVERTER_VERSION
 
-    kept = states()
     made_with = f"torch {torch.__version__}, transformers {transformers.__version__}, weights converter {CONVERTER_VERSION}"
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(FIXTURE, made_with=np.array(made_with), **kept)
-    print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size} bytes; {made_with})")
+    for path, kept in ((FIXTURE, states()), (TINY_FIXTURE, tiny_states())):
+        np.savez_compressed(path, made_with=np.array(made_with), **kept)
+        print(f"wrote {path} ({path.stat().st_size} bytes; {made_with})")
 
 
 if __name__ == "__main__":

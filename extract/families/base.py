@@ -4,6 +4,7 @@ family module exports (``FAMILY``)."""
 from __future__ import annotations
 
 import warnings
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -233,6 +234,25 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.random.default_generator.manual_seed(seed)
         yield
+
+
+def redraw_weights(model: nn.Module, seed: int) -> nn.Module:
+    """``model`` with every parameter drawn again from ``seed`` and the parameter's name alone: matrices
+    and kernels from N(0, 0.02²) (transformers' ``initializer_range``), biases 0, norm scales 1, other
+    vectors N(0, 0.02²). transformers' own initialisation differs between releases (5.x initialises
+    SeamlessM4T v2 and wav2vec 2.0 in another order than 4.57: 64 of their 185 tensors differed under
+    one seed), so a tiny random model built this way, and every number computed from it, is the same
+    on both tested stacks."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():  # tied weights once
+            draw = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
+            if parameter.dim() == 1 and name.endswith("bias"):
+                parameter.zero_()
+            elif parameter.dim() == 1 and "norm" in name:
+                parameter.fill_(1.0)
+            else:
+                parameter.copy_(0.02 * torch.randn(parameter.shape, generator=draw))
+    return model
 
 
 def select_sites(table: list[str], requested: list[str] | str, family: str, what: str = "site") -> list[str]:

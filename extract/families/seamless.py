@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from extract.families.base import FINAL, PRE_ADAPTER, Extractor, Family, Prepared, lengths_from_mask, padded_batch, seeded
+from extract.families.base import FINAL, PRE_ADAPTER, Extractor, Family, Prepared, lengths_from_mask, padded_batch, redraw_weights, seeded
 from extract.families.generation import FLORES_200, Generator, language_code
 from extract.families.tiny import tiny_stacks
 from extract.hooks import Site
@@ -110,7 +110,7 @@ def tiny_model():
         vocoder_num_langs=2,
         vocoder_num_spkrs=2,
     )
-    return SeamlessM4Tv2ForSpeechToText(config), SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
+    return redraw_weights(SeamlessM4Tv2ForSpeechToText(config), seed=0), SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
 
 
 FAMILY = Family(

@@ -51,6 +51,7 @@ from extract.families.base import (
     RemoteCodeError,
     lengths_from_mask,
     padded_batch,
+    redraw_weights,
     seeded,
     tiny_checkpoint,
 )
@@ -329,6 +330,7 @@ class ZeroSwotStandIn(nn.Module):
         self.wav2vec2 = tiny_wav2vec2_ctc()
         self.compression_adapter = CompressionAdapter()
         self.speech_embedder = SpeechEmbedder(self.wav2vec2.config.hidden_size, embed_dim)
+        redraw_weights(self, seed=0)  # the same stand-in under transformers 4.57 and 5.x
 
     def forward(self, input_values, attention_mask=None):
         encoded = self.wav2vec2.wav2vec2(input_values, attention_mask=attention_mask).last_hidden_state

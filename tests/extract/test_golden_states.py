@@ -12,7 +12,7 @@ of preprocessing, weights conversion, model code or hooks, not rounding.
 import numpy as np
 import pytest
 
-from tests.golden_states import FIXTURE, SITES, states
+from tests.golden_states import FIXTURE, SITES, TINY_FIXTURE, states, tiny_states
 
 pytestmark = pytest.mark.slow
 ATOL = 1e-4
@@ -42,3 +42,34 @@ def test_whisper_base_hidden_states_match_the_fixture(current, key):
         f"{key}: {int((excess > 0).sum())} values outside atol {ATOL} + rtol {RTOL}, worst |diff| {np.abs(got - expected).max():.3g} "
         f"(fixture made with {fixture['made_with']}); if the change is meant, regenerate: {REFRESH}"
     )
+
+
+@pytest.fixture(scope="module")
+def tiny_current():
+    return tiny_states()
+
+
+def test_the_tiny_family_fixture_covers_every_family_and_site():
+    from extract.families import FAMILY_MODULES, tiny_extractor
+
+    fixture = np.load(TINY_FIXTURE)
+    assert TINY_FIXTURE.stat().st_size < 40_000
+    expected = {f"{family}/{site}" for family in FAMILY_MODULES for site in tiny_extractor(family).resolve_sites("all")}
+    assert set(fixture.files) == {"made_with", *expected, *(f"{key}/mean" for key in expected)}
+    assert "transformers 4.57" in str(fixture["made_with"])  # made on the legacy stack: the current one is compared with it
+
+
+def test_every_tiny_familys_states_match_the_fixture_made_under_transformers_4_57(tiny_current):
+    """Both tested stacks give the tiny models' states within the tolerance above: the weights are drawn by
+    extract.families.base.redraw_weights where transformers' own initialisation differs between releases."""
+    fixture = np.load(TINY_FIXTURE)
+    worst = {}
+    for key in fixture.files:
+        if key == "made_with":
+            continue
+        got, expected = tiny_current[key], fixture[key]
+        assert got.shape == expected.shape, key
+        excess = np.abs(got - expected) - (ATOL + RTOL * np.abs(expected))
+        if excess.max() > 0:
+            worst[key] = float(np.abs(got - expected).max())
+    assert not worst, f"outside atol {ATOL} + rtol {RTOL} (fixture made with {fixture['made_with']}): {worst}; if meant, regenerate: {REFRESH}"

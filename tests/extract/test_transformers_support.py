@@ -31,4 +31,5 @@ def test_the_installed_release_is_supported():
 def test_the_command_line_shows_the_refusal_in_one_line(capsys):
     assert run_cli(lambda: check_transformers("6.0.0")) == 2
     error = capsys.readouterr().err
-    assert error == f"error: transformers 6.0.0 is installed; the model families support transformers{SUPPORTED_RANGE}: pip install 'transformers{SUPPORTED_RANGE}'\n"
+    supported = f"transformers{SUPPORTED_RANGE}"
+    assert error == f"error: transformers 6.0.0 is installed; the model families support {supported}: pip install '{supported}'\n"
