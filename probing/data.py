@@ -210,8 +210,7 @@ def make_splits(
     all_ids, labels, speakers, given, classes = _labelled(metadata, ids, task, language)
     rng = np.random.default_rng(seed)
     shared = {}
-    present = sorted(set(metadata["language"]))
-    language_shown = language or (present[0] if len(present) == 1 else None)  # for the errors: the store's one language
+    language_shown = _language_shown(metadata, language)
     if {"train", "test"} <= set(given.tolist()):
         split_of, source = given, "manifest"
         shared = speakers_shared_with_train(split_of, speakers)
@@ -253,6 +252,7 @@ def speaker_stratified_splits(
     are heard in training and scored in test: a probe can read who speaks as well as their gender,
     so F1 is higher than on speaker-disjoint splits. The shared speakers are listed in ``shared_speakers``."""
     all_ids, labels, speakers, _, classes = _labelled(metadata, ids, task, language)
+    language = _language_shown(metadata, language)
     rng = np.random.default_rng(seed)
     split_of = np.full(len(all_ids), "train", dtype=object)
     for name in sorted(set(speakers.tolist())):
@@ -264,12 +264,20 @@ def speaker_stratified_splits(
     for name in ("train", "dev", "test"):
         members = np.flatnonzero(split_of == name)
         if name != "dev" and len(set(labels[members].tolist())) < len(classes):
+            counts = ", ".join(f"{int(np.sum(labels[members] == c))} {class_name}" for c, class_name in enumerate(classes))
             raise ProbeError(
-                f"the speaker-stratified {name} split lacks one of the classes {'/'.join(classes)}: give each class speakers with several utterances"
+                f"the speaker-stratified {name} split{_in(language)} lacks one of the classes {'/'.join(classes)} ({counts} utterances of "
+                f"{len(all_ids)}; {test_share:.0%} of each speaker's utterances go to test): give each class speakers with several utterances"
             )
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
     return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_of, speakers), classes)
+
+
+def _language_shown(metadata: dict[str, list], language: str | None) -> str | None:
+    """The language a split's errors name: the one probed, else the store's only language (None when it has several)."""
+    present = sorted(set(metadata["language"]))
+    return language or (present[0] if len(present) == 1 else None)
 
 
 def _in(language: str | None) -> str:
@@ -303,13 +311,16 @@ def leave_one_speaker_out(
             )
         classes[name] = own.pop()
     needed = 3 if dev else 2
+    counts = ", ".join(f"{sum(value == label for value in classes.values())} {name}" for label, name in enumerate(class_names))
+    language = _language_shown(metadata, language)
     for label, class_name in enumerate(class_names):
         names = [name for name, value in classes.items() if value == label]
         if len(names) < needed:
             raise ProbeError(
-                f"leave-one-speaker-out needs at least {needed} {class_name} speakers (one held out, "
+                f"leave-one-speaker-out{_in(language)} needs at least {needed} {class_name} speakers (one held out, "
                 + ("one for the dev split, " if dev else "")
-                + f"one to train on), got {len(names)} ({', '.join(names)})"
+                + f"one to train on), got {len(names)} ({', '.join(names)}; speakers{_in(language)}: {counts}); "
+                + "add speakers, or share them between train and test (split: stratified; --split stratified), which lets a probe read who speaks"
             )
     folds = []
     for number, (name, label) in enumerate(classes.items()):

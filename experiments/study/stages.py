@@ -645,7 +645,7 @@ def check_probe_splits(context: Context) -> None:
     rows' gender, speaker, language and split: what the store's metadata will hold; an attribute
     task's labels from the rows' ``extra``, as the run reads them from the manifest), so that a split the
     run would refuse is refused by the plan, in one line, before anything is extracted."""
-    from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits
+    from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits, speaker_stratified_splits
     from probing.kinds import KINDS
 
     study, checked = context.study, set()
@@ -674,6 +674,8 @@ def check_probe_splits(context: Context) -> None:
                 try:
                     if split == "loso":
                         leave_one_speaker_out(metadata, ids, task, grid.seeds[0], language, dev=dev)
+                    elif split == "stratified":
+                        speaker_stratified_splits(metadata, ids, task, grid.seeds[0], language)
                     else:
                         make_splits(metadata, ids, task, grid.seeds[0], language, shared, dev_needed=dev)
                 except ProbeError as error:

@@ -594,15 +594,15 @@ def test_root_without_a_folder_is_one_line_naming_the_unset_variable(argv, capsy
     assert "--root needs a folder, and got none: is the shell variable it names unset or empty" in line
 
 
-def write_four_voices(root: Path, splits: dict[str, str] | None = None) -> None:
-    """The newcomer audit's corpus: 2 speakers per gender (f0, f1, m0, m1), English and Italian, 2
-    half-second tones each; ``splits``: speaker -> the manifest's split."""
+def write_four_voices(root: Path, splits: dict[str, str] | None = None, clips: int = 2) -> None:
+    """The newcomer audit's corpus: 2 speakers per gender (f0, f1, m0, m1), English and Italian,
+    ``clips`` half-second tones each; ``splits``: speaker -> the manifest's split."""
     for language in ("en", "it"):
         rows = []
         for gender in ("female", "male"):
             for speaker in range(2):
                 name = f"{gender[0]}{speaker}"
-                for clip in range(2):
+                for clip in range(clips):
                     path = root / "audio" / f"{language}-{name}-{clip}.wav"
                     path.parent.mkdir(parents=True, exist_ok=True)
                     t = np.arange(RATE // 2) / RATE
@@ -631,6 +631,17 @@ def four_voices_study(folder: Path, family: str = "whisper", probe: str = "posit
     return path
 
 
+def test_a_study_accepts_the_stratified_split_the_probe_command_accepts(tmp_path, capsys):
+    """Two speakers a gender: the fixed split refuses an attention probe (3 speakers a class), the
+    stratified split (speakers shared) takes it, in the study as on the command line."""
+    write_four_voices(tmp_path, clips=5)
+    refused = four_voices_study(tmp_path, probe="attention")
+    assert "the fixed split needs at least 3" in dry_run_refusal(refused, capsys)
+    study = four_voices_study(tmp_path, probe="attention", options=", split: stratified")
+    assert main(["run", str(study), "--dry-run"]) == 0
+    assert "error" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "splits, probe, options, expected",
     [
@@ -647,7 +658,9 @@ def four_voices_study(folder: Path, family: str = "whisper", probe: str = "posit
             "the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ",
         ),
         ({"f0": "train", "m0": "train", "f1": "train", "m1": "test"}, "positional", "", "the test split in language en lacks one of the classes male/female"),
-        (None, "attention", ", split: loso", "leave-one-speaker-out needs at least 3 "),
+        (None, "attention", ", split: loso", "leave-one-speaker-out in language en needs at least 3 male speakers (one held out, one for the dev split, one to train on), got 2 (m0, m1; speakers in language en: 2 male, 2 female)"),
+        # two clips a speaker: 20 % of two rounds to none, so no speaker has a test clip
+        (None, "positional", ", split: stratified", "the speaker-stratified test split in language en lacks one of the classes male/female (0 male, 0 female"),
     ],
 )
 def test_the_dry_run_refuses_a_probe_split_the_run_would_refuse(tmp_path, capsys, splits, probe, options, expected):
