@@ -55,6 +55,7 @@ from experiments.cli import (
 from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, add_executor_arguments
 from experiments.study.schema import StudyError, load_study
+from experiments.study.joins import join_warnings
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
 from extract.options import OptionError, option
 
@@ -143,6 +144,7 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
             context.redo = ()  # set aside: the plan now finds them missing, as after any deletion
             print(f"[study] --redo {','.join(options.redo)}: " + (f"earlier outputs set aside -> {aside}" if aside else "no earlier output to set aside"))
     print_lines(["[study] plan:", *describe(plan(context, options.stages))])
+    print_lines([f"[study] warning: {line}" for line in join_warnings(context)])
     if options.dry_run:
         print("[study] dry run: nothing loaded, nothing written")
         return 0

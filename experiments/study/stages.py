@@ -43,13 +43,13 @@ import gc
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
 from experiments.stage_table import JOB_ARRAY_STAGES, STUDY_STAGES
-from experiments.study.schema import F0, Corpus, Model, Part, Study, StudyError
+from experiments.study.schema import F0, Corpus, Model, Part, ProbeGrid, Study, StudyError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256
 
@@ -640,17 +640,19 @@ def f0_configs(context: Context, grid) -> list:
     return [config for part in parts for config in grid_runs(grid, context.layout.f0_store(part), F0_SITE, grid.languages, context.device)]
 
 
-def check_probe_splits(context: Context) -> None:
+def check_probe_splits(context: Context, grids: Sequence[ProbeGrid] | None = None) -> None:
     """Make every grid's split on every manifest it will probe, as the probe run will make it (from the
     rows' gender, speaker, language and split: what the store's metadata will hold; an attribute
     task's labels from the rows' ``extra``, as the run reads them from the manifest), so that a split the
-    run would refuse is refused by the plan, in one line, before anything is extracted."""
+    run would refuse is refused by the plan, in one line, before anything is extracted. ``grids``:
+    these instead of the study's (a grid the plan proposes, :mod:`experiments.study.joins`)."""
     from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits, speaker_stratified_splits
     from probing.kinds import KINDS
 
     study, checked = context.study, set()
-    for number, grid in enumerate(study.probes):
-        where = f"{study.path}: probes" + (f" (grid {number + 1} of {len(study.probes)})" if len(study.probes) > 1 else "")
+    grids = study.probes if grids is None else tuple(grids)
+    for number, grid in enumerate(grids):
+        where = f"{study.path}: probes" + (f" (grid {number + 1} of {len(grids)})" if len(grids) > 1 else "")
         task, split = grid.options.get("task", "female-male"), grid.options.get("split", DEFAULT_SPLIT)
         shared = grid.options.get("allow_shared_speakers", False)
         read = [(model, part, context.model_utterances(model, corpus, part)) for model in study.models if grid.probes_model(model.name)

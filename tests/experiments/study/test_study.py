@@ -658,7 +658,12 @@ def test_a_study_accepts_the_stratified_split_the_probe_command_accepts(tmp_path
             "the manifest's train split in language en (its dev split is carved from it): the fixed split needs at least 2 ",
         ),
         ({"f0": "train", "m0": "train", "f1": "train", "m1": "test"}, "positional", "", "the test split in language en lacks one of the classes male/female"),
-        (None, "attention", ", split: loso", "leave-one-speaker-out in language en needs at least 3 male speakers (one held out, one for the dev split, one to train on), got 2 (m0, m1; speakers in language en: 2 male, 2 female)"),
+        (
+            None,
+            "attention",
+            ", split: loso",
+            "leave-one-speaker-out in language en needs at least 3 male speakers (one held out, one for the dev split, one to train on), got 2 (m0, m1; speakers in language en: 2 male, 2 female)",
+        ),
         # two clips a speaker: 20 % of two rounds to none, so no speaker has a test clip
         (None, "positional", ", split: stratified", "the speaker-stratified test split in language en lacks one of the classes male/female (0 male, 0 female"),
     ],
