@@ -54,8 +54,8 @@ from experiments.cli import (
 )
 from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, add_executor_arguments
-from experiments.study.schema import StudyError, load_study
 from experiments.study.joins import join_warnings
+from experiments.study.schema import StudyError, load_study
 from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
 from extract.options import OptionError, option
 

@@ -662,7 +662,8 @@ def test_a_study_accepts_the_stratified_split_the_probe_command_accepts(tmp_path
             None,
             "attention",
             ", split: loso",
-            "leave-one-speaker-out in language en needs at least 3 male speakers (one held out, one for the dev split, one to train on), got 2 (m0, m1; speakers in language en: 2 male, 2 female)",
+            "leave-one-speaker-out in language en needs at least 3 male speakers (one held out, one for the dev split, one to train on), "
+            "got 2 (m0, m1; speakers in language en: 2 male, 2 female)",
         ),
         # two clips a speaker: 20 % of two rounds to none, so no speaker has a test clip
         (None, "positional", ", split: stratified", "the speaker-stratified test split in language en lacks one of the classes male/female (0 male, 0 female"),
