@@ -27,6 +27,7 @@ from pathlib import Path
 
 from experiments.scoring.collect import read_csv
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
+from experiments.study import report_sections as sections
 from experiments.study.schema import Study
 from extract.attributes import task_file_name
 from extract.provenance import file_identity, file_sha256, provenance
@@ -253,7 +254,10 @@ def write_results_md(layout, study: Study) -> Path:
         f"({collected['tables']['long']['rows']} scores), `results/correlations.json`",
         "",
     ]
+    lines += sections.definitions()
     lines += _gap_section(files, correlations, study)
+    if unjoined := sections.unjoined_gaps(_rows(files["long"]), _rows(files["f1_vs_gap"])):
+        lines += ["## Gaps without a probe", "", sections.UNJOINED_GAPS_NOTE, "", *_table(sections.UNJOINED_GAPS_HEADER, unjoined), ""]
     lines += _other_gaps_section(files)
     lines += _probe_section(files)
     lines += _mustshe_section(files, correlations)
@@ -262,6 +266,7 @@ def write_results_md(layout, study: Study) -> Path:
     unmatched = {name: items for name, items in collected["unmatched"].items() if items}
     lines += ["", "## Unmatched", ""]
     lines += [f"- {len(items)} {name.replace('_', ' ')} (listed in `results/collect.json`)" for name, items in unmatched.items()] or ["- none"]
+    lines += sections.why_lines(collected, _rows(files["f1_vs_gap"]))
     layout.results_md.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return layout.results_md
 
@@ -294,6 +299,7 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
         rows.append([entry["model"], entry["dataset"], entry["site"] + task, entry["split"], str(entry["n"]), *stats])
     lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
     gap_rows = _rows(files["f1_vs_gap"])
+    controls = sections.control_cells(_rows(files["long"]))
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
@@ -315,8 +321,11 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
                 + [f"{metric} {first} {_cell(first_rate)}, {second} {_cell(second_rate)}"]
                 + [_cell(row["gap_relative"], sign=True) + (" ‡" if fails else ""), row["gap_estimate"] or "n/a"]
                 + [_interval(row["ci95_low"], row["ci95_high"]) + (" †" if note else ""), row["seeds"]]
+                + [sections.per_position_controls(controls, (model, dataset, row["language"], site, row["task"], row.get("split") or "fixed"))]
             )
-        lines += _table(["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds"], table)
+        lines += _table(
+            ["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds", "controls (selectivity)"], table
+        )
         lines += ["", "† unreliable interval: " + "; ".join(notes) + "."] if notes else []
         lines += ["", f"‡ {', '.join(failing)}: {FAILING_NOTE}"] if failing else []
     return lines + [""]
@@ -368,12 +377,14 @@ def _probe_section(files: dict) -> list[str]:
         scores[key].append(float(row["value"]))
     if not scores:
         return []
+    controls = sections.control_cells(_rows(files["long"]))
     rows = [
         [*key[:4], key[6], key[5], "F1_S" if key[7] == "f1_s" else "F1", _cell(sum(found) / len(found)), str(len(found))]
+        + [controls.get((*key[:3], key[3], key[4], key[5], key[6]), "none run")]
         for key, found in sorted(scores.items())
     ]
     lines = ["## Probe scores without a gap", "", "Each probe kind's headline without control, mean over seeds (every score: `results/long.csv`).", ""]
-    lines += _table(["model", "dataset", "language", "site", "probe", "split", "score", "value", "seeds"], rows[:PROBES_SHOWN])
+    lines += _table(["model", "dataset", "language", "site", "probe", "split", "score", "value", "seeds", "controls (selectivity)"], rows[:PROBES_SHOWN])
     if len(rows) > PROBES_SHOWN:
         lines += ["", f"... and {len(rows) - PROBES_SHOWN} more in `results/long.csv`."]
     return lines + [""]
