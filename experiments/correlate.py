@@ -24,7 +24,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
-from experiments.scoring.correlation import CorrelationError, correlate, read_columns
+from experiments.scoring.correlation import CorrelationError, correlate, read_columns, shared_values
 from extract.options import option
 
 
@@ -76,9 +76,10 @@ def _run(args: argparse.Namespace) -> int:
         f"95% CI {result['ci95_r'][0]:+.2f}..{result['ci95_r'][1]:+.2f}), R² {result['r2']:.3f}, Spearman {result['spearman_rho']:+.3f}"
     )
     if args.plot:
-        from experiments.reports.plots import scatter_with_fit  # here, not at the top: matplotlib, only for --plot
+        from experiments.reports.plots import axis_label, scatter_with_fit  # here, not at the top: matplotlib, only for --plot
 
-        written = scatter_with_fit(xs, ys, labels, result, options.x, options.y, args.plot)
+        title = ", ".join(f"{column} {value}" for column, value in (shared_values(args.table, where) | where).items())
+        written = scatter_with_fit(xs, ys, labels, result, axis_label(options.x), axis_label(options.y), args.plot, title=title)
         print(f"[correlate] plot: {', '.join(map(str, written))}")
     print(f"[correlate] wrote {args.out}")
     return 0

@@ -165,15 +165,34 @@ def gap_mark(entry: dict) -> str:
     return _significance(entry["bootstrap"].get("p_value"))
 
 
+GAP_AXIS_LABEL = "E(F, M): relative WER gap (%)\n>0: worse for women"
+
+
 def gap_axis_label(results: dict[str, dict]) -> str:
-    """The y label of :func:`gap_bars`, naming the estimate the ``gap_relative`` values are (from the JSON)."""
+    """The y label of :func:`gap_bars`: E in words, with its sign (the estimate is in :func:`gap_estimate_note`)."""
+    return GAP_AXIS_LABEL
+
+
+def gap_estimate_note(results: dict[str, dict]) -> str:
+    """The estimate the ``gap_relative`` values are (from the JSON), for :func:`gap_bars`'s footnote."""
     names = {
         GAP_ESTIMATES.get(entry.get("gap_estimate"), "estimate not recorded")
         for result in results.values()
         for entry in result["languages"].values()
         if entry.get("gap_relative") is not None
     }
-    return "E(F, M) (%)  >0: worse for women\n" + " / ".join(sorted(names))
+    return "bars: " + " / ".join(sorted(names))
+
+
+def no_error_languages(results: dict[str, dict]) -> list[str]:
+    """The languages whose E is -100: the first group (women) made no error at all, so E is -100
+    whatever the second group's rate (E = 100 (0 - WER(M)) / WER(M))."""
+    return [
+        language
+        for result in results.values()
+        for language, entry in sorted(result["languages"].items())
+        if entry.get("gap_relative") is not None and abs(entry["gap_relative"] + 100.0) < 1e-9
+    ]
 
 
 @paper_style
@@ -183,7 +202,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
     interval as error bars, * p < 0.05 and ** p < 0.01 from the resampling t-test where the interval
     excludes 0 (:func:`gap_mark`)."""
     plt = pyplot()
-    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 0.6, 2.9), squeeze=False, sharey=True, layout="constrained")
+    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results) + 1.2, 3.6), squeeze=False, sharey=True, layout="constrained")
     for axis, (dataset, result) in zip(axes[0], results.items()):
         entries = {lang: entry for lang, entry in sorted(result["languages"].items()) if entry.get("gap_relative") is not None}
         gaps = [entry["gap_relative"] for entry in entries.values()]
@@ -197,13 +216,15 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
             # the value, so that E = 0 (no bar) and a zero-width interval still show; † no or an unreliable interval
             unreliable = low is None or high is None or entry["bootstrap"].get("ci95_note")
             text = f"{gaps[index]:+.1f}" + (" †" if unreliable else "") + (f" {gap_mark(entry)}" if gap_mark(entry) else "")
-            axis.text(index, top, text, ha="center", va="bottom", fontsize=FONT_SIZE - 2)
+            axis.annotate(text, (index, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=FONT_SIZE - 2)
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
     axes[0, 0].set_ylabel(gap_axis_label(results))
+    perfect = no_error_languages(results)
     figure.supxlabel(
-        "error bars: 95 % speaker-bootstrap interval († none, or too few speakers for a reliable one)\n"
-        "* p < 0.05, ** p < 0.01: published resampling t-test\n(pseudo-replicated), marked only where the interval excludes 0",
+        f"{gap_estimate_note(results)}; error bars: 95 % speaker-bootstrap interval\n(† none, or too few speakers for a reliable one)\n"
+        "* p < 0.05, ** p < 0.01: published resampling t-test\n(pseudo-replicated), marked only where the interval excludes 0"
+        + (f"\nE = −100 ({', '.join(perfect)}): the women's WER is 0 (no error at all)" if perfect else ""),
         fontsize=FONT_SIZE - 2,
     )
     if title:
@@ -230,25 +251,59 @@ def f1_vs_mustshe(rows: Iterable[F1VsMustSheRow], fit: dict | None, xlabel: str,
     )
 
 
+# what a table's column is, in words with its unit, for an axis (experiments.collect's tables)
+AXIS_LABELS = {
+    "f1_s": "probe F1_S: macro-F1 over speech positions (%)",
+    "f1_macro": "probe macro-F1 (%)",
+    "applied_f1_macro": "probe macro-F1 on the applied corpus (%)",
+    "gap_relative": "E(F, M): relative WER gap (%)\n>0: worse for women",
+    "delta_rel": "Δrel(F, M): WER gap over the mean (%)",
+    "category_1_accuracy": "MuST-SHE category-1 gender accuracy (%)",
+    "cross_minus_within": "patched WER, cross − within pairs (points)",
+}
+
+
+def axis_label(column: str) -> str:
+    """``column`` in words with its unit where it is one of :data:`AXIS_LABELS`, else as named."""
+    return AXIS_LABELS.get(column, column)
+
+
+def fit_statistics(fit: dict) -> str:
+    """The line above a scatter: r with its p, R² and n. A cluster-aware p (``p_permutation``, by
+    speaker or cluster, where the fit holds one) is shown instead of the Pearson test's, and named."""
+    p = (
+        f"p (permutation) {fit['p_permutation']:.2g}"
+        if fit.get("p_permutation") is not None
+        else f"p {fit['p_value']:.2g}"
+        if fit.get("p_value") is not None
+        else ""
+    )
+    return f"r = {fit['pearson_r']:+.2f}" + (f" ({p})" if p else "") + f", R² = {fit['r2']:.2f}, n = {fit['n']}"
+
+
 @paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
     :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
-    and the demo), its line and the correlation; else ``reason`` (why there is none, e.g. the
-    correlation's note). The statistics go above the axes, where no point's label can cover them."""
+    and the demo), its line and the correlation (:func:`fit_statistics`); else ``reason`` (why there
+    is none, e.g. the correlation's note). The statistics go above the axes, where no point's label
+    can cover them; a label is written on the side of its point that faces the middle, so it stays
+    inside the axes."""
     from experiments.scoring.correlation import MIN_ROWS
 
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(3.6, 3.0), layout="constrained")
+    figure, axis = plt.subplots(figsize=(3.8, 3.2), layout="constrained")
     axis.scatter(xs, ys, color="C0", zorder=3)
+    middle = (min(xs) + max(xs)) / 2 if len(xs) else 0.0
     for x, y, label in zip(xs, ys, labels or []):
         if label:
-            axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=FONT_SIZE - 1)
-    axis.margins(x=0.25, y=0.15)  # room for the labels of the outermost points
+            right = x > middle
+            axis.annotate(label, (x, y), textcoords="offset points", xytext=(-4 if right else 4, 3), ha="right" if right else "left", fontsize=FONT_SIZE - 1)
+    axis.margins(x=0.15, y=0.15)
     if fit and fit.get("n", len(xs)) >= MIN_ROWS:
         grid = np.linspace(min(xs), max(xs), 50)
         axis.plot(grid, fit["slope"] * grid + fit["intercept"], color="C3", linewidth=1.2)
-        statistics = f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}"
+        statistics = fit_statistics(fit)
     else:
         statistics = f"n = {len(xs)}, no fit: {reason}" if reason else f"n = {len(xs)}: no fit (a fit needs {MIN_ROWS} points)"
     axis.set_title("\n".join(part for part in (title, statistics) if part), fontsize=FONT_SIZE)
@@ -329,13 +384,16 @@ def site_heatmap(
     title: str = "",
     xlabel: str = "",
     ylabel: str = "",
+    chance: float | None = None,
 ) -> list[Path]:
-    """``scores``: (site, condition) -> score; missing cells stay blank; ``xlabel``, ``ylabel``: the axes' titles."""
+    """``scores``: (site, condition) -> score; missing cells stay blank; ``xlabel``, ``ylabel``: the axes'
+    titles; ``chance``: the score of guessing, a white line on the colour bar."""
     plt = pyplot()
     matrix = np.full((len(conditions), len(sites)), np.nan)
     for (site, condition), value in scores.items():
         matrix[conditions.index(condition), sites.index(site)] = value
-    figure, axis = plt.subplots(figsize=(0.62 * len(sites) + 1.8, 0.42 * len(conditions) + 1.2), layout="constrained")
+    # wide and tall enough for a two-line title and the colour bar's label, however few the cells
+    figure, axis = plt.subplots(figsize=(max(0.62 * len(sites) + 3.0, 5.0), max(0.42 * len(conditions) + 1.6, 2.8)), layout="constrained")
     image = axis.imshow(matrix, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     for (row, column), value in np.ndenumerate(matrix):
         if np.isfinite(value):
@@ -343,7 +401,9 @@ def site_heatmap(
     axis.set_xticks(range(len(sites)), [s.removeprefix("encoder.") for s in sites], rotation=45, ha="right")
     axis.set_yticks(range(len(conditions)), conditions)
     axis.spines[:].set_visible(False)
-    figure.colorbar(image, ax=axis, label=label, fraction=0.04)
+    bar = figure.colorbar(image, ax=axis, label=label, fraction=0.06, aspect=12)
+    if chance is not None:
+        bar.ax.axhline(chance, color="white", linewidth=1.5)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
     if title:

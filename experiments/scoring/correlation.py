@@ -56,6 +56,19 @@ def correlate(x, y, bootstrap: int = 10_000, seed: int = 0) -> dict:
     }
 
 
+TITLE_COLUMNS = ("model", "dataset", "site", "split")  # what a scatter's title names, where its rows share it
+
+
+def shared_values(path: Path, where: dict[str, str] | None = None, columns: tuple[str, ...] = TITLE_COLUMNS) -> dict[str, str]:
+    """The ``columns`` of ``path`` (a CSV table) that hold one value over the rows ``where`` selects:
+    what every point of a scatter of those rows has in common (its title)."""
+    where = where or {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if all(row.get(column) == value for column, value in where.items())]
+    found = {column: {row.get(column) for row in rows} for column in columns if rows and column in rows[0]}
+    return {column: values.pop() for column, values in found.items() if len(values) == 1 and next(iter(values))}
+
+
 def read_columns(path: Path, x: str, y: str, label: str | None, where: dict[str, str] | None = None) -> tuple[list[float], list[float], list[str], int]:
     """(x values, y values, labels, rows dropped for a missing or non-finite value) of the rows whose
     columns equal every ``where`` value. ``label``: a column, or several separated by commas (joined

@@ -47,7 +47,7 @@ from extract.records import GapReport, schema_version, write_document
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
 COMPARISON_SYMBOLS = {"relative_gap": "E", "delta_rel": "Δrel"}  # in the printed summary; others by name
 GAP_SCHEMA = schema_version("asr_gap")  # the report's version (extract.records.FORMATS); reports without ``schema`` read as version 1
-GAP_ESTIMATES = {"resampled": "E on the resampled means (the paper's)", "full": "E on the full set"}
+GAP_ESTIMATES = {"resampled": "E on the resampled means (Attanasio et al. 2024)", "full": "E on the full set"}
 P_VALUE_NOTE = (
     "two-sided t-test of the published resampling (Attanasio et al. 2024): pseudo-replicated, the iterations "
     "are overlapping subsets of the same speakers, so p shrinks as the iterations grow; trust ci95, the "

@@ -110,6 +110,14 @@ def write_correlations(layout, study: Study) -> Path:
     return files["correlations"]
 
 
+HEATMAP_LABEL = "probe F1_S (%), mean macro-F1\nover speech positions; line: chance"
+SPLIT_WORDS = {  # a figure's title, of the probe's split (probing.run.ProbeConfig.split)
+    "fixed": "speaker-disjoint split",
+    "loso": "leave-one-speaker-out",
+    "stratified": "stratified split: speakers shared by train and test",
+}
+
+
 def headline_sites(gap_rows: list[dict], study: Study) -> dict[tuple[str, str], str]:
     """(model, dataset) -> the site of its headline scatter: ``report.site`` where the rows have it,
     else the last site (highest ``site_index``)."""
@@ -147,10 +155,10 @@ def write_figures(layout, study: Study) -> Path:
                 [_number(row["gap_relative"]) for row in rows],
                 [row["language"] for row in rows],
                 fit if "pearson_r" in fit else None,
-                "probe F1_S (%)",
-                "E (%)",
+                plots.axis_label("f1_s"),
+                plots.axis_label("gap_relative"),
                 stem,
-                title=f"{model}, {dataset}, {site}" + ("" if split == "fixed" else f", {split} split"),
+                title=f"{model} on {dataset}, site {site}\n{SPLIT_WORDS.get(split, f'{split} split')}",
                 reason=fit.get("note", ""),
             )
             figures.append(
@@ -176,17 +184,19 @@ def _final(row: dict) -> bool:
 
 def _site_heatmaps(layout, plots) -> list[dict]:
     """F1_S per site (columns) and language (rows) of each model and dataset, per-position probes
-    (``positional``) without control and not applied elsewhere, the mean over seeds (from ``long.csv``): the
-    fixed-split rows, or the leave-one-speaker-out ones where a model and dataset has no other
-    (never the two averaged; the title names the split)."""
+    (``positional``) not applied elsewhere, the mean over seeds (from ``long.csv``), each control
+    as a row of its own under its language's (``fr: shuffled control``): the fixed-split rows, or
+    those of one other split where a model and dataset has no fixed one (never two averaged; the
+    title names the split)."""
     from probing.kinds import is_per_position
 
     values: dict[tuple[str, str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for row in _rows(_files(layout)["long"]):
-        if row["kind"] != "probe" or not is_per_position(row["probe"]) or row["control"] != "none" or row["metric"] != "f1_s" or row["applied_to"]:
+        if row["kind"] != "probe" or not is_per_position(row["probe"]) or row["metric"] != "f1_s" or row["applied_to"]:
             continue
-        values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], row["language"])].append(float(row["value"]))
+        condition = row["language"] if row["control"] in ("", "none") else f"{row['language']}: {row['control']} control"
+        values[(row["model"], row["dataset"], row["split"] or "fixed")][(row["site"], condition)].append(float(row["value"]))
         order[(row["model"], row["dataset"])][row["site"]] = int(row["site_index"]) if row.get("site_index") else -1
     figures = []
     for (model, dataset, split), cells in sorted(values.items()):
@@ -195,8 +205,18 @@ def _site_heatmaps(layout, plots) -> list[dict]:
         scores = {cell: sum(found) / len(found) for cell, found in cells.items()}
         sites = sorted(order[(model, dataset)], key=lambda site: (order[(model, dataset)][site], site))
         languages = sorted({language for _, language in scores})
-        title = f"{model}, {dataset} ({split} split)"
-        paths = plots.site_heatmap(scores, sites, languages, layout.figures / f"f1_s-{model}-{dataset}", title=title, xlabel="site", ylabel="language")
+        title = f"{model} on {dataset}\n{SPLIT_WORDS.get(split, f'{split} split')}"
+        paths = plots.site_heatmap(
+            scores,
+            sites,
+            languages,
+            layout.figures / f"f1_s-{model}-{dataset}",
+            label=HEATMAP_LABEL,
+            title=title,
+            xlabel="site",
+            ylabel="language (and control)",
+            chance=50.0,
+        )
         figures.append({"kind": "f1_s_by_site", "model": model, "dataset": dataset, "paths": [p.name for p in paths]})
     return figures
 

@@ -269,7 +269,7 @@ def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualifi
 
     crossing = gap_summary(_entry(-5.0, 8.0, 1.74e-20), ("female", "male"))
     assert crossing.startswith("E(female, male) 95 % CI -5.00 .. +8.00 (speaker bootstrap, crosses 0: no gap shown either way)")
-    assert crossing.index("95 % CI") < crossing.index("E +3.00 (E on the resampled means (the paper's))") < crossing.index("p 1.74e-20")
+    assert crossing.index("95 % CI") < crossing.index("E +3.00 (E on the resampled means (Attanasio et al. 2024))") < crossing.index("p 1.74e-20")
     assert "pseudo-replicated; the interval crosses 0: trust the interval, not p" in crossing
     excluding = gap_summary(_entry(1.0, 8.0, 1.74e-20, estimate="full"), ("female", "male"))
     assert excluding == (
@@ -286,10 +286,13 @@ def test_gap_figure_names_the_estimate_and_marks_only_intervals_clear_of_zero(tm
     from experiments.reports import plots as figures
 
     results = {"cv": {"languages": {"en": _entry(-5.0, 8.0, 1e-20), "it": _entry(1.0, 2.0, 1e-20, gap=2.5), "ja": {"gap_relative": None}}}}
-    assert figures.gap_axis_label(results).endswith("E on the resampled means (the paper's)")
+    assert figures.gap_axis_label(results) == "E(F, M): relative WER gap (%)\n>0: worse for women"
+    assert figures.gap_estimate_note(results) == "bars: E on the resampled means (Attanasio et al. 2024)"
     mixed = {**results, "fleurs": {"languages": {"en": _entry(1.0, 8.0, 0.03, estimate="full")}}}
-    assert figures.gap_axis_label(mixed).endswith("E on the full set / E on the resampled means (the paper's)")
-    assert figures.gap_axis_label({"old": {"languages": {"en": {"gap_relative": 1.0}}}}).endswith("estimate not recorded")
+    assert figures.gap_estimate_note(mixed) == "bars: E on the full set / E on the resampled means (Attanasio et al. 2024)"
+    assert figures.gap_estimate_note({"old": {"languages": {"en": {"gap_relative": 1.0}}}}) == "bars: estimate not recorded"
+    perfect = {"rv": {"languages": {"it": {"gap_relative": -100.0}, "fr": {"gap_relative": -99.9}, "ru": {"gap_relative": None}}}}
+    assert figures.no_error_languages(perfect) == ["it"]
     assert figures.gap_mark(_entry(-5.0, 8.0, 1e-20)) == ""  # interval crosses 0: no star, whatever p
     assert figures.gap_mark(_entry(1.0, 8.0, 1e-20)) == "**" and figures.gap_mark(_entry(1.0, 8.0, 0.03)) == "*"
     assert figures.gap_mark(_entry(None, None, 1e-20)) == ""

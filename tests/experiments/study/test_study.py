@@ -765,7 +765,10 @@ def test_the_site_heatmap_never_averages_fixed_and_loso_rows(tmp_path):
     drawn = []
     plots = SimpleNamespace(site_heatmap=lambda scores, sites, languages, out, **options: drawn.append((scores, options["title"])) or [out])
     report._site_heatmaps(layout, plots)
-    assert drawn == [({("encoder.final", "en"): 80.0}, "both, toy (fixed split)"), ({("encoder.final", "en"): 60.0}, "loso-only, toy (loso split)")]
+    assert drawn == [
+        ({("encoder.final", "en"): 80.0}, "both on toy\nspeaker-disjoint split"),
+        ({("encoder.final", "en"): 60.0}, "loso-only on toy\nleave-one-speaker-out"),
+    ]
 
 
 def test_a_stopped_run_s_claim_on_a_transcript_is_refused_by_the_dry_run_naming_reclaim_stale(tmp_path, tiny_whisper, capsys):
