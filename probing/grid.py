@@ -172,11 +172,23 @@ def check_store(path: str, what: str = "store") -> None:
 
 
 def _describe(row: dict) -> str:
-    parts = [f"F1 {row['f1_macro']:.1f}"]
-    for key, label in (("f1_s", "F1_S"), ("compression", "compression"), ("selectivity", "selectivity")):
-        if key in row:
-            parts.append(f"{label} {row[key]:.2f}")
+    """A run's scores as its progress line prints them, each named with its unit: F1_S for a
+    per-position probe (the headline; its pooled F1 is beside it in the row), F1 for the others,
+    then the control's selectivity and MDL's compression where the row has them."""
+    if "f1_s" in row:
+        parts = [f"F1_S {row['f1_s']:.1f} % (macro-F1 averaged over speech positions; 50: chance)"]
+    else:
+        parts = [f"F1 {row['f1_macro']:.1f} % (macro-F1; 50: chance)"]
+    if "selectivity" in row:
+        parts.append(f"selectivity {row['selectivity']:+.1f} points (the real labels' F1 minus this control's)")
+    if "compression" in row:
+        parts.append(f"compression {row['compression']:.2f} (MDL: uniform codelength over online codelength)")
     return ", ".join(parts)
+
+
+def _scope(config: ProbeConfig) -> str:
+    """`` language=fr split=loso`` in a run's progress line where they are not the defaults."""
+    return (f" language={config.language}" if config.language else "") + ("" if config.split == ProbeConfig.split else f" split={config.split}")
 
 
 def pending(configs: list[ProbeConfig], out: Path) -> tuple[list[ProbeConfig], int]:
@@ -239,7 +251,7 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
                 continue
             save_result(result, target, arrays_to=out)
             print(
-                f"[probe] {number}/{len(todo)} {config.probe} {config.site}{_task_shown(config)} control={config.control} seed={config.seed}: "
+                f"[probe] {number}/{len(todo)} {config.probe} {config.site}{_scope(config)}{_task_shown(config)} control={config.control} seed={config.seed}: "
                 f"{_describe(result.row)} ({time.time() - started:.1f} s)",
                 flush=True,
             )

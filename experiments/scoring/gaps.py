@@ -493,12 +493,27 @@ def gap_summary(entry: dict, groups: tuple[str, str]) -> str:
     crosses_zero = bounds_known and low <= 0 <= high
     interval = f"{compared}({groups[0]}, {groups[1]}) 95 % CI {_number(low, sign=True)} .. {_number(high, sign=True)} (speaker bootstrap"
     interval += ", crosses 0: no gap shown either way)" if crosses_zero else ")"
-    estimate = f"E {_number(entry['gap_relative'], sign=True)} ({GAP_ESTIMATES[entry['gap_estimate']]})"
+    estimate = f"E {_number(entry['gap_relative'], sign=True)} % ({GAP_ESTIMATES[entry['gap_estimate']]})"
     p_value = entry["bootstrap"]["p_value"]
     test = f"p {'undefined' if p_value is None or np.isnan(p_value) else format(p_value, '.3g')} (published resampling t-test, pseudo-replicated"
     test += "; the interval crosses 0: trust the interval, not p)" if crosses_zero and p_value is not None and p_value < 0.05 else ")"
     note = f" [{entry['bootstrap']['ci95_note']}]" if entry["bootstrap"].get("ci95_note") else ""
     return f"{interval}{note}; {estimate}; {test}"
+
+
+def language_gap_line(entry: dict, groups: tuple[str, ...]) -> str:
+    """One language of a gap report as a console line: each group's error rate with its speakers, then
+    :func:`gap_summary` (the interval, E, p) and Δrel, each named with its unit."""
+    metric = str(entry.get("metric") or "error rate").upper()
+    found = {group: entry["groups"].get(group) or {} for group in groups}
+    speakers = {group: found[group].get("speakers", 0) for group in groups}
+    rates = ", ".join(
+        f"{group} {_number(found[group].get('error_rate'))} % ({speakers[group]} speaker{'' if speakers[group] == 1 else 's'})" for group in groups
+    )
+    if len(groups) != 2:
+        return f"{metric} {rates}"
+    delta = f"; Δrel {_number(entry['delta_rel'], sign=True)} % of the mean rate" if entry.get("delta_rel") is not None else ""
+    return f"{metric} {rates}; {gap_summary(entry, groups)}{delta}"
 
 
 def finite_or_null(value):

@@ -784,7 +784,7 @@ def gap_behaviour(options: dict, hypotheses: Path, out: Path, manifest: Path | N
     """A gap comparison's report of ``hypotheses``; an attribute's reads its labels from ``manifest``
     (the one transcribed, checked by the sha256 the transcription recorded) and depends on it too."""
     from experiments.scoring.asr_metrics import Scoring
-    from experiments.scoring.gaps import gap_report, gap_settings, hypotheses_attribute, read_hypotheses, save_gap_report
+    from experiments.scoring.gaps import gap_report, gap_settings, hypotheses_attribute, language_gap_line, read_hypotheses, save_gap_report
 
     groups, scoring, attribute = tuple(options["groups"]), Scoring(options["normalizer"], options["cer_spaces"]), options.get("attribute")
     settings = gap_settings(groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], attribute=attribute)
@@ -794,8 +794,7 @@ def gap_behaviour(options: dict, hypotheses: Path, out: Path, manifest: Path | N
         rows = read_hypotheses(hypotheses)
         report, counts = gap_report(rows, groups, options["iterations"], options["seed"], scoring, options["gap_estimate"], hypotheses, attribute=labels)
         save_gap_report(report, counts, out)
-        gaps = ", ".join(f"{language} E {_number(entry.get('gap_relative'), '+')}" for language, entry in report["languages"].items())
-        return f"{gaps} -> {out}"
+        return "".join(f"\n  {language}: {language_gap_line(entry, groups)}" for language, entry in report["languages"].items()) + f"\n  -> {out}"
 
     inputs = [hypotheses, manifest] if attribute else [hypotheses]  # in the order the report records them
     return Behaviour(inputs, out, lambda document: document.get("settings") == settings, compute)

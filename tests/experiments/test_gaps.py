@@ -254,7 +254,7 @@ def test_gap_estimate_full_puts_e_on_all_records_in_gap_relative(tmp_path, capsy
     assert en["gap_estimate"] == "full" and en["gap_relative"] == pytest.approx(100.0) == en["gap_relative_full"]
     assert en["gap_relative_resampled"] == en["bootstrap"]["gap_relative"]
     assert report["settings"]["gap_estimate"] == "full"
-    assert "E +100.00 (E on the full set)" in capsys.readouterr().out
+    assert "E +100.00 % (E on the full set)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as error:
         main(["--hypotheses", str(hypotheses), "--out", str(tmp_path / "x.json"), "--gap-estimate", "mean"])
     assert error.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
@@ -269,11 +269,11 @@ def test_gap_summary_leads_with_the_interval_and_never_leaves_a_tiny_p_unqualifi
 
     crossing = gap_summary(_entry(-5.0, 8.0, 1.74e-20), ("female", "male"))
     assert crossing.startswith("E(female, male) 95 % CI -5.00 .. +8.00 (speaker bootstrap, crosses 0: no gap shown either way)")
-    assert crossing.index("95 % CI") < crossing.index("E +3.00 (E on the resampled means (Attanasio et al. 2024))") < crossing.index("p 1.74e-20")
+    assert crossing.index("95 % CI") < crossing.index("E +3.00 % (E on the resampled means (Attanasio et al. 2024))") < crossing.index("p 1.74e-20")
     assert "pseudo-replicated; the interval crosses 0: trust the interval, not p" in crossing
     excluding = gap_summary(_entry(1.0, 8.0, 1.74e-20, estimate="full"), ("female", "male"))
     assert excluding == (
-        "E(female, male) 95 % CI +1.00 .. +8.00 (speaker bootstrap); E +3.00 (E on the full set); p 1.74e-20 (published resampling t-test, pseudo-replicated)"
+        "E(female, male) 95 % CI +1.00 .. +8.00 (speaker bootstrap); E +3.00 % (E on the full set); p 1.74e-20 (published resampling t-test, pseudo-replicated)"
     )
     large_p = gap_summary(_entry(-5.0, 8.0, 0.4), ("female", "male"))
     assert "trust the interval" not in large_p and "crosses 0" in large_p
