@@ -271,7 +271,27 @@ def speaker_stratified_splits(
             )
         chosen = _balance(members, labels, speakers, rng) if len(members) else members
         parts[name] = SplitData(all_ids[chosen].tolist(), labels[chosen], speakers[chosen])
-    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_of, speakers), classes)
+    # counted on the balanced splits, the ones the probe reads (balancing can drop a speaker's every utterance)
+    kept = np.concatenate([parts[name].speakers for name in ("train", "dev", "test")]).astype(object)
+    split_names = np.array([name for name in ("train", "dev", "test") for _ in parts[name].speakers], dtype=object)
+    return ProbeSplits(task, parts["train"], parts["dev"], parts["test"], "speaker-stratified", speakers_shared_with_train(split_names, kept), classes)
+
+
+def speaker_disjoint_refusal(metadata: dict[str, list], ids: list[str], task: str, seed: int, language: str | None, dev_needed: bool) -> str | None:
+    """Why neither speaker-disjoint split can take ``task`` here (the fixed split's and leave-one-speaker-out's
+    refusals, in one line), or None when one of them can: a probe on the stratified split then runs
+    only because it shares speakers between train and test."""
+    refusals = []
+    for name, attempt in (
+        ("the fixed split", lambda: make_splits(metadata, ids, task, seed, language, False, dev_needed)),
+        ("leave-one-speaker-out", lambda: leave_one_speaker_out(metadata, ids, task, seed, language, dev=dev_needed)),
+    ):
+        try:
+            attempt()
+            return None
+        except ProbeError as error:
+            refusals.append(f"{name}: {error}")
+    return "; ".join(refusals)
 
 
 def _language_shown(metadata: dict[str, list], language: str | None) -> str | None:

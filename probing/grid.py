@@ -183,6 +183,8 @@ def _describe(row: dict) -> str:
         parts.append(f"selectivity {row['selectivity']:+.1f} points (the real labels' F1 minus this control's)")
     if "compression" in row:
         parts.append(f"compression {row['compression']:.2f} (MDL: uniform codelength over online codelength)")
+    if "shared_speakers_only" in row:
+        parts.append("warning: speakers shared by train and test, the only split that runs here (the row's shared_speakers_only says why)")
     return ", ".join(parts)
 
 

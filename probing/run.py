@@ -31,6 +31,7 @@ from probing.data import (
     leave_one_speaker_out,
     make_splits,
     shared_speakers_message,
+    speaker_disjoint_refusal,
     speaker_stratified_splits,
     task_attribute,
     task_labels,
@@ -893,7 +894,7 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         _refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.run
-    shared = {}
+    shared, only_shared = {}, {}
     metadata, labelled = probe_metadata(config, reader)
     if config.apply_to and task_attribute(config.task) is not None:
         applied_attribute(config, other)  # its labels refused before the probe trains, not after
@@ -904,6 +905,9 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     else:
         if config.split == "stratified":
             splits = speaker_stratified_splits(metadata, reader.ids, config.task, config.seed, config.language)
+            refused = speaker_disjoint_refusal(metadata, reader.ids, config.task, config.seed, config.language, bool(config.kind.selects_on_dev))
+            if refused:
+                only_shared = {"shared_speakers_only": f"runs only with speakers shared between train and test: {refused}"}
         else:
             dev_needed = bool(config.kind.selects_on_dev)
             splits = make_splits(metadata, reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
@@ -928,6 +932,6 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **only_shared, **scores, **provenance()},
     )
     return ProbeResult(row.to_dict(), arrays, attention)

@@ -45,6 +45,7 @@ def test_three_accents_with_the_mean_probe(corpus):
     assert "labels" not in row["config"]
     stratified = run_probe(ProbeConfig(store=str(store), site=SITE, probe="mean", task="attribute:accent", split="stratified")).row
     assert stratified["f1_macro"] == 100.0 and stratified["splits"]["source"] == "speaker-stratified"
+    assert "shared_speakers_only" not in stratified  # the fixed split takes this task: sharing speakers was a choice
 
 
 def test_three_accents_with_the_attention_probe(corpus):

@@ -36,3 +36,8 @@ def test_a_language_s_gap_line_gives_the_rates_with_speakers_the_interval_e_and_
     assert line.endswith("; Δrel +66.67 % of the mean rate")
     missing = language_gap_line({"groups": {"female": {"error_rate": 5.0, "speakers": 1}}}, ("female", "male"))
     assert missing == "ERROR RATE female 5.00 % (1 speaker), male undefined % (0 speakers); no gap: a group is missing"
+
+
+def test_a_run_that_only_shared_speakers_allow_says_so_on_its_line():
+    line = _describe({"f1_macro": 55.6, "shared_speakers_only": "runs only with speakers shared between train and test: ..."})
+    assert line.endswith(", warning: speakers shared by train and test, the only split that runs here (the row's shared_speakers_only says why)")
