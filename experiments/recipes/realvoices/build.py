@@ -27,7 +27,7 @@ from experiments.analysis.acoustic import first_pass_f0
 from experiments.recipes.realvoices.decode import source_seconds, write_wav_16k
 from experiments.recipes.realvoices.fetch import Unpacked, realvoices_cache, unpack
 from experiments.recipes.realvoices.sources import VOICES, Voice, voices_for
-from experiments.recipes.realvoices.transcripts import read_asterisk_transcripts, transcript, tuxpaint_line
+from experiments.recipes.realvoices.transcripts import parse_fillets_dialogs, read_asterisk_transcripts, transcript, tuxpaint_line
 from extract.audio import MAX_SECONDS, AudioError, load_audio
 from extract.manifest import Utterance, write_manifest
 
@@ -76,16 +76,36 @@ def _clip_files(voice: Voice, root: Path) -> list[tuple[str, Path]]:
     return [(path.relative_to(base).as_posix().removesuffix(voice.suffix), path) for path in files]
 
 
-def _transcript_lookup(voice: Voice, roots: dict[str, Path]) -> Callable[[str], str | None]:
+def _transcript_lookup(voice: Voice, roots: dict[str, Path]) -> Callable[[str], tuple[str | None, str | None]]:
+    """Clip key -> (its transcript line or None, the speaker tag its source gives or None: the dialog
+    font of a Fish Fillets line, nothing for the other sources)."""
     if voice.transcripts == "asterisk":
-        return read_asterisk_transcripts(roots[voice.transcript_package] / voice.transcript_file).get
+        lines = read_asterisk_transcripts(roots[voice.transcript_package] / voice.transcript_file)
+        return lambda key: (lines.get(key), None)
+    if voice.transcripts == "fillets":
+        return _fillets_lookup(voice, roots[voice.transcript_package] / voice.transcript_file)
     base = roots[voice.package] / voice.audio_root
 
-    def tuxpaint(key: str) -> str | None:
+    def tuxpaint(key: str) -> tuple[str | None, None]:
         description = base / f"{key}.txt"
-        return tuxpaint_line(description.read_text(encoding="utf-8"), voice.language) if description.is_file() else None
+        return (tuxpaint_line(description.read_text(encoding="utf-8"), voice.transcript_key or voice.language) if description.is_file() else None), None
 
     return tuxpaint
+
+
+def _fillets_lookup(voice: Voice, scripts: Path) -> Callable[[str], tuple[str | None, str | None]]:
+    """A Fish Fillets clip ``LEVEL/LANG/ID`` -> its line in ``scripts/LEVEL/dialogs_LANG.lua`` and the line's font."""
+    levels: dict[str, dict[str, tuple[str, str]]] = {}
+
+    def lookup(key: str) -> tuple[str | None, str | None]:
+        level, _, name = key.split("/", 2)
+        if level not in levels:
+            dialogs = scripts / level / f"dialogs_{voice.language}.lua"
+            levels[level] = parse_fillets_dialogs(dialogs.read_text(encoding="utf-8")) if dialogs.is_file() else {}
+        font, line = levels[level].get(name, (None, None))
+        return line, font
+
+    return lookup
 
 
 def list_clips(voice: Voice, roots: dict[str, Path], version: str) -> VoiceClips:
@@ -93,7 +113,10 @@ def list_clips(voice: Voice, roots: dict[str, Path], version: str) -> VoiceClips
     lookup = _transcript_lookup(voice, roots)
     result = VoiceClips(voice, version, [])
     for key, path in _clip_files(voice, roots[voice.package]):
-        line = lookup(key)
+        line, tag = lookup(key)
+        if voice.speaker_tag and tag is not None and tag != voice.speaker_tag:
+            result.left_out[f"another speaker's line ({tag})"] += 1
+            continue
         if line is None:
             result.left_out["no transcript"] += 1
             continue

@@ -2,8 +2,9 @@
 
 A *voice* is one speaker in one language (Allison Smith reads English and Spanish: two voices, one
 speaker). Every fact below was read from the package itself (bookworm, the versions in ``version``):
-the licence is the ``License:`` field of ``/usr/share/doc/PACKAGE/copyright`` as written there, the
-credit line paraphrases that file's credits (or, for Tux Paint, the upstream ``changelog.gz``).
+the licence is the ``License:`` field of ``/usr/share/doc/PACKAGE/copyright`` as written there (or
+its licence text named: ``GPL-2`` for "version 2 dated June, 1991"), the credit line paraphrases that
+file's credits (for Tux Paint, the upstream ``changelog.gz``; for Fish Fillets, the game's credits image).
 
 How the gender label is known (``gender_basis``), never from the audio:
 
@@ -22,7 +23,17 @@ is for trying ``--attribute locale`` end to end, not for conclusions (``docs/att
 
 Left out for that reason: Tux Paint's Catalan and Dutch descriptions (no narrator credited for
 them; Pere Pujal is credited for the Catalan translation), its Lithuanian letters and Malayalam
-words, and ``pocketsphinx-testdata`` (LibriVox and "cards" readers, unnamed).
+words, and ``pocketsphinx-testdata`` (LibriVox and "cards" readers, unnamed). Tux Paint's number
+stamps: the Spanish numbers (the changelog credits Gabriel Gazzan and says "His son did the
+sounds", unnamed), the Norwegian ones ("Norwegian math sounds", not which of nb and nn), and the
+Japanese ones (credited "Japanese sounds for the number stamps. TOYAMA Shin-ichi", a contributor
+rather than a named voice: their median F0, 263 Hz, is not an adult man's, so the credit does not
+say whose voice it is). Fish Fillets NG's Dutch dialogues (``fillets-ng-data-nl``) credit no voice.
+
+Fish Fillets NG's Czech dialogues (``fillets-ng-data-cs``) are credited in the game's own credits,
+an image in ``fillets-ng-data`` (``images/menu/credits.png``, "Voices & Animal sounds"), each name
+beside the fish it voices; the dialog scripts (``script/LEVEL/dialogs_cs.lua``) say which fish
+speaks each line (its font).
 """
 
 from __future__ import annotations
@@ -65,13 +76,15 @@ class Voice:
     credit: str  # the attribution to show with any use
     audio_root: str  # folder inside the unpacked package
     suffix: str  # a clip is a file under audio_root ending in this; its key is the rest of its path
-    transcripts: str  # "asterisk" (a key: text file) or "tuxpaint" (the stamp's .txt, the language's line)
+    transcripts: str  # "asterisk" (a key: text file), "tuxpaint" (the stamp's .txt, the language's line) or "fillets" (the level's dialogs)
     transcript_package: str  # the package holding the transcripts (asterisk) or the package itself
     transcript_file: str  # inside transcript_package (asterisk); empty for tuxpaint
     text_quality: str  # one of TEXT_QUALITIES: how well the transcript matches what is said
     sample_rate: int  # of the packaged audio (Hz)
     channel: str  # how the audio was made and coded
     locale: str = ""  # LANG_COUNTRY where the package states it (the manifest's extra.locale); empty where it does not
+    transcript_key: str = ""  # tuxpaint: the .txt line's locale when it is not the language (en_GB); empty: the language
+    speaker_tag: str = ""  # fillets: the dialog font of this voice's lines (font_big); empty: every clip is this voice's
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -128,6 +141,73 @@ def _tuxpaint(speaker, name, language, gender, credited) -> Voice:
         text_quality="approximate",
         sample_rate=44_100,
         channel="volunteer recording for children's software, Ogg Vorbis",
+    )
+
+
+def _tuxpaint_numbers(speaker, name, language, tag, gender, credited, locale="") -> Voice:
+    """The spoken numbers 0-9 of Tux Paint's number stamps (``symbols/math/N_TAG.ogg``), the
+    transcript the stamp's ``TAG.utf8=`` line."""
+    return Voice(
+        key=f"tuxpaint-numbers-{language}",
+        speaker=speaker,
+        name=name,
+        language=language,
+        gender=gender,
+        gender_basis="given name",
+        gender_source=f"credited in {TUXPAINT_CREDIT_SOURCE}: {credited!r}",
+        package="tuxpaint-stamps-default",
+        version=TUXPAINT_VERSION,
+        dataset="tuxpaint-stamps",
+        licence="GPL-2",
+        credit=f"Tux Paint number stamps ({language}) spoken by {name}; Tux Paint stamps (C) 2002-2022 Bill Kendrick and contributors",
+        audio_root=f"{TUXPAINT_STAMPS}/symbols/math",
+        suffix=f"_{tag}.ogg",
+        transcripts="tuxpaint",
+        transcript_package="tuxpaint-stamps-default",
+        transcript_file="",
+        text_quality="exact",  # the number's name
+        sample_rate=44_100,
+        channel="volunteer recording for children's software, Ogg Vorbis",
+        locale=locale,
+        transcript_key=tag,
+    )
+
+
+FILLETS_VERSION = "1.0.1-1.1"
+FILLETS_CREDITS = "/usr/share/games/fillets-ng/images/menu/credits.png"  # in fillets-ng-data: the game's credits, an image
+FILLETS_CREDIT = (
+    "Fish Fillets - Next Generation, Czech voices; the original game (C) ALTAR interactive, released under the GNU GPL; Altar's "
+    "credits, 'Voices & Animal sounds': Vít Musil (the big fish), Gabriela Pyšná (the small fish), Jaroslav Tuček; recorded at Eliot Studios"
+)
+
+
+def _fillets(speaker, name, gender, font, fish) -> Voice:
+    """One of the two fish of Fish Fillets NG's Czech dialogues (``fillets-ng-data-cs``): its lines are
+    the level dialogs written in ``font`` (``script/LEVEL/dialogs_cs.lua``, in ``fillets-ng-data``),
+    their Czech text the transcript."""
+    return Voice(
+        key=f"{speaker}-cs",
+        speaker=speaker,
+        name=name,
+        language="cs",
+        gender=gender,
+        gender_basis="given name",
+        gender_source=f"fillets-ng-data's credits image {FILLETS_CREDITS}, 'Voices & Animal sounds': {name} beside the {fish}; "
+        f"the {fish}'s lines are the dialogs in {font} (script/LEVEL/dialogs_cs.lua)",
+        package="fillets-ng-data-cs",
+        version=FILLETS_VERSION,
+        dataset="fillets-ng",
+        licence="GPL-2",  # the copyright file: GNU General Public License, version 2 dated June, 1991
+        credit=f"{name}, the {fish}: {FILLETS_CREDIT}",
+        audio_root="usr/share/games/fillets-ng/sound",
+        suffix=".ogg",
+        transcripts="fillets",
+        transcript_package="fillets-ng-data",
+        transcript_file="usr/share/games/fillets-ng/script",
+        text_quality="approximate",  # the Czech script the actors read; a performance may depart from it
+        sample_rate=22_050,
+        channel="game dialogue, studio recording, Ogg Vorbis",
+        speaker_tag=font,
     )
 
 
@@ -267,6 +347,13 @@ VOICES: tuple[Voice, ...] = (
     _tuxpaint("edwin-veber", "Edwin Veber", "ru", "male", "Descriptive sounds by GCI students ... Rusian: Edwin Veber"),
     # two credited French narrators and no record of who read which file: one speaker id for both,
     # so a held-out fold never trains on either
+    # the changelog credits the number sounds as it credits the descriptions above ("Descriptive sounds
+    # Krasimir Petkov"); where it names someone else as the voice ("(His son did the sounds)") the voice is left out
+    _tuxpaint_numbers(
+        "john-arundel", "John Arundel", "en", "en_GB", "male", "British English descriptive sounds for numbers and letters John Arundel", "en_GB"
+    ),
+    _fillets("vit-musil", "Vít Musil", "male", "font_big", "big fish"),
+    _fillets("gabriela-pysna", "Gabriela Pyšná", "female", "font_small", "small fish"),
     _tuxpaint(
         "jacques-chion-paulk",
         "Jacques Chion or PaulK",

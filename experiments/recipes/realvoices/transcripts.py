@@ -1,4 +1,5 @@
-"""Transcripts of the real voices: asterisk's ``key: text`` lists and Tux Paint's per-language description lines.
+"""Transcripts of the real voices: asterisk's ``key: text`` lists, Tux Paint's per-language description
+lines and Fish Fillets NG's level dialogs.
 
 Annotations are not speech: ``[ascending tones]``, ``(beep)``, ``at [@]``, ``(voce alternativa ...)``.
 Square- and round-bracketed parts are removed; a line that was only annotation has no transcript (a
@@ -76,3 +77,13 @@ def tuxpaint_line(description: str, language: str) -> str | None:
         if line.startswith(prefix):
             return line.removeprefix(prefix).strip() or None
     return None
+
+
+_DIALOG = re.compile(r'dialogId\(\s*"([^"]+)"\s*,\s*"([^"]+)"\s*,\s*"(?:[^"\\]|\\.)*"\s*\)\s*dialogStr\(\s*"((?:[^"\\]|\\.)*)"\s*\)')
+
+
+def parse_fillets_dialogs(text: str) -> dict[str, tuple[str, str]]:
+    """A Fish Fillets NG ``dialogs_LANG.lua``: ``dialogId("ID", "FONT", "English")`` followed by
+    ``dialogStr("translation")``, as ID -> (font, translation). The font says who speaks
+    (``font_big``: the big fish, ``font_small``: the small one); the sound file is ``ID.ogg``."""
+    return {key: (font, line.replace('\\"', '"')) for key, font, line in _DIALOG.findall(text)}
