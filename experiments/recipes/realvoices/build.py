@@ -115,7 +115,7 @@ def list_clips(voice: Voice, roots: dict[str, Path], version: str) -> VoiceClips
     for key, path in _clip_files(voice, roots[voice.package]):
         line, tag = lookup(key)
         if voice.speaker_tag and tag is not None and tag != voice.speaker_tag:
-            result.left_out[f"another speaker's line ({tag})"] += 1
+            result.left_out["another speaker's line (its dialog font)"] += 1
             continue
         if line is None:
             result.left_out["no transcript"] += 1

@@ -83,8 +83,8 @@ def test_each_fish_gets_its_own_lines_and_the_numbers_their_locale_s_line(tmp_pa
         "tuxpaint-numbers-en.2": ("john-arundel", "male", "TWO."),
     }
     left_out = {row["voice"]: row["left_out"] for row in rows}
-    assert left_out["vit-musil-cs"] == {"another speaker's line (font_small)": 1, "no transcript": 1}
-    assert left_out["gabriela-pysna-cs"] == {"another speaker's line (font_big)": 2, "no transcript": 1}
+    assert left_out["vit-musil-cs"] == {"another speaker's line (its dialog font)": 1, "no transcript": 1}
+    assert left_out["gabriela-pysna-cs"] == {"another speaker's line (its dialog font)": 2, "no transcript": 1}
     assert left_out["tuxpaint-numbers-en"] == {}  # the German numbers are another suffix, never listed
     john = next(u for u in utterances if u.speaker == "john-arundel")
     assert john.extra["locale"] == "en_GB" and john.extra["licence"] == "GPL-2" and "John Arundel" in john.extra["credit"]
