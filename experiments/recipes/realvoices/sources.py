@@ -16,7 +16,8 @@ How the gender label is known (``gender_basis``), never from the audio:
 
 A second attribute, ``locale`` (the language's regional variety, ``LANG_COUNTRY``), is recorded
 only where the package states it: the asterisk folder names (``en_US_f_Allison``: US English,
-``es_MX_f_Allison``: Mexican Spanish, ``fr_CA_f_June``: Canadian French). Elsewhere it is left
+``es_MX_f_Allison``: Mexican Spanish, ``fr_CA_f_June``: Canadian French) and Tux Paint's
+changelog ("British English descriptive sounds for numbers": ``en_GB``). Elsewhere it is left
 empty, and the manifest has no ``locale`` for those voices: a narrator's name or a package's
 country of origin says nothing certain about how they speak. With one or two voices per locale it
 is for trying ``--attribute locale`` end to end, not for conclusions (``docs/attributes.md``).
