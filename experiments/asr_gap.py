@@ -44,6 +44,7 @@ from experiments.scoring.asr_metrics import Scoring
 from experiments.scoring.gaps import (
     GapOptions,
     counts_path,
+    delta_rel_text,
     gap_report,
     gap_summary,
     hypotheses_attribute,
@@ -71,11 +72,11 @@ def _run(args: argparse.Namespace, groups: tuple[str, ...]) -> int:
         rows, groups, args.iterations, args.seed, scoring, args.gap_estimate, args.hypotheses, compare=args.interval_of, attribute=attribute
     )
     for language, entry in report["languages"].items():
-        summary = ", ".join(f"{g} {v['error_rate']:.2f}" for g, v in entry["groups"].items())
+        summary = ", ".join(f"{g} {v['error_rate']:.2f} %" for g, v in entry["groups"].items())
         pairs = [(groups, entry)] if "comparisons" not in entry else [((a, entry["reference"]), gaps) for a, gaps in entry["comparisons"].items()]
         unlabelled = f"; left out {entry['unlabelled']} without {args.attribute}" if "unlabelled" in entry else ""
         print(
-            f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {'; '.join(gap_summary(gaps, pair) for pair, gaps in pairs)}; "
+            f"[asr_gap] {language} {entry['metric'].upper()}: {summary}; {'; '.join(gap_summary(gaps, pair) + delta_rel_text(gaps) for pair, gaps in pairs)}; "
             f"dropped {entry['dropped_empty_reference']} empty references{unlabelled}"
         )
     counts_path = save_gap_report(report, counts, args.out)

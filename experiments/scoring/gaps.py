@@ -512,8 +512,12 @@ def language_gap_line(entry: dict, groups: tuple[str, ...]) -> str:
     )
     if len(groups) != 2:
         return f"{metric} {rates}"
-    delta = f"; Δrel {_number(entry['delta_rel'], sign=True)} % of the mean rate" if entry.get("delta_rel") is not None else ""
-    return f"{metric} {rates}; {gap_summary(entry, groups)}{delta}"
+    return f"{metric} {rates}; {gap_summary(entry, groups)}{delta_rel_text(entry)}"
+
+
+def delta_rel_text(entry: dict) -> str:
+    """``; Δrel +x.xx % of the mean rate`` for a console line, empty where the entry has no Δrel."""
+    return f"; Δrel {_number(entry['delta_rel'], sign=True)} % of the mean rate" if entry.get("delta_rel") is not None else ""
 
 
 def finite_or_null(value):

@@ -124,7 +124,7 @@ def _write_hypotheses(path, rows):
     return path
 
 
-def test_asr_gap_cli_by_hand(tmp_path):
+def test_asr_gap_cli_by_hand(tmp_path, capsys):
     from experiments.asr_gap import main
 
     rows = [
@@ -150,6 +150,8 @@ def test_asr_gap_cli_by_hand(tmp_path):
     assert en["groups"]["male"]["error_rate"] == 12.5
     assert en["gap_relative_full"] == pytest.approx(100.0) and en["gap_absolute"] == pytest.approx(12.5)
     assert en["delta_rel"] == pytest.approx(100 * 12.5 / 18.75)
+    printed = capsys.readouterr().out
+    assert "[asr_gap] en WER: female 25.00 %, male 12.50 %; " in printed and f"; Δrel {100 * 12.5 / 18.75:+.2f} % of the mean rate; dropped 1" in printed
     assert set(en["bootstrap"]) >= {"iterations", "mean", "gap_relative", "ci95", "p_value", "p_value_note"}
     # the paper's estimate by default: one record of 4 words per group and iteration (40 % of 2, rounded);
     # each female record has 1 error (25 %), the male records 0 and 1 (0 % or 25 %)
