@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         runner,
         "--placeholders",
         metavar="DIR",
-        help="only write a placeholder (six rows) for every manifest the study names under DIR (never over a file), "
+        help="only write a placeholder (18 rows) for every manifest the study names under DIR (never over a file), "
         "so that --root DIR --dry-run shows the plan before the corpora are downloaded; then stop",
     )
     add_device_argument(

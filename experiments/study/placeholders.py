@@ -16,6 +16,7 @@ from extract.manifest import Utterance, write_manifest
 from probing.grid import GridError, load_yaml
 
 SPEAKERS_PER_GENDER = 3  # what the default split needs (probing.data): the plan checks each probe's split as the run would
+LINES_PER_SPEAKER = 3  # what the stratified split needs: 20 % of three lines rounds to one test line per speaker
 MUSTSHE_HEADER = "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n"
 
 
@@ -39,8 +40,8 @@ def placeholder_files(study_file: Path) -> list[tuple[Path, str, str, str]]:
 
 
 def write_placeholders(study_file: Path, root: Path) -> list[Path]:
-    """Write, under ``root``, a manifest of :data:`SPEAKERS_PER_GENDER` speakers per gender (one line
-    each, in the key's source language, of the corpus's dataset) for every manifest, and a header-only MuST-SHE definition for
+    """Write, under ``root``, a manifest of :data:`SPEAKERS_PER_GENDER` speakers per gender
+    (:data:`LINES_PER_SPEAKER` lines each, in the key's source language, of the corpus's dataset) for every manifest, and a header-only MuST-SHE definition for
     every definition; returns the files written. Refuses, before writing any, a file already there."""
     files = [(path if path.is_absolute() else root / path, corpus, key, kind) for path, corpus, key, kind in placeholder_files(study_file)]
     present = [path for path, *_ in files if path.exists()]
@@ -56,9 +57,12 @@ def write_placeholders(study_file: Path, root: Path) -> list[Path]:
         else:
             language = key.split("-")[0]
             rows = [
-                Utterance(f"{corpus}-{key}-{gender[0]}{index}", "clip.wav", language, "text", gender, f"{gender[0]}{index}", dataset=corpus, translation="t")
+                Utterance(
+                    f"{corpus}-{key}-{gender[0]}{index}-{line}", "clip.wav", language, "text", gender, f"{gender[0]}{index}", dataset=corpus, translation="t"
+                )
                 for gender in ("female", "male")
                 for index in range(SPEAKERS_PER_GENDER)
+                for line in range(LINES_PER_SPEAKER)
             ]
             write_manifest(path, rows)
     return [path for path, *_ in files]
