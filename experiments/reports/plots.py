@@ -184,6 +184,17 @@ def gap_estimate_note(results: dict[str, dict]) -> str:
     return "bars: " + " / ".join(sorted(names))
 
 
+def undefined_gap_languages(results: dict[str, dict]) -> list[str]:
+    """The languages with both groups but no E: the second group (men) made no error, and E divides by
+    its rate (a language missing a group has no E either, and is not listed: it has no bar to explain)."""
+    return [
+        language
+        for result in results.values()
+        for language, entry in sorted(result["languages"].items())
+        if entry.get("gap_relative") is None and not entry.get("missing_groups") and len(entry.get("groups") or {}) >= 2
+    ]
+
+
 def no_error_languages(results: dict[str, dict]) -> list[str]:
     """The languages whose E is -100: the first group (women) made no error at all, so E is -100
     whatever the second group's rate (E = 100 (0 - WER(M)) / WER(M))."""
@@ -220,11 +231,12 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
     axes[0, 0].set_ylabel(gap_axis_label(results))
-    perfect = no_error_languages(results)
+    perfect, undefined = no_error_languages(results), undefined_gap_languages(results)
     figure.supxlabel(
         f"{gap_estimate_note(results)}; error bars: 95 % speaker-bootstrap interval\n(† none, or too few speakers for a reliable one)\n"
         "* p < 0.05, ** p < 0.01: published resampling t-test\n(pseudo-replicated), marked only where the interval excludes 0"
-        + (f"\nE = −100 ({', '.join(perfect)}): the women's WER is 0 (no error at all)" if perfect else ""),
+        + (f"\nE = −100 ({', '.join(perfect)}): the women's WER is 0 (no error at all)" if perfect else "")
+        + (f"\nno bar ({', '.join(undefined)}): the men's WER is 0, and E divides by it" if undefined else ""),
         fontsize=FONT_SIZE - 2,
     )
     if title:

@@ -493,7 +493,8 @@ def gap_summary(entry: dict, groups: tuple[str, str]) -> str:
     crosses_zero = bounds_known and low <= 0 <= high
     interval = f"{compared}({groups[0]}, {groups[1]}) 95 % CI {_number(low, sign=True)} .. {_number(high, sign=True)} (speaker bootstrap"
     interval += ", crosses 0: no gap shown either way)" if crosses_zero else ")"
-    estimate = f"E {_number(entry['gap_relative'], sign=True)} % ({GAP_ESTIMATES[entry['gap_estimate']]})"
+    value = _number(entry["gap_relative"], sign=True)
+    estimate = f"E {value}{'' if value == 'undefined' else ' %'} ({GAP_ESTIMATES[entry['gap_estimate']]})"
     p_value = entry["bootstrap"]["p_value"]
     test = f"p {'undefined' if p_value is None or np.isnan(p_value) else format(p_value, '.3g')} (published resampling t-test, pseudo-replicated"
     test += "; the interval crosses 0: trust the interval, not p)" if crosses_zero and p_value is not None and p_value < 0.05 else ")"

@@ -295,6 +295,9 @@ def test_gap_figure_names_the_estimate_and_marks_only_intervals_clear_of_zero(tm
     assert figures.gap_estimate_note({"old": {"languages": {"en": {"gap_relative": 1.0}}}}) == "bars: estimate not recorded"
     perfect = {"rv": {"languages": {"it": {"gap_relative": -100.0}, "fr": {"gap_relative": -99.9}, "ru": {"gap_relative": None}}}}
     assert figures.no_error_languages(perfect) == ["it"]
+    both = {"female": {"error_rate": 5.0}, "male": {"error_rate": 0.0}}
+    undefined = {"rv": {"languages": {"en": {"gap_relative": None, "groups": both}, "bg": {"groups": {"male": {}}, "missing_groups": ["female"]}}}}
+    assert figures.undefined_gap_languages(undefined) == ["en"] and figures.undefined_gap_languages(perfect) == []
     assert figures.gap_mark(_entry(-5.0, 8.0, 1e-20)) == ""  # interval crosses 0: no star, whatever p
     assert figures.gap_mark(_entry(1.0, 8.0, 1e-20)) == "**" and figures.gap_mark(_entry(1.0, 8.0, 0.03)) == "*"
     assert figures.gap_mark(_entry(None, None, 1e-20)) == ""
