@@ -293,7 +293,7 @@ def _languages_by_id(manifest: Path) -> dict[str, str]:
 
 def real_voices_section(work: Work, collected: Collected) -> list[str]:
     """The report's section on the real voices: leave-one-speaker-out probes per site against the
-    F0 baseline, error rate per voice, E per language with both genders, and what 16 voices cannot show;
+    F0 baseline, error rate per voice, E per language with both genders, and what so few voices cannot show;
     or, when the demo could not fetch them, that they were skipped and how to include them."""
     skipped = real_voices_skipped(work)
     lines = ["## Real voices (Debian's recorded prompts and narrations)", ""]
@@ -357,7 +357,7 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
         "",
         "### The gap per language (Whisper base)",
         "",
-        "E(F, M) where a language has voices of both genders (fr, it, ru); otherwise the row says which group is missing. With one",
+        "E(F, M) where a language has voices of both genders (cs, en, fr, it, ru); otherwise the row says which group is missing. With one",
         "or two voices per group the speaker bootstrap can hardly vary the speakers: read its interval as clip-level noise only.",
         "",
         *gap_table({"whisper-base": gap}),
