@@ -127,3 +127,14 @@ def test_correlate_cli_cluster_by_writes_and_says_what_an_interval_cannot(tmp_pa
     plain = json.loads(out.read_text())
     assert plain["permutation"]["units"] == "rows" and "n_clusters" not in plain and plain["ci95_r"][0] > 0.9
     assert correlate_main(["--table", str(table), "--x", "f1", "--y", "acc", "--cluster-by", "nope", "--out", str(out)]) == 2
+
+
+def test_the_scatter_of_a_clustered_fit_names_its_clusters(tmp_path):
+    from experiments.reports.plots import _cluster_statistics, scatter_with_fit
+
+    x, y, models = _fucci()
+    fit = correlate(x, y, bootstrap=100, clusters=models) | {"cluster_by": "model"}
+    assert _cluster_statistics(fit) == "\n3 clusters (model): perm. p = 0.17 (min 0.17), r between = +0.99, within = -0.09"
+    assert _cluster_statistics(correlate(x, y, bootstrap=100)) == ""
+    paths = scatter_with_fit(x, y, models, fit, "F1", "accuracy", tmp_path / "fucci")
+    assert paths[0].read_bytes().startswith(b"\x89PNG")
