@@ -16,7 +16,7 @@ the result adds ``n_clusters``, ``r_between`` (cluster means), ``r_within`` (poo
 and cluster-bootstrap intervals. ``--permutations N``: the test is exact when the rows (clusters)
 have at most N orders, Monte-Carlo over N random ones otherwise.
 
-    python -m experiments.correlate --table results/f1_vs_mustshe.csv --where site_role=final --x applied_f1_macro \
+    python -m experiments.correlate --table results/f1_vs_mustshe.csv --where site_role=final --x applied_f1_macro \\
         --y category_1_accuracy --cluster-by model --out results/fucci.json
 
 Writes ``{"n", "pearson_r", "p_value", "r2", "spearman_rho", "slope", "intercept", "ci95_r",
