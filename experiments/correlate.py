@@ -38,7 +38,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
-from experiments.scoring.correlation import PERMUTATIONS, CorrelationError, correlate, read_columns
+from experiments.scoring.correlation import PERMUTATIONS, CorrelationError, correlate, interval_text, read_columns
 from extract.options import option
 
 
@@ -103,15 +103,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"[correlate] plot: {', '.join(map(str, written))}")
     print(f"[correlate] wrote {args.out}")
     return 0
-
-
-def interval_text(interval, note: str | None) -> str:
-    """``95% CI a..b``, or why no interval is given (the note's first clause: ``3 clusters < 10``)."""
-    if note:
-        return f"95% CI not meaningful: {note.split(':')[0]}"
-    if interval[0] is None:
-        return "95% CI n/a: no usable resample"
-    return f"95% CI {interval[0]:+.2f}..{interval[1]:+.2f}"
 
 
 def _r(value) -> str:

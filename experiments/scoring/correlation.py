@@ -99,6 +99,16 @@ def too_few_note(units: int, what: str) -> str:
     return f"{units} {what} < {MIN_INTERVAL_UNITS}: too few for a bootstrap interval to mean anything"
 
 
+def interval_text(interval, note: str | None) -> str:
+    """``95% CI a..b``, or why no interval is given (the note's first clause: ``3 clusters < 10``):
+    how the console and the reports print an interval of r."""
+    if note:
+        return f"95% CI not meaningful: {note.split(':')[0]}"
+    if interval[0] is None:
+        return "95% CI n/a: no usable resample"
+    return f"95% CI {interval[0]:+.2f}..{interval[1]:+.2f}"
+
+
 def _pearson_rows(xs: np.ndarray, ys: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Pearson's r of each row of ``xs`` against the same row of ``ys`` ([B, n]; ``weights`` [B, n]: a
     weight of k counts the point k times); nan where a row's x or y does not vary."""
