@@ -305,19 +305,20 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
     for entry in entries:
         stats = (
             [_cell(entry["pearson_r"], 3, True), _r_interval(entry["ci95_r"], entry.get("ci95_note")), f"{entry['p_value']:.3g}", _q(entry.get("q_value"))]
-            + [_cell(entry["r2"], 3)]
+            + [f"{entry['p_permutation']:.3g}", _cell(entry["r2"], 3)]
             if "pearson_r" in entry
-            else [entry["note"], "", "", "", ""]
+            else [entry["note"], "", "", "", "", ""]
         )
         task = "" if entry["task"] == "female-male" else f" ({entry['task']})"
         rows.append([entry["model"], entry["dataset"], entry["site"] + task, entry["split"], str(entry["n"]), *stats])
-    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "q", "R²"], rows)
+    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "q", "permutation p", "R²"], rows)
     tested = sum(1 for entry in entries if entry.get("q_value") is not None)
     lines += [
         "",
         f"q: Benjamini-Hochberg across the {tested} correlations of this table (every model, dataset, site, task and split); "
-        f"{SIGNIFICANT} marks q < {Q_LEVEL}: read significance from q, not p. The 95 % CI of r is a bootstrap over the languages, "
-        f"not meaningful with fewer than {MIN_INTERVAL_UNITS}.",
+        f"{SIGNIFICANT} marks q < {Q_LEVEL}: read significance from q, not p. Permutation p: the share of orders of E over the "
+        "languages whose |r| reaches the observed one (every order up to 10 000 of them, at least 1/n!: 1/3 for 3 languages; else "
+        f"10 000 random ones). The 95 % CI of r is a bootstrap over the languages, not meaningful with fewer than {MIN_INTERVAL_UNITS}.",
     ]
     gap_rows = _rows(files["f1_vs_gap"])
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):

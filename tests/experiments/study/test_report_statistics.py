@@ -55,7 +55,11 @@ def test_q_values_across_sites_and_what_an_interval_of_four_languages_cannot_say
     assert s0["permutation"] == {"method": "exact", "arrangements": 24, "units": "rows", "seed": 0}
     lines = _gap_section(files, correlations, SimpleNamespace(report={"site": "s0"}))
     text = "\n".join(lines)
-    assert f"| m | d | s0 | fixed | 4 | {s0['pearson_r']:+.3f} | not meaningful: 4 rows < 10 | {s0['p_value']:.3g} | {s0['q_value']:.3g} |" in text
+    row = f"| m | d | s0 | fixed | 4 | {s0['pearson_r']:+.3f} | not meaningful: 4 rows < 10 | {s0['p_value']:.3g} | {s0['q_value']:.3g} |"
+    assert row + f" {s0['p_permutation']:.3g} |" in text
+    # of the 24 orders of E, Sxy = sum of (F1_S - 75) x E is largest in size for the sorted order (61) and the reversed
+    # one (-61); the next, 1, 3, 2.8, 5, gives 59 (|r| 0.931 < 0.963): 2 of 24 reach |r|, p = 1/12
+    assert s0["p_permutation"] == pytest.approx(1 / 12)
     assert "q: Benjamini-Hochberg across the 2 correlations of this table" in text and "read significance from q, not p" in text
     assert "shuffled control: F1_S (selectivity)" in text and "speaker control: F1_S (selectivity)" in text
     assert "| 50.00 (+10.00) | none run |" in text  # l0's controls at the headline site
