@@ -42,6 +42,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -138,31 +139,42 @@ def cluster_blocks(clusters, n: int) -> tuple[list[str], list[np.ndarray]]:
     return names, [np.array([i for i, label in enumerate(labels) if label == name]) for name in names]
 
 
-def arrangements(units: int, permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-    """Orders of ``units`` items to test: all of them (the identity first) when there are at most
-    ``permutations``, else ``permutations`` random ones; and which (``exact`` or ``monte-carlo``)."""
+CHUNK = 4096  # arrangements scored at a time (memory: CHUNK x rows)
+
+
+def arrangements(units: int, permutations: int, rng: np.random.Generator) -> tuple[Iterator[np.ndarray], int, str]:
+    """Orders of ``units`` items to test, in chunks of at most :data:`CHUNK` rows: all of them (the
+    identity first) when there are at most ``permutations``, else ``permutations`` random ones; with
+    their count and which (``exact`` or ``monte-carlo``)."""
     if math.factorial(units) <= permutations:
-        return np.array(list(itertools.permutations(range(units))), dtype=int), "exact"
-    return np.argsort(rng.random((permutations, units)), axis=1), "monte-carlo"
+        return _every_order(units), math.factorial(units), "exact"
+    sizes = [min(CHUNK, permutations - start) for start in range(0, permutations, CHUNK)]
+    return (np.argsort(rng.random((size, units)), axis=1) for size in sizes), permutations, "monte-carlo"
+
+
+def _every_order(units: int) -> Iterator[np.ndarray]:
+    every = itertools.permutations(range(units))
+    while chunk := list(itertools.islice(every, CHUNK)):
+        yield np.array(chunk, dtype=int)
 
 
 def permutation_test(x_blocks: np.ndarray, y_blocks: np.ndarray, permutations: int, seed: int, units: str) -> dict:
     """Two-sided permutation p of the pooled r: ``x_blocks``, ``y_blocks`` are [units, rows per unit]
     (rows as units: [n, 1]); each arrangement reassigns whole y blocks to the x blocks. ``units``
     names them in the result (``rows``, ``clusters``)."""
-    orders, method = arrangements(len(x_blocks), permutations, np.random.default_rng([seed, 1]))
-    xs = np.broadcast_to(x_blocks.ravel(), (len(orders), x_blocks.size))
+    chunks, count, method = arrangements(len(x_blocks), permutations, np.random.default_rng([seed, 1]))
     observed = abs(_pearson_rows(x_blocks.ravel()[None, :], y_blocks.ravel()[None, :])[0])
     hits = 0
-    for chunk in range(0, len(orders), 4096):
-        rs = _pearson_rows(xs[chunk : chunk + 4096], y_blocks[orders[chunk : chunk + 4096]].reshape(-1, x_blocks.size))
+    for orders in chunks:
+        xs = np.broadcast_to(x_blocks.ravel(), (len(orders), x_blocks.size))
+        rs = _pearson_rows(xs, y_blocks[orders].reshape(len(orders), x_blocks.size))
         hits += int(np.sum(np.abs(rs) >= observed - TIE))
-    p = hits / len(orders) if method == "exact" else (1 + hits) / (1 + len(orders))
-    floor = 1 / len(orders) if method == "exact" else 1 / (1 + len(orders))
+    p = hits / count if method == "exact" else (1 + hits) / (1 + count)
+    floor = 1 / count if method == "exact" else 1 / (1 + count)
     return {
         "p_permutation": float(p),
         "p_permutation_floor": float(floor),
-        "permutation": {"method": method, "arrangements": int(len(orders)), "units": units, "seed": seed},
+        "permutation": {"method": method, "arrangements": int(count), "units": units, "seed": seed},
     }
 
 

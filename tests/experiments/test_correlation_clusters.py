@@ -77,6 +77,8 @@ def test_fucci_nine_points_are_three_models():
     low, high = result["ci95_r_cluster"]
     assert low == pytest.approx(-1.0, abs=1e-3) and round(high, 3) == 0.995
     assert round(result["pearson_r"], 3) == 0.989 and result["p_value"] == pytest.approx(5.25e-7, rel=0.01)  # the paper's r, kept
+    rows = correlate(x, y, bootstrap=10, permutations=362_880)  # 9! = 362,880: every order of the rows, as the audit's 3.6e-4
+    assert rows["permutation"]["method"] == "exact" and round(rows["p_permutation"], 5) == 0.00036
 
 
 def test_cluster_bootstrap_weights_count_a_cluster_drawn_twice_twice():
