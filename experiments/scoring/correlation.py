@@ -26,7 +26,10 @@ cluster one point, whatever its size; needs 3 clusters); ``r_within``, the poole
 (each value minus its cluster's mean, then r over all rows: does x go with y inside a cluster?);
 and for r, ``r_between`` and ``r_within`` a 95 % interval from a bootstrap over clusters
 (``ci95_r_cluster``, ``ci95_r_between``, ``ci95_r_within``): each resample draws ``n_clusters``
-clusters with replacement and takes all their rows (a cluster drawn twice counts twice).
+clusters with replacement and takes all their rows (a cluster drawn twice counts twice). A resample
+where a statistic is undefined (x or y constant; for ``r_between``, fewer than 3 distinct clusters
+drawn, which with 3 clusters is 78 % of them) is left out of that interval and counted in
+``cluster_bootstrap.used``.
 
 **Too few units.** A bootstrap interval over fewer than :data:`MIN_INTERVAL_UNITS` units (rows, or
 clusters for the cluster intervals) means nothing: with 3 units a resample holds at most 3 distinct
