@@ -36,7 +36,7 @@ from probing.data import (
     task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
-from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.mdl import DEFAULT_C_GRID, MDL_ORDERS, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
 # reading a grid, planning a study and every --help stay fast (tests/cli/test_entry_point.py checks it)
@@ -119,6 +119,14 @@ class ProbeConfig:
     # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
     # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
     mdl_guard: bool = option(True, "logistic MDL: every block at the fixed C = 1, no mixture over a C grid", flag="--no-mdl-guard")
+    # MDL's transmission order: blocks of whole speakers (the default, left out of the run id), or the examples in a seeded random
+    # order with blocks cut exactly at the fractions (Voita & Titov 2020; Attanasio et al. 2024, B.3)
+    mdl_order: str = option(
+        "speaker",
+        "MDL: speaker (default): examples grouped by speaker, block ends moved to speaker boundaries; random: examples in a "
+        "seeded random order, blocks cut at the fractions (the paper's; speakers recur across blocks)",
+        choices=MDL_ORDERS,
+    )
     device: str = option("cpu", "where the probe trains", command=False)  # the command line's --device (auto by default)
     memory_gb: float = option(
         4.0,
@@ -147,6 +155,8 @@ class ProbeConfig:
             raise ProbeError(f"loader_workers must be 0 or more, got {self.loader_workers}")
         if self.split not in SPLITS:
             raise ProbeError(f"unknown split {self.split!r}; choose from {SPLITS}")
+        if self.mdl_order not in MDL_ORDERS:
+            raise ProbeError(f"unknown mdl_order {self.mdl_order!r}; choose from {MDL_ORDERS}")
         if self.split == "loso":
             _check_loso(self)
 
@@ -162,14 +172,17 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out. So are the default ``split`` and ``mdl_guard``: a run
-        from before leave-one-speaker-out or the unguarded MDL option existed keeps its id."""
+        without workers the field is left out. So are the default ``split``, ``mdl_guard`` and
+        ``mdl_order``: a run from before leave-one-speaker-out, the unguarded MDL or the MDL order
+        option existed keeps its id."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS + LABEL_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.split == DEFAULT_SPLIT:
             del identity["split"]
         if self.mdl_guard:
             del identity["mdl_guard"]
+        if self.mdl_order == "speaker":
+            del identity["mdl_order"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -288,6 +301,7 @@ def join_codes(codes: list[OnlineCode]) -> OnlineCode:
         first.uniform_blocks,
         chosen,
         first.grid,
+        first.order,
     )
 
 
@@ -388,7 +402,7 @@ def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
 def _mdl_options(config: ProbeConfig) -> dict:
     """The logistic online code's options: the guarded mixture over :data:`probing.mdl.DEFAULT_C_GRID`,
     or (``mdl_guard`` false) every block at the run's fixed ``c``."""
-    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device}
+    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device, "order": config.mdl_order}
     return options | ({"c_grid": DEFAULT_C_GRID} if config.mdl_guard else {"c_grid": None, "c": config.c})
 
 
@@ -433,6 +447,7 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
         "codelength_uniform_bits": uniform,
         "compression": uniform / online if online > 0 else float("nan"),
         "mdl_blocks": len(code.block_ends),
+        "mdl_order": code.order,
         "mdl_uniform_blocks": code.uniform_blocks,
         "mdl_uniform_block_count": code.uniform_block_count,
         **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
@@ -490,6 +505,7 @@ def attention_probe(config, reader, splits, labels):
             fit,
             lambda m, idx: m.predict(Subset(data["train"], idx), workers=config.loader_workers)[0],
             seed=config.seed,
+            order=config.mdl_order,
         )
         row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}

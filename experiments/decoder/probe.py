@@ -123,7 +123,7 @@ def examples(reader, manifest: dict, categories: str, position: str) -> Examples
             continue
         counts["annotated"] += 1
         tokens = reader.tokens(utterance_id)
-        found = utterance_words(tokens.pieces, entry, language or utterance.language)
+        found = utterance_words(tokens.pieces, entry, language or utterance.language, tokens.holds_next)
         located = [rows for rows in (shifted(rows, position, len(tokens)) for rows in found.rows) if rows]
         counts["words_found"] += len(found.words)
         counts["words_not_located"] += len(found.words) - len(located)

@@ -230,12 +230,25 @@ def f1_vs_mustshe(rows: Iterable[F1VsMustSheRow], fit: dict | None, xlabel: str,
     )
 
 
+def _cluster_statistics(fit: dict) -> str:
+    """A line under a clustered fit's r: its clusters, the permutation p over them (and the smallest
+    it can be), r between and within clusters; empty for a fit without clusters."""
+    if "n_clusters" not in fit:
+        return ""
+    between, within = (f"{fit[key]:+.2f}" if fit[key] is not None else "n/a" for key in ("r_between", "r_within"))
+    return (
+        f"\n{fit['n_clusters']} clusters ({fit.get('cluster_by', 'cluster')}): perm. p = {fit['p_permutation']:.2g} "
+        f"(min {fit['p_permutation_floor']:.2g}), r between = {between}, within = {within}"
+    )
+
+
 @paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
     :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
-    and the demo), its line and the correlation; else ``reason`` (why there is none, e.g. the
-    correlation's note). The statistics go above the axes, where no point's label can cover them."""
+    and the demo), its line and the correlation (with clusters, e.g. Fucci et al.'s 3 models, also
+    the cluster-aware p and r: :func:`_cluster_statistics`); else ``reason`` (why there is none, e.g.
+    the correlation's note). The statistics go above the axes, where no point's label can cover them."""
     from experiments.scoring.correlation import MIN_ROWS
 
     plt = pyplot()
@@ -248,7 +261,7 @@ def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str,
     if fit and fit.get("n", len(xs)) >= MIN_ROWS:
         grid = np.linspace(min(xs), max(xs), 50)
         axis.plot(grid, fit["slope"] * grid + fit["intercept"], color="C3", linewidth=1.2)
-        statistics = f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}"
+        statistics = f"r = {fit['pearson_r']:+.2f}, R² = {fit['r2']:.2f}, n = {fit['n']}" + _cluster_statistics(fit)
     else:
         statistics = f"n = {len(xs)}, no fit: {reason}" if reason else f"n = {len(xs)}: no fit (a fit needs {MIN_ROWS} points)"
     axis.set_title("\n".join(part for part in (title, statistics) if part), fontsize=FONT_SIZE)

@@ -29,7 +29,7 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.gaps import GAP_SCHEMA, gap_settings
 from experiments.scoring.group_metrics import relative_gap
 from experiments.scoring.mustshe import SCORES_SCHEMA
-from experiments.study.report import write_correlations
+from experiments.study.report import _mustshe_section, write_correlations
 from extract.provenance import identified
 from probing.results import save_result
 from probing.run import ROW_SCHEMA, ProbeConfig, ProbeResult
@@ -129,6 +129,16 @@ def test_fucci2025_figure_1_from_the_papers_tables_is_9_final_sites_r2_0977(tmp_
     layout = SimpleNamespace(results=results, figures=tmp_path / "figures")
     study = _correlation(write_correlations(layout, study=None))["f1_vs_mustshe"]
     assert study["where"] == {"site_role": "final"} and study["n"] == 9 and round(study["r2"], 3) == 0.977
+    # the 9 points are 3 models: beside the paper's r, the study reports what 3 independent units allow
+    assert study["cluster_by"] == "model" and study["n_clusters"] == 3
+    assert study["p_permutation"] == pytest.approx(1 / 6) and study["p_permutation_floor"] == pytest.approx(1 / 6)
+    assert round(study["r_between"], 3) == 0.993 and round(study["r_within"], 3) == -0.089
+    assert "9 rows < 10" in study["ci95_note"] and "3 clusters < 10" in study["ci95_cluster_note"]
+    section = "\n".join(_mustshe_section({"f1_vs_mustshe": results / "f1_vs_mustshe.csv"}, {"f1_vs_mustshe": study}))
+    assert "Pearson r +0.989 (p 5.25e-07, 95 % CI not meaningful: 9 rows < 10), R² 0.977, n = 9" in section
+    assert "permutation p 0.167, where the smallest p 3 clusters allow is 0.167 (no test over 3 clusters reaches p < 0.01)" in section
+    assert "r of the 3 cluster means +0.993; r within clusters (each value minus its cluster's mean) -0.089" in section
+    assert "Cluster-bootstrap intervals not meaningful: 3 clusters < 10." in section and "+0.96" not in section
     capsys.readouterr()
 
 
