@@ -23,6 +23,7 @@ class WhisperExtractor(Extractor):
     transformers_classes = ("WhisperForConditionalGeneration", "WhisperConfig", "WhisperFeatureExtractor")
     default_checkpoint = "openai/whisper-large-v3"
     load_options = frozenset({"keep_padding"})
+    layer_components = {"attention": "self_attn", "mlp": "fc2"}  # pre-norm: each block's output is added to the residual stream
 
     def __init__(self, *args, keep_padding: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
