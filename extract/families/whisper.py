@@ -130,6 +130,10 @@ class WhisperGenerator(Generator):
     def settings(self) -> dict:
         return super().settings() | {"translate_by_forcing": self.translate_by_forcing}
 
+    def text_ids(self, text: str) -> list[int]:
+        """Whisper's text starts after a space (its first word's token carries it, as in its own output)."""
+        return super().text_ids(" " + text.lstrip())
+
     @property
     def multilingual(self) -> bool:
         return bool(getattr(self.generation_config, "is_multilingual", True))
