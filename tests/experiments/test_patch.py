@@ -12,7 +12,8 @@ import soundfile
 from experiments import patch as patch_cli
 from experiments.patching.pairs import PairsError, form_pairs, read_pairs, write_pairs
 from experiments.patching.run import PatchJob, PatchOptions, pairs_path, run_patching, summary_path
-from experiments.patching.scoring import asr_scores, mustshe_scores, site_summary
+from experiments.patching.scoring import asr_scores, mustshe_scores
+from experiments.patching.summary import site_summary
 from experiments.scoring.asr_metrics import Scoring
 from extract.manifest import Utterance, write_manifest
 from extract.options import OptionError
@@ -149,20 +150,35 @@ def test_mustshe_category_1_follows_the_source_gender_by_hand():
     assert "refer to someone else than the speaker" in mustshe_scores(other, "male", "a", "b", "es")["reason"]
 
 
-def _row(pairing, speaker, reference_length, plain, patched, site="encoder.layer.0"):
+def _row(pairing, speaker, reference_length, plain, patched, site="encoder.layer.0", source="S1", logprob=None):
     scores = {"reference_length": reference_length, "plain_errors": plain, "patched_errors": patched}
-    return {"site": site, "site_index": 1, "task": "asr", "pairing": pairing, "target_speaker": speaker, "asr": scores}
+    graded = {"scored": False, "reason": "not given"} if logprob is None else {"scored": True, "effect": logprob}
+    return {
+        "site": site,
+        "site_index": 1,
+        "task": "asr",
+        "pairing": pairing,
+        "target_speaker": speaker,
+        "source_speaker": source,
+        "match": "text",
+        "asr": scores,
+        "logprob": graded,
+    }
 
 
 def test_the_site_summary_by_hand():
-    rows = [_row("cross", "F1", 4, 1, 3), _row("cross", "F1", 6, 0, 1), _row("within", "M1", 5, 1, 1)]
+    rows = [_row("cross", "F1", 4, 1, 3, logprob=-0.5), _row("cross", "F1", 6, 0, 1, logprob=-0.25), _row("within", "M1", 5, 1, 1, logprob=0.1)]
     rows.append({**_row("within", "M1", 0, 0, 0), "asr": None, "unscored": "reference is empty after normalization"})
     entry = site_summary(rows, iterations=20)["encoder.layer.0"]
-    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "not_patched": 0, "speakers": 1, "effect": pytest.approx(30.0)}  # (3 + 1 - 1 - 0) / 10
-    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "not_patched": 0, "speakers": 1, "effect": 0.0}
-    assert entry["cross_minus_within"] == pytest.approx(30.0)
-    assert entry["ci95"] == [None, None] and "one target speaker" in entry["ci95_note"]
-    more = rows + [_row("cross", "F2", 2, 0, 0), _row("within", "M2", 2, 0, 2)]
+    assert entry["primary"] == "logprob" and entry["unit"] == "nats per token"
+    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "not_patched": 0, "speakers": 1, "effect": pytest.approx(-0.375)}  # mean of -0.5, -0.25
+    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "not_patched": 0, "speakers": 1, "effect": pytest.approx(0.1)}
+    assert entry["cross_minus_within"] == pytest.approx(-0.475) and entry["match_used"] == "text"
+    assert entry["ci95"] == [None, None] and "one target and one source speaker per pairing" in entry["ci95_note"]
+    wer = entry["metrics"]["wer"]
+    assert wer["unit"] == "points" and wer["pairings"]["cross"]["effect"] == pytest.approx(30.0)  # (3 + 1 - 1 - 0) / 10 words
+    assert wer["pairings"]["within"]["effect"] == 0.0 and wer["cross_minus_within"] == pytest.approx(30.0)
+    more = rows + [_row("cross", "F2", 2, 0, 0, source="S2", logprob=0.0), _row("within", "M2", 2, 0, 2, source="S2", logprob=-1.0)]
     low, high = site_summary(more, iterations=200)["encoder.layer.0"]["ci95"]
     assert low <= high
 
@@ -349,7 +365,10 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     argv = [*base, "--sites", "encoder.layer.1", "--pairs", "cross", "--iterations", "10", "--out", str(out), "--quiet"]
     assert patch_cli.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
+    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed
+    assert "[patch] per site, residual patched, noising: each metric per pairing, then cross - within with its 95% CI" in printed
+    assert re.search(r"encoder\.layer\.1  logprob \(nats per token\): cross [+-]\d\.\d{4} \(n 4\)\n", printed)
+    assert "wer (points): cross +0.00 (n 4)\n" in printed  # one pairing: no cross - within
     assert len(_rows(out)) == 4
     assert _cli_error([*base, "--sites", "encoder.layer.9", "--out", str(tmp_path / "x.jsonl")], capsys).startswith(
         "error: unknown site(s) encoder.layer.9 for whisper; valid sites: encoder.embed"
@@ -381,8 +400,12 @@ def test_a_translation_run_scores_mustshe_category_1_where_the_manifest_has_it(t
     assert scored["plain_gender"] == "none" == scored["patched_gender"]  # the random model's words are not the terms
     assert written["m1"]["mustshe"] == {"scored": False, "reason": "no MuST-SHE annotation (category and genderterms) in the manifest"}
     assert written["f1"]["reference"] is None and written["f1"]["tgt_lang"] == "en"
-    entry = report.summary["sites"]["encoder.layer.0"]["pairings"]
-    assert entry["cross"]["scored"] == 1 and entry["cross"]["effect"] == 0.0
+    assert written["f1"]["mustshe"]["expected_form"] == "feminine" and written["f1"]["mustshe"]["outcome"] is None  # no form before: no flip to count
+    assert written["f1"]["gender_margin"] == {"scored": False, "reason": "no reference translation in the manifest"}
+    site = report.summary["sites"]["encoder.layer.0"]
+    assert site["primary"] == "gender_margin" and site["pairings"]["cross"]["scored"] == 0
+    assert site["metrics"]["accuracy"]["pairings"]["cross"] == {"scored": 1, "speakers": 1, "source_speakers": 1, "effect": 0.0}
+    assert site["metrics"]["flip_rate"]["pairings"]["cross"]["scored"] == 0
 
 
 def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anything_runs(tmp_path, generator):
@@ -394,8 +417,8 @@ def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anythin
     job.out.write_text('{"id": "f1", "hypothesis": "x"}\n')
     with pytest.raises(OutputKindError, match="not a patch row"):
         run_patching(job, show_progress=False, generator=generator)
-    job.out.write_text('{"kind": "patch_row", "schema": 2, "row_id": "r", "pair": "p", "site": "s"}\n')
-    with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
+    job.out.write_text('{"kind": "patch_row", "schema": 3, "row_id": "r", "pair": "p", "site": "s"}\n')
+    with pytest.raises(OutputKindError, match="row 1 has schema 3; this code writes and reads 2"):
         run_patching(job, show_progress=False, generator=generator)
     assert not pairs_path(job.out).exists()
 
