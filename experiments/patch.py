@@ -78,7 +78,8 @@ def _main(argv: list[str] | None) -> int:
         counts = ", ".join(f"{pairing} {count}" for pairing, count in report.by_pairing.items())
         print(
             f"[patch] {options.task} with {spec.family} {job.model_name()} on {spec.device}: {report.pairs} pairs "
-            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}, {options.component} {options.direction}: "
+            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}, "
+            f"{options.component} {options.direction}: "
             f"{report.todo} rows to do"
         )
         missing = [pairing for pairing, count in report.by_pairing.items() if not count]
