@@ -670,3 +670,89 @@ def test_all_and_every_k_choose_the_patchable_sites_and_a_derived_site_named_is_
     for sites in ("post_adapter_no_special", "post_adapter+post_adapter_no_special"):
         with pytest.raises(PatchError, match="post_adapter_no_special is a derived view"):
             resolve_sites(extractor, PatchOptions(sites=sites).site_names())
+
+
+# ---------------------------------------------------------------- components, directions, the graded metric in a run
+
+
+def test_a_denoising_run_runs_the_source_with_the_target_s_states_and_scores_the_target_s_reference(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["text"] = "a dog ran"  # f1's reference differs from the others'
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", component="attention", direction="denoising"), show_progress=False, generator=generator)
+    written = _rows(tmp_path / "out" / "p.jsonl")
+    assert report.written == 8 and {row["component"] for row in written} == {"attention"} and {row["direction"] for row in written} == {"denoising"}
+    audio = {row["id"]: soundfile.read(row["audio"], dtype="float32")[0] for row in rows}
+    for row in written:
+        assert row["runs_on"] == row["source"]
+        assert row["plain_hypothesis"] == generator.generate([audio[row["source"]]], "en", "asr")[0]
+        assert row["reference"] == ("a dog ran" if row["target"] == "f1" else "the cat sat")
+        assert row["logprob"]["scored"] and row["logprob"]["tokens"] == 3
+    f1 = next(row for row in written if row["target"] == "f1")
+    from extract.forced import generate_scored
+
+    plain = generate_scored(generator, [audio[f1["source"]]], "en", "asr", None, [["a dog ran"]]).texts[0][0]
+    assert f1["logprob"]["plain"] == pytest.approx(plain.mean)  # the source's plain run, scored against the target's reference
+    settings = json.loads((tmp_path / "out" / "p.jsonl.settings.json").read_text())
+    assert (settings["component"], settings["direction"]) == ("attention", "denoising")
+    assert report.summary["sites"]["encoder.layer.0"]["metrics"]["logprob"]["unit"] == "nats per token"
+    with pytest.raises(SettingsMismatchError, match="direction: 'denoising' vs 'noising'"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", component="attention"), show_progress=False, generator=generator)
+
+
+def test_a_self_patch_of_a_component_changes_no_score(tmp_path, generator):
+    """A pairs file whose source is the target's own utterance cannot be written (a source is another
+    speaker), so the identity is checked on the run's own hook: every component at every layer, the
+    target's states into itself, leaves the hypothesis and the graded score bit for bit."""
+    from extract.forced import generate_scored
+    from extract.patching import capture_sources, patched_together
+
+    audios = [soundfile.read(path, dtype="float32")[0] for path in sorted((_corpus(tmp_path).parent).glob("*.wav"))]
+    texts = [["the cat sat"]] * len(audios)
+    plain = generate_scored(generator, audios, "en", "asr", None, texts)
+    for component in ("residual", "attention", "mlp"):
+        sources = capture_sources(generator.extractor, audios, ["encoder.layer.1"], None, component=component)
+        scored, _ = patched_together(
+            generator, ["encoder.layer.1"], audios, sources, "en", "asr", None, component=component,
+            generate=lambda inputs: generate_scored(generator, inputs, "en", "asr", None, texts),
+        )  # fmt: skip
+        assert scored.hypotheses == plain.hypotheses and scored.texts == plain.texts, component
+
+
+def test_component_options_choose_layers_and_refuse_a_site_without_the_block(tmp_path, generator, capsys):
+    from experiments.patching.sites import resolve_sites
+
+    assert resolve_sites(generator.extractor, "all", "mlp") == ["encoder.layer.0", "encoder.layer.1"]
+    manifest = _corpus(tmp_path)
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--max-new-tokens", "2"]
+    error = _cli_error([*base, "--component", "mlp", "--sites", "encoder.final", "--out", str(tmp_path / "x.jsonl")], capsys)
+    assert (
+        error
+        == "error: site encoder.final has no mlp block of its own: --component mlp patches encoder.layer.K sites; patch encoder.final with --component residual"
+    )
+    assert "invalid choice: 'ffn'" in _cli_usage_error([*base, "--component", "ffn", "--out", str(tmp_path / "x.jsonl")], capsys)
+
+
+def _cli_usage_error(argv, capsys):
+    with pytest.raises(SystemExit):
+        patch_cli.main(argv)
+    return capsys.readouterr().err
+
+
+def test_a_translation_run_scores_the_gender_margin_of_the_reference(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    for row in rows:
+        female = row["gender"] == "female"
+        row["translation"] = "I am tired." if female else "I am worn."
+        row["extra"] = {"category": "1F" if female else "1M", "genderterms": "tired worn" if female else "worn tired"}
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.1", task="st", tgt_lang="en"), show_progress=False, generator=generator)
+    written = _rows(tmp_path / "out" / "p.jsonl")
+    assert report.written == 8
+    for row in written:
+        margin = row["gender_margin"]
+        assert margin["scored"] and margin["terms"] == 1 and margin["effect"] == pytest.approx(margin["patched"] - margin["plain"])
+    entry = report.summary["sites"]["encoder.layer.1"]
+    assert entry["primary"] == "gender_margin" and entry["pairings"]["cross"]["scored"] == 4 and entry["match_used"] == "text"
