@@ -12,14 +12,14 @@ speech frame both have, or ``--frames START:END``; the residual stream, or with 
 attention|mlp`` one block's output; ``--direction denoising`` runs the source with the target's
 states instead), and the output is scored against the target's reference by a graded metric (ASR:
 the reference's per-token log-probability; ST, ``--task st``: the log-probability margin of
-MuST-SHE's category-1 words over their other-gender forms), beside WER (ASR) or the gender flip rate
-and category-1 accuracy (ST). A site named ``A+B`` in ``--sites`` patches A and B
-together in one pass (a joint site: its own row per pair). One row per pair and site is appended to
-``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
-only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
-per-site summary (cross vs within among pairs matched alike, an interval resampling target and source speakers) to ``OUT.summary.json`` and the
-figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. ``collect --patch OUT.summary.json``
-joins the summary to the probe rows per site. See docs/stages/patching.md.
+MuST-SHE's category-1 words over their other-gender forms), beside WER (ASR) or the gender flip
+rate and category-1 accuracy (ST). A site named ``A+B`` in ``--sites`` patches A and B together in
+one pass (a joint site: its own row per pair). One row per pair and site is appended to ``--out``
+(a rerun skips the rows written, so a killed run resumes and a new site or pairing adds only its
+rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the per-site
+summary (cross vs within among pairs matched alike, an interval resampling target and source
+speakers) to ``OUT.summary.json`` and the figure of the effect per site to ``OUT.effect.png`` /
+``.pdf``. ``collect --patch OUT.summary.json`` joins the summary to the probe rows per site. See docs/stages/patching.md.
 """
 
 from __future__ import annotations
