@@ -242,7 +242,7 @@ def site_summary(rows: Sequence[dict], iterations: int = 1000, seed: int = 0) ->
                 "pairs": len(written),
                 "scored": value["scored"],
                 "not_patched": sum(1 for row in written if not_patched(row)),
-                "speakers": len({row["target_speaker"] for row in written}),
+                "speakers": value["speakers"],
                 "effect": value["effect"],
             }
         entry.update({key: main[key] for key in ("cross_minus_within", "ci95", "ci95_note", "ci95_resamples", "match_used", "match_note") if key in main})
