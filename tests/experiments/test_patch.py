@@ -653,6 +653,7 @@ def test_a_joint_site_runs_on_a_padding_family_whose_later_member_needs_the_forw
     for row in rows:
         layer, adapter = row["patched"]["encoder.layer.0"], row["patched"]["post_adapter"]
         assert 0 < adapter["target_frames"] < layer["target_frames"] and layer["end"] > 0 and adapter["end"] > 0
+        assert row["gender_margin"] == {"scored": False, "reason": "zeroswot's decoder is a separate model: no teacher-forced scores"}
 
 
 def test_all_and_every_k_choose_the_patchable_sites_and_a_derived_site_named_is_refused():
