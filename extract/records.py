@@ -49,7 +49,7 @@ FORMATS: dict[str, Format] = {
         Format("st_quality", 1, "translation-quality result", "python -m experiments.st_quality"),
         Format("winomt", 1, "WinoMT result", "python -m experiments.winomt"),
         Format("feature_gaps", 1, "feature-gaps result", "python -m experiments.feature_gaps"),
-        Format("patch_summary", 1, "patch summary", "python -m experiments.patch"),
+        Format("patch_summary", 2, "patch summary", "python -m experiments.patch"),  # 2: the graded metric is the effect; metrics, matching, two-way interval
         Format("collect", 1, "collect summary", "python -m experiments.collect"),
         Format("study_tables", 1, "study correlations or figures list", "python -m experiments.study"),
     )

@@ -62,6 +62,9 @@ class Extractor(ABC):
     # the module path of the text decoder that generation runs on the encoder's output (its ``layers`` and final
     # ``layer_norm`` are ``extract.decoder``'s sites; a family may make it a property); None: the model holds none
     decoder_path: ClassVar[str | None] = None
+    # the blocks of an encoder layer whose outputs are added back into the residual stream, by component
+    # name ("attention", "mlp"), as submodules of the layer site's module (``extract.patching`` patches them)
+    layer_components: ClassVar[dict[str, str]] = {}
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()

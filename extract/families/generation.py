@@ -152,6 +152,11 @@ class Generator(ABC):
             tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
         return [text.strip() for text in self.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
 
+    def text_ids(self, text: str) -> list[int]:
+        """The token ids the decoder would emit for ``text`` (no special tokens): what
+        :func:`extract.forced.generate_scored` teacher-forces and scores."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def forced_tokens(self, target: str) -> int:
         """How many tokens :meth:`_generate` forces at the start of its output for ``target`` through
         its logits (S2T's target-language BOS), after the prompt the decoder is given: not generated

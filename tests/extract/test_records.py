@@ -81,7 +81,7 @@ GAP = {
 }
 
 
-def test_every_format_is_at_version_1_and_the_old_constants_read_from_the_registry():
+def test_every_format_s_version_and_the_old_constants_read_from_the_registry():
     from experiments.analysis.contrasts import RESULT_SCHEMA as FEATURE_GAPS_SCHEMA
     from experiments.scoring.collect import COLLECT_SCHEMA
     from experiments.scoring.gaps import GAP_SCHEMA
@@ -91,8 +91,8 @@ def test_every_format_is_at_version_1_and_the_old_constants_read_from_the_regist
     from probing.run import ROW_SCHEMA
 
     assert {name: fmt.version for name, fmt in FORMATS.items()} == dict.fromkeys(
-        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary", "collect", "study_tables"), 1
-    )
+        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "collect", "study_tables"), 1
+    ) | {"patch_summary": 2}  # 2: the graded metric, per-match differences and the two-way interval (issue 43)
     assert (ROW_SCHEMA, GAP_SCHEMA, MUSTSHE_SCHEMA, ST_QUALITY_SCHEMA, WINOMT_SCHEMA, FEATURE_GAPS_SCHEMA, COLLECT_SCHEMA) == (1,) * 7
     assert set(DOCUMENTS) == {"asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary"}
 
