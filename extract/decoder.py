@@ -47,7 +47,7 @@ def check_family(family: str) -> None:
     if FAMILIES[family].extractor.decoder_path is None:
         served = ", ".join(name for name, entry in FAMILIES.items() if entry.extractor.decoder_path is not None)
         raise DecoderError(
-            f"{family} has no text decoder in its model (ZeroSwot's decoder is a separate NLLB model its generator loads); "
+            f"{family} has no text decoder in its model ({FAMILIES[family].extractor.no_decoder}); "
             f"decoder states are extracted for {served}"
         )
 

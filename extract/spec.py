@@ -95,10 +95,10 @@ class ModelSpec:
             named = family.extractor.site_names(family.tiny_config) if family.tiny_config is not None else None
             return named if named is not None else list(family.tiny_extractor().site_table())
         folder = Path(self.resolved_checkpoint())
-        if not (folder / "config.json").is_file() or self.trust_remote_code or not family.extractor.transformers_classes:
+        if not (folder / "config.json").is_file() or self.trust_remote_code:
             return None
         named = family.extractor.site_names(read_json_object(folder / "config.json"))
-        if named is not None:
+        if named is not None or not family.extractor.transformers_classes:
             return named
         import transformers
 

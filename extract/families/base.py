@@ -57,6 +57,7 @@ class Extractor(ABC):
     # the module path of the text decoder that generation runs on the encoder's output (its ``layers`` and final
     # ``layer_norm`` are ``extract.decoder``'s sites; a family may make it a property); None: the model holds none
     decoder_path: ClassVar[str | None] = None
+    no_decoder: ClassVar[str] = ""  # where decoder_path is None: why, as decoder states' refusal says it
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()

@@ -116,6 +116,7 @@ class ZeroSwotExtractor(Extractor):
     family = "zeroswot"
     default_checkpoint = "johntsi/ZeroSwot-Large_asr-mustc_mt-mustc_en-to-8"
     load_options = frozenset({"trust_remote_code"})
+    no_decoder = "ZeroSwot's decoder is a separate NLLB model its generator loads"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
