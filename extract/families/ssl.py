@@ -90,7 +90,9 @@ class Architecture:
 
 ARCHITECTURES: dict[str, Architecture] = {  # config.json's model_type -> architecture
     "wav2vec2": Architecture("Wav2Vec2Model", "Wav2Vec2ForCTC", "Wav2Vec2Config"),
-    "wav2vec2-conformer": Architecture("Wav2Vec2ConformerModel", "Wav2Vec2ConformerForCTC", "Wav2Vec2ConformerConfig", always_final_norm=True, pads_exactly=False),
+    "wav2vec2-conformer": Architecture(
+        "Wav2Vec2ConformerModel", "Wav2Vec2ConformerForCTC", "Wav2Vec2ConformerConfig", always_final_norm=True, pads_exactly=False
+    ),
     "hubert": Architecture("HubertModel", "HubertForCTC", "HubertConfig"),
     "wavlm": Architecture("WavLMModel", "WavLMForCTC", "WavLMConfig"),
     "data2vec-audio": Architecture("Data2VecAudioModel", "Data2VecAudioForCTC", "Data2VecAudioConfig", stable_variant=False, pads_exactly=False),
@@ -306,7 +308,9 @@ class SSLGenerator(Generator):
     def generate(self, audios: list[np.ndarray], language: str, task: str, tgt_lang: str | None = None) -> list[str]:
         if self.uses_adapters and task == "asr":
             self.use_adapter(self.adapter or mms_code(language), language)
-        return in_groups(self.extractor.batch_groups(audios), lambda group: super(SSLGenerator, self).generate([audios[i] for i in group], language, task, tgt_lang))
+        return in_groups(
+            self.extractor.batch_groups(audios), lambda group: super(SSLGenerator, self).generate([audios[i] for i in group], language, task, tgt_lang)
+        )
 
     def use_adapter(self, code: str, language: str) -> None:
         """MMS: the tokenizer's vocabulary and the model's adapter weights of ``code``; refused in one
@@ -317,11 +321,15 @@ class SSLGenerator(Generator):
         known = sorted(key for key, value in nested.items() if isinstance(value, dict))
         origin = "--adapter" if self.adapter else f"the manifest's language {language!r}"
         if code not in known:
-            raise GenerationError(f"{self.extractor.checkpoint} has no adapter {code!r} (from {origin}); it has {len(known)}, e.g. {', '.join(known[:8])}: pass --adapter CODE")
+            raise GenerationError(
+                f"{self.extractor.checkpoint} has no adapter {code!r} (from {origin}); it has {len(known)}, e.g. {', '.join(known[:8])}: pass --adapter CODE"
+            )
         try:
             self.model.load_adapter(code)
         except (OSError, ValueError) as error:
-            raise GenerationError(f"{self.extractor.checkpoint}: the weights of adapter {code!r} (from {origin}) cannot be loaded: {str(error).splitlines()[0]}") from None
+            raise GenerationError(
+                f"{self.extractor.checkpoint}: the weights of adapter {code!r} (from {origin}) cannot be loaded: {str(error).splitlines()[0]}"
+            ) from None
         self.tokenizer.set_target_lang(code)
         self.loaded_adapter = code
 
@@ -352,7 +360,13 @@ TINY_CONFIGS: dict[str, dict] = {  # model_type -> its own fields at test sizes 
     "hubert": TINY_CONVOLUTIONS,
     "wavlm": TINY_CONVOLUTIONS | {"num_buckets": 8, "max_bucket_distance": 20},
     "data2vec-audio": TINY_CONVOLUTIONS | {"num_conv_pos_embeddings": 5},
-    "wav2vec2-bert": {"feature_projection_input_dim": 160, "conv_depthwise_kernel_size": 3, "position_embeddings_type": "relative_key", "left_max_position_embeddings": 8, "right_max_position_embeddings": 8},
+    "wav2vec2-bert": {
+        "feature_projection_input_dim": 160,
+        "conv_depthwise_kernel_size": 3,
+        "position_embeddings_type": "relative_key",
+        "left_max_position_embeddings": 8,
+        "right_max_position_embeddings": 8,
+    },
 }
 # the family's tiny model: a wav2vec 2.0 large in shape (LeBenchmark's large models, XLS-R, MMS): pre-LN, layer-norm convolutions
 TINY_CONFIG = {"model_type": "wav2vec2", **TINY_SIZES, **TINY_CONVOLUTIONS, "feat_extract_norm": "layer", "do_stable_layer_norm": True}

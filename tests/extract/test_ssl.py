@@ -77,7 +77,10 @@ def test_the_site_table_comes_from_the_config(model_type, fields):
 def test_site_names_need_a_known_model_type_and_a_layer_count():
     assert SSLExtractor.site_names({"model_type": "whisper", "num_hidden_layers": 2}) is None
     assert SSLExtractor.site_names({"model_type": "wav2vec2"}) is None
-    assert SSLExtractor.site_names({"model_type": "wav2vec2", "num_hidden_layers": 24, "do_stable_layer_norm": True})[-2:] == ["encoder.layer.23", "encoder.final"]
+    assert SSLExtractor.site_names({"model_type": "wav2vec2", "num_hidden_layers": 24, "do_stable_layer_norm": True})[-2:] == [
+        "encoder.layer.23",
+        "encoder.final",
+    ]
 
 
 @pytest.mark.parametrize(("model_type", "fields"), VARIANTS, ids=IDS)
@@ -159,7 +162,9 @@ def _greedy_alone(generator, wave):
     with torch.inference_mode():
         ids = generator.model(inputs[generator.extractor.input_key], attention_mask=inputs["attention_mask"]).logits.argmax(-1)[0]
     merged = [int(token) for index, token in enumerate(ids) if index == 0 or token != ids[index - 1]]
-    return "".join(TINY_VOCABULARY[token] for token in merged if token != 0).replace("|", " ").replace("<s>", "").replace("</s>", "").replace("<unk>", "").strip()
+    return (
+        "".join(TINY_VOCABULARY[token] for token in merged if token != 0).replace("|", " ").replace("<s>", "").replace("</s>", "").replace("<unk>", "").strip()
+    )
 
 
 @pytest.mark.parametrize(("model_type", "fields"), [("wav2vec2", NORMS["group"]), ("wav2vec2", NORMS["layer"]), ("data2vec-audio", {}), ("wav2vec2-bert", {})])
@@ -243,7 +248,9 @@ def test_a_saved_ctc_checkpoint_loads_with_its_class_and_feature_extractor(mms_f
     random = load_extractor(ModelSpec("ssl", str(mms_folder), device="cpu", random_init=True, seed=1))
     trained = extractor.model.state_dict()
     assert list(random.site_table()) == list(extractor.site_table())
-    assert not torch.equal(random.model.state_dict()["wav2vec2.encoder.layers.0.attention.q_proj.weight"], trained["wav2vec2.encoder.layers.0.attention.q_proj.weight"])
+    assert not torch.equal(
+        random.model.state_dict()["wav2vec2.encoder.layers.0.attention.q_proj.weight"], trained["wav2vec2.encoder.layers.0.attention.q_proj.weight"]
+    )
 
 
 def test_mms_takes_the_adapter_of_the_manifests_language_and_refuses_a_missing_one(mms_folder):
@@ -252,7 +259,9 @@ def test_mms_takes_the_adapter_of_the_manifests_language_and_refuses_a_missing_o
     generator.generate(_waves((0.5,)), "fr", "asr")
     assert generator.loaded_adapter == "fra" and generator.tokenizer.target_lang == "fra"
     assert not torch.equal(before, generator.model.wav2vec2.encoder.layers[0].adapter_layer.linear_1.weight)
-    with pytest.raises(GenerationError, match="has no adapter 'deu' \\(from the manifest's language 'de'\\); it has 2, e.g. eng, fra: pass --adapter CODE") as refused:
+    with pytest.raises(
+        GenerationError, match="has no adapter 'deu' \\(from the manifest's language 'de'\\); it has 2, e.g. eng, fra: pass --adapter CODE"
+    ) as refused:
         generator.generate(_waves((0.5,)), "de", "asr")
     assert "\n" not in str(refused.value)
     chosen = load_generator(ModelSpec("ssl", str(mms_folder), device="cpu"), GenerationOptions(adapter="eng"))
