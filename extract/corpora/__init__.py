@@ -19,8 +19,8 @@ from extract.corpora.common_voice import common_voice
 from extract.corpora.fleurs import fleurs
 from extract.corpora.generic import generic_jsonl, generic_tsv
 from extract.corpora.hf import hf_dataset
-from extract.corpora.must_c import must_c
 from extract.corpora.mtedx import mtedx
+from extract.corpora.must_c import must_c
 from extract.corpora.must_she import must_she
 from extract.corpora.voxpopuli import voxpopuli
 from extract.corpora.winost import winost
