@@ -129,3 +129,38 @@ def test_patching_an_ssl_layer_is_scored_by_ctc_word_errors(tmp_path, capsys):
         scores = row["asr"]
         assert scores["reference_length"] == 2 and scores["plain_errors"] >= 0 and scores["patched_errors"] >= 0
     assert all(row["patched"]["end"] > 0 for row in rows) and any(row["hypothesis"] != row["plain_hypothesis"] for row in rows)
+
+
+SSL_STUDY = """\
+name: ssl
+out: runs/ssl
+device: cpu
+models:
+  - {name: tiny, family: ssl, checkpoint: tiny-random}
+corpora:
+  - {name: toy, task: asr, manifests: {en: toy-en.jsonl}}
+sites: all
+probes:
+  - {probes: [positional, mean], controls: [none, shuffled], seeds: [0], positions: 10, mdl: true}
+  - {probes: [mean], controls: [none], seeds: [0], split: loso}
+behaviour: {gap: {iterations: 10}}
+"""
+
+
+def test_a_study_of_the_tiny_ssl_model_probes_every_site_with_controls_mdl_and_loso_beside_its_ctc_gap(tmp_path, capsys):
+    """The probes, controls, MDL and LOSO run on SSL stores as on Whisper's, and the CTC transcripts give the gap."""
+    from experiments.study.__main__ import main as study_main
+    from tests.experiments.study.test_study import write_four_voices
+
+    write_four_voices(tmp_path)
+    study = tmp_path / "ssl.yaml"
+    study.write_text(SSL_STUDY)
+    assert study_main(["run", str(study), "--quiet"]) == 0, capsys.readouterr()
+    out = tmp_path / "runs" / "ssl"
+    rows = [json.loads(line) for path in (out / "probes").rglob("*.jsonl") for line in path.read_text().splitlines()]
+    sites = {"encoder.cnn", "encoder.embed", "encoder.layer.0", "encoder.layer.1", "encoder.final"}
+    kinds = {(row["config"]["probe"], row["config"]["control"], row["config"]["mdl"], row["config"]["split"]) for row in rows}
+    assert {row["config"]["site"] for row in rows} == sites
+    assert {("positional", "shuffled", True, "fixed"), ("mean", "none", True, "fixed"), ("mean", "none", False, "loso")} <= kinds
+    gap = json.loads(next((out / "behaviour").rglob("gap-*.json")).read_text())
+    assert "delta_rel" in json.dumps(gap) and gap["subject"]["family"] == "ssl"
