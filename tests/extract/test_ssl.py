@@ -278,3 +278,14 @@ def test_mms_codes_are_iso_639_3():
         "fra",
         "cmn-script_simplified",
     )
+
+
+def test_mean_pooling_and_leading_positions_cut_each_utterances_own_frames():
+    extractor = _extractor("wav2vec2", NORMS["group"])
+    waves = _waves((0.6, 0.3))
+    full = extractor.extract(waves, ["encoder.layer.1"])
+    pooled = extractor.extract(waves, ["encoder.layer.1"], pool="mean")
+    leading = extractor.extract(waves, ["encoder.layer.1"], positions=100)
+    for whole, mean, first in zip(full, pooled, leading):
+        np.testing.assert_allclose(mean["encoder.layer.1"][0], whole["encoder.layer.1"].mean(axis=0), atol=1e-5)
+        np.testing.assert_array_equal(first["encoder.layer.1"], whole["encoder.layer.1"][:100])
