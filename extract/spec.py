@@ -18,6 +18,7 @@ import torch
 from extract.device import DTYPE_NAMES, default_device
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
+from extract.families.errors import CheckpointError
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label, read_json_object
@@ -33,7 +34,7 @@ class ModelSpecError(ValueError):
 
 
 # what loading raises for a mistake the user can fix (besides OSError: a checkpoint that cannot be read)
-LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError)
+LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError, CheckpointError)
 
 
 @dataclass(frozen=True)

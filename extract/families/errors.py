@@ -16,3 +16,7 @@ class NonFiniteError(ValueError):
 
 class RemoteCodeError(RuntimeError):
     """Hub code that may not run (no permission, no pinned revision) or that lacks the expected modules."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint the family cannot run (e.g. an architecture it does not know), found when it loads."""

@@ -68,6 +68,7 @@ from torch import nn
 
 from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared, load_weights, padded_batch, seeded
+from extract.families.errors import CheckpointError
 from extract.families.generation import FLORES_200, GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
 
@@ -101,14 +102,10 @@ ARCHITECTURES: dict[str, Architecture] = {  # config.json's model_type -> archit
 FILTERBANK_FRAMES_PER_SECOND = 100.0  # w2v-BERT's input: 10 ms filterbank frames, stacked by its feature extractor's stride
 
 
-class SSLError(ValueError):
-    """A checkpoint this family cannot run (an architecture it does not know)."""
-
-
 def architecture(config: dict) -> Architecture:
     model_type = config.get("model_type")
     if model_type not in ARCHITECTURES:
-        raise SSLError(f"model_type {model_type!r} is not a self-supervised speech encoder this family runs; known: {', '.join(ARCHITECTURES)}")
+        raise CheckpointError(f"model_type {model_type!r} is not a self-supervised speech encoder the ssl family runs; it runs {', '.join(ARCHITECTURES)}")
     return ARCHITECTURES[model_type]
 
 

@@ -289,3 +289,22 @@ def test_mean_pooling_and_leading_positions_cut_each_utterances_own_frames():
     for whole, mean, first in zip(full, pooled, leading):
         np.testing.assert_allclose(mean["encoder.layer.1"][0], whole["encoder.layer.1"].mean(axis=0), atol=1e-5)
         np.testing.assert_array_equal(first["encoder.layer.1"], whole["encoder.layer.1"][:100])
+
+
+def test_a_checkpoint_of_another_architecture_is_refused_in_one_line(tmp_path, capsys):
+    from experiments import extract as extract_cli
+    from extract.families import tiny_extractor
+
+    whisper = tiny_extractor("whisper")
+    whisper.model.save_pretrained(tmp_path / "whisper")
+    whisper.processor.save_pretrained(tmp_path / "whisper")
+    argv = ["--family", "ssl", "--checkpoint", str(tmp_path / "whisper"), "--manifest", str(tmp_path / "m.jsonl"), "--out", str(tmp_path / "s")]
+    from extract.manifest import Utterance, write_manifest
+
+    write_manifest(tmp_path / "m.jsonl", [Utterance(id="a", audio=str(tmp_path / "a.wav"), language="fr", text="x", gender="female", speaker="s")])
+    try:
+        code = extract_cli.main([*argv, "--device", "cpu", "--quiet"])
+    except SystemExit as stopped:
+        code = stopped.code
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and error.startswith("error: model_type 'whisper' is not a self-supervised speech encoder the ssl family runs; it runs wav2vec2,")
