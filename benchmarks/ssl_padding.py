@@ -4,8 +4,6 @@ how far each way's states are from one utterance at a time.
 - ``one-by-one``: each utterance alone (no padding; the reference states);
 - ``ours``: :meth:`extract.families.ssl.SSLExtractor.extract`: the convolutional encoder per
   utterance, the transformer on the padded batch with its mask;
-  (batches of equal input length, what the family does for the conformer and data2vec-audio, are
-  this on clips of distinct lengths);
 - ``zero-padded``: the batch zero-padded without a mask, as the model card of wav2vec2-base says to
   feed it (the group norm then normalises over the padding).
 

@@ -34,12 +34,12 @@ transformer on the padded batch with a mask: the states equal one-by-one extract
 (``tests/extract/test_ssl.py``) and the transformer still runs batched. Layer-norm encoders
 (``feat_extract_norm="layer"``) are per-frame, and the wav2vec 2.0, HuBERT and WavLM encoders
 zero the padded frames before their position convolution, so a padded batch with its mask is
-exact; so is w2v-BERT, whose convolution modules take the mask. Two architectures are not: the
-wav2vec 2.0 conformer's convolution modules and data2vec-audio's stack of position convolutions
-read the padded frames at the end of a shorter utterance (in a tiny model, its last frames
-differed by up to 2.5, and attention spreads it), so they run in batches of equal input length
-(:meth:`SSLExtractor.batch_groups`: in a corpus, mostly one utterance at a time). ``patch`` on
-them therefore needs ``--batch-size 1`` (a split batch is refused by the patch's shape check).
+exact; so is w2v-BERT, whose convolution modules take the mask. Two architectures would not be: the
+wav2vec 2.0 conformer's depthwise convolutions and data2vec-audio's stack of position convolutions
+read the padded frames at the end of a shorter utterance (unmasked, a tiny model's last frames
+moved by up to 2.5, and attention spreads it), so while they run, their input (conformer) or each
+layer's output (data2vec-audio) is zeroed past each utterance's frames, which is what a lone
+utterance's zero-padded edge gives them (:meth:`SSLExtractor._padding_zeroed`).
 
 **CTC transcription** (:class:`SSLGenerator`): greedy (the best token per frame, frames past the
 utterance's length blanked, repeats merged, blanks removed, then the checkpoint's CTC tokenizer
@@ -56,6 +56,7 @@ users (hub ids or local folders), and the tests build tiny random configs of eac
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -83,7 +84,9 @@ class Architecture:
     convolutional: bool = True  # a convolutional feature encoder over the waveform (all but w2v-BERT)
     always_final_norm: bool = False  # a final layer norm whatever do_stable_layer_norm says (conformer)
     stable_variant: bool = True  # do_stable_layer_norm chooses a pre-LN encoder with a final layer norm
-    pads_exactly: bool = True  # a padded batch with its mask gives each utterance's own states (see the module docstring)
+    # convolutions over time that would read a shorter utterance's padding (the module docstring):
+    # a regex over the encoder model's module names, and whether their input or output is re-zeroed
+    time_convolutions: tuple[str, str] | None = None
 
     def final_norm(self, config: dict) -> bool:
         return self.always_final_norm or (self.stable_variant and bool(config.get("do_stable_layer_norm", False)))
@@ -92,11 +95,21 @@ class Architecture:
 ARCHITECTURES: dict[str, Architecture] = {  # config.json's model_type -> architecture
     "wav2vec2": Architecture("Wav2Vec2Model", "Wav2Vec2ForCTC", "Wav2Vec2Config"),
     "wav2vec2-conformer": Architecture(
-        "Wav2Vec2ConformerModel", "Wav2Vec2ConformerForCTC", "Wav2Vec2ConformerConfig", always_final_norm=True, pads_exactly=False
+        "Wav2Vec2ConformerModel",
+        "Wav2Vec2ConformerForCTC",
+        "Wav2Vec2ConformerConfig",
+        always_final_norm=True,
+        time_convolutions=(r"encoder\.layers\.\d+\.conv_module\.depthwise_conv", "input"),
     ),
     "hubert": Architecture("HubertModel", "HubertForCTC", "HubertConfig"),
     "wavlm": Architecture("WavLMModel", "WavLMForCTC", "WavLMConfig"),
-    "data2vec-audio": Architecture("Data2VecAudioModel", "Data2VecAudioForCTC", "Data2VecAudioConfig", stable_variant=False, pads_exactly=False),
+    "data2vec-audio": Architecture(
+        "Data2VecAudioModel",
+        "Data2VecAudioForCTC",
+        "Data2VecAudioConfig",
+        stable_variant=False,
+        time_convolutions=(r"encoder\.pos_conv_embed\.layers\.\d+", "output"),
+    ),
     "wav2vec2-bert": Architecture("Wav2Vec2BertModel", "Wav2Vec2BertForCTC", "Wav2Vec2BertConfig", convolutional=False, stable_variant=False),
 }
 FILTERBANK_FRAMES_PER_SECOND = 100.0  # w2v-BERT's input: 10 ms filterbank frames, stacked by its feature extractor's stride
@@ -178,8 +191,36 @@ class SSLExtractor(Extractor):
     def run(self, module: nn.Module, inputs: dict[str, torch.Tensor]):
         """``module`` (the encoder, or the whole CTC model) on a padded batch with its mask; for a
         group-norm convolutional encoder, that encoder runs on each utterance alone (module docstring)."""
-        with self._convolutions_per_utterance(inputs) if self.group_norm else nullcontext():
+        with self._convolutions_per_utterance(inputs) if self.group_norm else nullcontext(), self._padding_zeroed(inputs):
             return module(inputs[self.input_key], attention_mask=inputs["attention_mask"])
+
+    @contextmanager
+    def _padding_zeroed(self, inputs: dict[str, torch.Tensor]) -> Iterator[None]:
+        """While inside, the architecture's convolutions over time (:attr:`Architecture.time_convolutions`)
+        see zeros past each utterance's frames, as a lone utterance's zero-padded edge: their input is
+        zeroed there, or their output (what the next one reads). Channels-first tensors ``[B, C, T]``."""
+        if self.architecture.time_convolutions is None:
+            yield
+            return
+        pattern, side = self.architecture.time_convolutions
+        frames = self.output_lengths(inputs)
+
+        def zeroed(states: torch.Tensor) -> torch.Tensor:
+            inside = torch.arange(states.shape[-1], device=states.device)[None, :] < frames.to(states.device)[:, None]
+            return states * inside[:, None, :].to(states.dtype)
+
+        handles = []
+        for name, module in self.base.named_modules():
+            if re.fullmatch(pattern, name):
+                if side == "input":
+                    handles.append(module.register_forward_pre_hook(lambda module, args: (zeroed(args[0]), *args[1:])))
+                else:
+                    handles.append(module.register_forward_hook(lambda module, args, output: zeroed(output)))
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
 
     @contextmanager
     def _convolutions_per_utterance(self, inputs: dict[str, torch.Tensor]) -> Iterator[None]:
@@ -216,32 +257,6 @@ class SSLExtractor(Extractor):
         if not self.architecture.convolutional:
             return FILTERBANK_FRAMES_PER_SECOND / self.processor.stride
         return SAMPLE_RATE / float(np.prod(self.config_dict["conv_stride"]))
-
-    def extract(self, audios: list[np.ndarray], sites: list[str], ids: list[str] | None = None, **options) -> list[dict[str, np.ndarray]]:
-        """:meth:`Extractor.extract`, in batches of equal length where padding would change the states."""
-
-        def run(group: list[int]) -> list[dict[str, np.ndarray]]:
-            return super(SSLExtractor, self).extract([audios[index] for index in group], sites, ids=[ids[index] for index in group] if ids else None, **options)
-
-        return in_groups(self.batch_groups(audios), run)
-
-    def batch_groups(self, audios: list[np.ndarray]) -> list[list[int]]:
-        """The batch's indices in the groups that run together: all of them where a padded batch is
-        exact, else one group per input length (in a corpus mostly one utterance each)."""
-        if self.architecture.pads_exactly:
-            return [list(range(len(audios)))]
-        groups: dict[int, list[int]] = {}
-        for index, audio in enumerate(audios):
-            groups.setdefault(len(audio), []).append(index)
-        return list(groups.values())
-
-
-def in_groups(groups: list[list[int]], run) -> list:
-    """``run(group)`` for each group of indices, its results put back in index order."""
-    results: dict[int, object] = {}
-    for group in groups:
-        results.update(zip(group, run(group)))
-    return [results[index] for index in range(len(results))]
 
 
 # MMS's language adapters are named by ISO 639-3 codes (``fra``, ``eng``), some with a script suffix
@@ -305,9 +320,7 @@ class SSLGenerator(Generator):
     def generate(self, audios: list[np.ndarray], language: str, task: str, tgt_lang: str | None = None) -> list[str]:
         if self.uses_adapters and task == "asr":
             self.use_adapter(self.adapter or mms_code(language), language)
-        return in_groups(
-            self.extractor.batch_groups(audios), lambda group: super(SSLGenerator, self).generate([audios[i] for i in group], language, task, tgt_lang)
-        )
+        return super().generate(audios, language, task, tgt_lang)
 
     def use_adapter(self, code: str, language: str) -> None:
         """MMS: the tokenizer's vocabulary and the model's adapter weights of ``code``; refused in one

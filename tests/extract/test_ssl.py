@@ -115,7 +115,8 @@ def test_frames_come_from_the_models_length_formula(model_type, fields):
 @pytest.mark.parametrize(("model_type", "fields"), VARIANTS, ids=IDS)
 def test_batched_equals_one_by_one(model_type, fields):
     """Exact within float rounding for both norm types (group norm: each utterance's convolutions
-    run alone; conformer and data2vec-audio: batches of equal length), at every site and frame."""
+    run alone; conformer and data2vec-audio: their time convolutions see zeros past each utterance),
+    at every site and frame."""
     extractor = _extractor(model_type, fields)
     sites, waves = extractor.resolve_sites("all"), _waves()
     batched = extractor.extract(waves, sites)
@@ -140,13 +141,23 @@ def test_a_zero_padded_group_norm_batch_would_change_the_states():
     assert np.abs(padded.tensors["cnn"][1, :frames].numpy() - alone["encoder.cnn"]).max() > 1e-2
 
 
-def test_the_padded_equal_length_groups_keep_the_batch_order():
-    extractor = _extractor("data2vec-audio", {})
-    waves = _waves((0.5, 0.7, 0.5, 0.6))
-    assert extractor.batch_groups(waves) == [[0, 2], [1], [3]]
-    assert _extractor("wav2vec2", NORMS["group"]).batch_groups(waves) == [[0, 1, 2, 3]]
-    out = extractor.extract(waves, ["encoder.layer.1"], ids=["a", "b", "c", "d"])
-    assert [states["encoder.layer.1"].shape[0] for states in out] == [398, 558, 398, 478]  # 0.5, 0.7, 0.5, 0.6 s at 20 samples a frame
+def test_the_conformer_and_data2vec_audio_would_read_the_padding_without_their_zeroed_frames():
+    """Why their convolutions over time get zeros past each utterance: without, a short utterance's states move."""
+    from contextlib import nullcontext
+
+    from extract.hooks import capture
+
+    for model_type in ("wav2vec2-conformer", "data2vec-audio"):
+        extractor = _extractor(model_type, {})
+        waves = _waves((1.0, 0.5))
+        (alone,) = extractor.extract(waves[1:], ["encoder.layer.1"])
+        inputs = extractor.prepare(waves).inputs
+        per_utterance = extractor._convolutions_per_utterance(inputs) if extractor.group_norm else nullcontext()  # only the zeroing left out
+        site = {"layer": extractor.site_table()["encoder.layer.1"]}
+        with torch.inference_mode(), per_utterance, capture(extractor.model, site) as (padded, run):
+            run(extractor.base, inputs["input_values"], attention_mask=inputs["attention_mask"])
+        frames = alone["encoder.layer.1"].shape[0]
+        assert np.abs(padded.tensors["layer"][1, :frames].numpy() - alone["encoder.layer.1"]).max() > 1e-2, model_type
 
 
 # --- CTC transcription --------------------------------------------------------------------------
