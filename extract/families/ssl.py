@@ -13,8 +13,8 @@ checkpoint's ``config.json`` (``model_type``, and ``architectures`` naming a ``*
   (``do_stable_layer_norm`` false: wav2vec2-base, HuBERT base, data2vec-audio), before any norm
   in pre-LN ones. It is the model's ``hidden_states[0]``.
 - ``encoder.layer.{i}``: the output of transformer layer i, from 0. It is ``hidden_states[i + 1]``
-  for every layer of a post-LN model and for every layer but the last of a pre-LN one, whose
-  ``hidden_states[-1]`` is taken after the final layer norm (``encoder.final``), not from the layer.
+  for every layer on transformers 5; on 4.x a pre-LN model's last ``hidden_states`` entry is taken
+  after the final layer norm (it is ``encoder.final`` there), so its last layer is no entry of it.
 - ``encoder.final``: the output of the encoder's final layer norm, where the architecture has one:
   pre-LN ("stable layer norm") wav2vec 2.0, HuBERT and WavLM, and every wav2vec 2.0 conformer. It is
   ``last_hidden_state`` (what a CTC head reads, unless the model adds an adapter). Post-LN models and

@@ -164,3 +164,21 @@ def test_a_study_of_the_tiny_ssl_model_probes_every_site_with_controls_mdl_and_l
     assert {("positional", "shuffled", True, "fixed"), ("mean", "none", True, "fixed"), ("mean", "none", False, "loso")} <= kinds
     gap = json.loads(next((out / "behaviour").rglob("gap-*.json")).read_text())
     assert "delta_rel" in json.dumps(gap) and gap["subject"]["family"] == "ssl"
+
+
+def test_steering_a_padded_batch_of_data2vec_audio_edits_each_row_as_when_it_is_alone(tmp_path):
+    """The conformer and data2vec-audio keep whole padded batches (their padding is zeroed, not split
+    off), so a gendered intervention edits the rows it names in one batch as it does one by one."""
+    from extract.families.ssl import SSLExtractor, tiny_ssl_model
+
+    model, processor = tiny_ssl_model("data2vec-audio")
+    extractor = SSLExtractor(model, processor, checkpoint="tiny-data2vec-audio")
+    rng = np.random.default_rng(3)
+    audios = [rng.normal(0, 0.1, int(seconds * RATE)).astype(np.float32) for seconds in (0.8, 0.5)]
+    intervener = Intervener([_steer(extractor, "encoder.layer.0").save(tmp_path / "s.safetensors")], gender="female")
+    with intervener.installed(extractor), intervener.batch(["male", "female"], [len(a) for a in audios]):
+        together = extractor.extract(audios, ["encoder.layer.1"])
+    for index, gender in enumerate(("male", "female")):
+        with intervener.installed(extractor), intervener.batch([gender], [len(audios[index])]):
+            (alone,) = extractor.extract([audios[index]], ["encoder.layer.1"])
+        np.testing.assert_allclose(together[index]["encoder.layer.1"], alone["encoder.layer.1"], atol=1e-5)
