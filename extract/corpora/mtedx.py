@@ -88,7 +88,7 @@ RECIPES = (
         (
             argument("split_dir", reads=True),
             argument("--split-name", required=True),
-            argument("--lang", keyword="source_language", required=True, help="the talks' language (txt/{split}.{lang}: the transcripts)"),
+            argument("--language", keyword="source_language", required=True, help="the talks' language (txt/{split}.{language}: the transcripts)"),
             argument("--tgt-lang", keyword="target_language", help="translations from txt/{split}.{tgt} (a fr-en, fr-es or fr-pt folder)"),
             argument("--speakers", keyword="speakers_tsv", reads=True, help="TSV of SPEAKER-ID and GENDER (default: the YAML's gender field)"),
         ),

@@ -78,7 +78,7 @@ def _mtedx(root: Path) -> tuple[list[str], list[Path]]:
     from tests.mtedx import SEGMENTS, write_mtedx
 
     written = write_mtedx(root, audio=False, segments=SEGMENTS[1:])  # one segment per talk
-    return [str(written["split_dir"]), "--split-name", "test", "--lang", "fr", "--speakers", str(written["speakers"])], written["wavs"]
+    return [str(written["split_dir"]), "--split-name", "test", "--language", "fr", "--speakers", str(written["speakers"])], written["wavs"]
 
 
 # One tiny native corpus per recipe: (root) -> (the subcommand's arguments, the two WAVs it names).
