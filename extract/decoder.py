@@ -46,10 +46,7 @@ def check_family(family: str) -> None:
 
     if FAMILIES[family].extractor.decoder_path is None:
         served = ", ".join(name for name, entry in FAMILIES.items() if entry.extractor.decoder_path is not None)
-        raise DecoderError(
-            f"{family} has no text decoder in its model (ZeroSwot's decoder is a separate NLLB model its generator loads); "
-            f"decoder states are extracted for {served}"
-        )
+        raise DecoderError(f"{family} has no text decoder in its model ({FAMILIES[family].extractor.no_decoder}); decoder states are extracted for {served}")
 
 
 def decoder_site_table(extractor: Extractor) -> dict[str, Site]:

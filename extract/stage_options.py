@@ -150,6 +150,7 @@ class TranscribeOptions:
     decoder: str | None = option(
         None, "ZeroSwot: the NLLB decoder checkpoint (default: the NLLB model named by the checkpoint's config, nllb_model_name_or_path)", role="input"
     )
+    adapter: str | None = option(None, "MMS (ssl family): the language adapter to load, an ISO 639-3 code such as fra (default: the manifest language's)")
     translate_by_forcing: bool = option(
         False,
         "Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",

@@ -65,6 +65,7 @@ class Extractor(ABC):
     # the blocks of an encoder layer whose outputs are added back into the residual stream, by component
     # name ("attention", "mlp"), as submodules of the layer site's module (``extract.patching`` patches them)
     layer_components: ClassVar[dict[str, str]] = {}
+    no_decoder: ClassVar[str] = ""  # where decoder_path is None: why, as decoder states' refusal says it
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()
