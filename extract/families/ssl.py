@@ -68,7 +68,7 @@ import torch
 from torch import nn
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import Extractor, Family, Prepared, load_weights, padded_batch, seeded
+from extract.families.base import Extractor, Family, Prepared, load_weights, padded_batch, redraw_weights, seeded
 from extract.families.errors import CheckpointError
 from extract.families.generation import FLORES_200, GenerationError, GenerationOptions, Generator, language_code
 from extract.hooks import Site
@@ -389,8 +389,8 @@ def tiny_ssl_model(model_type: str, ctc: bool = True, **fields) -> tuple[nn.Modu
 
     chosen = ARCHITECTURES[model_type]
     config = getattr(transformers, chosen.config)(**TINY_SIZES, **TINY_CONFIGS[model_type], **fields)
-    with seeded(0):
-        model = getattr(transformers, chosen.ctc if ctc else chosen.model)(config)
+    with seeded(0):  # the build's own draws; every weight is then redrawn, the same on both transformers majors
+        model = redraw_weights(getattr(transformers, chosen.ctc if ctc else chosen.model)(config), seed=0)
     if not chosen.convolutional:
         return model, transformers.SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80)
     return model, transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, do_normalize=True, return_attention_mask=True)

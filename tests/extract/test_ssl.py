@@ -157,7 +157,9 @@ def test_the_conformer_and_data2vec_audio_would_read_the_padding_without_their_z
         with torch.inference_mode(), per_utterance, capture(extractor.model, site) as (padded, run):
             run(extractor.base, inputs["input_values"], attention_mask=inputs["attention_mask"])
         frames = alone["encoder.layer.1"].shape[0]
-        assert np.abs(padded.tensors["layer"][1, :frames].numpy() - alone["encoder.layer.1"]).max() > 1e-2, model_type
+        # ten times the batched-vs-one-by-one tolerance (1e-5): the tiny models' redrawn weights (scale 0.02) make
+        # the leak small (2.8e-4 for the conformer), but it is there and the zeroing removes it
+        assert np.abs(padded.tensors["layer"][1, :frames].numpy() - alone["encoder.layer.1"]).max() > 1e-4, model_type
 
 
 # --- CTC transcription --------------------------------------------------------------------------
