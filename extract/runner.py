@@ -52,8 +52,11 @@ from extract.store import (
     differing_keys,
     is_complete,
     part_attributes,
+    part_content_damage,
     part_damage,
     part_ids,
+    part_labels,
+    part_name,
     same_configuration,
 )
 
@@ -188,10 +191,6 @@ def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audio
     return nullcontext() if intervener is None else intervener.batch([u.gender for u in utterances], [len(a) for a in audios])
 
 
-def part_name(shard_index: int, num_shards: int, part: int) -> str:
-    return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
-
-
 def utterance_meta(utterance: Utterance, seconds: float) -> dict:
     """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
     return {
@@ -242,7 +241,7 @@ def run_extraction(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
-    attributes = store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config)
+    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
     report = ExtractionReport()
     todo = parts_to_write(out_dir, utterances, config, report, num_shards=num_shards, shard_index=shard_index, utterances_per_part=utterances_per_part)
     if batch_size is None and extractor.device.type == "cuda":
@@ -302,7 +301,7 @@ def write_parts(
             path = out_dir / part_name(shard_index, num_shards, number)
             with ExitStack() as held:
                 claim = held.enter_context(PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write))
-                if is_complete(path):  # another writer finished it since the scan above
+                if is_complete(path) and resume_damage(path, part) is None:  # another writer finished it since the scan above
                     previous, ending = ending, None
                     _ended(previous, report)
                     resume_part(path, part, report)
@@ -404,11 +403,35 @@ def parts_to_write(
     for number, part in enumerate(parts):
         name = part_name(shard_index, num_shards, number)
         if name in finished:
-            resume_part(finished[name], part, report)
+            _check_resumable(finished[name], part, part_attributes(finished[name]).skipped or [])
+            problem = resume_damage(finished[name], part)
+            if problem is None:
+                resume_part(finished[name], part, report)
+                continue
+            print(f"[extract] {finished[name]}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         else:
-            todo.append((number, part))
             _note_damage(out_dir / name)
+        todo.append((number, part))
     return todo
+
+
+def resume_damage(path: Path, part: list[Utterance]) -> str | None:
+    """Why the complete part ``path`` cannot be skipped by a resumed run, or None: its bytes, index or
+    tokens differ from what it records (:func:`extract.store.part_content_damage`), or its labels from
+    what the manifest gives its utterances (an edit a part older than format 2 does not checksum)."""
+    problem = part_content_damage(path)
+    if problem is not None:
+        return problem
+    labels = part_labels(path)
+    for utterance in part:
+        stored = labels.get(utterance.id)
+        if stored is None:
+            continue  # skipped at extraction
+        given = utterance_meta(utterance, 0.0)
+        differing = [name for name in stored if stored[name] != str(given[name])]
+        if differing:
+            return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
+    return None
 
 
 def _note_damage(path: Path) -> None:
