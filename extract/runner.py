@@ -41,7 +41,7 @@ from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
-from extract.provenance import provenance
+from extract.provenance import provenance, settings_damage
 from extract.store import (
     PartClaim,
     PartWriter,
@@ -665,8 +665,16 @@ def check_settings(path: Path, settings: dict, output: Path, what: str = "hypoth
     checkpoint's spelling may differ, see :func:`extract.store.comparable_config` and
     :func:`extract.fingerprint.compared`). Settings bind the rows they produced: while ``output``
     holds no row (a run refused at its first batch), the file is replaced."""
-    if path.exists() and holds_rows(output):
-        recorded = json.loads(path.read_text())
+    if holds_rows(output):
+        if not path.exists():
+            raise SettingsMismatchError(
+                f"{output} holds rows but not its settings file {path.name}: they cannot be checked against this run's settings, "
+                "so they are not resumed; put the settings file back, or use a new --out file (study run: --redo the stage)"
+            )
+        problem = settings_damage(path)
+        if problem is not None:
+            raise SettingsMismatchError(f"{path}: {problem}; restore it from where {output.name} was written, or use a new --out file (study run: --redo the stage)")
+        recorded = json.loads(path.read_text(encoding="utf-8"))
         message = changed_manifest(recorded, settings, what, "--out file")
         if message:
             raise SettingsMismatchError(f"{path}: {message}")

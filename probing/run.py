@@ -126,6 +126,11 @@ class ProbeConfig:
         "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
     )
     loader_workers: int = option(0, "attention probe reading from the store: DataLoader workers (default 0: the main process)")
+    # an incomplete store is refused by default (extract.store.ShardReader); the default is left out of the run id and the row's config
+    allow_partial: bool = option(
+        False,
+        "use a store that lacks parts, or sits beside a writer's claims, on purpose: the row records partial: {used, expected} utterances",
+    )
 
     def __post_init__(self):
         kind = probe_kind(self.probe)
@@ -170,6 +175,8 @@ class ProbeConfig:
             del identity["split"]
         if self.mdl_guard:
             del identity["mdl_guard"]
+        if not self.allow_partial:
+            del identity["allow_partial"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -526,7 +533,7 @@ def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, d
     from extract.store import ShardReader
     from probing.train import StoreSequenceDataset
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
     many = len(class_names) > 2
     probabilities, _ = model.class_probabilities(applied) if many else model.predict(applied)  # one pass over the store, read utterance by utterance
@@ -601,16 +608,25 @@ def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> 
     """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
     from extract.store import ShardReader
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
     if shared and not config.allow_shared_speakers:
         raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
     return shared
 
 
+def partial_record(reader, applied=None) -> dict:
+    """A row's ``partial`` (``{used, expected}`` utterances) when its store was read incomplete on
+    purpose (``allow_partial``), and ``applied_partial`` for its ``apply_to`` store; nothing when whole."""
+    record = {"partial": reader.partial.record()} if reader.partial is not None else {}
+    if applied is not None and applied.partial is not None:
+        record["applied_partial"] = applied.partial.record()
+    return record
+
+
 def row_config(config: ProbeConfig) -> dict:
     """The row's ``config``: every field, but ``labels`` only where it was given (a gender row keeps the keys it had)."""
-    return {k: v for k, v in asdict(config).items() if k not in LABEL_FIELDS or v is not None}
+    return {k: v for k, v in asdict(config).items() if (k not in LABEL_FIELDS or v is not None) and (k != "allow_partial" or v)}
 
 
 def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
@@ -649,7 +665,7 @@ def pair_tasks(config: ProbeConfig) -> list[str]:
         raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
     from extract.store import ShardReader
 
-    reader = ShardReader(config.store)
+    reader = ShardReader(config.store, allow_partial=config.allow_partial)
     metadata, _ = probe_metadata(config, reader)
     probed = [config.language is None or language == config.language for language in metadata["language"]]
     classes = sorted({value for value, keep in zip(metadata[column], probed) if keep and value is not None})
@@ -884,12 +900,12 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     from extract.provenance import provenance
     from extract.store import ShardReader
 
-    reader = reader or ShardReader(config.store)
+    reader = reader or ShardReader(config.store, allow_partial=config.allow_partial)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     if config.apply_to:
-        other = ShardReader(config.apply_to)
+        other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
         _refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.run
@@ -928,6 +944,6 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+        rest={**labelled, **partial_record(reader, other if config.apply_to else None), **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
     )
     return ProbeResult(row.to_dict(), arrays, attention)

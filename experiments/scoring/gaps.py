@@ -41,7 +41,7 @@ from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Mem
 from extract.attributes import AttributeLabels, LabelError, read_attribute
 from extract.manifest import read_keyed_rows
 from extract.options import option
-from extract.provenance import hypotheses_subject, identified, read_settings
+from extract.provenance import hypotheses_subject, identified, read_settings, settings_damage, settings_path
 from extract.records import GapReport, schema_version, write_document
 
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
@@ -414,6 +414,9 @@ def hypotheses_attribute(hypotheses: Path, attribute: str, labels: Path | None =
     recorded there (:func:`extract.attributes.read_attribute`)."""
     settings = read_settings(hypotheses)
     manifest = labels or settings.get("manifest")
+    damaged = settings_damage(settings_path(hypotheses)) if settings_path(hypotheses).exists() else None
+    if not labels and damaged:
+        raise LabelError(f"{settings_path(hypotheses)}: {damaged}; restore it, or pass --labels MANIFEST (the manifest the hypotheses were transcribed from)")
     if not manifest:
         raise LabelError(f"{hypotheses} has no settings file naming its manifest; pass --labels MANIFEST (checked against the sha256 it records)")
     return read_attribute(manifest, attribute, settings.get("manifest_sha256"), f"the transcription {hypotheses}", given=labels is not None)
