@@ -46,7 +46,9 @@ class ErasureFitOptions:
     target: str | None = option(None, "mean-diff: the gender the states are moved toward (required)", choices=("female", "male"))
     alpha: float = option(1.0, "mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
     seed: int = option(0, "seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)", least=0)
-    allow_partial: bool = option(False, "fit on a store that lacks parts (or sits beside a writer's claims) on purpose; the file's fit record says partial: {used, expected}")
+    allow_partial: bool = option(
+        False, "fit on a store that lacks parts (or sits beside a writer's claims) on purpose; the file's fit record says partial: {used, expected}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -673,7 +673,9 @@ def check_settings(path: Path, settings: dict, output: Path, what: str = "hypoth
             )
         problem = settings_damage(path)
         if problem is not None:
-            raise SettingsMismatchError(f"{path}: {problem}; restore it from where {output.name} was written, or use a new --out file (study run: --redo the stage)")
+            raise SettingsMismatchError(
+                f"{path}: {problem}; restore it from where {output.name} was written, or use a new --out file (study run: --redo the stage)"
+            )
         recorded = json.loads(path.read_text(encoding="utf-8"))
         message = changed_manifest(recorded, settings, what, "--out file")
         if message:

@@ -944,6 +944,12 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**labelled, **partial_record(reader, other if config.apply_to else None), **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+        rest={
+            **labelled,
+            **partial_record(reader, other if config.apply_to else None),
+            **({"shared_speakers": shared} if shared else {}),
+            **scores,
+            **provenance(),
+        },
     )
     return ProbeResult(row.to_dict(), arrays, attention)

@@ -63,7 +63,9 @@ class DecoderProbeOptions:
     )
     seed: int = option(0, "seed of the split", least=0)
     c: float = option(1.0, "inverse L2 strength of the logistic probe (scikit-learn's C)", positive=True)
-    allow_partial: bool = option(False, "probe a store that lacks parts (or sits beside a writer's claims) on purpose; each row records partial: {used, expected}")
+    allow_partial: bool = option(
+        False, "probe a store that lacks parts (or sits beside a writer's claims) on purpose; each row records partial: {used, expected}"
+    )
 
     def __post_init__(self):
         if self.manifest is not None:

@@ -256,14 +256,17 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     if not Path(job.manifest).exists():
         return False, "its manifest is written when the study runs"
     if any(is_complete(path) for path in Path(job.out).glob("*.h5")):
-        before, now = ShardReader(job.out).info.config.get("manifest_sha256"), file_sha256(job.manifest)
+        before, now = (
+            ShardReader(job.out, allow_partial=True).info.config.get("manifest_sha256"),
+            file_sha256(job.manifest),
+        )  # a store being written: its config only
         if before is not None and before != now:
             raise StaleOutput(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction")
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
         return False, f"{complete} of {len(parts)} parts complete" if complete else ""
-    stored = ShardReader(job.out).info.config
+    stored = ShardReader(job.out, allow_partial=True).info.config  # its config only: the probe stage refuses an incomplete store
     requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
     expected = job.store_config(requested, job.spec.resolved_checkpoint(), job.spec.fingerprint())
     stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them
@@ -590,7 +593,9 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                     if model.sites == "all" and not store.exists():
                         unknown.append(f"{model.name} {part.name}")
                         continue
-                    sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                    sites = (
+                        ShardReader(store, allow_partial=True).sites if model.sites == "all" else model.sites
+                    )  # planning: the probe refuses an incomplete store
                     known_sites.update(sites)
                     languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):
