@@ -941,7 +941,10 @@ def index_damage(handle) -> str | None:
     if missing:
         return f"no recorded data digest for site {', '.join(missing)}"
     if _index_digest(handle, digests) != recorded:
-        return "its index or labels (ids, offsets, meta/gender, speaker, language, split, dataset, duration) differ from its content checksum: edited after it was written"
+        return (
+            "its index or labels (ids, offsets, meta/gender, speaker, language, split, dataset, duration) differ from its content checksum: "
+            "edited after it was written"
+        )
     return None
 
 

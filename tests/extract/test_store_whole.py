@@ -16,12 +16,12 @@ from extract.manifest import Utterance
 from extract.runner import resume_damage
 from extract.store import (
     DamagedPartError,
+    GeneratedTokens,
     IncompleteStoreError,
     PartWriter,
     ShardReader,
     StoreAttributes,
     TokenPartWriter,
-    GeneratedTokens,
     expected_parts,
     part_content_damage,
     part_name,
