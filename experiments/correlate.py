@@ -25,7 +25,7 @@ from pathlib import Path
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.correlation import CorrelationError, correlate, read_columns
-from extract.options import option
+from extract.options import option, seed_option
 
 
 def _condition(value: str) -> tuple[str, str]:
@@ -50,7 +50,7 @@ class CorrelateOptions:
     label: str | None = option(None, "column naming each point in the plot (several: comma-separated)")
     where: tuple[tuple[str, str], ...] = option((), "only rows whose COLUMN holds VALUE (several: all of them)", parse=_condition, metavar="COLUMN=VALUE")
     bootstrap: int = option(10_000, "bootstrap resamples of the 95% interval of r")
-    seed: int = option(0, "bootstrap seed")
+    seed: int = seed_option("bootstrap seed")
 
 
 def build_parser() -> argparse.ArgumentParser:

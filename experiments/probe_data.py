@@ -28,7 +28,7 @@ import numpy as np
 from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import Utterance, read_manifest, write_manifest
-from extract.options import option
+from extract.options import option, seed_option
 
 GENDERS = ("female", "male")
 
@@ -91,7 +91,7 @@ class ProbeDataOptions:
 
     train: tuple[int, int] = option(help="FEMALE,MALE training segments (Fucci et al.: 2514,2546)", parse=_counts)
     dev: tuple[int, int] = option(help="FEMALE,MALE dev segments, of speakers not in train (Fucci et al.: 539,539)", parse=_counts)
-    seed: int = option(0, "seed of the speakers' division and of the segments drawn")
+    seed: int = seed_option("seed of the speakers' division and of the segments drawn")
 
 
 def build_parser() -> argparse.ArgumentParser:

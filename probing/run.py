@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.attributes import LabelError, attribute_task, read_attribute
-from extract.options import option
+from extract.options import LARGEST_LR, field_problem, option, seed_option
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from extract.records import ProbeRow, schema_version
@@ -60,6 +60,8 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
     for name, value in (("lr", lr), ("c", c)):
         if not (math.isfinite(value) and value > 0):
             raise ProbeError(f"{name} must be a finite positive number, got {value}")
+    if lr > LARGEST_LR:
+        raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
 
 
 def _kinds_help() -> str:
@@ -80,7 +82,7 @@ class ProbeConfig:
     site: str = option(help="the site of the store the probe reads")
     probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
     control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
-    seed: int = option(0, "seed of the split, the control labels and the training")
+    seed: int = seed_option("seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
     positions: int = option(1000, "positional probes: the first P positions")
     # the command line's --groups A,B, or --attribute NAME [--groups A,B | --pairs] (extract.attributes spells the tasks)
@@ -140,6 +142,8 @@ class ProbeConfig:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+        if (problem := field_problem(ProbeConfig, "seed", self.seed)) is not None:
+            raise ProbeError(f"seed {self.seed}: {problem}")
         if self.positions <= 0:
             raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
         if self.apply_to and not kind.applies_to_other_stores:

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.decoder.words import POSITIONS, UtteranceWords, shifted, utterance_features, utterance_words
-from extract.options import check_options, option
+from extract.options import check_options, option, seed_option
 from extract.paths import canonical_path
 from probing.data import ProbeError, make_splits
 
@@ -61,7 +61,7 @@ class DecoderProbeOptions:
     manifest: Path | None = option(
         None, "the manifest with the MuST-SHE annotations (default: the one the store records; refused if it changed since extraction)", role="input"
     )
-    seed: int = option(0, "seed of the split", least=0)
+    seed: int = seed_option("seed of the split")
     c: float = option(1.0, "inverse L2 strength of the logistic probe (scikit-learn's C)", positive=True)
     allow_partial: bool = option(
         False, "probe a store that lacks parts (or sits beside a writer's claims) on purpose; each row records partial: {used, expected}"

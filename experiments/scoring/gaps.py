@@ -40,7 +40,7 @@ from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, er
 from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
 from extract.attributes import AttributeLabels, LabelError, read_attribute
 from extract.manifest import read_keyed_rows
-from extract.options import option
+from extract.options import option, seed_option
 from extract.provenance import hypotheses_subject, identified, read_settings, settings_damage, settings_path
 from extract.records import GapReport, schema_version, write_document
 
@@ -80,7 +80,7 @@ class GapOptions:
         metavar="MANIFEST",
     )
     iterations: int = option(1000, "speaker-bootstrap resamples for the 95 % interval", study=True)
-    seed: int = option(0, "bootstrap seed", study=True)
+    seed: int = seed_option("bootstrap seed", study=True)
     gap_estimate: str = option(
         "resampled",
         "what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
