@@ -46,6 +46,8 @@ def _counts(value: str) -> tuple[int, int]:
 
 def sample_probe_data(pool: list[Utterance], train: tuple[int, int], dev: tuple[int, int], test: list[Utterance], seed: int = 0) -> list[Utterance]:
     """The rows of train, dev and test (see the module docstring), each with its ``split``."""
+    if 0 in train:
+        raise ProbeDataError(f"--train {train[0]},{train[1]}: a probe trains on both genders; ask for at least one segment of each")
     rng = np.random.default_rng(seed)
     chosen: list[Utterance] = []
     for gender, n_train, n_dev in zip(GENDERS, train, dev):

@@ -142,6 +142,8 @@ class ProbeConfig:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+        if self.language is not None and not self.language.strip():
+            raise ProbeError(f"language {self.language!r} is empty: give a language code (e.g. en), or leave it out for every language")
         if (problem := field_problem(ProbeConfig, "seed", self.seed)) is not None:
             raise ProbeError(f"seed {self.seed}: {problem}")
         if self.positions <= 0:

@@ -223,3 +223,49 @@ def test_k08_k16_k18_a_stopped_command_says_one_line_and_releases_its_claim(tmp_
             "error: interrupted (Ctrl-C): what was finished is kept (complete parts, written rows) and what was being written was discarded; "
             "rerun the same command to resume"
         ]
+
+
+# --- the weak messages of round 4 --------------------------------------------------------------------
+
+
+def test_o11_an_empty_language_is_refused(capsys):
+    assert _status(probe.main, ["--store", "s", "--site", "x", "--probe", "mean", "--language", "", "--out", "p.jsonl"]) == 2
+    assert "language '' is empty: give a language code" in _one_line(capsys)
+
+
+def test_pd06_a_sample_without_training_segments_is_refused(tmp_path, capsys):
+    manifest = _manifest(tmp_path / "m.jsonl")
+    assert _status(probe_data.main, ["--from", str(manifest), "--train", "0,0", "--dev", "0,0", "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert "--train 0,0: a probe trains on both genders" in _one_line(capsys) and not (tmp_path / "o.jsonl").exists()
+
+
+def test_n30_placeholders_into_a_file_is_one_line(tmp_path, capsys):
+    from experiments.study.__main__ import main as study
+
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nout: runs/s\nmodels: [{name: m, family: whisper, checkpoint: tiny-random}]\ncorpora: [{name: c, task: asr, manifests: {en: en.jsonl}}]\n"
+    )
+    assert _status(study, ["run", str(tmp_path / "s.yaml"), "--placeholders", str(tmp_path / "f")]) == 2
+    assert "--placeholders" in (line := _one_line(capsys)) and "is a file; give a folder" in line
+
+
+def test_x10_x11_extract_sites_mix_every_k_all_and_names():
+    from extract.families.base import select_sites
+    from extract.families.errors import UnknownSiteError
+
+    table = ["embed", "layer.0", "layer.1", "layer.2", "final"]
+    assert select_sites(table, ["every:2", "layer.0"], "f") == ["embed", "layer.0", "layer.1", "final"]  # every:2: embed, layer.1, final
+    assert select_sites(table, ["all", "final"], "f") == table
+    with pytest.raises(UnknownSiteError, match="unknown site"):
+        select_sites(table, ["every:2", "nosuch"], "f")
+
+
+def test_p59_a_damaged_line_among_a_commands_own_rows_says_fix_that_line(tmp_path):
+    from extract.appendlog import OutputKindError, RowKind, parse_rows
+
+    data = b'{"id": "a"}\n{garbage\n{"id": "c"}\n'
+    with pytest.raises(OutputKindError, match=r":2: not a row \(not JSON: .*\), after 1 that are: fix that line, or move the file aside"):
+        parse_rows(tmp_path / "r.jsonl", data, RowKind("row", ("id",)))
+    with pytest.raises(OutputKindError, match="it is not an output of this command"):
+        parse_rows(tmp_path / "r.jsonl", b"{garbage\n", RowKind("row", ("id",)))
