@@ -934,8 +934,10 @@ def index_damage(handle) -> str | None:
     (it records each site's digest); for an older one this is None and :func:`site_damage` checks
     the whole part, its index included, with its data."""
     recorded = str(handle.attrs.get("content_sha256", ""))
-    if part_format(handle) < 2 or not recorded:
+    if part_format(handle) < 2:
         return None
+    if not recorded:
+        return "no content checksum (content_sha256), which every part of its format records"
     digests = _recorded_site_digests(handle)
     missing = [site for site, digest in digests.items() if not digest]
     if missing:

@@ -313,3 +313,11 @@ def test_activation_batches_refuse_a_partial_store(tmp_path):
     with pytest.raises(IncompleteStoreError):
         ActivationBatches(store, SITE)
     assert len(ActivationBatches(store, SITE, batch_size=8, allow_partial=True).reader) == 30
+
+
+def test_a_format_2_part_without_its_content_checksum_is_damaged(tmp_path):
+    store = _store(tmp_path / "s")
+    with h5py.File(store / part_name(0, 1, 2), "a") as handle:
+        del handle.attrs["content_sha256"]
+    with pytest.raises(DamagedPartError, match=r"part00002\.h5: damaged part \(no content checksum \(content_sha256\)"):
+        ShardReader(store)
