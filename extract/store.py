@@ -27,10 +27,15 @@ to the disk (``fsync``) before its rename, and the rename itself after it, so a 
 either no part or a whole one under the final name.
 
 Checksums: each site's bytes, in order, have a data digest, xxh3_128 (``xxhash``; the part's
-``data_digest`` attribute names it). The part's content checksum, ``content_sha256``, is one
-sha256 over the sites' data digests, offsets and speech frames and the ids (:func:`content_checksum`):
+``data_digest`` attribute names it; from part format 2 on, ``format_version``, each site's digest is
+also an attribute of its ``data``). The part's content checksum, ``content_sha256``, is one
+sha256 over the sites' data digests, offsets and speech frames and the ids, and from format 2 on
+the per-utterance labels (``meta/*``) (:func:`content_checksum`):
 what a part is verified against and what identities of a store are built from (an intervention
-file's ``store``, the probe's fingerprint). Parts written before the attribute have sha256 data
+file's ``store``, the probe's fingerprint). :class:`ShardReader` compares them when it reads (the
+index and labels when a store is opened, a site's data the first time a process reads it) and
+refuses a store that lacks parts (:func:`store_incompleteness`); a resumed extraction checks a
+complete part before it skips it (:func:`part_content_damage`). Parts written before the attribute have sha256 data
 digests and no ``data_digest``; they verify as they always did. xxh3_128 is a non-cryptographic
 hash: it catches damage (a cut file, a changed byte, another writer), not a forgery, which
 nothing here guards against (a forger would rewrite ``content_sha256`` as well); it costs about a
