@@ -86,6 +86,7 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
         shard_index=job.shard_index,
         utterances_per_part=job.utterances_per_part,
         remedy="use a new --out folder, or move those parts out of it",
+        reclaim_stale=reclaim_stale,
     )
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.claims import claim_path
 from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
@@ -243,7 +244,8 @@ def run_extraction(
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
     attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
     report = ExtractionReport()
-    todo = parts_to_write(out_dir, utterances, config, report, num_shards=num_shards, shard_index=shard_index, utterances_per_part=utterances_per_part)
+    sharding = {"num_shards": num_shards, "shard_index": shard_index, "utterances_per_part": utterances_per_part}
+    todo = parts_to_write(out_dir, utterances, config, report, **sharding, reclaim_stale=reclaim_stale)
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
     batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
@@ -389,12 +391,15 @@ def parts_to_write(
     shard_index: int,
     utterances_per_part: int,
     remedy: str = OTHER_CONFIGURATION_REMEDY,
+    reclaim_stale: bool = False,
 ) -> list[tuple[int, list[Utterance]]]:
     """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
     ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
     ``report``; refused when written with another configuration than ``config`` or for other
     utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
-    again. Shared by every store writer (extraction, decoder states), so that they resume alike."""
+    again. A complete part beside a claim left by a killed writer (one killed while the part ended) has
+    that claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a
+    store beside a claim. Shared by every store writer (extraction, decoder states), so that they resume alike."""
     mine = shard_slice(utterances, num_shards, shard_index)
     parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
     finished = finished_parts(out_dir)
@@ -407,6 +412,9 @@ def parts_to_write(
             problem = resume_damage(finished[name], part)
             if problem is None:
                 resume_part(finished[name], part, report)
+                if claim_path(finished[name]).exists():  # its writer was killed after the rename: its claim taken over and released
+                    with PartClaim(finished[name], reclaim_stale=reclaim_stale, on_reclaim=_noted):
+                        pass
                 continue
             print(f"[extract] {finished[name]}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         else:
@@ -432,6 +440,10 @@ def resume_damage(path: Path, part: list[Utterance]) -> str | None:
         if differing:
             return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
     return None
+
+
+def _noted(message: str) -> None:
+    print(f"[extract] {message}", file=sys.stderr)
 
 
 def _note_damage(path: Path) -> None:

@@ -321,3 +321,25 @@ def test_a_format_2_part_without_its_content_checksum_is_damaged(tmp_path):
         del handle.attrs["content_sha256"]
     with pytest.raises(DamagedPartError, match=r"part00002\.h5: damaged part \(no content checksum \(content_sha256\)"):
         ShardReader(store)
+
+
+def test_k01_k03_a_complete_part_beside_its_killed_writer_s_claim_is_refused_then_reclaimed(tmp_path, capsys):
+    """Killed while the part ended: the part renamed complete, its claim left behind. The rerun names the
+    stale claim; with --reclaim-stale it removes it, so that readers take the store as whole."""
+    from extract.claims import ClaimError
+    from extract.families import tiny_extractor
+    from extract.runner import run_extraction
+
+    extractor, utterances = tiny_extractor("whisper"), _utterances(tmp_path / "audio")
+    config = {"model": "whisper", "num_shards": 1, "utterances_per_part": 1, "manifest_sha256": "0" * 64}
+    store = tmp_path / "s"
+    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
+    lock = store / (part_name(0, 1, 1) + ".lock")
+    lock.write_text(json.dumps({"host": __import__("socket").gethostname(), "pid": 999_999_999, "since": "2026-12-01T00:00:00+0000"}))
+    with pytest.raises(IncompleteStoreError):
+        ShardReader(store)
+    with pytest.raises(ClaimError, match="stale claim .*--reclaim-stale"):
+        run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
+    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False, reclaim_stale=True)
+    assert "reclaimed the stale claim" in capsys.readouterr().err and not lock.exists()
+    assert ShardReader(store).partial is None
