@@ -266,6 +266,8 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
         return False, f"{complete} of {len(parts)} parts complete" if complete else ""
+    if any(Path(job.out).glob("*.h5.lock")):  # a writer runs, or was killed as its last part ended: readers refuse the store until it is gone
+        return False, "a writer's claim sits beside its complete parts"
     stored = ShardReader(job.out, allow_partial=True).info.config  # its config only: the probe stage refuses an incomplete store
     requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
     expected = job.store_config(requested, job.spec.resolved_checkpoint(), job.spec.fingerprint())
