@@ -269,3 +269,19 @@ def test_p59_a_damaged_line_among_a_commands_own_rows_says_fix_that_line(tmp_pat
         parse_rows(tmp_path / "r.jsonl", data, RowKind("row", ("id",)))
     with pytest.raises(OutputKindError, match="it is not an output of this command"):
         parse_rows(tmp_path / "r.jsonl", b"{garbage\n", RowKind("row", ("id",)))
+
+
+def test_ctrl_c_while_the_dispatcher_loads_a_stage_is_one_line_and_130(monkeypatch, capsys):
+    from experiments import __main__ as entry
+    from experiments import stages
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stages, "run", interrupted)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert entry.main(["probe", "--help"], prog="speech-gender") == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)  # interrupted() ignores later Ctrl-Cs, as a command ending does
+    assert _one_line(capsys).startswith("error: interrupted (Ctrl-C)")
