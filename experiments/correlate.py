@@ -39,7 +39,7 @@ from pathlib import Path
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.correlation import PERMUTATIONS, CorrelationError, correlate, interval_text, read_columns
-from extract.options import option
+from extract.options import option, seed_option
 
 
 def _condition(value: str) -> tuple[str, str]:
@@ -64,7 +64,7 @@ class CorrelateOptions:
     label: str | None = option(None, "column naming each point in the plot (several: comma-separated)")
     where: tuple[tuple[str, str], ...] = option((), "only rows whose COLUMN holds VALUE (several: all of them)", parse=_condition, metavar="COLUMN=VALUE")
     bootstrap: int = option(10_000, "bootstrap resamples of the 95% interval of r")
-    seed: int = option(0, "bootstrap and permutation seed")
+    seed: int = seed_option("bootstrap and permutation seed")
     cluster_by: str | None = option(
         None, "column whose value groups rows that are not independent (e.g. model): permutation over whole clusters, r between and within clusters"
     )

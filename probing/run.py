@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.attributes import LabelError, attribute_task, read_attribute
-from extract.options import option
+from extract.options import LARGEST_LR, field_problem, option, seed_option
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from extract.records import ProbeRow, schema_version
@@ -60,6 +60,8 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
     for name, value in (("lr", lr), ("c", c)):
         if not (math.isfinite(value) and value > 0):
             raise ProbeError(f"{name} must be a finite positive number, got {value}")
+    if lr > LARGEST_LR:
+        raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
 
 
 def _kinds_help() -> str:
@@ -80,7 +82,7 @@ class ProbeConfig:
     site: str = option(help="the site of the store the probe reads")
     probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
     control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
-    seed: int = option(0, "seed of the split, the control labels and the training")
+    seed: int = seed_option("seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
     positions: int = option(1000, "positional probes: the first P positions")
     # the command line's --groups A,B, or --attribute NAME [--groups A,B | --pairs] (extract.attributes spells the tasks)
@@ -134,6 +136,11 @@ class ProbeConfig:
         "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
     )
     loader_workers: int = option(0, "attention probe reading from the store: DataLoader workers (default 0: the main process)")
+    # an incomplete store is refused by default (extract.store.ShardReader); the default is left out of the run id and the row's config
+    allow_partial: bool = option(
+        False,
+        "use a store that lacks parts, or sits beside a writer's claims, on purpose: the row records partial: {used, expected} utterances",
+    )
 
     def __post_init__(self):
         kind = probe_kind(self.probe)
@@ -143,6 +150,10 @@ class ProbeConfig:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+        if self.language is not None and not self.language.strip():
+            raise ProbeError(f"language {self.language!r} is empty: give a language code (e.g. en), or leave it out for every language")
+        if (problem := field_problem(ProbeConfig, "seed", self.seed)) is not None:
+            raise ProbeError(f"seed {self.seed}: {problem}")
         if self.positions <= 0:
             raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
         if self.apply_to and not kind.applies_to_other_stores:
@@ -183,6 +194,8 @@ class ProbeConfig:
             del identity["mdl_guard"]
         if self.mdl_order == "speaker":
             del identity["mdl_order"]
+        if not self.allow_partial:
+            del identity["allow_partial"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -542,7 +555,7 @@ def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, d
     from extract.store import ShardReader
     from probing.train import StoreSequenceDataset
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
     many = len(class_names) > 2
     probabilities, _ = model.class_probabilities(applied) if many else model.predict(applied)  # one pass over the store, read utterance by utterance
@@ -617,16 +630,25 @@ def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> 
     """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
     from extract.store import ShardReader
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
     if shared and not config.allow_shared_speakers:
         raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
     return shared
 
 
+def partial_record(reader, applied=None) -> dict:
+    """A row's ``partial`` (``{used, expected}`` utterances) when its store was read incomplete on
+    purpose (``allow_partial``), and ``applied_partial`` for its ``apply_to`` store; nothing when whole."""
+    record = {"partial": reader.partial.record()} if reader.partial is not None else {}
+    if applied is not None and applied.partial is not None:
+        record["applied_partial"] = applied.partial.record()
+    return record
+
+
 def row_config(config: ProbeConfig) -> dict:
     """The row's ``config``: every field, but ``labels`` only where it was given (a gender row keeps the keys it had)."""
-    return {k: v for k, v in asdict(config).items() if k not in LABEL_FIELDS or v is not None}
+    return {k: v for k, v in asdict(config).items() if (k not in LABEL_FIELDS or v is not None) and (k != "allow_partial" or v)}
 
 
 def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
@@ -665,7 +687,7 @@ def pair_tasks(config: ProbeConfig) -> list[str]:
         raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
     from extract.store import ShardReader
 
-    reader = ShardReader(config.store)
+    reader = ShardReader(config.store, allow_partial=config.allow_partial)
     metadata, _ = probe_metadata(config, reader)
     probed = [config.language is None or language == config.language for language in metadata["language"]]
     classes = sorted({value for value, keep in zip(metadata[column], probed) if keep and value is not None})
@@ -900,12 +922,12 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     from extract.provenance import provenance
     from extract.store import ShardReader
 
-    reader = reader or ShardReader(config.store)
+    reader = reader or ShardReader(config.store, allow_partial=config.allow_partial)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     if config.apply_to:
-        other = ShardReader(config.apply_to)
+        other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
         _refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.run
@@ -944,6 +966,12 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **scores, **provenance()},
+        rest={
+            **labelled,
+            **partial_record(reader, other if config.apply_to else None),
+            **({"shared_speakers": shared} if shared else {}),
+            **scores,
+            **provenance(),
+        },
     )
     return ProbeResult(row.to_dict(), arrays, attention)

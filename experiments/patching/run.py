@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, read_pairs, write_pairs
 from experiments.patching.sites import JOINT, check_joint, members, resolve_sites
 from extract.appendlog import AppendLog, RowKind
-from extract.options import OptionError, check_options, option
+from extract.options import OptionError, check_options, option, seed_option
 from extract.patching import COMPONENTS, RESIDUAL, PatchError, frames_label, parse_frames
 from extract.provenance import joined, label_argument
 from extract.records import PatchSummary, schema_version
@@ -86,7 +86,7 @@ class PatchOptions:
     batch_size: int = option(8, "pairs per batch (the sources' states at every site of a batch are held at once)", least=1)
     max_seconds: float | None = option(None, "trim audio to this length (default 30 for asr, 60 for st)", positive=True)
     limit: int | None = option(None, "only the first N utterances of the manifest", least=1)
-    seed: int = option(0, "seed of the pairing order (ties in duration go the same way on every run)", least=0)
+    seed: int = seed_option("seed of the pairing order (ties in duration go the same way on every run)")
     iterations: int = option(1000, "speaker-bootstrap resamples for the summary's interval", least=1)
     label: str | None = option(None, "the model label written in each row (default: from the family and checkpoint)", parse=label_argument)
 
