@@ -1,7 +1,8 @@
 """Extraction throughput against its bounds, in one run: ours, the published approach, the encoder, the disk.
 
-Every site of a Whisper encoder over synthetic voices (harmonic, F0 by gender, 3-15 s), measured
-side by side on one machine:
+Every site of a Whisper encoder (``--family whisper``, the default) or of a wav2vec 2.0 encoder
+(``--family ssl``: ``extract.families.ssl``) over synthetic voices (harmonic, F0 by gender, 3-15 s),
+measured side by side on one machine:
 
 - ``ours``: ``extract.runner.run_extraction`` in process (model load excluded), float16 stores;
 - ``ours-warm``: the same again in the same process, after ``ours`` (or after an untimed run of
@@ -11,19 +12,24 @@ side by side on one machine:
 - ``ours-cli``: ``python -m experiments.extract`` on the same audio (wall time, start-up included,
   and the rate the command reports while it writes);
 - ``encoder``: the encoder's forward alone (padded features computed first, no hooks, nothing
-  kept): what the device computes, the bound on the model side;
+  kept): what the device computes, the bound on the model side. For ``ssl`` the batches are ours
+  (sorted by length, ``--batch-seconds`` of audio each) padded with their attention mask;
 - ``published``: batch size 1, ``output_hidden_states=True``, every state of every layer kept in
   host memory, nothing written (the published probing code's loop);
 - ``raw-write``: the bytes ours stored, written raw with ``write`` + ``fsync`` into the same
   folder: the bound on the disk side.
 
 ``--random-init`` builds the model from a config of ``--dims`` (no weights needed: throughput does
-not depend on them); without it, the bundled Whisper base. Rows go to a table, and to JSON in
+not depend on them); without it, the bundled Whisper base (``ssl`` has no bundled weights: it needs
+``--random-init``; its ``--dims`` are ``base``, 12 x 768 with group-norm convolutions, and
+``large``, 24 x 1024 pre-LN with layer-norm convolutions, as wav2vec2-large-lv60 and LeBenchmark's large). Rows go to a table, and to JSON in
 ``--json`` (default ``$OUT/extraction.json`` when ``$OUT`` is set). Usage::
 
     .venv/bin/python benchmarks/extraction.py --dims base --random-init                  # CPU
     python benchmarks/extraction.py --device cuda --dims large-v3 --random-init         # GPU
     python benchmarks/extraction.py ... --only ours ours-cli                            # a subset
+    .venv/bin/python benchmarks/extraction.py --family ssl --dims large --random-init    # wav2vec 2.0 large, CPU
+    python benchmarks/extraction.py --family ssl --dims large --random-init --device cuda
 
 Run it with another checkout first on ``PYTHONPATH`` to measure that version of the package
 (``ours`` and ``ours-cli`` import the package; the other rows do not depend on it).
@@ -51,6 +57,18 @@ DIMS = {
     "base": {"d_model": 512, "encoder_layers": 6, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048, "num_mel_bins": 80, "vocab_size": 51865},
     "large-v3": {"d_model": 1280, "encoder_layers": 32, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120, "num_mel_bins": 128, "vocab_size": 51866},
 }
+SSL_DIMS = {  # Wav2Vec2Config fields of the ssl family's --dims
+    "base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "feat_extract_norm": "group"},
+    "large": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "intermediate_size": 4096,
+        "feat_extract_norm": "layer",
+        "do_stable_layer_norm": True,
+        "conv_bias": True,
+    },
+}
 APPROACHES = ("ours", "ours-warm", "ours-cli", "encoder", "published", "raw-write")
 
 
@@ -77,8 +95,16 @@ def synthetic_voices(folder: Path, utterances: int, seed: int = 0) -> Path:
     return manifest
 
 
-def checkpoint(folder: Path, dims: str, random_init: bool) -> Path:
-    """A Whisper folder: a config of ``dims`` and its feature extractor (``--random-init``), or the bundled base weights."""
+def checkpoint(folder: Path, dims: str, random_init: bool, family: str = "whisper") -> Path:
+    """A Whisper folder: a config of ``dims`` and its feature extractor (``--random-init``), or the
+    bundled base weights; for ``ssl``, a Wav2Vec2 config of :data:`SSL_DIMS` and its feature extractor."""
+    if family == "ssl":
+        from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor
+
+        folder.mkdir(parents=True, exist_ok=True)
+        Wav2Vec2Config(**SSL_DIMS[dims], architectures=["Wav2Vec2Model"]).save_pretrained(folder)
+        Wav2Vec2FeatureExtractor(return_attention_mask=True, do_normalize=True).save_pretrained(folder)
+        return folder
     if not random_init:
         from extract.weights import bundled_whisper
 
@@ -106,7 +132,7 @@ def run_ours(model: Path, manifest: Path, store: Path, args) -> dict:
     from extract.manifest import read_manifest
     from extract.runner import run_extraction
 
-    extractor = FAMILIES["whisper"].extractor.load(str(model), random_init=args.random_init, device=args.device, dtype=getattr(torch, args.dtype))
+    extractor = FAMILIES[args.family].extractor.load(str(model), random_init=args.random_init, device=args.device, dtype=getattr(torch, args.dtype))
     sites = extractor.resolve_sites("all")
     utterances = read_manifest(manifest)
     options = {"batch_seconds": args.batch_seconds, "utterances_per_part": args.utterances_per_part}
@@ -201,7 +227,7 @@ def package_root() -> str:
 def run_ours_cli(model: Path, manifest: Path, store: Path, args) -> dict:
     """The command, run from the work folder with the measured checkout first on its path."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root(), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "experiments.extract", "--family", "whisper", "--checkpoint", str(model), "--manifest", str(manifest)]
+    command = [sys.executable, "-m", "experiments.extract", "--family", args.family, "--checkpoint", str(model), "--manifest", str(manifest)]
     command += ["--sites", "all", "--out", str(store), "--device", args.device, "--dtype", args.dtype, "--quiet"]
     command += ["--random-init", "--seed", "0"] if args.random_init else []
     command += ["--utterances-per-part", str(args.utterances_per_part), "--batch-seconds", str(args.batch_seconds)]
@@ -227,7 +253,15 @@ def run_ours_cli(model: Path, manifest: Path, store: Path, args) -> dict:
 
 
 def _model(model: Path, args):
+    """The encoder (random weights from the config with ``--random-init``) and its feature extractor."""
     import torch
+
+    if args.family == "ssl":
+        from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
+
+        torch.manual_seed(0)
+        encoder = Wav2Vec2Model(Wav2Vec2Config.from_pretrained(model)).to(args.device, getattr(torch, args.dtype)).eval()
+        return encoder, Wav2Vec2FeatureExtractor.from_pretrained(model)
     from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
     if args.random_init:
@@ -246,10 +280,49 @@ def _audio(manifest: Path, limit: int | None = None) -> list[np.ndarray]:
     return [soundfile.read(row["audio"], dtype="float32")[0] for row in rows]
 
 
+def _ssl_batches(audio: list[np.ndarray], batch_seconds: float) -> list[list[int]]:
+    """Indices sorted by length, in batches of at most ``batch_seconds`` of audio (ours' batching)."""
+    batches: list[list[int]] = [[]]
+    total = 0.0
+    for index in sorted(range(len(audio)), key=lambda i: len(audio[i])):
+        seconds = len(audio[index]) / SAMPLE_RATE
+        if batches[-1] and total + seconds > batch_seconds:
+            batches.append([])
+            total = 0.0
+        batches[-1].append(index)
+        total += seconds
+    return batches
+
+
+def run_ssl_encoder(model: Path, manifest: Path, args) -> dict:
+    """The wav2vec 2.0 forward alone on ours' batches, padded with their mask, inputs computed first."""
+    import torch
+
+    encoder, features = _model(model, args)
+    audio = _audio(manifest)
+    started = time.perf_counter()
+    inputs = [
+        features([audio[i] for i in batch], sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True) for batch in _ssl_batches(audio, args.batch_seconds)
+    ]
+    features_s = time.perf_counter() - started
+    dtype = getattr(torch, args.dtype)
+    with torch.inference_mode():
+        encoder(inputs[0].input_values[:1].to(args.device, dtype))  # warm-up
+        _sync(args.device)
+        started = time.perf_counter()
+        for batch in inputs:
+            encoder(batch.input_values.to(args.device, dtype), attention_mask=batch.attention_mask.to(args.device))
+        _sync(args.device)
+        forward_s = time.perf_counter() - started
+    return {"utterances": len(audio), "batches": len(inputs), "seconds": forward_s, "utt_per_s": len(audio) / forward_s, "features_s": features_s}
+
+
 def run_encoder(model: Path, manifest: Path, args) -> dict:
     """The forward alone, features computed first (the bound on the model side)."""
     import torch
 
+    if args.family == "ssl":
+        return run_ssl_encoder(model, manifest, args)
     encoder, features = _model(model, args)
     audio = _audio(manifest)
     batch = args.batch_size or 16
@@ -277,7 +350,8 @@ def run_published(model: Path, manifest: Path, args) -> dict:
     started = time.perf_counter()
     with torch.no_grad():
         for samples in audio:
-            inputs = features(samples, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+            inputs = features(samples, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+            inputs = inputs.input_values if args.family == "ssl" else inputs.input_features
             output = encoder(inputs.to(args.device, getattr(torch, args.dtype)), output_hidden_states=True)
             kept.append([state.float().cpu().numpy() for state in output.hidden_states])
     seconds = time.perf_counter() - started
@@ -304,7 +378,8 @@ def run_raw_write(folder: Path, total_bytes: int, utterances: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--dims", default="base", choices=sorted(DIMS), help="the encoder's dimensions with --random-init")
+    parser.add_argument("--family", default="whisper", choices=["whisper", "ssl"], help="the encoder measured (ssl: wav2vec 2.0, with --random-init)")
+    parser.add_argument("--dims", default="base", choices=sorted(set(DIMS) | set(SSL_DIMS)), help="the encoder's dimensions with --random-init")
     parser.add_argument("--random-init", action="store_true", help="random weights from a config of --dims (without it: the bundled Whisper base)")
     parser.add_argument("--dtype", help="compute dtype (default: bfloat16 on cuda, float32 on cpu)")
     parser.add_argument("--utterances", type=int, default=None, help="clips of 3-15 s (default: 160 on cuda, 24 on cpu)")
@@ -318,16 +393,20 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="a name for this run in the JSON (e.g. the commit)")
     parser.add_argument("--stages", action="store_true", help="also time the stages of ours (the model, the waits, the writer's calls)")
     args = parser.parse_args()
+    if args.family == "ssl" and not args.random_init:
+        parser.error("--family ssl has no bundled weights: give --random-init (throughput does not depend on the weights)")
+    if args.dims not in (SSL_DIMS if args.family == "ssl" else DIMS):
+        parser.error(f"--dims {args.dims} is not a size of {args.family}: {', '.join(sorted(SSL_DIMS if args.family == 'ssl' else DIMS))}")
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     args.utterances = args.utterances or (160 if args.device == "cuda" else 24)
     args.published_utterances = args.published_utterances or min(48, args.utterances)
     work = Path(tempfile.mkdtemp(dir=args.work, prefix="bench-extraction-"))
     manifest = synthetic_voices(work / "audio", args.utterances)
-    model = checkpoint(work / f"whisper-{args.dims}", args.dims, args.random_init)
+    model = checkpoint(work / f"{args.family}-{args.dims}", args.dims, args.random_init, args.family)
     import torch
 
     machine = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__}
-    machine |= {"package": package_root(), "dims": args.dims if args.random_init else "base (bundled weights)", "dtype": args.dtype}
+    machine |= {"package": package_root(), "family": args.family, "dims": args.dims if args.random_init else "base (bundled weights)", "dtype": args.dtype}
     machine |= {"tag": args.tag, "date": time.strftime("%Y-%m-%d"), "utterances_per_part": args.utterances_per_part}
     print(json.dumps(machine), flush=True)
     rows, stored, done = [], None, set()

@@ -1,6 +1,6 @@
 """``python -m experiments`` and the ``speech-gender`` console script: one entry point for every stage.
 
-``speech-gender`` (or ``--help``) lists the stages (:mod:`experiments.stages` finds them in the
+``speech-gender`` (or ``--help``) lists the stages, exit status 0 (:mod:`experiments.stages` finds them in the
 source tree); ``speech-gender STAGE ARGS`` runs ``python -m experiments.STAGE ARGS`` with its exit
 status; ``speech-gender --reference`` prints the CLI reference (``docs/cli.md``). An unknown stage is
 one ``error:`` line with the closest name, exit status 2.
@@ -12,7 +12,7 @@ import os
 import sys
 
 from experiments import stages
-from experiments.cli import fail
+from experiments.cli import fail, interrupted
 from extract import __version__
 
 
@@ -23,11 +23,18 @@ def invoked_as() -> str:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    try:
+        return _main(argv, prog)
+    except KeyboardInterrupt:  # Ctrl-C while a stage loads, before its own handling starts
+        return interrupted()
+
+
+def _main(argv: list[str] | None, prog: str | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     program = prog or invoked_as()
     if not argv or argv[0] in ("-h", "--help"):
         print(stages.listing(program), end="")
-        return 0 if argv else 2
+        return 0
     first, rest = argv[0], argv[1:]
     if first == "--version":
         print(f"speech-gender-probing {__version__}")

@@ -53,6 +53,7 @@ from experiments.scoring.gaps import (
     save_gap_report,
 )
 from extract.attributes import LabelError, check_attribute_name
+from extract.options import field_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--labels gives the manifest of an --attribute; gender is in the hypotheses themselves")
     if iterations_problem(args.iterations):
         parser.error(f"--{iterations_problem(args.iterations)}")
+    if (problem := field_problem(GapOptions, "seed", args.seed)) is not None:
+        parser.error(f"--seed {args.seed}: {problem}")
     return run_cli(lambda: _run(args, groups), LabelError)
 
 

@@ -401,15 +401,62 @@ def sigterm_unwinds() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C (130), as a shell reports it
+INTERRUPTED_LINE = (
+    "interrupted (Ctrl-C): what was finished is kept (complete parts, written rows) and what was being written was discarded; rerun the same command to resume"
+)
+
+
+def _interrupt_once(signum, frame) -> NoReturn:
+    """Ctrl-C: a second one is ignored from now on, so that the unwinding it starts (a part discarded,
+    claims released) and the interpreter's exit are not cut short by a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def interrupted() -> int:
+    """The one line of a command stopped by Ctrl-C, and its exit status (130); later Ctrl-Cs are ignored while it exits."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"error: {INTERRUPTED_LINE}", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
+@contextmanager
+def stops_cleanly() -> Iterator[None]:
+    """Within it, Ctrl-C raises KeyboardInterrupt once (:func:`_interrupt_once`) and SIGTERM unwinds
+    (:func:`sigterm_unwinds`): ``finally`` blocks and ``with`` exits run either way, so every claim and
+    lock is released. The handlers before are restored after, unless Ctrl-C ended the command."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _interrupt_once)
+    stopped = False
+    try:
+        with sigterm_unwinds():
+            yield
+    except KeyboardInterrupt:
+        stopped = True
+        raise
+    finally:
+        if not stopped:
+            signal.signal(signal.SIGINT, previous)
+
+
 def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None) -> int:
     """``command()``'s exit status; a user error (:data:`USER_ERRORS`, ``errors`` and what
     ``lazy_errors()`` returns) becomes :func:`fail`'s one line and status 2, as does an audio file
     libsndfile cannot read or write (its errors are no OSError). A full disk that no writer named says so.
+    Ctrl-C is one line and status 130 (:func:`interrupted`), SIGTERM status 143; both unwind first
+    (:func:`stops_cleanly`), releasing every claim the command holds.
 
     ``lazy_errors`` is called only while an exception is handled: naming the errors of the stages
     that load models imports torch, which a command that loads none (a study's ``--dry-run``) never needs."""
     try:
-        return command()
+        with stops_cleanly():
+            return command()
+    except KeyboardInterrupt:
+        return interrupted()
     except _handled(errors, lazy_errors) as error:
         return fail(_user_message(error))
 

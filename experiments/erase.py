@@ -34,7 +34,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
 from experiments.options import add_options, from_args
-from extract.options import option
+from extract.options import option, seed_option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +45,10 @@ class ErasureFitOptions:
     method: str = option("leace", "default leace (see above)", choices=("leace", "random", "mean-diff"))
     target: str | None = option(None, "mean-diff: the gender the states are moved toward (required)", choices=("female", "male"))
     alpha: float = option(1.0, "mean-diff: the step h + alpha * d (default 1: the other mean onto the target's)")
-    seed: int = option(0, "seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
+    seed: int = seed_option("seed of the speaker-disjoint split (as the probes') and of the random concept (default 0)")
+    allow_partial: bool = option(
+        False, "fit on a store that lacks parts (or sits beside a writer's claims) on purpose; the file's fit record says partial: {used, expected}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +74,7 @@ def fit_command(args) -> int:
     if Path(args.out).is_dir():
         return fail(f"--out {args.out} is a folder; give the path of the intervention file to write (.safetensors)")
     print(f"[erase] fitting {options.method} at {options.site} on the training split of {args.store} (seed {options.seed})")
-    intervention = fit(args.store, options.site, options.method, options.seed, options.alpha, options.target)
+    intervention = fit(args.store, options.site, options.method, options.seed, options.alpha, options.target, allow_partial=options.allow_partial)
     path = intervention.save(args.out)
     record = intervention.fit
     where = f"{record['utterances']} utterances, {record['speakers']} speakers, {sum(record['frames'].values())} speech frames"

@@ -60,21 +60,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def overwrite(args) -> None:
+STORE_ENTRIES = (".h5", ".h5.tmp", ".lock")  # what a store folder holds: parts, parts being written, claims
+
+
+def overwrite(args, inputs: list[str | Path]) -> None:
     """``--overwrite``: an existing, non-empty ``--out`` set aside (:func:`extract.supersede.set_aside`) before
-    anything is written. Refused for one shard of several (the other shards' runs would lose their parts)."""
+    anything is written, once the run has checked it can run (its manifest read, its model loaded).
+    Refused, before anything moves, for one shard of several (the other shards' runs would lose their
+    parts), for a folder that is not a store (anything in it but parts and claims), for the folder the
+    command runs in (``--out .``) or one holding it, and for a folder holding one of ``inputs`` (the
+    manifest, the checkpoint, intervention files the run reads)."""
     from extract.supersede import SupersedeError, set_aside
 
     out = Path(args.out)
     if not (out.is_dir() and any(out.iterdir())):
         return
+    store = out.resolve()
     if args.num_shards > 1 and not args.executor:
         raise SystemExit(fail(f"--overwrite with --num-shards {args.num_shards}: set {out} aside once (e.g. move it), then run the shards without --overwrite"))
+    here = Path.cwd().resolve()
+    if store == here or store in here.parents:
+        raise SystemExit(fail(f"--overwrite --out {args.out}: {store} is the folder this command runs in, or holds it; run it from outside that folder"))
+    for given in inputs:
+        if store in Path(given).resolve().parents:
+            raise SystemExit(fail(f"--overwrite would set aside {given}, which this run reads: it lies inside --out {store}; move it out of the store first"))
+    foreign = sorted(entry.name for entry in store.iterdir() if not (entry.is_file() and entry.name.endswith(STORE_ENTRIES)))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SystemExit(
+            fail(f"--overwrite --out {args.out}: {store} is not a store (it holds {shown}); --overwrite sets aside a store's folder only: give that folder")
+        )
     try:
-        aside = set_aside([out], out.absolute().parent)
+        aside = set_aside([store], store.parent)
     except SupersedeError as error:
         raise SystemExit(fail(str(error))) from None
-    print(f"[extract] --overwrite: the earlier store set aside -> {aside / out.name}")
+    print(f"[extract] --overwrite: the earlier store set aside -> {aside / store.name}")
 
 
 def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
@@ -115,15 +135,19 @@ def _main(argv: list[str] | None) -> int:
         intervener = job.intervener()
     except (ManifestError, OSError, InterventionError) as error:
         return fail(str(error))
-    if from_args(StoreReplacement, args).overwrite:
-        overwrite(args)
+    replacing = from_args(StoreReplacement, args).overwrite
+    inputs = [job.manifest, *job.interventions, *([args.checkpoint] if args.checkpoint and Path(args.checkpoint).exists() else [])]
     if args.executor:
+        if replacing:
+            overwrite(args, inputs)
         return submit_shards(args, job, len(utterances))
     extractor = load_or_exit(lambda: load_extractor(spec, keep_padding=job.keep_padding), spec)
     try:
         sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
     except UnknownSiteError as error:
         return fail(str(error))
+    if replacing:  # the run can run: only now is the earlier store moved
+        overwrite(args, inputs)
     print(
         f"[extract] {job.label or spec.label()}: {extractor.family} {extractor.checkpoint}{' (random init)' if spec.random_init else ''} on {spec.device}; "
         f"{len(sites)} sites; shard {job.shard_index + 1}/{job.num_shards} of {len(utterances)} utterances -> {job.out}"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.cli import CommaList, FileRole, add_renamed_argument, fail
-from extract.options import Option, OptionError, declared, default_of
+from extract.options import Option, OptionError, check_options, declared, default_of
 
 NONE = type(None)
 
@@ -124,7 +124,9 @@ def from_args(cls: type, args: argparse.Namespace, skip: tuple[str, ...] = (), *
         value = getattr(args, item.name)
         values[item.name] = tuple(value) if isinstance(value, list) and _is_sequence(_base(hints[item.name])[0]) else value
     try:
-        return cls(**(values | given))
+        made = cls(**(values | given))
+        check_options(made)  # every declared bound, in classes whose own checks leave some out
+        return made
     except OptionError as error:
         raise SystemExit(fail(spelled(cls, error))) from None
 

@@ -8,15 +8,18 @@ Example (the bundled Whisper base, offline)::
 For each pair (a target utterance and a source: of the other gender, ``cross``, or of the same
 gender and another speaker, ``within``: the control), matched by text where two share one and by
 duration, the model runs on the target with its states at a site replaced by the source's (every
-speech frame both have, or ``--frames START:END``), and the output is scored: ASR, the transcript's
-WER against the target's reference beside the unpatched one; ST (``--task st``), whether MuST-SHE's
-category-1 words take the source speaker's gender. A site named ``A+B`` in ``--sites`` patches A and B
-together in one pass (a joint site: its own row per pair). One row per pair and site is appended to
-``--out`` (a rerun skips the rows written, so a killed run resumes and a new site or pairing adds
-only its rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the
-per-site summary (cross vs within, speaker-bootstrap interval) to ``OUT.summary.json`` and the
-figure of the effect per site to ``OUT.effect.png`` / ``.pdf``. ``collect --patch OUT.summary.json``
-joins the summary to the probe rows per site. See docs/stages/patching.md.
+speech frame both have, or ``--frames START:END``; the residual stream, or with ``--component
+attention|mlp`` one block's output; ``--direction denoising`` runs the source with the target's
+states instead), and the output is scored against the target's reference by a graded metric (ASR:
+the reference's per-token log-probability; ST, ``--task st``: the log-probability margin of
+MuST-SHE's category-1 words over their other-gender forms), beside WER (ASR) or the gender flip
+rate and category-1 accuracy (ST). A site named ``A+B`` in ``--sites`` patches A and B together in
+one pass (a joint site: its own row per pair). One row per pair and site is appended to ``--out``
+(a rerun skips the rows written, so a killed run resumes and a new site or pairing adds only its
+rows); the pairs go to ``OUT.pairs.jsonl``, the settings to ``OUT.settings.json``, the per-site
+summary (cross vs within among pairs matched alike, an interval resampling target and source
+speakers) to ``OUT.summary.json`` and the figure of the effect per site to ``OUT.effect.png`` /
+``.pdf``. ``collect --patch OUT.summary.json`` joins the summary to the probe rows per site. See docs/stages/patching.md.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def _main(argv: list[str] | None) -> int:
         counts = ", ".join(f"{pairing} {count}" for pairing, count in report.by_pairing.items())
         print(
             f"[patch] {options.task} with {spec.family} {job.model_name()} on {spec.device}: {report.pairs} pairs "
-            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}: "
+            f"({counts}; {len(report.unpaired)} targets unpaired) x {len(report.sites)} sites, frames {options.frames}, "
+            f"{options.component} {options.direction}: "
             f"{report.todo} rows to do"
         )
         missing = [pairing for pairing, count in report.by_pairing.items() if not count]
@@ -103,15 +107,31 @@ def _main(argv: list[str] | None) -> int:
         print(f"[patch] {unpatched} rows replaced no frame (--frames {options.frames} past the target's or the source's frames): not scored")
     if report.other_pairs:
         print(f"[patch] {report.other_pairs} rows of OUT belong to other pairs than this run's: left out of the summary")
+    print(f"[patch] per site, {options.component} patched, {options.direction}: each metric per pairing, then cross - within with its 95% CI")
     for site, entry in report.summary["sites"].items():
-        effects = ", ".join(f"{pairing} {_points(value['effect'])}" for pairing, value in entry["pairings"].items())
-        print(f"  {site}: {effects}" + (f"; cross - within {_points(entry['cross_minus_within'])}" if "cross_minus_within" in entry else ""))
+        for number, (name, metric) in enumerate(entry["metrics"].items()):
+            print(f"  {site if number == 0 else ' ' * len(site)}  {_metric_line(name, metric)}")
     print(f"[patch] rows: {out}; pairs, settings, summary and figure beside it ({out.name}.pairs.jsonl, .settings.json, .summary.json, .effect.png)")
     return 0
 
 
-def _points(value) -> str:
-    return "n/a" if value is None else f"{value:+.2f}"
+def _points(value, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:+.{digits}f}"
+
+
+def _metric_line(name: str, metric: dict) -> str:
+    """One metric at one site: its name and unit, each pairing's effect, and cross - within with its
+    interval, what the interval resamples and which matched pairs it compares (or why there is none)."""
+    digits = 4 if metric["unit"].startswith("nats") else 2
+    effects = ", ".join(f"{pairing} {_points(value['effect'], digits)} (n {value['scored']})" for pairing, value in metric["pairings"].items())
+    line = f"{name} ({metric['unit']}): {effects}"
+    if "cross_minus_within" not in metric:
+        return line
+    if metric["cross_minus_within"] is None:
+        return f"{line}; cross - within n/a: {metric.get('match_note', 'undefined')}"
+    low, high = metric["ci95"]
+    interval = "no interval" if low is None else f"95% CI {_points(low, digits)}..{_points(high, digits)}, resampling target and source speakers"
+    return f"{line}; cross - within {_points(metric['cross_minus_within'], digits)} ({interval}; {metric['match_used']}-matched pairs)"
 
 
 def main(argv: list[str] | None = None) -> int:

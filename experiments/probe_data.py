@@ -28,7 +28,7 @@ import numpy as np
 from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import Utterance, read_manifest, write_manifest
-from extract.options import option
+from extract.options import option, seed_option
 
 GENDERS = ("female", "male")
 
@@ -46,6 +46,8 @@ def _counts(value: str) -> tuple[int, int]:
 
 def sample_probe_data(pool: list[Utterance], train: tuple[int, int], dev: tuple[int, int], test: list[Utterance], seed: int = 0) -> list[Utterance]:
     """The rows of train, dev and test (see the module docstring), each with its ``split``."""
+    if 0 in train:
+        raise ProbeDataError(f"--train {train[0]},{train[1]}: a probe trains on both genders; ask for at least one segment of each")
     rng = np.random.default_rng(seed)
     chosen: list[Utterance] = []
     for gender, n_train, n_dev in zip(GENDERS, train, dev):
@@ -91,7 +93,7 @@ class ProbeDataOptions:
 
     train: tuple[int, int] = option(help="FEMALE,MALE training segments (Fucci et al.: 2514,2546)", parse=_counts)
     dev: tuple[int, int] = option(help="FEMALE,MALE dev segments, of speakers not in train (Fucci et al.: 539,539)", parse=_counts)
-    seed: int = option(0, "seed of the speakers' division and of the segments drawn")
+    seed: int = seed_option("seed of the speakers' division and of the segments drawn")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,7 +39,7 @@ from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, Analyse
 from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
 from experiments.scoring.word_alignment import SYMMETRISATIONS, AlignmentError, read_parallel
 from extract.corpora.must_she import MustSheError
-from extract.options import Checked, option
+from extract.options import Checked, option, seed_option
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class WinoMTOptions(Checked):
         "spaCy pipeline that reads grammatical gender (default by --tgt-lang: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_SPACY_MODELS.items()) + ")",
     )
     iterations: int = option(1000, "sentence-bootstrap resamples for the 95 % intervals (default 1000; 0: none)", least=0)
-    seed: int = option(0, "bootstrap seed (default 0)")
+    seed: int = seed_option("bootstrap seed (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:

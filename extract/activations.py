@@ -47,8 +47,9 @@ class ActivationBatches:
         buffer_frames: int = 262_144,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
+        allow_partial: bool = False,
     ):
-        self.reader = store if isinstance(store, ShardReader) else ShardReader(store)
+        self.reader = store if isinstance(store, ShardReader) else ShardReader(store, allow_partial=allow_partial)
         if site not in self.reader.sites:
             raise StoreError(f"{site!r}: not a site of this store (it has {', '.join(self.reader.sites)})")
         if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 1 for value in (batch_size, buffer_frames)):

@@ -102,6 +102,8 @@ def parse_rows(path: Path, data: bytes, kind: RowKind) -> list[dict]:
             problem = f"not JSON: {error}"
         else:
             problem = kind.problem(record)
+        if problem is not None and rows:  # rows of this command before it: its own output, one line damaged
+            raise OutputKindError(path, number, f"not a {kind.what} ({problem}), after {len(rows)} that are: fix that line, or move the file aside")
         if problem is not None:
             raise OutputKindError(path, number, f"not a {kind.what} ({problem}); it is not an output of this command: write to another file")
         if kind.unique is not None:

@@ -46,10 +46,7 @@ def check_family(family: str) -> None:
 
     if FAMILIES[family].extractor.decoder_path is None:
         served = ", ".join(name for name, entry in FAMILIES.items() if entry.extractor.decoder_path is not None)
-        raise DecoderError(
-            f"{family} has no text decoder in its model (ZeroSwot's decoder is a separate NLLB model its generator loads); "
-            f"decoder states are extracted for {served}"
-        )
+        raise DecoderError(f"{family} has no text decoder in its model ({FAMILIES[family].extractor.no_decoder}); decoder states are extracted for {served}")
 
 
 def decoder_site_table(extractor: Extractor) -> dict[str, Site]:
@@ -162,14 +159,27 @@ def token_pieces(tokenizer, ids: list[int]) -> tuple[str, ...]:
     change (SentencePiece's leading space, a character split over byte tokens): token k covers the
     characters from the end of the longest prefix of the full text that the first k tokens decode to,
     to that of the first k + 1; so the pieces join to the decoded text exactly."""
+    return token_surface(tokenizer, ids)[0]
+
+
+REPLACEMENT = "\ufffd"  # what a decoder gives for the bytes of a character whose last byte has not come yet
+
+
+def token_surface(tokenizer, ids: list[int]) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """(:func:`token_pieces`, ``holds_next``): ``holds_next[k]`` is true when token k holds leading
+    bytes of a character that a later token completes (a byte-level token such as Whisper's ``Ç``,
+    the first byte of ``ǆ``): the first k + 1 tokens decode to the text so far plus a replacement
+    character the full text does not have there. That character is the first one after token k's
+    piece, so the token belongs to the word holding it too, though its piece cannot show it."""
     text = tokenizer.decode(ids, skip_special_tokens=True)
-    ends = [0]
+    ends, holds_next = [0], []
     for count in range(1, len(ids) + 1):
         prefix = tokenizer.decode(ids[:count], skip_special_tokens=True)
         common = _common_prefix(prefix, text)
         ends.append(max(ends[-1], common))
+        holds_next.append(REPLACEMENT in prefix[common:])
     ends[-1] = len(text)
-    return tuple(text[start:end] for start, end in zip(ends[:-1], ends[1:]))
+    return tuple(text[start:end] for start, end in zip(ends[:-1], ends[1:])), tuple(holds_next)
 
 
 def _common_prefix(first: str, second: str) -> int:
@@ -194,6 +204,8 @@ def decoder_states(generator: Generator, audios: list[np.ndarray], sites: list[s
     generated = generate_with_prompt(generator, inputs, language, task, target)
     states = teacher_forced_states(extractor, inputs, generated, sites)
     return [
-        DecodedUtterance(GeneratedTokens(tuple(tokens), token_pieces(generator.tokenizer, tokens)), {name: state[name].float().cpu().numpy() for name in sites})
+        DecodedUtterance(
+            GeneratedTokens(tuple(tokens), *token_surface(generator.tokenizer, tokens)), {name: state[name].float().cpu().numpy() for name in sites}
+        )
         for tokens, state in zip(generated.tokens, states)
     ]

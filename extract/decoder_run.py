@@ -73,7 +73,7 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     generator.check(job.task, job.tgt_lang)
     config = job.store_config(sites, generator)
     untimed = {site: float("nan") for site in sites}  # rows are tokens, not timed frames
-    attributes = store_attributes(extractor, decoder_site_table(extractor), untimed, job.storage_dtype, config)
+    attributes = replace(store_attributes(extractor, decoder_site_table(extractor), untimed, job.storage_dtype, config), manifest_utterances=len(utterances))
     out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
     report = ExtractionReport()
@@ -86,6 +86,7 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
         shard_index=job.shard_index,
         utterances_per_part=job.utterances_per_part,
         remedy="use a new --out folder, or move those parts out of it",
+        reclaim_stale=reclaim_stale,
     )
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
 

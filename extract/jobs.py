@@ -147,7 +147,7 @@ class TranscriptionJob:
     @classmethod
     def of(cls, options: TranscribeOptions, spec: ModelSpec, manifest: Path, out: Path) -> TranscriptionJob:
         """The job ``options`` (a command line's or a study's) describe for ``spec`` on ``manifest``, into ``out``."""
-        decoding = GenerationOptions(options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing)
+        decoding = GenerationOptions(options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing, options.adapter)
         return cls(
             spec,
             manifest,

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 OPTION = "option"  # the metadata key of a declared field
+SEED_MOST = 2**32 - 1  # the largest seed every consumer takes: numpy's RandomState and Lightning's seed_everything stop here
+FLOAT32_MAX = 3.4028234663852886e38  # torch's optimiser step scalars are float32
+LARGEST_LR = FLOAT32_MAX * (1 - 0.9)  # Adam's first step size is lr / (1 - β1), β1 = 0.9 (torch's default): a float32
 
 
 class OptionError(ValueError):
@@ -45,7 +48,7 @@ def _literal(value: Any) -> str:
 class Option:
     """What a field is to its users besides its type and default.
 
-    ``choices``: the values it takes; ``least``: its smallest value (``positive``: above 0 instead);
+    ``choices``: the values it takes; ``least``: its smallest value (``positive``: above 0 instead), ``most`` its largest;
     ``flag``: its command-line spelling (default ``--field-name``), ``aliases``: deprecated spellings
     that still work with a note, ``also``: other spellings without one; ``metavar`` as argparse's;
     ``role``: ``input`` or ``output`` for a file or folder the command reads or writes (``sidecars``:
@@ -59,6 +62,7 @@ class Option:
     help: str
     choices: tuple | None = None
     least: float | None = None
+    most: float | None = None
     positive: bool = False
     flag: str | None = None
     aliases: tuple[str, ...] = ()
@@ -88,6 +92,8 @@ class Option:
             return "must be positive"
         if self.least is not None and value < self.least:
             return f"must be at least {self.least:g}"
+        if self.most is not None and value > self.most:
+            return f"must be at most {self.most:.10g}"
         return None
 
 
@@ -97,6 +103,16 @@ def option(default: Any = dataclasses.MISSING, help: str = "", **details: Any) -
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata={OPTION: Option(help, **details)})
     return dataclasses.field(default=default, metadata={OPTION: Option(help, **details)})
+
+
+def seed_option(help: str, **details: Any) -> Any:
+    """A ``seed`` option (default 0): a whole number from 0 to :data:`SEED_MOST`, in every command that takes one."""
+    return option(0, help, least=0, most=SEED_MOST, **details)
+
+
+def field_problem(cls: type, name: str, value: Any) -> str | None:
+    """Why the declared option ``name`` of ``cls`` refuses ``value``, or None."""
+    return next(declaration.problem(value) for item, declaration in declared(cls) if item.name == name)
 
 
 def declared(cls: type) -> Iterator[tuple[dataclasses.Field, Option]]:

@@ -35,6 +35,20 @@ shifted, stretched or resampled):
   result does not depend on them). ``0:1500`` on Whisper patches the whole window, the padding
   included. A span that starts at or past those frames replaces none (``replaced`` 0).
 
+Which states are replaced (``component``):
+
+- **residual** (the default): the site's own states, for an encoder layer its output, the whole
+  residual stream. Every later layer reads only that stream, so replacing all of a target's frames
+  there makes the rest of the encoder run on the source's states: the output follows the source at
+  every site alike (see ``docs/stages/patching.md``, "What a site comparison can show").
+- **attention** or **mlp**: the output of the layer's self-attention block or of its MLP block
+  (:attr:`Extractor.layer_components`), which the layer adds back into the residual stream. The
+  target's residual stream (its input to the layer, and what the other block adds) stays its own,
+  so the patch moves one block's contribution at one layer. Only ``encoder.layer.K`` sites have
+  components; a family declares which it has (a conformer layer has no single MLP block).
+
+The frame rules below are the same for every component: a block's output has its layer's frames.
+
 A site that reads a derived view of its module (a ``select`` or ``transform`` in the site table)
 cannot be patched, as it cannot be edited. A patch that never ran (the forward stopped before the
 site) is an error, never a silent "no effect".
@@ -43,7 +57,7 @@ site) is an error, never a silent "no effect".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,10 +69,16 @@ if TYPE_CHECKING:
 
     from extract.families.base import Extractor
     from extract.families.generation import Generator
+    from extract.hooks import Site
 
 
 class PatchError(ValueError):
     """A patch that cannot be made as asked: an unknown or derived site, a bad frame span, a batch that does not match."""
+
+
+RESIDUAL = "residual"
+COMPONENTS = (RESIDUAL, "attention", "mlp")  # what is replaced at a site (the module docstring)
+_LAYER = re.compile(r"encoder\.layer\.\d+")
 
 
 @dataclass(frozen=True)
@@ -96,17 +116,39 @@ def frames_label(span: FrameSpan | None) -> str:
     return SPEECH if span is None else str(span)
 
 
-def patchable_sites(extractor: Extractor) -> list[str]:
-    """The sites of the model's table a patch can overwrite (not a derived view), in forward order."""
-    return [name for name, site in extractor.site_table().items() if site.select is None and site.transform is None]
+def component_table(extractor: Extractor, component: str = RESIDUAL) -> dict[str, Site]:
+    """What a patch of ``component`` overwrites, by site name, in forward order: for ``residual`` the
+    sites of the model's table that are not a derived view; for a block (``attention``, ``mlp``) the
+    output of that block of each ``encoder.layer.K`` site's layer (:attr:`Extractor.layer_components`)."""
+    from extract.hooks import Site
+
+    table = extractor.site_table()
+    if component == RESIDUAL:
+        return {name: site for name, site in table.items() if site.select is None and site.transform is None}
+    if component not in COMPONENTS:
+        raise PatchError(f"component {component!r}: choose one of {', '.join(COMPONENTS)}")
+    blocks = type(extractor).layer_components
+    if component not in blocks:
+        offered = ", ".join([RESIDUAL, *blocks])
+        raise PatchError(f"{extractor.family} declares no {component} block in its encoder layers; patch --component {offered}")
+    return {name: Site(f"{site.module}.{blocks[component]}") for name, site in table.items() if _LAYER.fullmatch(name) and site.take == "output"}
 
 
-def check_site(extractor: Extractor, site: str) -> None:
-    """Refuse a site the model lacks or one that reads a derived view (it cannot be overwritten)."""
+def patchable_sites(extractor: Extractor, component: str = RESIDUAL) -> list[str]:
+    """The sites a patch of ``component`` can overwrite (:func:`component_table`), in forward order."""
+    return list(component_table(extractor, component))
+
+
+def check_site(extractor: Extractor, site: str, component: str = RESIDUAL) -> None:
+    """Refuse a site the model lacks, one that reads a derived view (it cannot be overwritten), or,
+    for a block component, a site that is not an encoder layer."""
     table = extractor.site_table()
     if site not in table:
         raise PatchError(f"unknown site {site!r} for {extractor.family}; valid sites: {', '.join(table)}")
-    if site not in patchable_sites(extractor):
+    if site not in component_table(extractor, component):
+        if component != RESIDUAL:
+            fix = f"--component {component} patches encoder.layer.K sites; patch {site} with --component residual"
+            raise PatchError(f"site {site} has no {component} block of its own: {fix}")
         raise PatchError(f"site {site} is a derived view of its module's output and cannot be patched; choose another site")
 
 
@@ -120,20 +162,26 @@ class SourceStates:
 
 
 def capture_sources(
-    extractor: Extractor, audios: Sequence[np.ndarray], sites: Sequence[str], span: FrameSpan | None, alone: bool = False
+    extractor: Extractor,
+    audios: Sequence[np.ndarray],
+    sites: Sequence[str],
+    span: FrameSpan | None,
+    alone: bool = False,
+    component: str = RESIDUAL,
 ) -> list[SourceStates]:
     """The states of ``audios`` at ``sites`` (one encoder pass, stopped after the last site; with
-    ``alone``, one pass per utterance, so that a padding family's frames are the utterance's own).
+    ``alone``, one pass per utterance, so that a padding family's frames are the utterance's own),
+    of ``component`` there (:func:`component_table`).
     The usable frames are the speech frames without ``span``, all the utterance's frames with one."""
     import torch
 
     from extract.hooks import capture
 
     for site in sites:
-        check_site(extractor, site)
+        check_site(extractor, site, component)
     if alone and len(audios) > 1:
-        return [source for audio in audios for source in capture_sources(extractor, [audio], sites, span)]
-    table = extractor.site_table()
+        return [source for audio in audios for source in capture_sources(extractor, [audio], sites, span, component=component)]
+    table = component_table(extractor, component)
     prepared = extractor.prepare(list(audios))
     inputs = extractor.on_device(prepared.inputs)
     wanted = {**{site: table[site] for site in sites}, **extractor.auxiliary_sites(list(sites))}
@@ -238,12 +286,14 @@ def patched(
     samples: Sequence[int],
     span: FrameSpan | None,
     own: TargetFrames | None = None,
+    component: str = RESIDUAL,
 ) -> Iterator[dict[str, PatchReport]]:
     """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
     of ``samples`` input samples each) have their states at every one of ``sites`` overwritten by the
     sources' (:func:`patched_bounds`), all in the same pass: a later site runs on the earlier sites'
     patched states, then has its own frames replaced. ``own``: the targets' own frames at the sites in
-    a batch padded to its longest (:func:`target_frames`; None: every frame a site has). Each site's
+    a batch padded to its longest (:func:`target_frames`; None: every frame a site has); ``component``:
+    what is overwritten at each site (:func:`component_table`; the sources must hold the same). Each site's
     hook must run exactly once inside (one generation: its encoder runs once); the reports yielded
     (one per site) are filled when they have."""
     from extract.hooks import edit
@@ -251,7 +301,7 @@ def patched(
     if not sites:
         raise PatchError("no site to patch")
     for site in sites:
-        check_site(extractor, site)
+        check_site(extractor, site, component)
     if len(set(sites)) != len(sites):
         raise PatchError(f"sites {', '.join(sites)}: a site is given twice; patch each site once")
     if len(sources) != len(samples):
@@ -287,7 +337,7 @@ def patched(
 
         return overwrite
 
-    table = extractor.site_table()
+    table = component_table(extractor, component)
     with edit(extractor.model, {site: (table[site], overwriting(site, None if own is None else own.at(site))) for site in sites}):
         yield reports
     missing = [site for site in sites if site not in fired]
@@ -305,14 +355,21 @@ def patched_together(
     tgt_lang: str | None,
     span: FrameSpan | None = None,
     own: TargetFrames | None = None,
-) -> tuple[list[str], dict[str, PatchReport]]:
-    """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states at every one
-    of ``sites`` replaced by the ``sources``' in one generation (see :func:`capture_sources` and
-    :func:`patched`), and what was replaced at each site. ``own``: the targets' own frames
-    (:func:`target_frames`, counted once for every site of a batch); counted here when not given."""
+    component: str = RESIDUAL,
+    generate: Callable[[list[np.ndarray]], object] | None = None,
+) -> tuple[object, dict[str, PatchReport]]:
+    """Hypotheses for the ``targets`` (one batch sharing ``language``) with their states (of
+    ``component``) at every one of ``sites`` replaced by the ``sources``' in one generation (see
+    :func:`capture_sources` and :func:`patched`), and what was replaced at each site. ``own``: the
+    targets' own frames (:func:`target_frames`, counted once for every site of a batch); counted here
+    when not given. ``generate(targets)``: what runs patched, in place of the generator's plain
+    generation (it must run the encoder once: :func:`extract.forced.generate_scored` does)."""
     own = target_frames(generator.extractor, targets, sites) if own is None else own
-    with patched(generator.extractor, sites, sources, [len(audio) for audio in targets], span, own) as reports:
-        hypotheses = generator.generate(list(targets), language, task, tgt_lang)
+    with patched(generator.extractor, sites, sources, [len(audio) for audio in targets], span, own, component) as reports:
+        if generate is None:
+            hypotheses = generator.generate(list(targets), language, task, tgt_lang)
+        else:
+            hypotheses = generate(list(targets))
     return hypotheses, reports
 
 
@@ -326,7 +383,8 @@ def patched_generation(
     tgt_lang: str | None,
     span: FrameSpan | None = None,
     own: TargetFrames | None = None,
+    component: str = RESIDUAL,
 ) -> tuple[list[str], PatchReport]:
     """:func:`patched_together` at one site: the hypotheses and what was replaced there."""
-    hypotheses, reports = patched_together(generator, [site], targets, sources, language, task, tgt_lang, span, own)
+    hypotheses, reports = patched_together(generator, [site], targets, sources, language, task, tgt_lang, span, own, component)
     return hypotheses, reports[site]

@@ -141,6 +141,18 @@ def read_settings(hypotheses: str | Path) -> dict:
     return read_json_object(settings_path(hypotheses))
 
 
+def settings_damage(path: Path) -> str | None:
+    """What is wrong with an existing settings file (not readable, not JSON, not a JSON object), or None."""
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return f"not a readable settings file ({type(error).__name__}: {reason})"
+    if not isinstance(loaded, dict):
+        return f"a settings file holds a JSON object, and this one holds {type(loaded).__name__} {json.dumps(loaded)[:40]}"
+    return None
+
+
 def read_json_object(path: Path) -> dict:
     """A JSON file's object, or ``{}`` where the file is missing, unreadable or not an object (a cache,
     a settings file, a config: the caller decides what an empty one means)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
@@ -49,7 +49,7 @@ FORMATS: dict[str, Format] = {
         Format("st_quality", 1, "translation-quality result", "python -m experiments.st_quality"),
         Format("winomt", 1, "WinoMT result", "python -m experiments.winomt"),
         Format("feature_gaps", 1, "feature-gaps result", "python -m experiments.feature_gaps"),
-        Format("patch_summary", 1, "patch summary", "python -m experiments.patch"),
+        Format("patch_summary", 2, "patch summary", "python -m experiments.patch"),  # 2: the graded metric is the effect; metrics, matching, two-way interval
         Format("collect", 1, "collect summary", "python -m experiments.collect"),
         Format("study_tables", 1, "study correlations or figures list", "python -m experiments.study"),
     )
@@ -222,7 +222,8 @@ class TableRow:
 
     :meth:`to_dict` gives the row's cells by column, in the table's order (None for an empty cell);
     :meth:`from_dict` takes the same, or the strings a CSV reader gives (an empty cell is None,
-    the columns named in ``FLOATS`` and ``INTEGERS`` are numbers)."""
+    the columns named in ``FLOATS`` and ``INTEGERS`` are numbers). A column with a default was added
+    after the table's first version: a table written before it reads it as the default."""
 
     FLOATS: ClassVar[tuple[str, ...]] = ()
     INTEGERS: ClassVar[tuple[str, ...]] = ()
@@ -232,7 +233,7 @@ class TableRow:
 
     @classmethod
     def from_dict(cls, cells: dict, where: str = "a table row") -> TableRow:
-        names = [f.name for f in fields(cls)]
+        names = [f.name for f in fields(cls) if f.name in cells or (f.default is MISSING and f.default_factory is MISSING)]
         missing = [name for name in names if name not in cells]
         if missing:
             raise RecordError(f"{where}: no {', '.join(missing)} column; rerun python -m experiments.collect")
@@ -253,6 +254,12 @@ def _cell(value, name: str, record: type[TableRow], where: str):
         return float(value) if name in record.FLOATS else int(value) if name in record.INTEGERS else value
     except ValueError:
         raise RecordError(f"{where}: {name} is {value!r}, not a number; rerun python -m experiments.collect") from None
+
+
+# beside each probe's F1 in f1_vs_gap.csv and f1_vs_mustshe.csv, per control of probing.controls.CONTROLS:
+# the control's score and the selectivity (experiments.scoring.collect says how each is computed)
+CONTROLLED = ("shuffled", "speaker")
+CONTROL_COLUMNS = tuple(f"{measure}_{control}" for control in CONTROLLED for measure in ("f1_control", "selectivity"))
 
 
 @dataclass
@@ -276,7 +283,7 @@ class ProbeSiteCells(TableRow):
 class F1VsGapRow(ProbeSiteCells):
     """A row of ``f1_vs_gap.csv`` (:mod:`experiments.scoring.collect` says what each column is)."""
 
-    FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "gap_relative", "ci95_low", "ci95_high")
+    FLOATS: ClassVar[tuple[str, ...]] = ("f1_s", "gap_relative", "ci95_low", "ci95_high", *CONTROL_COLUMNS)
     INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
 
     gap_relative: float | None
@@ -286,13 +293,17 @@ class F1VsGapRow(ProbeSiteCells):
     ci95_of: str | None
     probe_runs: str
     gap_source: str
+    f1_control_shuffled: float | None = None
+    selectivity_shuffled: float | None = None
+    f1_control_speaker: float | None = None
+    selectivity_speaker: float | None = None
 
 
 @dataclass
 class F1VsMustSheRow(TableRow):
     """A row of ``f1_vs_mustshe.csv``."""
 
-    FLOATS: ClassVar[tuple[str, ...]] = ("applied_f1_macro", "category_1_accuracy")
+    FLOATS: ClassVar[tuple[str, ...]] = ("applied_f1_macro", "category_1_accuracy", *CONTROL_COLUMNS)
     INTEGERS: ClassVar[tuple[str, ...]] = ("site_index",)
 
     model: str
@@ -306,6 +317,10 @@ class F1VsMustSheRow(TableRow):
     category_1_accuracy: float | None
     probe_runs: str
     mustshe_source: str
+    f1_control_shuffled: float | None = None
+    selectivity_shuffled: float | None = None
+    f1_control_speaker: float | None = None
+    selectivity_speaker: float | None = None
 
 
 @dataclass
@@ -328,9 +343,11 @@ class F1VsPatchRow(ProbeSiteCells):
 
 @dataclass
 class LongRow(TableRow):
-    """A row of ``long.csv``: one score of a probe row or a behaviour result, with what it is about."""
+    """A row of ``long.csv``: one score of a probe row or a behaviour result, with what it is about;
+    a p-value's row also its Benjamini-Hochberg ``q_value`` across the rows of its kind and metric
+    (:func:`experiments.scoring.collect.add_q_values`)."""
 
-    FLOATS: ClassVar[tuple[str, ...]] = ("value",)
+    FLOATS: ClassVar[tuple[str, ...]] = ("value", "q_value")
     INTEGERS: ClassVar[tuple[str, ...]] = ("seed", "site_index")
 
     kind: str
@@ -350,6 +367,7 @@ class LongRow(TableRow):
     site_role: str | None
     value: float
     source: str
+    q_value: float | None = None
 
 
 T = TypeVar("T", bound=TableRow)

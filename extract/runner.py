@@ -37,11 +37,12 @@ import numpy as np
 
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.claims import claim_path
 from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
-from extract.provenance import provenance
+from extract.provenance import provenance, settings_damage
 from extract.store import (
     PartClaim,
     PartWriter,
@@ -52,8 +53,11 @@ from extract.store import (
     differing_keys,
     is_complete,
     part_attributes,
+    part_content_damage,
     part_damage,
     part_ids,
+    part_labels,
+    part_name,
     same_configuration,
 )
 
@@ -188,10 +192,6 @@ def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audio
     return nullcontext() if intervener is None else intervener.batch([u.gender for u in utterances], [len(a) for a in audios])
 
 
-def part_name(shard_index: int, num_shards: int, part: int) -> str:
-    return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
-
-
 def utterance_meta(utterance: Utterance, seconds: float) -> dict:
     """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
     return {
@@ -242,9 +242,10 @@ def run_extraction(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
-    attributes = store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config)
+    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
     report = ExtractionReport()
-    todo = parts_to_write(out_dir, utterances, config, report, num_shards=num_shards, shard_index=shard_index, utterances_per_part=utterances_per_part)
+    sharding = {"num_shards": num_shards, "shard_index": shard_index, "utterances_per_part": utterances_per_part}
+    todo = parts_to_write(out_dir, utterances, config, report, **sharding, reclaim_stale=reclaim_stale)
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
     batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
@@ -302,7 +303,7 @@ def write_parts(
             path = out_dir / part_name(shard_index, num_shards, number)
             with ExitStack() as held:
                 claim = held.enter_context(PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write))
-                if is_complete(path):  # another writer finished it since the scan above
+                if is_complete(path) and resume_damage(path, part) is None:  # another writer finished it since the scan above
                     previous, ending = ending, None
                     _ended(previous, report)
                     resume_part(path, part, report)
@@ -390,12 +391,15 @@ def parts_to_write(
     shard_index: int,
     utterances_per_part: int,
     remedy: str = OTHER_CONFIGURATION_REMEDY,
+    reclaim_stale: bool = False,
 ) -> list[tuple[int, list[Utterance]]]:
     """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
     ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
     ``report``; refused when written with another configuration than ``config`` or for other
     utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
-    again. Shared by every store writer (extraction, decoder states), so that they resume alike."""
+    again. A complete part beside a claim left by a killed writer (one killed while the part ended) has
+    that claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a
+    store beside a claim. Shared by every store writer (extraction, decoder states), so that they resume alike."""
     mine = shard_slice(utterances, num_shards, shard_index)
     parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
     finished = finished_parts(out_dir)
@@ -404,11 +408,42 @@ def parts_to_write(
     for number, part in enumerate(parts):
         name = part_name(shard_index, num_shards, number)
         if name in finished:
-            resume_part(finished[name], part, report)
+            _check_resumable(finished[name], part, part_attributes(finished[name]).skipped or [])
+            problem = resume_damage(finished[name], part)
+            if problem is None:
+                resume_part(finished[name], part, report)
+                if claim_path(finished[name]).exists():  # its writer was killed after the rename: its claim taken over and released
+                    with PartClaim(finished[name], reclaim_stale=reclaim_stale, on_reclaim=_noted):
+                        pass
+                continue
+            print(f"[extract] {finished[name]}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         else:
-            todo.append((number, part))
             _note_damage(out_dir / name)
+        todo.append((number, part))
     return todo
+
+
+def resume_damage(path: Path, part: list[Utterance]) -> str | None:
+    """Why the complete part ``path`` cannot be skipped by a resumed run, or None: its bytes, index or
+    tokens differ from what it records (:func:`extract.store.part_content_damage`), or its labels from
+    what the manifest gives its utterances (an edit a part older than format 2 does not checksum)."""
+    problem = part_content_damage(path)
+    if problem is not None:
+        return problem
+    labels = part_labels(path)
+    for utterance in part:
+        stored = labels.get(utterance.id)
+        if stored is None:
+            continue  # skipped at extraction
+        given = utterance_meta(utterance, 0.0)
+        differing = [name for name in stored if stored[name] != str(given[name])]
+        if differing:
+            return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
+    return None
+
+
+def _noted(message: str) -> None:
+    print(f"[extract] {message}", file=sys.stderr)
 
 
 def _note_damage(path: Path) -> None:
@@ -642,8 +677,18 @@ def check_settings(path: Path, settings: dict, output: Path, what: str = "hypoth
     checkpoint's spelling may differ, see :func:`extract.store.comparable_config` and
     :func:`extract.fingerprint.compared`). Settings bind the rows they produced: while ``output``
     holds no row (a run refused at its first batch), the file is replaced."""
-    if path.exists() and holds_rows(output):
-        recorded = json.loads(path.read_text())
+    if holds_rows(output):
+        if not path.exists():
+            raise SettingsMismatchError(
+                f"{output} holds rows but not its settings file {path.name}: they cannot be checked against this run's settings, "
+                "so they are not resumed; put the settings file back, or use a new --out file (study run: --redo the stage)"
+            )
+        problem = settings_damage(path)
+        if problem is not None:
+            raise SettingsMismatchError(
+                f"{path}: {problem}; restore it from where {output.name} was written, or use a new --out file (study run: --redo the stage)"
+            )
+        recorded = json.loads(path.read_text(encoding="utf-8"))
         message = changed_manifest(recorded, settings, what, "--out file")
         if message:
             raise SettingsMismatchError(f"{path}: {message}")

@@ -18,6 +18,7 @@ import torch
 from extract.device import DTYPE_NAMES, default_device
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
+from extract.families.errors import CheckpointError
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label, read_json_object
@@ -33,7 +34,7 @@ class ModelSpecError(ValueError):
 
 
 # what loading raises for a mistake the user can fix (besides OSError: a checkpoint that cannot be read)
-LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError)
+LOAD_ERRORS: tuple[type[Exception], ...] = (ModelSpecError, RemoteCodeError, GenerationError, CheckpointError)
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,10 @@ class ModelSpec:
             named = family.extractor.site_names(family.tiny_config) if family.tiny_config is not None else None
             return named if named is not None else list(family.tiny_extractor().site_table())
         folder = Path(self.resolved_checkpoint())
-        if not (folder / "config.json").is_file() or self.trust_remote_code or not family.extractor.transformers_classes:
+        if not (folder / "config.json").is_file() or self.trust_remote_code:
             return None
         named = family.extractor.site_names(read_json_object(folder / "config.json"))
-        if named is not None:
+        if named is not None or not family.extractor.transformers_classes:
             return named
         import transformers
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from extract.device import DTYPE_NAMES, dtype_name
 from extract.families import FAMILY_NAMES
-from extract.options import OptionError, check_options, option
+from extract.options import OptionError, check_options, option, seed_option
 from extract.provenance import label_argument
 
 GENDER_CHOICES = ("female", "male")
@@ -76,7 +76,7 @@ class RandomInitOptions:
     """The random-weights baseline of an architecture: ``extract``'s flags and a study model's keys."""
 
     random_init: bool = option(False, "same architecture, random weights (the random-model baseline)", study=True)
-    seed: int = option(0, "seed for --random-init", study=True)
+    seed: int = seed_option("seed for --random-init", study=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +150,7 @@ class TranscribeOptions:
     decoder: str | None = option(
         None, "ZeroSwot: the NLLB decoder checkpoint (default: the NLLB model named by the checkpoint's config, nllb_model_name_or_path)", role="input"
     )
+    adapter: str | None = option(None, "MMS (ssl family): the language adapter to load, an ISO 639-3 code such as fra (default: the manifest language's)")
     translate_by_forcing: bool = option(
         False,
         "Whisper, ST into a language other than English: transcribe with the target language forced (not a trained direction)",

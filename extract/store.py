@@ -27,10 +27,15 @@ to the disk (``fsync``) before its rename, and the rename itself after it, so a 
 either no part or a whole one under the final name.
 
 Checksums: each site's bytes, in order, have a data digest, xxh3_128 (``xxhash``; the part's
-``data_digest`` attribute names it). The part's content checksum, ``content_sha256``, is one
-sha256 over the sites' data digests, offsets and speech frames and the ids (:func:`content_checksum`):
+``data_digest`` attribute names it; from part format 2 on, ``format_version``, each site's digest is
+also an attribute of its ``data``). The part's content checksum, ``content_sha256``, is one
+sha256 over the sites' data digests, offsets and speech frames and the ids, and from format 2 on
+the per-utterance labels (``meta/*``) (:func:`content_checksum`):
 what a part is verified against and what identities of a store are built from (an intervention
-file's ``store``, the probe's fingerprint). Parts written before the attribute have sha256 data
+file's ``store``, the probe's fingerprint). :class:`ShardReader` compares them when it reads (the
+index and labels when a store is opened, a site's data the first time a process reads it) and
+refuses a store that lacks parts (:func:`store_incompleteness`); a resumed extraction checks a
+complete part before it skips it (:func:`part_content_damage`). Parts written before the attribute have sha256 data
 digests and no ``data_digest``; they verify as they always did. xxh3_128 is a non-cryptographic
 hash: it catches damage (a cut file, a changed byte, another writer), not a forgery, which
 nothing here guards against (a forger would rewrite ``content_sha256`` as well); it costs about a
@@ -80,13 +85,15 @@ TEMPORARY_SUFFIX = ".h5.tmp"
 FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
 DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest, by the name a part records
 DATA_DIGEST = "xxh3_128"  # what new parts record; "sha256" (the attribute absent) in parts written before it
+FORMAT_VERSION = 2  # the part format new parts record (``format_version``); absent: 1, see :func:`part_format`
+SITE_DIGEST = "digest"  # format 2: the attribute of ``sites/{site}/data`` holding that site's data digest
 
 
 class StoreError(RuntimeError):
     pass
 
 
-WRITER_ATTRIBUTES = ("complete", "utterances", "content_sha256", "data_digest")  # set by PartWriter itself, never given to it
+WRITER_ATTRIBUTES = ("complete", "utterances", "content_sha256", "data_digest", "format_version")  # set by PartWriter itself, never given to it
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ class StoreAttributes:
     git_commit: str | None = None
     skipped: list[dict] | None = None  # utterances of the part that were skipped, with why
     audio_notes: dict[str, dict] | None = None  # utterance id -> what extraction changed in or noticed about its audio
+    manifest_utterances: int | None = None  # the utterances the whole store holds when complete (all shards, skipped ones included)
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -185,9 +193,19 @@ class DamagedPartError(StoreError):
     afterwards (a cut copy, a full disk while copying, a failing drive, a hand edit): readers refuse
     it rather than leave its utterances out; the extraction rerun writes it again."""
 
-    def __init__(self, part: Path, problem: str):
-        super().__init__(f"{part}: damaged part ({problem}); rerun the experiments.extract command that wrote it (same --out) to re-extract it")
+    def __init__(self, part: Path, problem: str, command: str = "experiments.extract"):
+        super().__init__(f"{part}: damaged part ({problem}); rerun the {command} command that wrote it (same --out) to re-extract it")
         self.part, self.problem = Path(part), problem
+
+
+def writer_command(config: dict) -> str:
+    """The command that writes a store of ``config`` (what a refusal tells the user to rerun)."""
+    return "experiments.decoder_states" if config.get("kind") == "decoder_states" else "experiments.extract"
+
+
+def part_name(shard_index: int, num_shards: int, part: int) -> str:
+    """The file name of part ``part`` of shard ``shard_index`` of ``num_shards``."""
+    return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
 
 
 def _string_dtype():
@@ -447,10 +465,13 @@ class PartWriter:
         return f"cannot write {where} ({reason}): the part was discarded; fix that and rerun (complete parts are kept and skipped)"
 
     def _write_index(self) -> str:
-        """Offsets, speech frames (``valid``), ids, metadata and the content checksum; returns the checksum."""
+        """Offsets, speech frames (``valid``), ids, metadata, each site's data digest and the content
+        checksum (over the labels too: format 2); returns the checksum."""
+        site_digests = {site: digest.hexdigest() for site, digest in self.digests.items()}
         for site in self.site_dims:
             self.file.create_dataset(f"sites/{site}/offsets", data=np.asarray(self.offsets[site], dtype=np.int64))
             self.file.create_dataset(f"sites/{site}/valid", data=np.asarray(self.speech[site], dtype=np.int64))
+            self.file[f"sites/{site}/data"].attrs[SITE_DIGEST] = site_digests[site]
         self.file.create_dataset("ids", data=np.array(self.ids, dtype=object), dtype=_string_dtype())
         for name, values in self.meta.items():
             if name == "duration":
@@ -458,7 +479,8 @@ class PartWriter:
             else:
                 self.file.create_dataset(f"meta/{name}", data=np.array(values, dtype=object), dtype=_string_dtype())
         self.file.attrs["utterances"] = len(self.ids)
-        expected = _content_digest({site: digest.hexdigest() for site, digest in self.digests.items()}, self.offsets, self.speech, self.ids)
+        self.file.attrs["format_version"] = FORMAT_VERSION
+        expected = _content_digest(site_digests, self.offsets, self.speech, self.ids, _meta_columns(self.meta))
         self.file.attrs["content_sha256"] = expected
         return expected
 
@@ -476,16 +498,12 @@ class PartWriter:
             with h5py.File(self.temporary, "r") as handle:
                 layouts = {site: _ChunkLayout.of(handle[f"sites/{site}/data"]) for site in (handle["sites"] if "sites" in handle else [])}
                 written = {site: digest.hexdigest() for site, digest in self.digests.items()}
-                index = _content_digest(
-                    written,
-                    {site: handle[f"sites/{site}/offsets"][:] for site in layouts},
-                    {site: handle[f"sites/{site}/valid"][:] for site in layouts},
-                    handle["ids"].asstr()[:].tolist(),
-                )
+                index = _index_digest(handle, written)
                 recorded = str(handle.attrs.get("content_sha256", ""))
+                recorded_sites = _recorded_site_digests(handle)
             stored = _stored_digests(self.temporary, layouts, self.data_digest, self.workers)
             syncing.result()
-        if stored != written or index != expected or recorded != expected:
+        if stored != written or index != expected or recorded != expected or recorded_sites != written:
             found = "data" if stored != written else "index"
             raise StoreError(
                 f"{self.path}: the content read back differs from what was written ({found} changed): another process changed "
@@ -719,14 +737,81 @@ def _bytes_of(array: np.ndarray) -> memoryview:
     return memoryview(np.ascontiguousarray(array)).cast("B")
 
 
-def _content_digest(site_digests: dict[str, str], offsets: dict[str, Sequence[int]], valid: dict[str, Sequence[int]], ids: Sequence[str]) -> str:
-    """One sha256 over every site's data digest, offsets and speech frames (``valid``), and the ids."""
+def _content_digest(
+    site_digests: dict[str, str],
+    offsets: dict[str, Sequence[int]],
+    valid: dict[str, Sequence[int]],
+    ids: Sequence[str],
+    meta: dict[str, list] | None = None,
+) -> str:
+    """One sha256 over every site's data digest, offsets and speech frames (``valid``), and the ids;
+    from format 2 on also over the per-utterance labels ``meta`` (:func:`_meta_columns`), so that a
+    part whose genders, speakers or splits were edited no longer matches its checksum."""
     total = hashlib.sha256()
     for site in sorted(site_digests):
         total.update(site.encode() + b"\0" + site_digests[site].encode())
         total.update(np.asarray(offsets[site], dtype=np.int64).tobytes() + np.asarray(valid[site], dtype=np.int64).tobytes())
     total.update("\n".join(ids).encode())
+    if meta is not None:
+        for name in META_FIELDS:
+            total.update(b"\0" + name.encode() + b"\0" + json.dumps(meta[name], ensure_ascii=False).encode())
+        total.update(b"\0duration\0" + np.asarray(meta["duration"], dtype=np.float64).tobytes())
     return total.hexdigest()
+
+
+def _meta_columns(meta: dict[str, list]) -> dict[str, list]:
+    """The labels as the content checksum takes them: each text column as strings, durations as float64."""
+    return {name: [str(value) for value in meta[name]] for name in META_FIELDS} | {"duration": np.asarray(meta["duration"], dtype=np.float64)}
+
+
+def part_format(handle) -> int:
+    """The format of an open part: its ``format_version`` (1 where absent: parts written before the
+    attribute, whose checksum leaves the labels out and which record no per-site digest)."""
+    return int(handle.attrs.get("format_version", 1))
+
+
+def _stored_meta(handle) -> dict[str, list]:
+    return _meta_columns({name: handle[f"meta/{name}"].asstr()[:].tolist() for name in META_FIELDS} | {"duration": handle["meta/duration"][:]})
+
+
+def _index_digest(handle, site_digests: dict[str, str]) -> str:
+    """The content checksum of an open part from its index as stored (offsets, speech frames, ids and,
+    from format 2 on, labels) and the given data digests of its sites."""
+    sites = list(handle["sites"].keys()) if "sites" in handle else []
+    ids = handle["ids"].asstr()[:].tolist() if "ids" in handle else []
+    return _content_digest(
+        site_digests,
+        {site: handle[f"sites/{site}/offsets"][:] for site in sites},
+        {site: handle[f"sites/{site}/valid"][:] for site in sites},
+        ids,
+        _stored_meta(handle) if part_format(handle) >= 2 else None,
+    )
+
+
+def _recorded_site_digests(handle) -> dict[str, str]:
+    """Each site's data digest as a format-2 part records it (``""`` where its attribute is missing)."""
+    sites = list(handle["sites"].keys()) if "sites" in handle else []
+    return {site: str(handle[f"sites/{site}/data"].attrs.get(SITE_DIGEST, "")) for site in sites}
+
+
+def site_data_digest(handle, site: str) -> str | None:
+    """The data digest of ``site``'s data as an open part holds it, in the algorithm it records: read
+    with ``pread`` from the chunks its index gives where the writer's layout is whole (the fast path),
+    else through HDF5. None when the file ends before a chunk it indexes."""
+    algorithm = recorded_data_digest(handle)
+    dataset = handle[f"sites/{site}/data"]
+    if dataset.chunks is not None:
+        layout = _ChunkLayout.of(dataset)
+        if layout.complete():
+            descriptor = os.open(handle.filename, os.O_RDONLY)
+            try:
+                return _chunks_digest(descriptor, layout, algorithm)
+            finally:
+                os.close(descriptor)
+    digest = _SiteDigest(algorithm)
+    for block in _data_blocks(dataset):
+        digest.update(block)
+    return digest.hexdigest()
 
 
 def content_checksum(handle) -> str:
@@ -734,16 +819,13 @@ def content_checksum(handle) -> str:
     with the data digest the part records (:func:`recorded_data_digest`)."""
     algorithm = recorded_data_digest(handle)
     sites = list(handle["sites"].keys()) if "sites" in handle else []
-    site_digests, offsets, valid = {}, {}, {}
+    site_digests = {}
     for site in sites:
         digest = _SiteDigest(algorithm)
         for block in _data_blocks(handle[f"sites/{site}/data"]):
             digest.update(block)
         site_digests[site] = digest.hexdigest()
-        offsets[site] = handle[f"sites/{site}/offsets"][:]
-        valid[site] = handle[f"sites/{site}/valid"][:]
-    ids = handle["ids"].asstr()[:].tolist() if "ids" in handle else []
-    return _content_digest(site_digests, offsets, valid, ids)
+    return _index_digest(handle, site_digests)
 
 
 def recorded_data_digest(handle) -> str:
@@ -803,6 +885,13 @@ def part_ids(part: str | Path) -> list[str]:
         return handle["ids"].asstr()[:].tolist()
 
 
+def part_labels(part: str | Path) -> dict[str, dict[str, str]]:
+    """Each stored utterance's labels in one part file (``meta/*`` but the duration), by id."""
+    with _opened(Path(part)) as handle:
+        columns = {name: handle[f"meta/{name}"].asstr()[:].tolist() for name in META_FIELDS}
+        return {utterance_id: {name: columns[name][row] for name in META_FIELDS} for row, utterance_id in enumerate(handle["ids"].asstr()[:])}
+
+
 def recorded_checksum(part: str | Path, recompute: bool = False) -> str:
     """The content checksum the writer recorded in ``part`` (``content_sha256``). A part written before
     it existed has none: "" then, or with ``recompute`` the checksum recomputed from its content."""
@@ -844,19 +933,187 @@ def store_parts(path: str | Path) -> list[Path]:
     return [check_part(path)] if path.is_file() else complete_parts(path)
 
 
+def index_damage(handle) -> str | None:
+    """What is wrong with an open part's index and labels (offsets, speech frames, ids, ``meta/*``)
+    against its content checksum, or None. Only a format-2 part can say without reading its data
+    (it records each site's digest); for an older one this is None and :func:`site_damage` checks
+    the whole part, its index included, with its data."""
+    recorded = str(handle.attrs.get("content_sha256", ""))
+    if part_format(handle) < 2:
+        return None
+    if not recorded:
+        return "no content checksum (content_sha256), which every part of its format records"
+    digests = _recorded_site_digests(handle)
+    missing = [site for site, digest in digests.items() if not digest]
+    if missing:
+        return f"no recorded data digest for site {', '.join(missing)}"
+    if _index_digest(handle, digests) != recorded:
+        return (
+            "its index or labels (ids, offsets, meta/gender, speaker, language, split, dataset, duration) differ from its content checksum: "
+            "edited after it was written"
+        )
+    return None
+
+
+def site_damage(handle, site: str | None = None) -> str | None:
+    """What is wrong with the data of ``site`` (None: every site) of an open part against the
+    digests it records, or None. A format-2 part compares the site's own digest; an older part
+    has none, so its whole content (every site, and the index) is compared with its checksum
+    (a part so old that it records no checksum cannot be checked: None)."""
+    recorded = str(handle.attrs.get("content_sha256", ""))
+    if part_format(handle) < 2:
+        if recorded and content_checksum(handle) != recorded:
+            return f"its content differs from its recorded checksum ({recorded_data_digest(handle)} data digests): damaged bytes"
+        return None
+    digests = _recorded_site_digests(handle)
+    for name in digests if site is None else [site]:
+        if site_data_digest(handle, name) != digests[name]:
+            return f"the data of site {name} differs from its recorded {recorded_data_digest(handle)} digest: damaged bytes"
+    return None
+
+
+def part_content_damage(path: Path) -> str | None:
+    """Everything about a complete part checked against what it records, or None: its index and labels,
+    every site's data and (a decoder-state part) its generated tokens. What a resumed extraction
+    checks before it skips a part."""
+    with _opened(Path(path)) as handle:
+        problem = index_damage(handle) or site_damage(handle)
+        if problem is None and TOKENS_GROUP in handle:
+            group = handle[TOKENS_GROUP]
+            if str(group.attrs.get("sha256", "")) != _tokens_digest(group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()):
+                problem = "its generated tokens differ from their recorded sha256"
+        return problem
+
+
+@dataclass(frozen=True)
+class Incompleteness:
+    """What a store lacks: ``expected`` utterances when complete (None: not known), ``used`` (those
+    its parts hold), the expected parts that are ``missing`` with their utterances
+    (``missing_utterances``), and the ``claims`` (``*.lock``, ``*.h5.tmp``) beside its parts."""
+
+    store: Path
+    expected: int | None
+    used: int
+    missing: tuple[str, ...]
+    missing_utterances: int | None
+    claims: tuple[str, ...]
+    command: str
+
+    def message(self) -> str:
+        what = []
+        if self.missing:
+            count = f"{self.missing_utterances} of its {self.expected} utterances" if self.expected is not None else "utterances"
+            what.append(f"{count} are missing (part(s) {_listed(self.missing)} absent)")
+        if self.claims:
+            what.append(f"claim(s) or unfinished part(s) {_listed(self.claims)} sit beside its parts (a writer still runs, or was killed)")
+        return (
+            f"{self.store}: incomplete store: {'; '.join(what)}; complete it by rerunning the {self.command} command that wrote it "
+            f"(same --out; --reclaim-stale for a killed run's claims), or pass --allow-partial to use the {self.used} utterances it holds"
+        )
+
+    def record(self) -> dict:
+        """The ``partial`` record of a result built from this store on purpose (``--allow-partial``)."""
+        return {"used": self.used, "expected": self.expected}
+
+
+def _listed(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def expected_parts(utterances: int, num_shards: int, utterances_per_part: int) -> dict[str, int]:
+    """Every part a complete store of ``utterances`` holds, by name, with its utterances (shard ``s``
+    takes every ``num_shards``-th utterance from ``s`` on, cut into parts of ``utterances_per_part``)."""
+    parts = {}
+    for shard in range(num_shards):
+        mine = len(range(shard, utterances, num_shards))
+        for number, start in enumerate(range(0, mine, utterances_per_part)):
+            parts[part_name(shard, num_shards, number)] = min(utterances_per_part, mine - start)
+    return parts
+
+
+def _expected_utterances(attributes: StoreAttributes) -> int | None:
+    """The utterances a complete store holds: recorded by its writer (``manifest_utterances``), else, for
+    a part written before that, counted in the manifest its config names when that file still has
+    the content the store recorded (its sha256); None when neither is there."""
+    if attributes.manifest_utterances is not None:
+        return int(attributes.manifest_utterances)
+    config = attributes.config
+    manifest, sha256 = config.get("manifest"), config.get("manifest_sha256")
+    if not manifest or not sha256 or not Path(manifest).is_file():
+        return None
+    from extract.manifest import read_manifest
+    from extract.provenance import file_sha256
+
+    if file_sha256(manifest) != sha256:
+        return None
+    return len(read_manifest(manifest)[: config.get("limit")])
+
+
+def store_incompleteness(store: Path, parts: Sequence[Path], attributes: Sequence[StoreAttributes], used: int) -> Incompleteness | None:
+    """What the store of ``parts`` (their decoded ``attributes``; ``used``: the utterances they hold)
+    lacks, or None when it is whole: every part its writer's config (``num_shards``,
+    ``utterances_per_part``) and utterance count expect is there, and no claim or temporary part sits
+    beside them. A store without that config (written by hand, an F0 or embedding store) is checked
+    for claims only; one whose utterance count is not known (a part older than
+    ``manifest_utterances`` whose manifest moved or changed) for gaps in each shard's parts."""
+    folder = Path(store) if Path(store).is_dir() else Path(store).parent
+    claims_beside = tuple(sorted(path.name for pattern in ("*.h5.lock", f"*{TEMPORARY_SUFFIX}") for path in folder.glob(pattern)))
+    config = attributes[0].config if attributes else {}
+    command = writer_command(config)
+    present = {Path(part).name for part in parts}
+    shards, per_part = config.get("num_shards"), config.get("utterances_per_part")
+    missing, missing_utterances, expected = (), None, None
+    if isinstance(shards, int) and isinstance(per_part, int) and shards >= 1 and per_part >= 1:
+        expected = _expected_utterances(attributes[0])
+        if expected is not None:
+            wanted = expected_parts(expected, shards, per_part)
+            missing = tuple(name for name in wanted if name not in present)
+            missing_utterances = sum(wanted[name] for name in missing)
+        else:
+            missing = _gaps(present, shards)
+    if not missing and not claims_beside:
+        return None
+    return Incompleteness(Path(store), expected, used, missing, missing_utterances, claims_beside, command)
+
+
+def _gaps(present: set[str], num_shards: int) -> tuple[str, ...]:
+    """Parts missing before the last present part of each shard (the tail cannot be known)."""
+    gaps = []
+    for shard in range(num_shards):
+        prefix = part_name(shard, num_shards, 0).removesuffix("00000.h5")
+        numbers = {int(name[len(prefix) : -3]) for name in present if name.startswith(prefix) and name[len(prefix) : -3].isdigit()}
+        gaps.extend(part_name(shard, num_shards, n) for n in range(max(numbers, default=0)) if n not in numbers)
+    return tuple(gaps)
+
+
+class IncompleteStoreError(StoreError):
+    """A store that lacks parts or sits beside claims, read without ``allow_partial``."""
+
+    def __init__(self, incompleteness: Incompleteness):
+        super().__init__(incompleteness.message())
+        self.incompleteness = incompleteness
+
+
 class ShardReader:
     """Read a store folder (or one part file) lazily; safe to open inside DataLoader workers.
 
     h5py handles are opened on first use in each process and never pickled. :attr:`info` holds the
     store's decoded attributes (:class:`StoreAttributes`, from its first part that stores utterances);
     :meth:`skipped` lists every part's skipped utterances.
+
+    The store is checked as a whole before a number is read from it: a store missing parts, or beside
+    a writer's claims, is :class:`IncompleteStoreError` unless ``allow_partial`` (then
+    :attr:`partial` says what it lacks: :class:`Incompleteness`, None when whole); each part's index
+    and labels are compared with its content checksum when it is opened, and a site's data with its
+    recorded digest the first time this process reads that site of that part (:class:`DamagedPartError`).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, allow_partial: bool = False):
         path = Path(path)
         self.parts = store_parts(path)
         if not self.parts:
             raise StoreError(f"{path}: no complete shard files")
+        self._verified: set[tuple[int, str | None]] = set()  # (part, site) whose data matched its digest in this process
         self._index: dict[str, tuple[int, int]] = {}
         self._position: dict[str, int] = {}
         self._ids: list[str] = []
@@ -870,6 +1127,9 @@ class ShardReader:
                 if "config" not in handle.attrs:  # every writer records it (an empty one included): removed afterwards
                     raise DamagedPartError(part, "no config attribute: the part does not say which model, settings and manifest it holds")
                 attributes = StoreAttributes.from_attrs(handle.attrs, part)
+                problem = index_damage(handle)
+                if problem is not None:
+                    raise DamagedPartError(part, problem, writer_command(attributes.config))
                 self._attributes.append(attributes)
                 _group_by_configuration(configurations, attributes.config, part)
                 self._audio_notes.update(attributes.audio_notes or {})
@@ -891,6 +1151,9 @@ class ShardReader:
                     dataset = handle[f"meta/{name}"]
                     self._meta[name].extend(dataset[:].tolist() if name == "duration" else dataset.asstr()[:].tolist())
         refuse_mixed_configurations(configurations, path)
+        self.partial = store_incompleteness(path, self.parts, self._attributes, len(self._ids))
+        if self.partial is not None and not allow_partial:
+            raise IncompleteStoreError(self.partial)
         if sites is None:
             raise StoreError(f"{path}: the store holds no utterances")
         self.sites = _site_order(sites, self.info, path)
@@ -952,6 +1215,18 @@ class ShardReader:
         if site not in self.sites:
             raise KeyError(f"no site {site!r}; the store has {', '.join(self.sites)}")
 
+    def _site(self, part: int, site: str):
+        """The h5py group of ``site`` in part ``part``, its data compared with its recorded digest the
+        first time this process reads it (a part older than format 2: the whole part, once)."""
+        handle = self._handle(part)
+        key = (part, site if part_format(handle) >= 2 else None)
+        if key not in self._verified:
+            problem = site_damage(handle, key[1])
+            if problem is not None:
+                raise DamagedPartError(self.parts[part], problem, writer_command(self._attributes[part].config))
+            self._verified.add(key)
+        return handle[f"sites/{site}"]
+
     def skipped(self) -> list[dict]:
         """The utterances every part skipped at extraction (missing, corrupt, silent audio), with why."""
         return [entry for attributes in self._attributes for entry in attributes.skipped or []]
@@ -992,7 +1267,7 @@ class ShardReader:
         if utterance_id not in self._index:
             raise KeyError(f"no utterance {utterance_id!r} in the store")
         part, row = self._index[utterance_id]
-        group = self._handle(part)[f"sites/{site}"]
+        group = self._site(part, site)
         start, end = group["offsets"][row : row + 2]
         return self._finite(group["data"][start:end].astype(np.float32), part, site, utterance_id)
 
@@ -1028,7 +1303,7 @@ class ShardReader:
         ids = self._ids if ids is None else list(ids)
         out = np.zeros((len(ids), end - begin, self.dim(site)), dtype=np.float32)
         for part, rows in self._by_part(ids).items():
-            group = self._handle(part)[f"sites/{site}"]
+            group = self._site(part, site)
             offsets, data = group["offsets"][:], group["data"]
             for position, row in rows:
                 first, stop = int(offsets[row]) + begin, min(int(offsets[row]) + end, int(offsets[row + 1]))
@@ -1059,7 +1334,7 @@ class ShardReader:
         speech = self.speech_lengths(site, ids)
         out = np.zeros((len(ids), self.dim(site)), dtype=np.float32)
         for part, rows in self._by_part(ids).items():
-            group = self._handle(part)[f"sites/{site}"]
+            group = self._site(part, site)
             offsets = group["offsets"][:]
             data = group["data"]
             for position, row in rows:
@@ -1196,14 +1471,21 @@ class GeneratedTokens:
     """One utterance's generated tokens, aligned with its rows at every decoder site: ``ids`` (token
     ids), ``pieces`` (each token's surface string: ``"".join(pieces)`` is ``hypothesis``, the
     decoded output with special tokens left out, so a token's characters are found by adding up the
-    pieces' lengths; a special token's piece is empty)."""
+    pieces' lengths; a special token's piece is empty). A character whose bytes are split over
+    tokens is in the piece of the token that completes it; ``holds_next`` marks the tokens before
+    that hold its leading bytes (their piece may be empty), so that they count for its word too."""
 
     ids: tuple[int, ...]
     pieces: tuple[str, ...]
+    holds_next: tuple[bool, ...] | None = (
+        None  # token k holds leading bytes of the character after its piece (extract.decoder.token_surface); None: a store written before
+    )
 
     def __post_init__(self):
         if len(self.ids) != len(self.pieces):
             raise StoreError(f"{len(self.ids)} token ids but {len(self.pieces)} token pieces")
+        if self.holds_next is not None and len(self.holds_next) != len(self.ids):
+            raise StoreError(f"{len(self.ids)} token ids but {len(self.holds_next)} holds_next flags")
 
     @property
     def hypothesis(self) -> str:
@@ -1216,14 +1498,16 @@ class GeneratedTokens:
 class TokenPartWriter(PartWriter):
     """A :class:`PartWriter` whose rows are generated tokens (a decoder-state store): each utterance
     is added with its :class:`GeneratedTokens`, one per row of every site, written beside the
-    index as ``tokens/ids`` (int64), ``tokens/pieces`` (UTF-8) and ``tokens/offsets`` (N + 1), with
-    a sha256 of the three (the group's ``sha256`` attribute) that :meth:`ShardReader.tokens` checks.
+    index as ``tokens/ids`` (int64), ``tokens/pieces`` (UTF-8), ``tokens/offsets`` (N + 1) and, for
+    tokens that carry them, ``tokens/holds_next`` (uint8), with a sha256 of them (the group's
+    ``sha256`` attribute) that :meth:`ShardReader.tokens` checks.
     Everything else, the part's content checksum included, is :class:`PartWriter`'s."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.token_ids: list[int] = []
         self.token_pieces: list[str] = []
+        self.token_holds_next: list[bool] | None = None  # set by the first utterance added with flags; then every one needs them
         self.token_offsets: list[int] = [0]
 
     def add(
@@ -1232,9 +1516,14 @@ class TokenPartWriter(PartWriter):
         for site, array in states.items():
             if array.shape[0] != len(tokens):
                 raise StoreError(f"utterance {utterance_id}: site {site} has {array.shape[0]} rows for {len(tokens)} generated tokens")
+        flagged = tokens.holds_next is not None
+        if len(self.token_offsets) > 1 and flagged != (self.token_holds_next is not None):
+            raise StoreError(f"utterance {utterance_id}: its tokens {'have' if flagged else 'lack'} holds_next flags and the part's earlier ones do not")
         super().add(utterance_id, states, meta, speech_frames)
         self.token_ids.extend(int(token) for token in tokens.ids)
         self.token_pieces.extend(tokens.pieces)
+        if flagged:
+            self.token_holds_next = (self.token_holds_next or []) + [bool(flag) for flag in tokens.holds_next]
         self.token_offsets.append(len(self.token_ids))
 
     def _write_index(self) -> str:
@@ -1244,13 +1533,19 @@ class TokenPartWriter(PartWriter):
         group.create_dataset("ids", data=ids)
         group.create_dataset("offsets", data=offsets)
         group.create_dataset("pieces", data=np.array(self.token_pieces, dtype=object), dtype=_string_dtype())
-        group.attrs["sha256"] = _tokens_digest(ids, offsets, self.token_pieces)
+        holds_next = None if self.token_holds_next is None else np.asarray(self.token_holds_next, dtype=np.uint8)
+        if holds_next is not None:
+            group.create_dataset("holds_next", data=holds_next)
+        group.attrs["sha256"] = _tokens_digest(ids, offsets, self.token_pieces, holds_next)
         return expected
 
 
-def _tokens_digest(ids: np.ndarray, offsets: np.ndarray, pieces: Sequence[str]) -> str:
+def _tokens_digest(ids: np.ndarray, offsets: np.ndarray, pieces: Sequence[str], holds_next: np.ndarray | None = None) -> str:
+    """The sha256 of a part's tokens (``holds_next`` where the part has it: parts written before keep their digest)."""
     total = hashlib.sha256(ids.astype(np.int64).tobytes() + offsets.astype(np.int64).tobytes())
     total.update("\0".join(pieces).encode())
+    if holds_next is not None:
+        total.update(b"\0holds_next" + holds_next.astype(np.uint8).tobytes())
     return total.hexdigest()
 
 
@@ -1260,7 +1555,10 @@ def _part_tokens(handle, part: Path) -> list[GeneratedTokens]:
         raise StoreError(f"{part}: no generated tokens: not a decoder-state store (python -m experiments.decoder_states writes those)")
     group = handle[TOKENS_GROUP]
     ids, offsets, pieces = group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()
-    if str(group.attrs.get("sha256", "")) != _tokens_digest(ids, offsets, pieces):
-        raise DamagedPartError(part, "its generated tokens differ from their recorded sha256")
+    holds_next = group["holds_next"][:] if "holds_next" in group else None
+    if str(group.attrs.get("sha256", "")) != _tokens_digest(ids, offsets, pieces, holds_next):
+        config = StoreAttributes.from_attrs(handle.attrs, part).config
+        raise DamagedPartError(part, "its generated tokens differ from their recorded sha256", writer_command(config))
     bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist())
-    return [GeneratedTokens(tuple(ids[start:end].tolist()), tuple(pieces[start:end])) for start, end in bounds]
+    flags = (lambda start, end: None) if holds_next is None else (lambda start, end: tuple(bool(flag) for flag in holds_next[start:end]))
+    return [GeneratedTokens(tuple(ids[start:end].tolist()), tuple(pieces[start:end]), flags(start, end)) for start, end in bounds]

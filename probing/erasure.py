@@ -128,13 +128,23 @@ def _split_record(splits, seed: int, frames: np.ndarray) -> dict:
     }
 
 
-def fit(store: str | Path, site: str, method: str = "leace", seed: int = 0, alpha: float = 1.0, target: str | None = None, reader=None):
+def fit(
+    store: str | Path,
+    site: str,
+    method: str = "leace",
+    seed: int = 0,
+    alpha: float = 1.0,
+    target: str | None = None,
+    reader=None,
+    allow_partial: bool = False,
+):
     """An :class:`extract.interventions.Intervention` fitted on the training frames of ``store`` at
-    ``site`` (``reader``: the store already open). ``alpha`` and ``target`` are for ``mean-diff``."""
+    ``site`` (``reader``: the store already open). ``alpha`` and ``target`` are for ``mean-diff``.
+    An incomplete store is refused unless ``allow_partial``; the fit record then says ``partial``."""
     from extract.interventions import Intervention, store_content_hash, store_model_identity
     from extract.store import ShardReader
 
-    reader = reader or ShardReader(store)
+    reader = reader or ShardReader(store, allow_partial=allow_partial)
 
     if method not in METHODS:
         raise ErasureError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
@@ -156,6 +166,8 @@ def fit(store: str | Path, site: str, method: str = "leace", seed: int = 0, alph
         }
     statistics = frame_statistics(reader, site, train.ids, genders, concept)
     fit_record |= _split_record(splits, seed, statistics.gender_frames)
+    if reader.partial is not None:
+        fit_record["partial"] = reader.partial.record()
     covariance = statistics.covariance
     means = statistics.gender_means
     store_record = {"path": str(store), "content_sha256": store_content_hash(store)}

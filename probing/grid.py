@@ -154,7 +154,7 @@ def expand_grid(grid: dict, where: str = "grid") -> list[ProbeConfig]:
     for store in grid["stores"]:
         check_store(str(store))
         try:
-            sites = ShardReader(store).sites if grid.get("sites", "all") == "all" else grid["sites"]
+            sites = ShardReader(store, allow_partial=bool(options.get("allow_partial"))).sites if grid.get("sites", "all") == "all" else grid["sites"]
         except StoreError as error:
             raise GridError(f"{where}: {error}") from error
         for site, probe, control, seed in itertools.product(sites, grid.get("probes", [DEFAULT_KIND]), grid.get("controls", ["none"]), grid.get("seeds", [0])):

@@ -2,7 +2,11 @@
 
 Examples are ordered by a seeded permutation of speakers (all of a speaker's utterances together)
 and cut into blocks at the given fractions of the training set, each boundary moved forward to the
-next speaker boundary so no block is predicted by a probe trained on its own speakers. The first
+next speaker boundary so no block is predicted by a probe trained on its own speakers
+(``order="speaker"``, the default). ``order="random"`` is Voita & Titov's and Attanasio et al.'s
+(B.3): the examples in a seeded random order, blocks cut exactly at the fractions (108 examples:
+1, 2, 3, 7, 14, 27, 54, 108), so later blocks hold speakers the probe was trained on; it suits a
+split that shares speakers between train and test anyway (``split: stratified``). The first
 block costs ``n1 * log2(K)`` bits; each later block costs the sum over its examples of
 ``-log2 p(true class)`` under a fresh probe trained on all earlier blocks. A block whose preceding
 blocks hold one class only is coded uniformly (there is no classifier to train), and reported
@@ -56,6 +60,7 @@ class OnlineCode:
     uniform_blocks: list[int]  # 0-based numbers of the later blocks coded uniformly because earlier blocks had one class (block 0 always is)
     chosen: np.ndarray | None = None  # [blocks, P]: the grid value with most weight entering each block (nan: coded uniformly)
     grid: tuple = ()  # candidate values; empty without a guard
+    order: str = "speaker"  # how examples were ordered into blocks (MDL_ORDERS)
 
     @property
     def uniform_block_count(self) -> int:
@@ -82,10 +87,21 @@ def speaker_order(speakers: np.ndarray, seed: int) -> np.ndarray:
     return np.array(order, dtype=int)
 
 
-def block_ends(speakers_in_order: np.ndarray, fractions=DEFAULT_FRACTIONS) -> list[int]:
-    """End index of each block, snapped forward to a speaker boundary, strictly increasing."""
+MDL_ORDERS = ("speaker", "random")  # examples grouped by speaker, blocks snapped to speakers; or examples in random order
+
+
+def example_order(speakers: np.ndarray, seed: int, order: str) -> np.ndarray:
+    """The order examples are transmitted in: :func:`speaker_order`, or a seeded permutation of them all."""
+    if order not in MDL_ORDERS:
+        raise ValueError(f"MDL order must be one of {', '.join(MDL_ORDERS)}, got {order!r}")
+    return speaker_order(speakers, seed) if order == "speaker" else np.random.default_rng(seed).permutation(len(speakers))
+
+
+def block_ends(speakers_in_order: np.ndarray, fractions=DEFAULT_FRACTIONS, snap: bool = True) -> list[int]:
+    """End index of each block, snapped forward to a speaker boundary (``snap``; else cut at the
+    fraction itself, rounded, at least 1), strictly increasing."""
     n = len(speakers_in_order)
-    boundaries = [i for i in range(1, n) if speakers_in_order[i] != speakers_in_order[i - 1]] + [n]
+    boundaries = [i for i in range(1, n) if not snap or speakers_in_order[i] != speakers_in_order[i - 1]] + [n]
     ends = []
     for fraction in fractions:
         target = max(1, int(round(n * fraction / 100.0)))
@@ -105,8 +121,11 @@ def online_code(
     fractions=DEFAULT_FRACTIONS,
     fit_many: Callable | None = None,
     grid: Sequence | None = None,
+    order: str = "speaker",
 ) -> OnlineCode:
     """``fit(indices) -> model`` trains a fresh probe; ``probabilities(model, indices) -> [n, P]`` gives P(class 1).
+
+    ``order``: ``speaker`` (blocks of whole speakers) or ``random`` (the paper's; module docstring).
 
     ``fit_many(list of index arrays) -> models`` may replace ``fit`` to train every block's probe in
     one go (the batched logistic probes do). ``valid [N, P]`` marks the positions that exist for
@@ -114,20 +133,20 @@ def online_code(
     ``fit``/``fit_many`` take the candidate value as a second argument, and every position is coded
     by the Bayesian mixture of the candidates (:func:`mixture_bits`).
     """
-    order = speaker_order(speakers, seed)
-    ends = block_ends(speakers[order], fractions)
+    sequence = example_order(speakers, seed, order)
+    ends = block_ends(speakers[sequence], fractions, snap=order == "speaker")
     valid = valid.reshape(len(labels), -1)
     online = np.zeros(valid.shape[1])
     starts = [0, *ends[:-1]]
     coded, coded_numbers, uniform_blocks = [], [], []
     for number, (start, end) in enumerate(zip(starts, ends)):
-        block = order[start:end]
-        if number == 0 or len(set(labels[order[:start]].tolist())) < 2:
+        block = sequence[start:end]
+        if number == 0 or len(set(labels[sequence[:start]].tolist())) < 2:
             online += valid[block].sum(axis=0) * np.log2(CLASSES)
             if number > 0:
                 uniform_blocks.append(number)
         else:
-            coded.append((order[:start], block))
+            coded.append((sequence[:start], block))
             coded_numbers.append(number)
     candidates = list(grid) if grid is not None else [None]
     if grid is not None and (not candidates or list(candidates) != sorted(candidates)):
@@ -143,7 +162,7 @@ def online_code(
         chosen = np.full((len(ends), valid.shape[1]), np.nan)
         chosen[coded_numbers] = np.asarray(candidates, dtype=float)[prequential_choice(bits)]
     uniform = valid.sum(axis=0) * np.log2(CLASSES)
-    return OnlineCode(online, uniform.astype(float), ends, uniform_blocks, chosen, tuple(candidates) if grid is not None else ())
+    return OnlineCode(online, uniform.astype(float), ends, uniform_blocks, chosen, tuple(candidates) if grid is not None else (), order)
 
 
 def _fit_blocks(prefixes: list[np.ndarray], fit, fit_many, *value) -> list:
@@ -180,6 +199,7 @@ def online_code_logistic(
     seed: int = 0,
     fractions=DEFAULT_FRACTIONS,
     c_grid: Sequence | None = DEFAULT_C_GRID,
+    order: str = "speaker",
     **fit_options,
 ) -> OnlineCode:
     """Online code of per-position logistic probes: ``x [N, P, D]``, ``valid [N, P]``. On the CPU
@@ -217,6 +237,7 @@ def online_code_logistic(
             fractions=fractions,
             fit_many=fit_prefix_blocks,
             grid=c_grid,
+            order=order,
         )
 
     def fit_blocks(prefixes, *c):
@@ -227,5 +248,14 @@ def online_code_logistic(
         return fit_logistic_heads(x, np.broadcast_to(labels, (len(prefixes), len(labels))), heads, seed=seed, **options)
 
     return online_code(
-        labels, valid, speakers, None, lambda model, idx: model.probabilities(x[idx]), seed=seed, fractions=fractions, fit_many=fit_blocks, grid=c_grid
+        labels,
+        valid,
+        speakers,
+        None,
+        lambda model, idx: model.probabilities(x[idx]),
+        seed=seed,
+        fractions=fractions,
+        fit_many=fit_blocks,
+        grid=c_grid,
+        order=order,
     )

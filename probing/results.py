@@ -20,6 +20,8 @@ A row of an attribute task (``config.task`` ``attribute:NAME`` or ``attribute:NA
 ``classes`` (class 0 first; ``recall`` is keyed by them) and ``labels`` (the attribute, the manifest
 read and its sha256, and ``unlabelled``: the utterances left out for want of a value), before its
 scores; ``config.labels`` is there only where the manifest was named (:func:`probing.run.probe_metadata`).
+A row from a store read incomplete on purpose (``config.allow_partial``, there only when true) holds
+``partial``: ``{used, expected}`` utterances (``applied_partial`` for an incomplete ``apply_to`` store).
 
 Concurrent writers: every append holds an exclusive ``flock`` on the file it appends to, so rows never
 interleave, and first removes a last line cut by a killed writer, so the next row starts on a line of

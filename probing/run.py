@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.attributes import LabelError, attribute_task, read_attribute
-from extract.options import option
+from extract.options import LARGEST_LR, field_problem, option, seed_option
 from extract.paths import canonical_path
 from extract.provenance import joined, model_label
 from extract.records import ProbeRow, schema_version
@@ -37,7 +37,7 @@ from probing.data import (
     task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
-from probing.mdl import DEFAULT_C_GRID, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.mdl import DEFAULT_C_GRID, MDL_ORDERS, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
 # reading a grid, planning a study and every --help stay fast (tests/cli/test_entry_point.py checks it)
@@ -61,6 +61,8 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
     for name, value in (("lr", lr), ("c", c)):
         if not (math.isfinite(value) and value > 0):
             raise ProbeError(f"{name} must be a finite positive number, got {value}")
+    if lr > LARGEST_LR:
+        raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
 
 
 def _kinds_help() -> str:
@@ -81,7 +83,7 @@ class ProbeConfig:
     site: str = option(help="the site of the store the probe reads")
     probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
     control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
-    seed: int = option(0, "seed of the split, the control labels and the training")
+    seed: int = seed_option("seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
     positions: int = option(1000, "positional probes: the first P positions")
     # the command line's --groups A,B, or --attribute NAME [--groups A,B | --pairs] (extract.attributes spells the tasks)
@@ -120,6 +122,14 @@ class ProbeConfig:
     # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
     # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
     mdl_guard: bool = option(True, "logistic MDL: every block at the fixed C = 1, no mixture over a C grid", flag="--no-mdl-guard")
+    # MDL's transmission order: blocks of whole speakers (the default, left out of the run id), or the examples in a seeded random
+    # order with blocks cut exactly at the fractions (Voita & Titov 2020; Attanasio et al. 2024, B.3)
+    mdl_order: str = option(
+        "speaker",
+        "MDL: speaker (default): examples grouped by speaker, block ends moved to speaker boundaries; random: examples in a "
+        "seeded random order, blocks cut at the fractions (the paper's; speakers recur across blocks)",
+        choices=MDL_ORDERS,
+    )
     device: str = option("cpu", "where the probe trains", command=False)  # the command line's --device (auto by default)
     memory_gb: float = option(
         4.0,
@@ -127,6 +137,11 @@ class ProbeConfig:
         "probes hold their sequences only when they fit it, else read them from the store per batch. Not part of the run id",
     )
     loader_workers: int = option(0, "attention probe reading from the store: DataLoader workers (default 0: the main process)")
+    # an incomplete store is refused by default (extract.store.ShardReader); the default is left out of the run id and the row's config
+    allow_partial: bool = option(
+        False,
+        "use a store that lacks parts, or sits beside a writer's claims, on purpose: the row records partial: {used, expected} utterances",
+    )
 
     def __post_init__(self):
         kind = probe_kind(self.probe)
@@ -136,6 +151,10 @@ class ProbeConfig:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
         if self.control not in controls.CONTROLS:
             raise ProbeError(f"unknown control {self.control!r}; choose from {controls.CONTROLS}")
+        if self.language is not None and not self.language.strip():
+            raise ProbeError(f"language {self.language!r} is empty: give a language code (e.g. en), or leave it out for every language")
+        if (problem := field_problem(ProbeConfig, "seed", self.seed)) is not None:
+            raise ProbeError(f"seed {self.seed}: {problem}")
         if self.positions <= 0:
             raise ProbeError(f"positions must be a positive number of frames, got {self.positions}")
         if self.apply_to and not kind.applies_to_other_stores:
@@ -148,6 +167,8 @@ class ProbeConfig:
             raise ProbeError(f"loader_workers must be 0 or more, got {self.loader_workers}")
         if self.split not in SPLITS:
             raise ProbeError(f"unknown split {self.split!r}; choose from {SPLITS}")
+        if self.mdl_order not in MDL_ORDERS:
+            raise ProbeError(f"unknown mdl_order {self.mdl_order!r}; choose from {MDL_ORDERS}")
         if self.split == "loso":
             _check_loso(self)
 
@@ -163,14 +184,19 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out. So are the default ``split`` and ``mdl_guard``: a run
-        from before leave-one-speaker-out or the unguarded MDL option existed keeps its id."""
+        without workers the field is left out. So are the default ``split``, ``mdl_guard`` and
+        ``mdl_order``: a run from before leave-one-speaker-out, the unguarded MDL or the MDL order
+        option existed keeps its id."""
         identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS + LABEL_FIELDS}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
         if self.split == DEFAULT_SPLIT:
             del identity["split"]
         if self.mdl_guard:
             del identity["mdl_guard"]
+        if self.mdl_order == "speaker":
+            del identity["mdl_order"]
+        if not self.allow_partial:
+            del identity["allow_partial"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -289,6 +315,7 @@ def join_codes(codes: list[OnlineCode]) -> OnlineCode:
         first.uniform_blocks,
         chosen,
         first.grid,
+        first.order,
     )
 
 
@@ -389,7 +416,7 @@ def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
 def _mdl_options(config: ProbeConfig) -> dict:
     """The logistic online code's options: the guarded mixture over :data:`probing.mdl.DEFAULT_C_GRID`,
     or (``mdl_guard`` false) every block at the run's fixed ``c``."""
-    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device}
+    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device, "order": config.mdl_order}
     return options | ({"c_grid": DEFAULT_C_GRID} if config.mdl_guard else {"c_grid": None, "c": config.c})
 
 
@@ -434,6 +461,7 @@ def _mdl_summary(code, span: slice, guard: str) -> dict:
         "codelength_uniform_bits": uniform,
         "compression": uniform / online if online > 0 else float("nan"),
         "mdl_blocks": len(code.block_ends),
+        "mdl_order": code.order,
         "mdl_uniform_blocks": code.uniform_blocks,
         "mdl_uniform_block_count": code.uniform_block_count,
         **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
@@ -491,6 +519,7 @@ def attention_probe(config, reader, splits, labels):
             fit,
             lambda m, idx: m.predict(Subset(data["train"], idx), workers=config.loader_workers)[0],
             seed=config.seed,
+            order=config.mdl_order,
         )
         row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
@@ -527,7 +556,7 @@ def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, d
     from extract.store import ShardReader
     from probing.train import StoreSequenceDataset
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
     many = len(class_names) > 2
     probabilities, _ = model.class_probabilities(applied) if many else model.predict(applied)  # one pass over the store, read utterance by utterance
@@ -602,16 +631,25 @@ def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> 
     """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
     from extract.store import ShardReader
 
-    other = ShardReader(config.apply_to)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
     shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
     if shared and not config.allow_shared_speakers:
         raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
     return shared
 
 
+def partial_record(reader, applied=None) -> dict:
+    """A row's ``partial`` (``{used, expected}`` utterances) when its store was read incomplete on
+    purpose (``allow_partial``), and ``applied_partial`` for its ``apply_to`` store; nothing when whole."""
+    record = {"partial": reader.partial.record()} if reader.partial is not None else {}
+    if applied is not None and applied.partial is not None:
+        record["applied_partial"] = applied.partial.record()
+    return record
+
+
 def row_config(config: ProbeConfig) -> dict:
     """The row's ``config``: every field, but ``labels`` only where it was given (a gender row keeps the keys it had)."""
-    return {k: v for k, v in asdict(config).items() if k not in LABEL_FIELDS or v is not None}
+    return {k: v for k, v in asdict(config).items() if (k not in LABEL_FIELDS or v is not None) and (k != "allow_partial" or v)}
 
 
 def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
@@ -650,7 +688,7 @@ def pair_tasks(config: ProbeConfig) -> list[str]:
         raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
     from extract.store import ShardReader
 
-    reader = ShardReader(config.store)
+    reader = ShardReader(config.store, allow_partial=config.allow_partial)
     metadata, _ = probe_metadata(config, reader)
     probed = [config.language is None or language == config.language for language in metadata["language"]]
     classes = sorted({value for value, keep in zip(metadata[column], probed) if keep and value is not None})
@@ -885,12 +923,12 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     from extract.provenance import provenance
     from extract.store import ShardReader
 
-    reader = reader or ShardReader(config.store)
+    reader = reader or ShardReader(config.store, allow_partial=config.allow_partial)
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     if config.apply_to:
-        other = ShardReader(config.apply_to)
+        other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
         _refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.run
@@ -932,6 +970,13 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
-        rest={**labelled, **({"shared_speakers": shared} if shared else {}), **only_shared, **scores, **provenance()},
+        rest={
+            **labelled,
+            **partial_record(reader, other if config.apply_to else None),
+            **({"shared_speakers": shared} if shared else {}),
+            **only_shared,
+            **scores,
+            **provenance(),
+        },
     )
     return ProbeResult(row.to_dict(), arrays, attention)

@@ -158,7 +158,13 @@ class ResemblyzerEncoder:
         with warnings.catch_warnings():  # resemblyzer 0.1.4 imports deprecated APIs (pkg_resources through webrtcvad, scipy.ndimage.morphology)
             warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
             warnings.filterwarnings("ignore", message=".*scipy.ndimage.morphology.* is deprecated", category=DeprecationWarning)
-            from resemblyzer import VoiceEncoder, audio, hparams
+            try:
+                from resemblyzer import VoiceEncoder, audio, hparams
+            except ImportError as error:  # installed, but what it imports is not (webrtcvad needs pkg_resources, gone from setuptools 81 on)
+                raise SpeakerError(
+                    f"resemblyzer is installed but cannot be imported ({type(error).__name__}: {error}); install what it names "
+                    "(pkg_resources: setuptools < 81), or use store:PATH or mfcc"
+                ) from None
 
         if hparams.sampling_rate != SAMPLE_RATE:
             raise SpeakerError(f"resemblyzer expects {hparams.sampling_rate} Hz audio, and audio is read at {SAMPLE_RATE} Hz")

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.decoder.words import POSITIONS, UtteranceWords, shifted, utterance_features, utterance_words
-from extract.options import check_options, option
+from extract.options import check_options, option, seed_option
 from extract.paths import canonical_path
 from probing.data import ProbeError, make_splits
 
@@ -61,8 +61,11 @@ class DecoderProbeOptions:
     manifest: Path | None = option(
         None, "the manifest with the MuST-SHE annotations (default: the one the store records; refused if it changed since extraction)", role="input"
     )
-    seed: int = option(0, "seed of the split", least=0)
+    seed: int = seed_option("seed of the split")
     c: float = option(1.0, "inverse L2 strength of the logistic probe (scikit-learn's C)", positive=True)
+    allow_partial: bool = option(
+        False, "probe a store that lacks parts (or sits beside a writer's claims) on purpose; each row records partial: {used, expected}"
+    )
 
     def __post_init__(self):
         if self.manifest is not None:
@@ -123,7 +126,7 @@ def examples(reader, manifest: dict, categories: str, position: str) -> Examples
             continue
         counts["annotated"] += 1
         tokens = reader.tokens(utterance_id)
-        found = utterance_words(tokens.pieces, entry, language or utterance.language)
+        found = utterance_words(tokens.pieces, entry, language or utterance.language, tokens.holds_next)
         located = [rows for rows in (shifted(rows, position, len(tokens)) for rows in found.rows) if rows]
         counts["words_found"] += len(found.words)
         counts["words_not_located"] += len(found.words) - len(located)
@@ -141,6 +144,8 @@ def examples(reader, manifest: dict, categories: str, position: str) -> Examples
 def run_id(store: Path, site: str, probe: str, options: DecoderProbeOptions, manifest_sha256: str | None) -> str:
     identity = {"store": canonical_path(store), "site": site, "probe": probe, "manifest_sha256": manifest_sha256} | asdict(options)
     identity.pop("sites")
+    if not identity["allow_partial"]:  # the default left out: a run from before the option keeps its id
+        del identity["allow_partial"]
     identity["manifest"] = None  # the manifest counts by its content
     return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -164,7 +169,7 @@ def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str]
     from extract.store import ShardReader
     from probing.run import store_identity, store_subject
 
-    reader = ShardReader(store)
+    reader = ShardReader(store, allow_partial=options.allow_partial)
     config = reader.info.config
     if config.get("kind") != "decoder_states":
         raise ProbeError(f"{store}: not a decoder-state store (python -m experiments.decoder_states writes those)")
@@ -226,6 +231,7 @@ def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str]
                 "seed": options.seed,
                 "splits": splits.sizes(),
                 "words": counts,
+                **({"partial": reader.partial.record()} if reader.partial is not None else {}),
                 **scores,
                 **provenance(),
             }

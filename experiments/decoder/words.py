@@ -7,7 +7,9 @@ in the hypothesis as the MuST-SHE scorer finds them (:func:`experiments.scoring.
 Moses tokens, lower-cased, each term's correct form and then its wrong form taking the first token
 of that form not taken yet); each found word is placed in the text (:func:`word_spans`), and its
 tokens are those whose characters overlap it (:func:`tokens_of_span`: a word split into subwords
-has several, a token holding a word and its punctuation counts for the word). A word's state is
+has several, a token holding a word and its punctuation counts for the word, and a byte token
+holding part of one of its characters counts too, in stores that record ``holds_next``; a store
+written before has no such flags, and such a token, whose piece is empty, is missed there). A word's state is
 the mean of its tokens' rows; an utterance's, the mean over its words (:func:`utterance_features`).
 """
 
@@ -67,13 +69,17 @@ def word_spans(text: str, entry, language: str) -> list[GenderedWord]:
     return [GenderedWord(tokens[index], kind, spans[index]) for index, kind in matched_terms(tokens, entry)]
 
 
-def tokens_of_span(pieces: tuple[str, ...] | list[str], span: tuple[int, int]) -> list[int]:
+def tokens_of_span(pieces: tuple[str, ...] | list[str], span: tuple[int, int], holds_next: tuple[bool, ...] | None = None) -> list[int]:
     """The rows whose token's characters overlap ``span`` (``pieces`` joined are the text; an empty
-    piece, a special token's, covers nothing)."""
+    piece, a special token's, covers nothing), and the rows whose token holds leading bytes of a
+    character in ``span`` (``holds_next``: that character is the first after the token's piece; a
+    character split over byte tokens belongs to every token holding one of its bytes)."""
     rows, start = [], 0
     for row, piece in enumerate(pieces):
         end = start + len(piece)
-        if piece and start < span[1] and span[0] < end and span[0] < span[1]:
+        overlaps = piece and start < span[1] and span[0] < end
+        splits = holds_next is not None and holds_next[row] and span[0] <= end < span[1]
+        if span[0] < span[1] and (overlaps or splits):
             rows.append(row)
         start = end
     return rows
@@ -87,10 +93,11 @@ class UtteranceWords:
     rows: list[list[int]]
 
 
-def utterance_words(pieces: tuple[str, ...], entry, language: str) -> UtteranceWords:
-    """The gendered words of ``entry`` in the hypothesis the ``pieces`` join to, with their rows."""
+def utterance_words(pieces: tuple[str, ...], entry, language: str, holds_next: tuple[bool, ...] | None = None) -> UtteranceWords:
+    """The gendered words of ``entry`` in the hypothesis the ``pieces`` join to, with their rows
+    (``holds_next``: :attr:`extract.store.GeneratedTokens.holds_next`)."""
     words = word_spans("".join(pieces), entry, language)
-    return UtteranceWords(words, [tokens_of_span(pieces, word.span) if word.span else [] for word in words])
+    return UtteranceWords(words, [tokens_of_span(pieces, word.span, holds_next) if word.span else [] for word in words])
 
 
 def shifted(rows: list[int], position: str, count: int) -> list[int]:

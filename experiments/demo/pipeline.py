@@ -15,7 +15,7 @@ from experiments.demo.work import Work, build_real_voices, context, write_corpus
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.study.stages import STAGES, describe, plan, print_lines, run
-from extract.options import OptionError, check_options, option
+from extract.options import OptionError, check_options, option, seed_option
 from extract.paths import cache_dir
 
 THREADS = 2  # torch CPU threads: fixed, so that every run splits the float reductions the same way
@@ -26,7 +26,7 @@ EVERY_EXTRA = "all"  # --extra all: every opt-in stage
 class DemoOptions:
     """The demo's options (``python -m experiments.demo``'s flags, declared once)."""
 
-    seed: int = option(0, "seed of the demo corpus (voice splits, speaking rates)")
+    seed: int = seed_option("seed of the demo corpus (voice splits, speaking rates)")
     trim: bool = option(False, "a few sentences and voices: the whole pipeline in a few minutes (CI)")
     work: Path | None = option(None, "folder for stores, hypotheses and results (default: in the cache)", role="output")
     out: Path | None = option(

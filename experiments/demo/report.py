@@ -17,6 +17,7 @@ import numpy as np
 
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.reports import plots as figures
+from experiments.scoring.correlation import interval_text
 from experiments.scoring.mustshe import sentences_path
 from extract.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table, read_versioned
 from probing.mdl import uniform_block_count
@@ -558,7 +559,7 @@ def _fit_lines(fit, reason, figure) -> list[str]:
     if fit is None:
         return [f"No correlation: {reason}.", "", f"![{figure}]({figure}.png)"]
     return [
-        f"n = {fit['n']}: Pearson r {fit['pearson_r']:+.2f} (p {fit['p_value']:.3g}, 95 % CI {fit['ci95_r'][0]:+.2f} .. {fit['ci95_r'][1]:+.2f}), "
+        f"n = {fit['n']}: Pearson r {fit['pearson_r']:+.2f} (p {fit['p_value']:.3g}, {interval_text(fit['ci95_r'], fit.get('ci95_note'))}), "
         f"R² {fit['r2']:.2f}, Spearman {fit['spearman_rho']:+.2f}. With so few points this is a smoke test of the code, not evidence.",
         "",
         f"![{figure}]({figure}.png)",

@@ -35,7 +35,7 @@ from experiments.normalisation.corpus import MODES
 from experiments.normalisation.filters import file_digest
 from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
-from extract.options import option
+from extract.options import FLOAT32_MAX, LARGEST_LR, option, seed_option
 from extract.provenance import provenance
 
 if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run trains, so that --help stays fast
@@ -43,9 +43,7 @@ if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run t
     from experiments.finetuning.tracking import GenderGapTracker
 
 FILTERS_NAME = "grafn-filters.json"
-FLOAT32_MAX = 3.4028234663852886e38  # the adapters and AdamW's step scalars are float32
 DATA, TRAINING = "data", "training"  # --help headings of the options
-LARGEST_LR = FLOAT32_MAX * (1 - 0.9)  # AdamW's first step size is lr / (1 - β1), β1 = 0.9 (torch's default)
 
 
 class FinetuneError(ValueError):
@@ -77,7 +75,7 @@ class FinetuneConfig:
     max_steps: int = option(1000, "optimiser steps", group=TRAINING)
     val_every: int = option(200, "validate and checkpoint every N steps, and at the last", group=TRAINING)
     validate_before: bool = option(True, "skip the validation of the untrained model at step 0", flag="--no-validate-before", group=TRAINING)
-    seed: int = option(0, "seed of the subset draw, the adapters' init and the data order", group=TRAINING)
+    seed: int = seed_option("seed of the subset draw, the adapters' init and the data order", group=TRAINING)
     grafn: str | None = option(None, "GRAFN filters file (python -m experiments.grafn fit): normalise training and validation audio", role="input", group=DATA)
     grafn_by: str = option("gender", "which GRAFN filter each utterance gets", choices=MODES, group=DATA)
     precision: str = option("32-true", "Lightning precision, e.g. bf16-mixed on a GPU", group=TRAINING)

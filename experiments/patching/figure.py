@@ -1,5 +1,6 @@
 """The effect of patching per site: one line per pairing (cross, within) over the sites in forward
-order, and cross minus within with its speaker-bootstrap interval (PNG + PDF, the reports' style).
+order, of the primary (graded) metric, and cross minus within with its interval (target and source speakers
+resampled; PNG + PDF, the reports' style).
 A joint site (``A+B``, patched together) takes its place after its last member, labelled by its name."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from experiments.patching.sites import members
 from experiments.reports.plots import paper_style, pyplot, save
 
 COLOURS = {"cross": "#c0392b", "within": "#7f8c8d", "difference": "#2c3e50"}
-Y_LABELS = {"asr": "patched − plain WER (points)", "st": "share following the source's gender (Δ points)"}
+Y_LABELS = {"asr": "Δ log-prob of the reference (nats per token)", "st": "Δ gender margin of the reference (nats)"}  # the primary (graded) metric
 
 
 @paper_style
@@ -35,7 +36,7 @@ def effect_per_site(summary: dict, out: str | Path) -> list[Path]:
     axis.axhline(0.0, color="black", linewidth=0.6)
     axis.set_xticks(positions, sites, rotation=45, ha="right")
     axis.set_ylabel(Y_LABELS[summary["subject"]["task"]])
-    axis.set_title(f"{summary['subject']['model']}: patching {summary['frames']} frames")
+    axis.set_title(f"{summary['subject']['model']}: {summary['component']} patched ({summary['direction']}), {summary['frames']} frames")
     if axis.get_legend_handles_labels()[0]:  # nothing scored (e.g. no frame replaced): an empty plot, no legend
         axis.legend(frameon=False)
     return save(figure, out)

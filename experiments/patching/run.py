@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, read_pairs, write_pairs
 from experiments.patching.sites import JOINT, check_joint, members, resolve_sites
 from extract.appendlog import AppendLog, RowKind
-from extract.options import OptionError, check_options, option
-from extract.patching import PatchError, frames_label, parse_frames
+from extract.options import OptionError, check_options, option, seed_option
+from extract.patching import COMPONENTS, RESIDUAL, PatchError, frames_label, parse_frames
 from extract.provenance import joined, label_argument
 from extract.records import PatchSummary, schema_version
 
@@ -37,11 +37,13 @@ if TYPE_CHECKING:
     from extract.manifest import Utterance
     from extract.spec import ModelSpec
 
-ROW_KIND, ROW_SCHEMA = "patch_row", 1  # kept here, not in extract.records: one writer, one reader (the summary)
+# kept here, not in extract.records: one writer, one reader (the summary); schema 2 adds component, direction, runs_on and the graded scores
+ROW_KIND, ROW_SCHEMA = "patch_row", 2
 SUMMARY_KIND, SUMMARY_SCHEMA = PatchSummary.FORMAT, schema_version(PatchSummary.FORMAT)  # read by experiments.collect --patch
 PATCH_ROWS = RowKind("patch row", ("kind", "row_id", "pair", "site"), unique="row_id")
 MAX_SECONDS = {"asr": 30.0, "st": 60.0}
 NOT_PATCHED = "no frames replaced"  # why a row whose span held none of the target's frames is not scored
+DIRECTIONS = ("noising", "denoising")  # the model runs on the target with the source's states, or on the source with the target's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +64,18 @@ class PatchOptions:
     )
     pairs_file: Path | None = option(None, "patch these pairs (a run's OUT.pairs.jsonl) instead of forming them from the manifest", role="input")
     frames: str = option("speech", "the frames replaced: speech (every speech frame both utterances have) or START:END (frame indices at the site)")
+    component: str = option(
+        RESIDUAL,
+        "what is replaced at a site: residual (the site's states: the whole residual stream at a layer), or the output of the layer's "
+        "attention or mlp block, added back into the target's own residual stream (encoder.layer.K sites)",
+        choices=COMPONENTS,
+    )
+    direction: str = option(
+        "noising",
+        "noising: the model runs on the target (clean) with the source's states; denoising: on the source with the target's states "
+        "(scored against the target's reference: how much of it the patch restores)",
+        choices=DIRECTIONS,
+    )
     task: str = option("asr", "asr: transcripts scored by WER; st: translations into --tgt-lang, scored by MuST-SHE category 1", choices=("asr", "st"))
     tgt_lang: str | None = option(None, "target language for --task st (ISO 639-1, or the model's own code)")
     translate_by_forcing: bool = option(
@@ -72,7 +86,7 @@ class PatchOptions:
     batch_size: int = option(8, "pairs per batch (the sources' states at every site of a batch are held at once)", least=1)
     max_seconds: float | None = option(None, "trim audio to this length (default 30 for asr, 60 for st)", positive=True)
     limit: int | None = option(None, "only the first N utterances of the manifest", least=1)
-    seed: int = option(0, "seed of the pairing order (ties in duration go the same way on every run)", least=0)
+    seed: int = seed_option("seed of the pairing order (ties in duration go the same way on every run)")
     iterations: int = option(1000, "speaker-bootstrap resamples for the summary's interval", least=1)
     label: str | None = option(None, "the model label written in each row (default: from the family and checkpoint)", parse=label_argument)
 
@@ -159,13 +173,15 @@ class PatchJob:
             "task": options.task,
             "tgt_lang": options.tgt_lang,
             "frames": frames_label(options.span),
+            "component": options.component,
+            "direction": options.direction,
             "max_seconds": options.trim_seconds,
             "decoding": generator.settings(),
             "seed": options.seed,
             # only where given, so that a settings file written before they were recorded still matches a run without them
             **({} if options.limit is None else {"limit": options.limit}),
             **({} if options.pairs_file is None else {"pairs_file_sha256": file_sha256(options.pairs_file)}),
-            "scoring": {"normalizer": "whisper"} if options.task == "asr" else {"mustshe": "category 1"},
+            "scoring": {"normalizer": "whisper", "graded": "logprob"} if options.task == "asr" else {"mustshe": "category 1", "graded": "gender_margin"},
             "manifest": str(self.manifest),
             "manifest_sha256": file_sha256(self.manifest),
             "provenance": provenance(),
@@ -237,7 +253,7 @@ def run_patching(
             generator = (load or load_generator)(job.spec, options.decoding())
         generator.check(options.task, options.tgt_lang)
         extractor = generator.extractor
-        report.sites = resolve_sites(extractor, options.site_names())
+        report.sites = resolve_sites(extractor, options.site_names(), options.component)
         check_settings(settings_path(job.out), job.settings(generator), job.out, "patch rows file")
         write_pairs(pairs_path(job.out), pairs, unpaired)
         done = log.ids
@@ -274,13 +290,23 @@ def row_id(pair: Pair, site: str) -> str:
 
 
 class _Runner:
-    """The batch loop of :func:`run_patching`."""
+    """The batch loop of :func:`run_patching`. The model runs on ``runs_on(pair)`` (the target when
+    noising, the source when denoising) with the states of the other; every score is against the
+    target's reference (the clean run's)."""
 
     def __init__(self, job: PatchJob, generator: Generator, by_id: dict, log: AppendLog, report: PatchRunReport, bar):
         self.job, self.generator, self.by_id, self.log, self.report, self.bar = job, generator, by_id, log, report, bar
         self.options = job.options
-        self.plain: dict[str, str] = {}  # target id -> unpatched hypothesis, once per run
+        self.plain: dict[tuple[str, str], tuple[str, list | None]] = {}  # (run input, reference's utterance) -> unpatched hypothesis and scores, once per run
+        self.references: dict[str, tuple[list[str], str | None]] = {}  # target id -> the texts scored (or none, and why)
         self.table = list(generator.extractor.site_table())
+        self.scores = generator.extractor.decoder_path is not None  # ZeroSwot's decoder is a separate model: nothing to teacher-force
+
+    def runs_on(self, pair: Pair) -> str:
+        return pair.target if self.options.direction == "noising" else pair.source
+
+    def gives(self, pair: Pair) -> str:
+        return pair.source if self.options.direction == "noising" else pair.target
 
     def site_index(self, site: str) -> int:
         """A site's index in the site table; a joint site's is its last member's (everything after it runs on patched states)."""
@@ -310,26 +336,33 @@ class _Runner:
         if not usable:
             return
         options = self.options
-        self.transcribe_plain(language, [pair.target for pair, _ in usable], audio)
+        self.run_plain(language, [pair for pair, _ in usable], audio)
         sites = [site for site in self.report.sites if any(site in wanted for _, wanted in usable)]
         patched_sites = [name for name in self.table if any(name in members(site) for site in sites)]  # a joint site's members too
         extractor = self.generator.extractor
-        sources = capture_sources(extractor, [audio[pair.source] for pair, _ in usable], patched_sites, options.span, alone=options.span is not None)
-        own = target_frames(extractor, [audio[pair.target] for pair, _ in usable], patched_sites)  # once for every site of the batch
+        givers = [audio[self.gives(pair)] for pair, _ in usable]
+        sources = capture_sources(extractor, givers, patched_sites, options.span, alone=options.span is not None, component=options.component)
+        own = target_frames(extractor, [audio[self.runs_on(pair)] for pair, _ in usable], patched_sites)  # once for every site of the batch
         for site in sites:
             chosen = [(index, pair) for index, (pair, wanted) in enumerate(usable) if site in wanted]
-            hypotheses, patch = patched_together(
+            texts = [self.texts(pair) for _, pair in chosen]
+            (hypotheses, scores), patch = patched_together(
                 self.generator,
                 members(site),
-                [audio[pair.target] for _, pair in chosen],
+                [audio[self.runs_on(pair)] for _, pair in chosen],
                 [sources[index] for index, _ in chosen],
                 language,
                 options.task,
                 options.tgt_lang,
                 options.span,
                 own.rows([index for index, _ in chosen]),
+                options.component,
+                generate=lambda inputs, texts=texts: self.generate(inputs, language, texts),
             )
-            rows = [self.row(pair, site, hypothesis, patch, position) for position, ((_, pair), hypothesis) in enumerate(zip(chosen, hypotheses))]
+            rows = [
+                self.row(pair, site, hypotheses[position], None if scores is None else scores[position], patch, position)
+                for position, (_, pair) in enumerate(chosen)
+            ]
             self.log.append(rows)
             self.report.written += len(rows)
             self.bar.update(len(rows))
@@ -342,19 +375,57 @@ class _Runner:
         audio = load_utterance_audio([self.by_id[identifier] for identifier in dict.fromkeys(ids)], self.options.trim_seconds, log)
         return audio, {item["id"]: item["message"] for item in log.skipped}
 
-    def transcribe_plain(self, language: str, targets: list[str], audio: dict) -> None:
-        missing = [identifier for identifier in dict.fromkeys(targets) if identifier not in self.plain]
-        if missing:
-            hypotheses = self.generator.generate([audio[i] for i in missing], language, self.options.task, self.options.tgt_lang)
-            self.plain.update(zip(missing, hypotheses))
+    def texts(self, pair: Pair) -> list[str]:
+        """The texts the graded metric teacher-forces for ``pair`` (the target's reference; for ST also
+        its other-gender version), none where there is nothing to score (the reason kept for the row)."""
+        from experiments.patching.graded import GradedError, other_gender_text
+        from experiments.patching.scoring import mustshe_entry
 
-    def row(self, pair: Pair, site: str, hypothesis: str, patch: dict, position: int) -> dict:
-        """The row of ``pair`` at ``site``; ``patch``: what :func:`extract.patching.patched_together` replaced per member."""
+        if pair.target not in self.references:
+            target = self.by_id[pair.target]
+            texts, reason = [], None
+            if self.options.task == "asr":
+                texts, reason = ([target.text], None) if target.text.strip() else ([], "the reference transcript is empty")
+            elif not target.translation:
+                reason = "no reference translation in the manifest"
+            else:
+                entry, reason = mustshe_entry(target)
+                if entry is not None:
+                    try:
+                        texts = [target.translation, other_gender_text(target.translation, entry, self.options.tgt_lang)]
+                    except GradedError as error:
+                        reason = str(error)
+            self.references[pair.target] = (texts, reason)
+        return self.references[pair.target][0]
+
+    def generate(self, inputs: list, language: str, texts: list[list[str]]) -> tuple[list[str], list | None]:
+        """Hypotheses for ``inputs`` and, where the family's decoder can be teacher-forced, each one's ``texts`` scored."""
+        from extract.forced import generate_scored
+
+        options = self.options
+        if not self.scores:
+            return self.generator.generate(inputs, language, options.task, options.tgt_lang), None
+        scored = generate_scored(self.generator, inputs, language, options.task, options.tgt_lang, texts)
+        return scored.hypotheses, scored.texts
+
+    def run_plain(self, language: str, pairs: list[Pair], audio: dict) -> None:
+        """The unpatched run of each pair's input, scored against its target's reference, once per run."""
+        keys = list(dict.fromkeys((self.runs_on(pair), pair.target) for pair in pairs if (self.runs_on(pair), pair.target) not in self.plain))
+        if keys:
+            by_key = {(self.runs_on(pair), pair.target): pair for pair in pairs}
+            hypotheses, scores = self.generate([audio[key[0]] for key in keys], language, [self.texts(by_key[key]) for key in keys])
+            for index, key in enumerate(keys):
+                self.plain[key] = (hypotheses[index], None if scores is None else scores[index])
+
+    def row(self, pair: Pair, site: str, hypothesis: str, scores: list | None, patch: dict, position: int) -> dict:
+        """The row of ``pair`` at ``site``; ``patch``: what :func:`extract.patching.patched_together` replaced per member;
+        ``scores``: the patched run's teacher-forced texts (None where the family has none)."""
         from experiments.patching.scoring import asr_scores, mustshe_scores
         from experiments.scoring.asr_metrics import Scoring
 
         options, target = self.options, self.by_id[pair.target]
-        plain = self.plain[pair.target]
+        runs_on = self.by_id[self.runs_on(pair)]
+        plain, plain_scores = self.plain[(runs_on.id, target.id)]
         row = {
             "kind": ROW_KIND,
             "schema": ROW_SCHEMA,
@@ -365,29 +436,54 @@ class _Runner:
             "site": site,
             "site_index": self.site_index(site),
             "frames": frames_label(options.span),
+            "component": options.component,
+            "direction": options.direction,
             "task": options.task,
             "language": pair.language,
             "tgt_lang": options.tgt_lang if options.task == "st" else pair.language,
             "pair": pair.id,
             **{key: value for key, value in pair.to_dict().items() if key not in ("kind", "schema", "pair", "language")},
+            "runs_on": runs_on.id,
             "patched": _patched_cell(patch, position),
             "reference": target.text if options.task == "asr" else target.translation,
             "plain_hypothesis": plain,
             "hypothesis": hypothesis,
         }
+        graded = "logprob" if options.task == "asr" else "gender_margin"
         if not any(report.replaced[position] for report in patch.values()):  # a span past the target's (or the source's) frames: nothing was patched
             if options.task == "asr":
                 row["asr"], row["unscored"] = None, NOT_PATCHED
             else:
                 row["mustshe"] = {"scored": False, "reason": NOT_PATCHED}
-        elif options.task == "asr":
+            row[graded] = {"scored": False, "reason": NOT_PATCHED}
+            return row
+        if options.task == "asr":
             try:
                 row["asr"] = asr_scores(target.text, plain, hypothesis, pair.language, Scoring())
             except ValueError as error:  # a reference empty after normalization
                 row["asr"], row["unscored"] = None, str(error)
         else:
-            row["mustshe"] = mustshe_scores(target, pair.source_gender, plain, hypothesis, options.tgt_lang)
+            giver = self.by_id[self.gives(pair)]
+            row["mustshe"] = mustshe_scores(target, giver.gender, plain, hypothesis, options.tgt_lang, own_gender=runs_on.gender)
+        row[graded] = self.graded(target, plain_scores, scores)
         return row
+
+    def graded(self, target: Utterance, plain: list | None, patched: list | None) -> dict:
+        """The row's graded score (:mod:`experiments.patching.graded`), or why it has none."""
+        from experiments.patching.graded import GradedError, logprob_scores, margin_scores
+        from experiments.patching.scoring import mustshe_entry
+
+        if plain is None or patched is None:
+            return {"scored": False, "reason": f"{self.generator.family}'s decoder is a separate model: no teacher-forced scores"}
+        texts, reason = self.references[target.id]
+        if not texts:
+            return {"scored": False, "reason": reason}
+        if self.options.task == "asr":
+            return logprob_scores(plain[0], patched[0])
+        try:
+            return margin_scores(self.generator.tokenizer, plain, patched, mustshe_entry(target)[0], self.options.tgt_lang)
+        except GradedError as error:
+            return {"scored": False, "reason": str(error)}
 
 
 def _patched_cell(patch: dict, position: int) -> dict:
@@ -414,12 +510,12 @@ def summary_subject(job: PatchJob, rows: list[dict]) -> dict:
 
 
 def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, current: set[str] | None = None) -> dict:
-    """``OUT.summary.json`` (per site: :func:`experiments.patching.scoring.site_summary`) and the
+    """``OUT.summary.json`` (per site: :func:`experiments.patching.summary.site_summary`) and the
     figure, from the rows of ``OUT`` whose pair is one of ``current`` (every row when None); the rows
     of other pairs (written by a run under settings recorded before the pairs were among them) are
     left out and counted (``rows_of_other_pairs``)."""
     from experiments.patching.figure import effect_per_site
-    from experiments.patching.scoring import site_summary
+    from experiments.patching.summary import primary, site_summary
     from extract.diskfull import write_text_whole
     from extract.provenance import provenance
 
@@ -432,6 +528,9 @@ def write_summary(job: PatchJob, rows: list[dict], report: PatchRunReport, curre
         "schema": SUMMARY_SCHEMA,
         "subject": summary_subject(job, rows),
         "frames": frames_label(job.options.span),
+        "component": job.options.component,
+        "direction": job.options.direction,
+        "metric": primary(job.options.task),
         "rows": len(rows),
         "rows_of_other_pairs": report.other_pairs,
         "unpaired": report.unpaired,

@@ -281,26 +281,32 @@ def axis_label(column: str) -> str:
 
 
 def fit_statistics(fit: dict) -> str:
-    """The line above a scatter: r with its p, R² and n. A cluster-aware p (``p_permutation``, by
-    speaker or cluster, where the fit holds one) is shown instead of the Pearson test's, and named."""
-    p = (
-        f"p (permutation) {fit['p_permutation']:.2g}"
-        if fit.get("p_permutation") is not None
-        else f"p {fit['p_value']:.2g}"
-        if fit.get("p_value") is not None
-        else ""
+    """The lines above a scatter: r with its Pearson p, R² and n; with clusters, the cluster-aware
+    line of :func:`_cluster_statistics` under it."""
+    p = f" (p {fit['p_value']:.2g})" if fit.get("p_value") is not None else ""
+    return f"r = {fit['pearson_r']:+.2f}{p}, R² = {fit['r2']:.2f}, n = {fit['n']}" + _cluster_statistics(fit)
+
+
+def _cluster_statistics(fit: dict) -> str:
+    """A line under a clustered fit's r: its clusters, the permutation p over them (and the smallest
+    it can be), r between and within clusters; empty for a fit without clusters."""
+    if "n_clusters" not in fit:
+        return ""
+    between, within = (f"{fit[key]:+.2f}" if fit[key] is not None else "n/a" for key in ("r_between", "r_within"))
+    return (
+        f"\n{fit['n_clusters']} clusters ({fit.get('cluster_by', 'cluster')}): perm. p = {fit['p_permutation']:.2g} "
+        f"(min {fit['p_permutation_floor']:.2g}), r between = {between}, within = {within}"
     )
-    return f"r = {fit['pearson_r']:+.2f}" + (f" ({p})" if p else "") + f", R² = {fit['r2']:.2f}, n = {fit['n']}"
 
 
 @paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
     :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
-    and the demo), its line and the correlation (:func:`fit_statistics`); else ``reason`` (why there
-    is none, e.g. the correlation's note). The statistics go above the axes, where no point's label
-    can cover them; a label is written on the side of its point that faces the middle, so it stays
-    inside the axes."""
+    and the demo), its line and the correlation (:func:`fit_statistics`; with clusters, e.g. Fucci et
+    al.'s 3 models, also the cluster-aware p and r); else ``reason`` (why there is none, e.g. the
+    correlation's note). The statistics go above the axes, where no point's label can cover them; a
+    label is written on the side of its point that faces the middle, so it stays inside the axes."""
     from experiments.scoring.correlation import MIN_ROWS
 
     plt = pyplot()

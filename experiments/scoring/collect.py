@@ -13,6 +13,14 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   the gap report chose, named in ``gap_estimate`` (``resampled``: the paper's; ``full``);
   ``ci95_low`` / ``ci95_high`` are its speaker-bootstrap interval, of what ``ci95_of`` names
   (``relative_gap``: E, unless ``asr_gap --interval-of`` chose another comparison).
+- Beside the probe's F1, both tables carry its controls (Hewitt & Liang 2019; :mod:`probing.controls`):
+  ``f1_control_shuffled`` / ``f1_control_speaker``, the control run's score at the same key (F1_S;
+  the applied F1 in ``f1_vs_mustshe.csv``) averaged over its seeds, and ``selectivity_shuffled`` /
+  ``selectivity_speaker``. In ``f1_vs_gap.csv`` the selectivity is the control rows' own (the real
+  labels' F1_S minus the control's, on the split the control was scored on: the same split for
+  ``shuffled``, a within-speaker split for ``speaker``), averaged over seeds; in
+  ``f1_vs_mustshe.csv`` it is the row's applied F1 minus the control's (both predict the same
+  MuST-SHE store). Empty where no such control was run.
 - ``f1_vs_mustshe.csv``: one row per (model, site, tgt_lang): the macro-F1 of an attention probe
   without control on the store it was applied to (``applied_f1_macro``, averaged over seeds), and
   category-1 gender accuracy on MuST-SHE (Fucci et al. 2025). A MuST-SHE result joins the probes of
@@ -36,7 +44,10 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   Fucci et al. 2025's Figure 1 does.
 - ``long.csv``: every score (a patch summary's: per site, pairing and measure, ``kind`` ``patch``),
   one row per (kind, model, dataset, language, tgt_lang, site, probe, control, seed, task, split,
-  applied_to, metric), with the file (and line) it came from. ``split`` is the probe's (``fixed``,
+  applied_to, metric), with the file (and line) it came from. A p-value's row (metric ``p_value``,
+  e.g. a gap's speaker-bootstrap p) has ``q_value``: Benjamini-Hochberg across every row of its kind
+  and metric in the table (all models, datasets, languages, sites and tasks collected together:
+  :mod:`experiments.scoring.multiple_testing`); other rows leave it empty. ``split`` is the probe's (``fixed``,
   ``stratified``: speakers shared between train and test, Attanasio et al.'s sampling; ``loso``:
   leave one speaker out; rows written before it read ``fixed``). The joins above take the ``fixed``
   and ``stratified`` rows, one table row per split (their ``split`` column), so a probe scored both
@@ -65,6 +76,7 @@ import numpy as np
 
 from experiments.patching import sites as patching_sites
 from experiments.scoring.gaps import DEFAULT_COMPARISON, gap_task
+from experiments.scoring.multiple_testing import q_values_by_family
 from extract import records
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
@@ -78,8 +90,8 @@ F1_VS_GAP = records.columns(records.F1VsGapRow)
 F1_VS_MUSTSHE = records.columns(records.F1VsMustSheRow)
 F1_VS_PATCH = records.columns(records.F1VsPatchRow)
 LONG_KEY = ("kind", "model", "dataset", "language", "tgt_lang", "site", "probe", "control", "seed", "task", "split", "applied_to", "metric")
-LONG = (*LONG_KEY, "site_index", "site_role", "value", "source")
-LONG_BASE = tuple(column for column in LONG if column not in ("metric", "value"))  # what a long row is about
+LONG = (*LONG_KEY, "site_index", "site_role", "value", "source", "q_value")
+LONG_BASE = tuple(column for column in LONG if column not in ("metric", "value", "q_value"))  # what a long row is about
 BASELINE_ROLE = "baseline"  # the site_role of the baselines' one-frame stores: F0 (family praat), speaker embeddings
 BASELINE_FAMILIES = ("praat", "speaker-embedding")  # experiments.analysis.f0, experiments.embedding_store
 JOINED_SPLITS = (DEFAULT_SPLIT, "stratified")  # one train/test split each, kept apart by the tables' split column
@@ -448,6 +460,7 @@ def _runs(probes: list[Probe]) -> str:
 def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, dict]], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_gap.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
     groups = per_position_groups(probes)
+    controls = control_groups([p for p in probes if is_per_position(p.config["probe"])], _gap_probe_key)
     rows, used = [], set()
     for (model, dataset, language, site, task, split), members in groups.items():
         gap_key = (model, dataset, language, task)
@@ -470,6 +483,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
                 ci95_of=bootstrap.get("ci95_of", DEFAULT_COMPARISON),
                 probe_runs=_runs(members),
                 gap_source=str(document),
+                **control_cells(controls.get((model, dataset, language, site, task, split), {}), "f1_s"),
             ).to_dict()
         )
     for (model, dataset, language, task), (document, _, _) in gaps.items():
@@ -513,10 +527,45 @@ def _gap_probe_key(probe: Probe) -> tuple:
     return probe.subject["model"], probe.subject["dataset"], probe.subject["language"], probe.config["site"], probe.config["task"], probe.split
 
 
+def _applied_key(probe: Probe) -> tuple:
+    """What a row of ``f1_vs_mustshe.csv`` is about: model, site, task, the store applied to and split."""
+    return probe.subject["model"], probe.config["site"], probe.config["task"], probe.applied_to, probe.split
+
+
+def control_groups(probes: Iterable[Probe], key) -> dict[tuple, dict[str, list[Probe]]]:
+    """The control runs among ``probes`` by ``key(probe)``, then by control (its seeds together)."""
+    groups: dict[tuple, dict[str, list[Probe]]] = defaultdict(lambda: defaultdict(list))
+    for probe in probes:
+        if probe.config["control"] != "none":
+            groups[key(probe)][probe.config["control"]].append(probe)
+    return groups
+
+
+def control_cells(controls: dict[str, list[Probe]], score: str, real: float | None = None) -> dict:
+    """A joined row's ``f1_control_C`` and ``selectivity_C`` for each control C of
+    :data:`extract.records.CONTROLLED` (None where the key has no such run). The control's score is
+    its ``score`` averaged over its seeds. Without ``real``, the selectivity is the control rows' own
+    (their ``selectivity``: the real labels' F1 minus the control's on the split the control was
+    scored on, which for the speaker control is a within-speaker split), averaged over seeds; with
+    ``real`` (the row's mean applied F1) it is ``real`` minus the control's applied F1: both probes
+    predict the same other store."""
+    cells = {}
+    for control in records.CONTROLLED:
+        members = controls.get(control) or []
+        score_mean = _mean(members, score) if members else None
+        if real is None:
+            selectivity = _mean(members, "selectivity") if members else None
+        else:
+            selectivity = None if score_mean is None else real - score_mean
+        cells |= {f"f1_control_{control}": score_mean, f"selectivity_{control}": selectivity}
+    return cells
+
+
 def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatched: dict[str, list[dict]]) -> list[dict]:
     """``f1_vs_mustshe.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
-    applied = [p for p in probes if p.row.get("applied_to") and p.config["control"] == "none" and "applied_f1_macro" in p.row]
-    groups = _seed_groups(applied, lambda p: (p.subject["model"], p.config["site"], p.config["task"], p.applied_to, p.split))
+    applied = [p for p in probes if p.row.get("applied_to") and "applied_f1_macro" in p.row]
+    groups = _seed_groups([p for p in applied if p.config["control"] == "none"], _applied_key)
+    controls = control_groups(applied, _applied_key)
     rows, used = [], set()
     for document in documents:
         subject = document.subject
@@ -553,6 +602,7 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
                     category_1_accuracy=category_1.get("accuracy"),
                     probe_runs=_runs(members),
                     mustshe_source=str(document),
+                    **control_cells(controls.get(key, {}), "applied_f1_macro", _mean(members, "applied_f1_macro")),
                 ).to_dict()
             )
     for key, members in groups.items():
@@ -782,7 +832,21 @@ def collect(
     result.long += [line for document, language, entry in entries.values() for line in gap_long_rows(document, language, entry)]
     result.long += [line for document in [*mustshe_documents, *winomt_documents] for line in behaviour_long_rows(document)]
     result.long += [line for partners in sites.values() for patch_site in partners for line in patch_long_rows(patch_site)]
+    add_q_values(result.long)
     return result
+
+
+def is_p_value(metric: str) -> bool:
+    """Whether a ``long.csv`` metric is a p-value (``p_value``, or a dotted path ending in it)."""
+    return metric == "p_value" or metric.endswith(".p_value")
+
+
+def add_q_values(long_rows: list[dict]) -> None:
+    """Each p-value row's Benjamini-Hochberg ``q_value``, one family per (kind, metric): e.g. every
+    gap report's ``p_value`` across the models, datasets, languages and tasks collected together."""
+    for row in long_rows:
+        row["q_value"] = None
+    q_values_by_family(long_rows, lambda row: (row["kind"], row["metric"]) if is_p_value(row["metric"]) else None, p_key="value")
 
 
 def write_csv(rows: Sequence[dict], columns: Sequence[str], path: Path) -> Path:

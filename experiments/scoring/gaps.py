@@ -40,8 +40,8 @@ from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, er
 from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
 from extract.attributes import AttributeLabels, LabelError, read_attribute
 from extract.manifest import read_keyed_rows
-from extract.options import option
-from extract.provenance import hypotheses_subject, identified, read_settings
+from extract.options import option, seed_option
+from extract.provenance import hypotheses_subject, identified, read_settings, settings_damage, settings_path
 from extract.records import GapReport, schema_version, write_document
 
 DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
@@ -80,7 +80,7 @@ class GapOptions:
         metavar="MANIFEST",
     )
     iterations: int = option(1000, "speaker-bootstrap resamples for the 95 % interval", study=True)
-    seed: int = option(0, "bootstrap seed", study=True)
+    seed: int = seed_option("bootstrap seed", study=True)
     gap_estimate: str = option(
         "resampled",
         "what gap_relative holds: E on the mean rates of the resampled subsets (the paper's) or on all records",
@@ -414,6 +414,9 @@ def hypotheses_attribute(hypotheses: Path, attribute: str, labels: Path | None =
     recorded there (:func:`extract.attributes.read_attribute`)."""
     settings = read_settings(hypotheses)
     manifest = labels or settings.get("manifest")
+    damaged = settings_damage(settings_path(hypotheses)) if settings_path(hypotheses).exists() else None
+    if not labels and damaged:
+        raise LabelError(f"{settings_path(hypotheses)}: {damaged}; restore it, or pass --labels MANIFEST (the manifest the hypotheses were transcribed from)")
     if not manifest:
         raise LabelError(f"{hypotheses} has no settings file naming its manifest; pass --labels MANIFEST (checked against the sha256 it records)")
     return read_attribute(manifest, attribute, settings.get("manifest_sha256"), f"the transcription {hypotheses}", given=labels is not None)

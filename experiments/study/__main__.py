@@ -56,7 +56,7 @@ from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, add_executor_arguments
 from experiments.study.joins import join_warnings
 from experiments.study.schema import StudyError, load_study
-from experiments.study.stages import STAGES, Context, describe, plan, print_lines, redo, run, study_errors
+from experiments.study.stages import STAGES, Context, check_subset, describe, plan, print_lines, redo, run, study_errors
 from extract.options import OptionError, option
 
 
@@ -135,6 +135,12 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     device = args.device or study.device or default_device()
     context = Context(study, device, show_progress=not args.quiet, write=not options.dry_run, reclaim_stale=args.reclaim_stale, redo=options.redo)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
+    try:
+        check_subset(plan(context, options.stages), options.stages, study.path)  # before --redo moves anything: its outputs are planned as to do
+    except StudyError as error:
+        if not options.redo:
+            raise
+        raise StudyError(f"{error}; --redo {','.join(options.redo)} would set outputs aside that these stages wait for: nothing was moved") from None
     if options.redo:
         if options.dry_run:
             aside = study.out / ".superseded"

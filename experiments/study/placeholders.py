@@ -43,6 +43,8 @@ def write_placeholders(study_file: Path, root: Path) -> list[Path]:
     """Write, under ``root``, a manifest of :data:`SPEAKERS_PER_GENDER` speakers per gender
     (:data:`LINES_PER_SPEAKER` lines each, in the key's source language, of the corpus's dataset) for every manifest, and a header-only MuST-SHE definition for
     every definition; returns the files written. Refuses, before writing any, a file already there."""
+    if root.exists() and not root.is_dir():
+        raise StudyError(f"--placeholders {root} is a file; give a folder (new or empty) to write the placeholder manifests under")
     files = [(path if path.is_absolute() else root / path, corpus, key, kind) for path, corpus, key, kind in placeholder_files(study_file)]
     present = [path for path, *_ in files if path.exists()]
     if present:

@@ -8,7 +8,12 @@
   Fucci et al. 2025's Figure 1 does (9 points; a model's pre- and post-adapter rows share one
   accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group
   that cannot be correlated (fewer than 3 rows, a constant column) keeps its ``n`` and says why
-  in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s.
+  in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s. Each F1_S-E entry has
+  ``q_value``, Benjamini-Hochberg across all of them (every model, dataset, site, task and split:
+  a study of 34 layers tests hundreds of correlations; :mod:`experiments.scoring.multiple_testing`).
+  The MuST-SHE correlation is clustered by model (its 9 points are 3 models x 3 directions): it
+  adds the permutation over models (p >= 1/6 with 3), the r of the model means and the r within
+  models, beside the paper's pooled r.
 - ``figures/`` (PNG + PDF, listed in ``figures/figures.json``): per model and dataset, F1_S against
   E at the headline site (``report.site``, else the model's last site) and F1_S per site and
   language; per model, E per language with a panel per dataset; F1 on MuST-SHE against category-1
@@ -26,16 +31,18 @@ from collections import defaultdict
 from pathlib import Path
 
 from experiments.scoring.collect import read_csv
-from experiments.scoring.correlation import CorrelationError, correlate, read_columns
+from experiments.scoring.correlation import MIN_INTERVAL_UNITS, CorrelationError, correlate, read_columns
+from experiments.scoring.multiple_testing import q_values_by_family
 from experiments.study import report_sections as sections
 from experiments.study.schema import Study
 from extract.attributes import task_file_name
 from extract.provenance import file_identity, file_sha256, provenance
-from extract.records import F1VsMustSheRow, GapReport, read_document, read_table, read_versioned, schema_version
+from extract.records import CONTROLLED, F1VsMustSheRow, GapReport, read_document, read_table, read_versioned, schema_version
 
 SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
 MUSTSHE_WHERE = {"site_role": "final"}  # Fucci et al. 2025, Figure 1: each model's last encoder-side site
+MUSTSHE_CLUSTER = "model"  # Figure 1's 9 points are 3 models x 3 directions: the models are the independent units
 
 
 def _files(layout) -> dict[str, Path]:
@@ -79,12 +86,22 @@ def _number(value) -> float | None:
         return None
 
 
-def _correlation(path: Path, x: str, y: str, label: str, where: dict[str, str]) -> dict:
+def _correlation(path: Path, x: str, y: str, label: str, where: dict[str, str], cluster_by: str | None = None) -> dict:
+    """The correlation of ``x`` and ``y`` over the rows ``where`` selects; with ``cluster_by``, also
+    its cluster-aware statistics (``cluster_note`` instead where the clusters cannot be permuted,
+    e.g. a model missing a direction)."""
     xs, ys, _, dropped = read_columns(path, x, y, label, where)
     try:
-        return correlate(xs, ys) | {"dropped_rows": dropped}
+        result = correlate(xs, ys) | {"dropped_rows": dropped}
     except CorrelationError as error:
         return {"n": len(xs), "dropped_rows": dropped, "note": str(error)}
+    if cluster_by is None:
+        return result
+    clusters = read_columns(path, x, y, cluster_by, where)[2]
+    try:
+        return correlate(xs, ys, clusters=clusters) | {"dropped_rows": dropped, "cluster_by": cluster_by}
+    except CorrelationError as error:
+        return result | {"cluster_by": cluster_by, "cluster_note": str(error)}
 
 
 def write_correlations(layout, study: Study) -> Path:
@@ -99,10 +116,11 @@ def write_correlations(layout, study: Study) -> Path:
         where = dict(zip(GAP_KEY, key))
         statistics = _correlation(files["f1_vs_gap"], "f1_s", "gap_relative", "language", where)
         by_gap.append(where | {"site_index": site_index, "x": "f1_s", "y": "gap_relative"} | statistics)
+    q_values_by_family(by_gap, lambda entry: "f1_vs_gap" if "p_value" in entry else None)
     mustshe = None
     if _rows(files["f1_vs_mustshe"]):
         mustshe = {"x": "applied_f1_macro", "y": "category_1_accuracy", "where": MUSTSHE_WHERE} | _correlation(
-            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", MUSTSHE_WHERE
+            files["f1_vs_mustshe"], "applied_f1_macro", "category_1_accuracy", "model,site,tgt_lang", MUSTSHE_WHERE, MUSTSHE_CLUSTER
         )
     inputs = [file_identity(path) for path in (files["f1_vs_gap"], files["f1_vs_mustshe"]) if path.exists()]
     document = {"schema": SCHEMA, "inputs": inputs, "provenance": provenance(), "f1_vs_gap": by_gap, "f1_vs_mustshe": mustshe}
@@ -311,15 +329,23 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
     rows = []
     for entry in entries:
         stats = (
-            [_cell(entry["pearson_r"], 3, True), _interval(entry["ci95_r"][0], entry["ci95_r"][1]), f"{entry['p_value']:.3g}", _cell(entry["r2"], 3)]
+            [_cell(entry["pearson_r"], 3, True), _r_interval(entry["ci95_r"], entry.get("ci95_note")), f"{entry['p_value']:.3g}", _q(entry.get("q_value"))]
+            + [f"{entry['p_permutation']:.3g}", _cell(entry["r2"], 3)]
             if "pearson_r" in entry
-            else [entry["note"], "", "", ""]
+            else [entry["note"], "", "", "", "", ""]
         )
         task = "" if entry["task"] == "female-male" else f" ({entry['task']})"
         rows.append([entry["model"], entry["dataset"], entry["site"] + task, entry["split"], str(entry["n"]), *stats])
-    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "R²"], rows)
+    lines += _table(["model", "dataset", "site", "split", "n", "Pearson r", "95 % CI of r", "p", "q", "permutation p", "R²"], rows)
+    tested = sum(1 for entry in entries if entry.get("q_value") is not None)
+    lines += [
+        "",
+        f"q: Benjamini-Hochberg across the {tested} correlations of this table (every model, dataset, site, task and split); "
+        f"{SIGNIFICANT} marks q < {Q_LEVEL}: read significance from q, not p. Permutation p: the share of orders of E over the "
+        "languages whose |r| reaches the observed one (every order up to 10 000 of them, at least 1/n!: 1/3 for 3 languages; else "
+        f"10 000 random ones). The 95 % CI of r is a bootstrap over the languages, not meaningful with fewer than {MIN_INTERVAL_UNITS}.",
+    ]
     gap_rows = _rows(files["f1_vs_gap"])
-    controls = sections.control_cells(_rows(files["long"]))
     for (model, dataset), site in sorted(headline_sites(gap_rows, study).items()):
         chosen = [row for row in gap_rows if (row["model"], row["dataset"], row["site"]) == (model, dataset, site)]
         lines += ["", f"### {model} on {dataset} at {site}", ""]
@@ -341,14 +367,32 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
                 + [f"{metric} {first} {_cell(first_rate)}, {second} {_cell(second_rate)}"]
                 + [_cell(row["gap_relative"], sign=True) + (" ‡" if fails else ""), row["gap_estimate"] or "n/a"]
                 + [_interval(row["ci95_low"], row["ci95_high"]) + (" †" if note else ""), row["seeds"]]
-                + [sections.per_position_controls(controls, (model, dataset, row["language"], site, row["task"], row.get("split") or "fixed"))]
+                + [_control(row, control) for control in CONTROLLED]
             )
-        lines += _table(
-            ["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds", "controls (selectivity)"], table
-        )
+        controls = [f"{control} control: F1_S (selectivity)" for control in CONTROLLED]
+        lines += _table(["language", "task", "split", "F1_S", "error rate per group", "E", "estimate", "95 % CI of E", "probe seeds", *controls], table)
         lines += ["", "† unreliable interval: " + "; ".join(notes) + "."] if notes else []
         lines += ["", f"‡ {', '.join(failing)}: {FAILING_NOTE}"] if failing else []
     return lines + [""]
+
+
+SIGNIFICANT, Q_LEVEL = "*", 0.05
+
+
+def _q(q) -> str:
+    """A q-value, marked when significant."""
+    return "n/a" if q is None else f"{q:.3g}" + (f" {SIGNIFICANT}" if q < Q_LEVEL else "")
+
+
+def _r_interval(interval, note: str | None) -> str:
+    """An interval of r, or why it means nothing (``not meaningful: 3 rows < 10``)."""
+    return f"not meaningful: {note.split(':')[0]}" if note else _interval(interval[0], interval[1])
+
+
+def _control(row: dict, control: str) -> str:
+    """A joined row's control score with its selectivity, ``50.00 (+25.00)``; ``none run`` without."""
+    score = _number(row.get(f"f1_control_{control}"))
+    return "none run" if score is None else f"{_cell(score)} ({_cell(row.get(f'selectivity_{control}'), sign=True)})"
 
 
 FAILING_NOTE = "both groups' error rates are 100 % or more: the model fails for everyone there, so E compares no errors and says nothing about a gap."
@@ -457,10 +501,12 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
         "without adapter), as the paper's Figure 1; the other sites are listed, not correlated.",
         "",
     ]
+    controls = [f"{control} control: applied F1 (selectivity)" for control in CONTROLLED]
     lines += _table(
-        ["model", "site", "site role", "target", "applied F1", "category-1 accuracy"],
+        ["model", "site", "site role", "target", "applied F1", "category-1 accuracy", *controls],
         [
             [row["model"], row["site"], row.get("site_role") or "n/a", row["tgt_lang"], _cell(row["applied_f1_macro"]), _cell(row["category_1_accuracy"])]
+            + [_control(row, control) for control in CONTROLLED]
             for row in rows
         ],
     )
@@ -468,12 +514,36 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
     if "pearson_r" in fit:
         lines += [
             "",
-            f"Final sites: Pearson r {_cell(fit['pearson_r'], 3, True)} (95 % CI {_interval(*fit['ci95_r'])}, p {fit['p_value']:.3g}), "
-            f"R² {_cell(fit['r2'], 3)}, n = {fit['n']}.",
+            f"Final sites: Pearson r {_cell(fit['pearson_r'], 3, True)} (p {fit['p_value']:.3g}, 95 % CI "
+            f"{_r_interval(fit['ci95_r'], fit.get('ci95_note'))}), R² {_cell(fit['r2'], 3)}, n = {fit['n']}: the paper's statistic, "
+            "which treats the points as independent.",
         ]
+        lines += ["", cluster_sentence(fit)] if "n_clusters" in fit or "cluster_note" in fit else []
     elif fit:
         lines += ["", f"No correlation at the final sites: {fit['note']} (n = {fit['n']})."]
     return lines + [""]
+
+
+def cluster_sentence(fit: dict) -> str:
+    """What the cluster-aware statistics of a correlation say (``experiments.scoring.correlation``)."""
+    if "cluster_note" in fit:
+        return f"No cluster-aware statistics by {fit['cluster_by']}: {fit['cluster_note']}."
+    permutation, k, by = fit["permutation"], fit["n_clusters"], fit["cluster_by"]
+    intervals = (
+        f"Cluster-bootstrap intervals not meaningful: {k} clusters < {MIN_INTERVAL_UNITS}."
+        if fit.get("ci95_cluster_note")
+        else f"Cluster-bootstrap 95 % CIs: r {_interval(*fit['ci95_r_cluster'])}, between {_interval(*fit['ci95_r_between'])}, "
+        f"within {_interval(*fit['ci95_r_within'])}."
+    )
+    between = "n/a" if fit["r_between"] is None else _cell(fit["r_between"], 3, True)
+    within = "n/a" if fit["r_within"] is None else _cell(fit["r_within"], 3, True)
+    return (
+        f"The {fit['n']} points are {k} clusters by {by} ({', '.join(fit['clusters'])}), and the clusters are the independent units: "
+        f"moving each {by}'s y values as a block against the others' x values ({permutation['method']}, {permutation['arrangements']} orders) "
+        f"gives permutation p {fit['p_permutation']:.3g}, where the smallest p {k} clusters allow is {fit['p_permutation_floor']:.3g}"
+        + (f" (no test over {k} clusters reaches p < 0.01)" if fit["p_permutation_floor"] >= 0.01 else "")
+        + f". r of the {k} cluster means {between}; r within clusters (each value minus its cluster's mean) {within}. {intervals}"
+    )
 
 
 HEADLINE_FEATURES = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "rate_nuclei_per_second", "lexical_density", "entities")

@@ -53,14 +53,6 @@ def control_cells(long_rows: list[dict]) -> dict[tuple, str]:
     return cells
 
 
-def per_position_controls(cells: dict[tuple, str], key: tuple) -> str:
-    """The controls cell of the per-position probe at ``key`` (:data:`CONTROL_KEY` less the probe:
-    a row of ``f1_vs_gap.csv``, which holds one per-position kind per key)."""
-    from probing.kinds import KINDS, is_per_position
-
-    return next((cells[(*key, kind)] for kind in KINDS if is_per_position(kind) and (*key, kind) in cells), "none run")
-
-
 UNJOINED_GAPS_NOTE = "E(female, male) of every language no probe row joined (their reports: `behaviour/`)."
 UNJOINED_GAPS_HEADER = ["model", "dataset", "language", "error rate (speakers)", "E", "95 % CI of E", "Δrel"]
 

@@ -11,7 +11,7 @@ relative to a folder of the user's)::
     device: cpu                       # default: cuda if a GPU is visible, else cpu (--device overrides)
     models:                           # required, at least one
       - name: wb                      # required, unique: the model label of every output (extract/transcribe --label)
-        family: whisper               # required: whisper, seamless, s2t, zeroswot
+        family: whisper               # required: whisper, seamless, s2t, zeroswot, ssl
         checkpoint: bundled-base      # hub id, local folder or bundled-NAME; default: the family's reference checkpoint
         revision: null                # hub commit; remote code (ZeroSwot) needs a 40-hex one
         dtype: float32                # compute dtype: float32, float16, bfloat16

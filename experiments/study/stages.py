@@ -268,14 +268,19 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     if not Path(job.manifest).exists():
         return False, "its manifest is written when the study runs"
     if any(is_complete(path) for path in Path(job.out).glob("*.h5")):
-        before, now = ShardReader(job.out).info.config.get("manifest_sha256"), file_sha256(job.manifest)
+        before, now = (
+            ShardReader(job.out, allow_partial=True).info.config.get("manifest_sha256"),
+            file_sha256(job.manifest),
+        )  # a store being written: its config only
         if before is not None and before != now:
             raise StaleOutput(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction")
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)
     if complete < len(parts):
         return False, f"{complete} of {len(parts)} parts complete" if complete else ""
-    stored = ShardReader(job.out).info.config
+    if any(Path(job.out).glob("*.h5.lock")):  # a writer runs, or was killed as its last part ended: readers refuse the store until it is gone
+        return False, "a writer's claim sits beside its complete parts"
+    stored = ShardReader(job.out, allow_partial=True).info.config  # its config only: the probe stage refuses an incomplete store
     requested = stored.get("sites") if job.sites == "all" or set(job.sites) == set(stored.get("sites", ())) else list(job.sites)
     expected = job.store_config(requested, job.spec.resolved_checkpoint(), job.spec.fingerprint())
     stored, expected = compared(comparable_config(stored), comparable_config(expected))  # as a resume compares them
@@ -602,7 +607,9 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                     if model.sites == "all" and not store.exists():
                         unknown.append(f"{model.name} {part.name}")
                         continue
-                    sites = ShardReader(store).sites if model.sites == "all" else model.sites
+                    sites = (
+                        ShardReader(store, allow_partial=True).sites if model.sites == "all" else model.sites
+                    )  # planning: the probe refuses an incomplete store
                     known_sites.update(sites)
                     languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):
@@ -649,7 +656,7 @@ def check_probe_splits(context: Context, grids: Sequence[ProbeGrid] | None = Non
     from probing.data import DEFAULT_SPLIT, ProbeError, leave_one_speaker_out, make_splits, speaker_stratified_splits
     from probing.kinds import KINDS
 
-    study, checked = context.study, set()
+    study, checked = context.study, {}  # what was split already -> its class names
     grids = study.probes if grids is None else tuple(grids)
     for number, grid in enumerate(grids):
         where = f"{study.path}: probes" + (f" (grid {number + 1} of {len(grids)})" if len(grids) > 1 else "")
@@ -663,37 +670,57 @@ def check_probe_splits(context: Context, grids: Sequence[ProbeGrid] | None = Non
             metadata = {key: [getattr(utterance, key) for utterance in utterances] for key in ("gender", "speaker", "language", "split")}
             try:
                 metadata |= attribute_metadata(task, utterances)
-            except (ProbeError, ValueError) as error:
+            except ProbeError as error:  # no utterance has the attribute: named as the probe stage names its run
+                raise StudyError(f"{where}: {model.name if model else F0} {part.name}: {error}") from None
+            except ValueError as error:  # a value the manifest gives is no label
                 raise StudyError(f"{where}: {part.manifest}: {error}") from None
             ids = [utterance.id for utterance in utterances]
             languages = [language for language in grid.languages if language is None or model is None or model.languages is None or language in model.languages]
             for language, probe in product(languages, grid.probes):
                 dev = bool(KINDS[probe].selects_on_dev)
                 key = (part.manifest, model.languages if model else None, task, split, dev, shared, language)
-                if key in checked:
-                    continue
-                checked.add(key)
+                whose = f"{model.name if model else F0} {part.name}" + (f" ({probe} probe)" if dev else "")
                 try:
-                    if split == "loso":
-                        leave_one_speaker_out(metadata, ids, task, grid.seeds[0], language, dev=dev)
-                    elif split == "stratified":
-                        speaker_stratified_splits(metadata, ids, task, grid.seeds[0], language)
-                    else:
-                        make_splits(metadata, ids, task, grid.seeds[0], language, shared, dev_needed=dev)
+                    if key not in checked:
+                        if split == "loso":
+                            checked[key] = leave_one_speaker_out(metadata, ids, task, grid.seeds[0], language, dev=dev)[0].splits.class_names
+                        elif split == "stratified":
+                            checked[key] = speaker_stratified_splits(metadata, ids, task, grid.seeds[0], language).class_names
+                        else:
+                            checked[key] = make_splits(metadata, ids, task, grid.seeds[0], language, shared, dev_needed=dev).class_names
+                    refuse_what_the_classes_forbid(grid, probe, checked[key])
                 except ProbeError as error:
-                    whose = f"{model.name if model else F0} {part.name}" + (f" ({probe} probe)" if dev else "")
                     raise StudyError(f"{where}: {whose}: {error}") from None
+
+
+def refuse_what_the_classes_forbid(grid, probe: str, classes: tuple[str, ...]) -> None:
+    """The probe stage's refusal of a kind, control, MDL or split defined for two classes on a task
+    of more (:func:`probing.run.refuse_many_classes`), made by the plan for each control of ``grid``."""
+    from dataclasses import fields
+
+    from probing.run import ProbeConfig, refuse_many_classes
+
+    known = {item.name for item in fields(ProbeConfig)}
+    options = {key: value for key, value in grid.options.items() if key in known and key not in ("store", "site", "probe", "control", "seed")}
+    for control in grid.controls:
+        refuse_many_classes(ProbeConfig(store="", site="", probe=probe, control=control, seed=grid.seeds[0], **options), classes)
 
 
 def attribute_metadata(task: str, utterances) -> dict:
     """An attribute task's labels as the probe run will read them from the manifest (each utterance's
     ``extra``, :func:`extract.attributes.attribute_value`), as the metadata column it reads; nothing
-    for a gender task."""
+    for a gender task. An attribute no utterance has is a :class:`probing.data.ProbeError` naming those they have."""
     from extract.attributes import attribute_value
-    from probing.data import attribute_column, task_attribute
+    from probing.data import ProbeError, attribute_column, task_attribute
 
     attribute = task_attribute(task)
-    return {} if attribute is None else {attribute_column(attribute): [attribute_value(utterance.extra, attribute) for utterance in utterances]}
+    if attribute is None:
+        return {}
+    values = [attribute_value(utterance.extra, attribute) for utterance in utterances]
+    if all(value is None for value in values):
+        found = sorted({name for utterance in utterances for name in utterance.extra or {}})
+        raise ProbeError(f"no utterance has a value of extra.{attribute}; the attributes its utterances have: {', '.join(found) or 'none'}")
+    return {attribute_column(attribute): values}
 
 
 def plan_probe(context: Context) -> list[Unit]:

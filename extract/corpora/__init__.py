@@ -19,6 +19,7 @@ from extract.corpora.common_voice import common_voice
 from extract.corpora.fleurs import fleurs
 from extract.corpora.generic import generic_jsonl, generic_tsv
 from extract.corpora.hf import hf_dataset
+from extract.corpora.mtedx import mtedx
 from extract.corpora.must_c import must_c
 from extract.corpora.must_she import must_she
 from extract.corpora.voxpopuli import voxpopuli
@@ -30,6 +31,7 @@ RECIPE_MODULES = (  # one line per module (the command lists its subcommands in 
     "voxpopuli",
     "must_c",
     "must_she",
+    "mtedx",
     "winost",
     "generic",
 )
@@ -48,6 +50,7 @@ __all__ = [
     "generic_jsonl",
     "generic_tsv",
     "hf_dataset",
+    "mtedx",
     "must_c",
     "must_she",
     "voxpopuli",

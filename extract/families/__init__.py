@@ -2,7 +2,7 @@
 
 A family module holds everything about its models: the extractor with its site table, the generator
 with its language forcing and language codes, and the tiny random model for tests and the demo; it
-exports them as ``FAMILY`` (:class:`extract.families.base.Family`). Adding a fifth family touches
+exports them as ``FAMILY`` (:class:`extract.families.base.Family`). Adding a family touches
 one new module in extract/families/ plus one registry line in ``FAMILY_MODULES`` below.
 
 The family modules import torch (seconds on a busy machine), so they load on first use of
@@ -17,6 +17,7 @@ FAMILY_MODULES = (  # one line per family (the demo runs its tiny random models 
     "seamless",
     "zeroswot",
     "s2t",
+    "ssl",
 )
 FAMILY_NAMES = FAMILY_MODULES  # each module is named after its family (tests/extract/test_spec.py checks it)
 _FROM_BASE = ("Extractor", "Family", "NonFiniteError", "UnknownSiteError")

@@ -62,6 +62,10 @@ class Extractor(ABC):
     # the module path of the text decoder that generation runs on the encoder's output (its ``layers`` and final
     # ``layer_norm`` are ``extract.decoder``'s sites; a family may make it a property); None: the model holds none
     decoder_path: ClassVar[str | None] = None
+    # the blocks of an encoder layer whose outputs are added back into the residual stream, by component
+    # name ("attention", "mlp"), as submodules of the layer site's module (``extract.patching`` patches them)
+    layer_components: ClassVar[dict[str, str]] = {}
+    no_decoder: ClassVar[str] = ""  # where decoder_path is None: why, as decoder states' refusal says it
 
     def __init__(self, model: nn.Module, processor, checkpoint: str = "", revision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()
@@ -257,20 +261,25 @@ def redraw_weights(model: nn.Module, seed: int) -> nn.Module:
 
 def select_sites(table: list[str], requested: list[str] | str, family: str, what: str = "site") -> list[str]:
     """The names of ``table`` (a site table's names, in forward order) that ``requested`` chooses, in
-    forward order: ``"all"``, names, or ``"every:K"`` (every K-th from the first, and the last always);
-    an unknown name is refused naming the valid ones (``what``: how the message calls a site)."""
+    forward order: ``"all"``, names, ``"every:K"`` (every K-th from the first, and the last always),
+    or several of these together (``every:4,encoder.layer.5``: their union); an unknown name is
+    refused naming the valid ones (``what``: how the message calls a site)."""
     names = [requested] if isinstance(requested, str) else list(requested)
-    if names == ["all"]:
-        return list(table)
-    if len(names) == 1 and names[0].startswith("every:"):
-        stride = names[0].removeprefix("every:")
-        if not stride.isdigit() or int(stride) < 1:
-            raise UnknownSiteError(f"--sites {names[0]}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
-        return [name for index, name in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1]
-    unknown = [name for name in names if name not in table]
+    chosen: set[str] = set()
+    for name in names:
+        if name == "all":
+            chosen.update(table)
+        elif name.startswith("every:"):
+            stride = name.removeprefix("every:")
+            if not stride.isdigit() or int(stride) < 1:
+                raise UnknownSiteError(f"--sites {name}: give every:K with K a whole number of at least 1 (every:4: every fourth site)")
+            chosen.update(site for index, site in enumerate(table) if index % int(stride) == 0 or index == len(table) - 1)
+        else:
+            chosen.add(name)
+    unknown = [name for name in names if name not in table and name != "all" and not name.startswith("every:")]
     if unknown:
         raise UnknownSiteError(f"unknown {what}(s) {', '.join(unknown)} for {family}; valid sites: {', '.join(table)}")
-    return [name for name in table if name in names]
+    return [name for name in table if name in chosen]
 
 
 def load_weights(model_class, config_class, checkpoint: str, revision: str | None, random_init: bool) -> nn.Module:

@@ -20,3 +20,7 @@ class RemoteCodeError(RuntimeError):
 
 class UnsupportedTransformersError(RuntimeError):
     """The installed transformers is outside the tested range (:mod:`extract.families.transformers_support`)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint the family cannot run (e.g. an architecture it does not know), found when it loads."""

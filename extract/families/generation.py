@@ -67,12 +67,14 @@ class LanguageCodeError(ValueError):
 @dataclass(frozen=True)
 class GenerationOptions:
     """Decoding choices; ``None`` keeps the model's own generation config. ``decoder`` (ZeroSwot's NLLB
-    checkpoint) and ``translate_by_forcing`` (Whisper) matter only to the family that has them."""
+    checkpoint), ``translate_by_forcing`` (Whisper) and ``adapter`` (MMS: the language adapter, else the
+    manifest's language's) matter only to the family that has them."""
 
     num_beams: int | None = None
     max_new_tokens: int | None = None
     decoder: str | None = None
     translate_by_forcing: bool = False
+    adapter: str | None = None
 
 
 class Generator(ABC):
@@ -150,7 +152,16 @@ class Generator(ABC):
         inputs = self.extractor.on_device(self.extractor.prepare(audios).inputs)
         with torch.inference_mode(), quiet_transformers():
             tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
+        return self.decode(tokens)
+
+    def decode(self, tokens: torch.Tensor) -> list[str]:
+        """The texts of :meth:`_generate`'s token ids, special tokens left out."""
         return [text.strip() for text in self.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
+
+    def text_ids(self, text: str) -> list[int]:
+        """The token ids the decoder would emit for ``text`` (no special tokens): what
+        :func:`extract.forced.generate_scored` teacher-forces and scores."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def forced_tokens(self, target: str) -> int:
         """How many tokens :meth:`_generate` forces at the start of its output for ``target`` through

@@ -17,6 +17,7 @@ class S2TExtractor(Extractor):
     family = "s2t"
     transformers_classes = ("Speech2TextForConditionalGeneration", "Speech2TextConfig", "Speech2TextFeatureExtractor")
     default_checkpoint = "facebook/s2t-medium-mustc-multilingual-st"
+    layer_components = {"attention": "self_attn", "mlp": "fc2"}  # as Whisper's layers
 
     @property
     def encoder(self):

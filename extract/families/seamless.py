@@ -27,6 +27,8 @@ class SeamlessExtractor(Extractor):
     family = "seamless"
     transformers_classes = ("SeamlessM4Tv2ForSpeechToText", "SeamlessM4Tv2Config", "SeamlessM4TFeatureExtractor")
     default_checkpoint = "facebook/seamless-m4t-v2-large"
+    # a conformer layer has two half-step feed-forward blocks and a convolution beside its attention: no one "mlp"
+    layer_components = {"attention": "self_attn"}
 
     @property
     def speech_encoder(self):

@@ -23,6 +23,7 @@ class WhisperExtractor(Extractor):
     transformers_classes = ("WhisperForConditionalGeneration", "WhisperConfig", "WhisperFeatureExtractor")
     default_checkpoint = "openai/whisper-large-v3"
     load_options = frozenset({"keep_padding"})
+    layer_components = {"attention": "self_attn", "mlp": "fc2"}  # pre-norm: each block's output is added to the residual stream
 
     def __init__(self, *args, keep_padding: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -128,6 +129,10 @@ class WhisperGenerator(Generator):
 
     def settings(self) -> dict:
         return super().settings() | {"translate_by_forcing": self.translate_by_forcing}
+
+    def text_ids(self, text: str) -> list[int]:
+        """Whisper's text starts after a space (its first word's token carries it, as in its own output)."""
+        return super().text_ids(" " + text.lstrip())
 
     @property
     def multilingual(self) -> bool:

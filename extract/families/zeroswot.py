@@ -116,7 +116,9 @@ def pretrained_loads_made_random() -> Iterator[list[str]]:
 class ZeroSwotExtractor(Extractor):
     family = "zeroswot"
     default_checkpoint = "johntsi/ZeroSwot-Large_asr-mustc_mt-mustc_en-to-8"
+    layer_components = {"attention": "attention", "mlp": "feed_forward"}  # wav2vec 2.0's layers
     load_options = frozenset({"trust_remote_code"})
+    no_decoder = "ZeroSwot's decoder is a separate NLLB model its generator loads"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -271,6 +271,15 @@ def test_a_study_recovers_from_changed_options_a_moved_folder_an_edited_manifest
     assert len(_probe_runs(tmp_path / "runs" / "copy")) == 2
     capsys.readouterr()
 
+    # --redo with --stages that would then wait for the stage it sets aside: refused before anything moves
+    # (round 4's N23, N23r: the stores were moved, then the --stages refused), the dry run alike
+    aside_before = sorted((out / ".superseded").iterdir())
+    for dry in ([], ["--dry-run"]):
+        assert study_main(["run", str(study), "--quiet", "--redo", "extract", "--stages", "collect", *dry]) == 2
+        line = one_error_line(capsys)
+        assert "--stages collect: collect" in line and line.endswith("--redo extract would set outputs aside that these stages wait for: nothing was moved")
+    assert sorted((out / ".superseded").iterdir()) == aside_before and (out / "stores" / "wt" / "cv-en").is_dir()
+
     # the manifest edited: the store written from it as it was is refused by the plan (the run and the
     # dry run alike), naming --redo; nothing is rebuilt from stale labels
     manifest = tmp_path / "manifests" / "en.jsonl"

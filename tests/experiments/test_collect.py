@@ -12,6 +12,7 @@ from experiments.collect import main as collect_main
 from experiments.correlate import main as correlate_main
 from experiments.figures import main as figures_main
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
+from experiments.scoring.multiple_testing import benjamini_hochberg
 from extract.provenance import file_sha256
 from probing.grid import run_all
 from probing.results import load_rows
@@ -102,7 +103,8 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
     assert "3 f1_vs_gap rows" in printed and "unmatched: 1 probes without gap" in printed
     table = _read_csv(out / "f1_vs_gap.csv")
     assert ",".join(table[0]) == (  # the header users read: a contract, spelled out
-        "model,dataset,language,site,site_index,site_role,task,split,f1_s,seeds,gap_relative,gap_estimate,ci95_low,ci95_high,ci95_of,probe_runs,gap_source"
+        "model,dataset,language,site,site_index,site_role,task,split,f1_s,seeds,gap_relative,gap_estimate,ci95_low,ci95_high,ci95_of,probe_runs,gap_source,"
+        "f1_control_shuffled,selectivity_shuffled,f1_control_speaker,selectivity_speaker"
     )
     assert {row["split"] for row in table} == {"fixed"}
     rows = {row["language"]: row for row in table}
@@ -131,6 +133,17 @@ def test_f1_vs_gap_joins_each_language_by_model_dataset_and_language(study, caps
     long = _read_csv(out / "long.csv")
     control = [r for r in long if r["control"] == "shuffled" and r["metric"] == "selectivity"]
     assert len(control) == 1 and control[0]["model"] == "wl" and control[0]["language"] == "en"
+    (shuffled,) = [probes[config.run_id()] for config in configs if config.control == "shuffled"]
+    assert float(rows["en"]["f1_control_shuffled"]) == pytest.approx(shuffled["f1_s"])  # the control's F1_S beside the probe's
+    assert float(rows["en"]["selectivity_shuffled"]) == pytest.approx(shuffled["selectivity"])
+    assert shuffled["selectivity"] == pytest.approx(shuffled["f1_real"] - shuffled["f1_s"])
+    assert rows["en"]["f1_control_speaker"] == rows["en"]["selectivity_speaker"] == ""  # no speaker control was run
+    assert all(rows[language]["f1_control_shuffled"] == rows[language]["selectivity_shuffled"] == "" for language in ("it", "es"))
+    p_rows = [r for r in long if r["metric"] == "p_value"]
+    assert {r["kind"] for r in p_rows} == {"asr_gap"} and len(p_rows) == 3
+    q = benjamini_hochberg([float(r["value"]) for r in p_rows])  # one family: the gap p-values of every language
+    assert [float(r["q_value"]) for r in p_rows] == pytest.approx(q)
+    assert all(r["q_value"] == "" for r in long if r["metric"] != "p_value")
     gap_rows = {r["language"]: float(r["value"]) for r in long if r["kind"] == "asr_gap" and r["metric"] == "gap_relative"}
     assert gap_rows == pytest.approx({language: report["languages"][language]["gap_relative"] for language in ("en", "it", "es")})
 
@@ -166,8 +179,8 @@ def test_correlate_and_heatmap_read_the_collected_tables(study, tmp_path):
     assert figure.with_suffix(".png").stat().st_size > 2000
 
 
-def _probe_row(run_id, model="m", language="en", site=SITE, seed=0, positions=8, probe="positional", applied=None, family=None, **scores):
-    config = {"store": f"stores/{run_id}", "site": site, "probe": probe, "control": "none", "seed": seed, "positions": positions, "task": "female-male"}
+def _probe_row(run_id, model="m", language="en", site=SITE, seed=0, positions=8, probe="positional", applied=None, family=None, control="none", **scores):
+    config = {"store": f"stores/{run_id}", "site": site, "probe": probe, "control": control, "seed": seed, "positions": positions, "task": "female-male"}
     row = {
         "schema": 1,
         "run_id": run_id,
@@ -265,6 +278,30 @@ def test_f1_vs_mustshe_joins_the_probe_applied_to_the_same_manifest(tmp_path, ca
     capsys.readouterr()
     status, error = _run_collect([*argv[:4], "--mustshe", _mustshe(tmp_path / "ms-none.json", "m", None, 62.5), "--out", tmp_path / "out2"], capsys)
     assert status == 2 and "applied to two stores" in error and "records no manifest" in error
+
+
+def test_f1_vs_mustshe_carries_each_controls_applied_f1_and_the_selectivity(tmp_path, capsys):
+    """Seeds 0 and 1 of the real probe apply at 80 and 70 (mean 75); the shuffled control's seeds at 52 and 48
+    (mean 50): selectivity 75 - 50 = 25. The speaker control at 58: 75 - 58 = 17. Another site has no control."""
+    applied = "1" * 64
+    rows = [
+        _probe_row("r0", probe="attention", applied=applied, applied_f1_macro=80.0, seed=0),
+        _probe_row("r1", probe="attention", applied=applied, applied_f1_macro=70.0, seed=1),
+        _probe_row("s0", probe="attention", applied=applied, applied_f1_macro=52.0, seed=0, control="shuffled", selectivity=30.0),
+        _probe_row("s1", probe="attention", applied=applied, applied_f1_macro=48.0, seed=1, control="shuffled", selectivity=30.0),
+        _probe_row("k0", probe="attention", applied=applied, applied_f1_macro=58.0, seed=0, control="speaker", selectivity=3.0),
+        _probe_row("f0", probe="attention", site="encoder.final", applied=applied, applied_f1_macro=90.0),
+    ]
+    probes = _write_rows(tmp_path / "p.jsonl", rows)
+    assert collect_main([str(a) for a in ["--probes", probes, "--mustshe", _mustshe(tmp_path / "ms.json", "m", applied, 62.5), "--out", tmp_path / "o"]]) == 0
+    table = {row["site"]: row for row in _read_csv(tmp_path / "o" / "f1_vs_mustshe.csv")}
+    row = table[SITE]
+    assert float(row["applied_f1_macro"]) == 75.0 and row["seeds"] == "0 1"  # the controls are not averaged into the probe's F1
+    assert (float(row["f1_control_shuffled"]), float(row["selectivity_shuffled"])) == (50.0, 25.0)
+    assert (float(row["f1_control_speaker"]), float(row["selectivity_speaker"])) == (58.0, 17.0)
+    assert all(table["encoder.final"][column] == "" for column in ("f1_control_shuffled", "selectivity_shuffled", "f1_control_speaker"))
+    assert json.loads((tmp_path / "o" / "collect.json").read_text())["unmatched"]["applied_probes_without_mustshe"] == []
+    capsys.readouterr()
 
 
 # --- collect knows what it reads: each document's kind, each probe row's keys (hostile-input round 3) ---

@@ -118,9 +118,9 @@ def test_a_gap_report_given_as_patch_is_refused_naming_its_flag(tmp_path, capsys
 
 
 def test_a_newer_schema_is_refused(tmp_path, capsys):
-    summary = _summary(tmp_path / "s.json", schema=2)
+    summary = _summary(tmp_path / "s.json", schema=3)
     error = _refused(tmp_path, [summary], capsys)
-    assert error == f"error: {summary}: a patch summary of schema 2, newer than this code reads (1); update the package"
+    assert error == f"error: {summary}: a patch summary of schema 3, newer than this code reads (2); update the package"
 
 
 @pytest.mark.parametrize(

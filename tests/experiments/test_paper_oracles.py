@@ -14,6 +14,10 @@ Attanasio et al. 2024 (EMNLP) publish per-language numbers for one comparison on
 E(r_O, r_M) of Whisper and SeamlessM4T on Common Voice ca, de, en, es, fr ("Positive values
 indicate better performance on men"). Their per-language F1_S and E(r_F, r_M) are figures only
 (Figures 2 and 4), so the n = 19 correlation of Figure 4 needs the corpora.
+
+Boito et al. 2022 (Interspeech), Table 4: the WERs of male and female talks give the printed Δrel
+through the gap report's own frame: exactly (to the print's rounding) for the hybrid systems (a);
+within the WERs' rounding for the end-to-end ones (b), whose Δrel the paper computed before rounding.
 """
 
 import hashlib
@@ -29,7 +33,7 @@ from experiments.scoring.collect import read_csv
 from experiments.scoring.gaps import GAP_SCHEMA, gap_settings
 from experiments.scoring.group_metrics import relative_gap
 from experiments.scoring.mustshe import SCORES_SCHEMA
-from experiments.study.report import write_correlations
+from experiments.study.report import _mustshe_section, write_correlations
 from extract.provenance import identified
 from probing.results import save_result
 from probing.run import ROW_SCHEMA, ProbeConfig, ProbeResult
@@ -129,6 +133,16 @@ def test_fucci2025_figure_1_from_the_papers_tables_is_9_final_sites_r2_0977(tmp_
     layout = SimpleNamespace(results=results, figures=tmp_path / "figures")
     study = _correlation(write_correlations(layout, study=None))["f1_vs_mustshe"]
     assert study["where"] == {"site_role": "final"} and study["n"] == 9 and round(study["r2"], 3) == 0.977
+    # the 9 points are 3 models: beside the paper's r, the study reports what 3 independent units allow
+    assert study["cluster_by"] == "model" and study["n_clusters"] == 3
+    assert study["p_permutation"] == pytest.approx(1 / 6) and study["p_permutation_floor"] == pytest.approx(1 / 6)
+    assert round(study["r_between"], 3) == 0.993 and round(study["r_within"], 3) == -0.089
+    assert "9 rows < 10" in study["ci95_note"] and "3 clusters < 10" in study["ci95_cluster_note"]
+    section = "\n".join(_mustshe_section({"f1_vs_mustshe": results / "f1_vs_mustshe.csv"}, {"f1_vs_mustshe": study}))
+    assert "Pearson r +0.989 (p 5.25e-07, 95 % CI not meaningful: 9 rows < 10), R² 0.977, n = 9" in section
+    assert "permutation p 0.167, where the smallest p 3 clusters allow is 0.167 (no test over 3 clusters reaches p < 0.01)" in section
+    assert "r of the 3 cluster means +0.993; r within clusters (each value minus its cluster's mean) -0.089" in section
+    assert "Cluster-bootstrap intervals not meaningful: 3 clusters < 10." in section and "+0.96" not in section
     capsys.readouterr()
 
 
@@ -160,3 +174,61 @@ def test_attanasio2024_table_1_other_vs_male_gaps_pass_through_collect_unchanged
     # the sign convention of Eq. 1 as the package computes it: more errors for "other" than for men is positive
     assert relative_gap(0.3, 0.2) == pytest.approx(50.0) and relative_gap(0.2, 0.3) < 0
     capsys.readouterr()
+
+
+# Boito et al. 2022 (Interspeech), Table 4: WER on the mTEDx French test set, male and female talks,
+# and the printed Δrel (Eq. 1: 100 (WER_F - WER_M) / (0.5 (WER_F + WER_M))), per pre-trained model
+BOITO_TABLE_4A = {  # (a) hybrid ASR on SSL features: model -> (WER M, WER F, printed Δrel)
+    "F-1K-Large": (25.7, 22.3, -14.2),
+    "M-1K-Large": (25.4, 23.4, -8.2),
+    "LB-1K-Large": (25.9, 22.9, -12.3),
+    "LB-3K-Large": (22.1, 20.9, -5.6),
+    "LB-7K-Large": (23.1, 21.3, -8.1),
+}
+BOITO_TABLE_4B = {  # (b) end-to-end ASR, the SSL model fine-tuned
+    "F-1K-Large": (20.9, 17.7, -16.9),
+    "M-1K-Large": (21.0, 18.5, -12.7),
+    "LB-1K-Large": (15.3, 13.0, -16.6),
+    "LB-3K-Large": (15.5, 13.5, -13.9),
+    "LB-7K-Large": (15.9, 13.2, -19.0),
+}
+WER_ROUNDING = 0.05  # the tables print WER to one decimal
+
+
+def _boito_delta_rel(wer_male: float, wer_female: float, words: int = 100_000) -> float:
+    """Δrel through the package's gap path: per-utterance error counts (two talks per gender) whose
+    corpus WER is the table's, the error-rate frame of experiments.asr_gap, its full-set gaps."""
+    from experiments.scoring.gaps import error_rate_frame, full_set_gaps
+
+    counts = []
+    for gender, wer in (("male", wer_male), ("female", wer_female)):
+        errors = round(wer / 100 * words)
+        counts += [
+            {"id": f"{gender}-1", "gender": gender, "speaker": f"{gender}-a", "errors": errors // 2, "length": words // 2},
+            {"id": f"{gender}-2", "gender": gender, "speaker": f"{gender}-b", "errors": errors - errors // 2, "length": words - words // 2},
+        ]
+    return full_set_gaps(error_rate_frame(counts, ("female", "male")), "female", "male")["delta_rel"]
+
+
+def test_boito_table_4a_delta_rel_is_reproduced_from_its_wers():
+    """Table 4 (a): every printed Δrel is the package's Δrel of the printed WERs, to the print's rounding."""
+    computed = {model: _boito_delta_rel(male, female) for model, (male, female, _) in BOITO_TABLE_4A.items()}
+    assert computed["F-1K-Large"] == pytest.approx(-14.17, abs=0.005)  # 100 (22.3 - 25.7) / 24.0
+    for model, (_, _, printed) in BOITO_TABLE_4A.items():
+        assert abs(computed[model] - printed) <= 0.05, model
+
+
+def test_boito_table_4b_delta_rel_was_computed_from_unrounded_wers():
+    """Table 4 (b)'s printed Δrel differ from the Δrel of its rounded WERs by up to 0.44 (F-1K-Large:
+    20.9 / 17.7 gives -16.58, printed -16.9; LB-7K-Large: -18.56, printed -19.0): the paper computed them from WERs before rounding. So
+    the check is a bound, not equality: each printed Δrel lies within the range the WERs' rounding
+    (±0.05 each) allows, widened by the Δrel's own rounding (±0.05). Δrel grows with WER_F and falls
+    with WER_M, so the range's ends are two corners."""
+    gaps = []
+    for model, (male, female, printed) in BOITO_TABLE_4B.items():
+        low = _boito_delta_rel(male + WER_ROUNDING, female - WER_ROUNDING)
+        high = _boito_delta_rel(male - WER_ROUNDING, female + WER_ROUNDING)
+        assert low - 0.05 <= printed <= high + 0.05, (model, low, printed, high)
+        gaps.append(abs(_boito_delta_rel(male, female) - printed))
+    assert _boito_delta_rel(20.9, 17.7) == pytest.approx(-16.58, abs=0.005)
+    assert max(gaps) == pytest.approx(0.44, abs=0.01)  # LB-7K-Large: -18.56 from the rounded WERs, printed -19.0

@@ -107,3 +107,34 @@ def test_the_study_report_correlates_and_draws_each_split_apart(tmp_path):
         "f1_vs_gap-w-cv-stratified.png",
         "f1_vs_gap-w-cv.png",
     ]
+
+
+def test_mdl_in_random_order_cuts_blocks_at_the_fractions_as_the_paper():
+    from probing.mdl import DEFAULT_FRACTIONS, block_ends, example_order
+
+    # 108 examples, fractions 0.2 .. 100 %: round(108 f), at least 1 -> 0.2 %, 0.4 %, 0.8 %: 1 (kept once); 1.6 %: 1.73 -> 2;
+    # 3.2 %: 3.46 -> 3; 6.25 %: 6.75 -> 7; 12.5 %: 13.5 -> 14; 25 %: 27; 50 %: 54; 100 %: 108
+    speakers = np.repeat(np.arange(12), 9)
+    order = example_order(speakers, 0, "random")
+    assert sorted(order.tolist()) == list(range(108)) and order.tolist() == example_order(speakers, 0, "random").tolist()
+    assert block_ends(speakers[order], DEFAULT_FRACTIONS, snap=False) == [1, 2, 3, 7, 14, 27, 54, 108]
+    # the package's default: whole speakers of 9 examples, each end moved forward to the next speaker boundary
+    grouped = example_order(speakers, 0, "speaker")
+    assert block_ends(speakers[grouped], DEFAULT_FRACTIONS) == [9, 18, 27, 54, 108]
+    with pytest.raises(ValueError, match="MDL order must be one of speaker, random, got 'sorted'"):
+        example_order(speakers, 0, "sorted")
+
+
+def test_the_paper_protocol_codes_mdl_in_random_order_and_the_default_keeps_its_run_id(tmp_path):
+    from probing.data import ProbeError
+
+    store = write_store(tmp_path / "s", speakers_per_gender=6, utterances_per_speaker=6, strength=0.4, splits=False)
+    common = {"probe": "mean", "split": "stratified", "standardize": False, "c": 1.0, "mdl": True, "mdl_guard": False, "max_iter": 1000}
+    paper = ProbeConfig(str(store), SITE, mdl_order="random", **common)
+    grouped = ProbeConfig(str(store), SITE, **common)
+    assert paper.run_id() != grouped.run_id() == ProbeConfig(str(store), SITE, mdl_order="speaker", **common).run_id()
+    row, speaker_row = run_probe(paper).row, run_probe(grouped).row
+    assert row["mdl_order"] == "random" and speaker_row["mdl_order"] == "speaker"
+    assert row["mdl_blocks"] > speaker_row["mdl_blocks"]  # blocks at the fractions, not snapped to the 12 speakers
+    with pytest.raises(ProbeError, match="unknown mdl_order 'sorted'"):
+        ProbeConfig(str(store), SITE, mdl_order="sorted")

@@ -12,7 +12,8 @@ import soundfile
 from experiments import patch as patch_cli
 from experiments.patching.pairs import PairsError, form_pairs, read_pairs, write_pairs
 from experiments.patching.run import PatchJob, PatchOptions, pairs_path, run_patching, summary_path
-from experiments.patching.scoring import asr_scores, mustshe_scores, site_summary
+from experiments.patching.scoring import asr_scores, mustshe_scores
+from experiments.patching.summary import site_summary
 from experiments.scoring.asr_metrics import Scoring
 from extract.manifest import Utterance, write_manifest
 from extract.options import OptionError
@@ -149,20 +150,35 @@ def test_mustshe_category_1_follows_the_source_gender_by_hand():
     assert "refer to someone else than the speaker" in mustshe_scores(other, "male", "a", "b", "es")["reason"]
 
 
-def _row(pairing, speaker, reference_length, plain, patched, site="encoder.layer.0"):
+def _row(pairing, speaker, reference_length, plain, patched, site="encoder.layer.0", source="S1", logprob=None):
     scores = {"reference_length": reference_length, "plain_errors": plain, "patched_errors": patched}
-    return {"site": site, "site_index": 1, "task": "asr", "pairing": pairing, "target_speaker": speaker, "asr": scores}
+    graded = {"scored": False, "reason": "not given"} if logprob is None else {"scored": True, "effect": logprob}
+    return {
+        "site": site,
+        "site_index": 1,
+        "task": "asr",
+        "pairing": pairing,
+        "target_speaker": speaker,
+        "source_speaker": source,
+        "match": "text",
+        "asr": scores,
+        "logprob": graded,
+    }
 
 
 def test_the_site_summary_by_hand():
-    rows = [_row("cross", "F1", 4, 1, 3), _row("cross", "F1", 6, 0, 1), _row("within", "M1", 5, 1, 1)]
+    rows = [_row("cross", "F1", 4, 1, 3, logprob=-0.5), _row("cross", "F1", 6, 0, 1, logprob=-0.25), _row("within", "M1", 5, 1, 1, logprob=0.1)]
     rows.append({**_row("within", "M1", 0, 0, 0), "asr": None, "unscored": "reference is empty after normalization"})
     entry = site_summary(rows, iterations=20)["encoder.layer.0"]
-    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "not_patched": 0, "speakers": 1, "effect": pytest.approx(30.0)}  # (3 + 1 - 1 - 0) / 10
-    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "not_patched": 0, "speakers": 1, "effect": 0.0}
-    assert entry["cross_minus_within"] == pytest.approx(30.0)
-    assert entry["ci95"] == [None, None] and "one target speaker" in entry["ci95_note"]
-    more = rows + [_row("cross", "F2", 2, 0, 0), _row("within", "M2", 2, 0, 2)]
+    assert entry["primary"] == "logprob" and entry["unit"] == "nats per token"
+    assert entry["pairings"]["cross"] == {"pairs": 2, "scored": 2, "not_patched": 0, "speakers": 1, "effect": pytest.approx(-0.375)}  # mean of -0.5, -0.25
+    assert entry["pairings"]["within"] == {"pairs": 2, "scored": 1, "not_patched": 0, "speakers": 1, "effect": pytest.approx(0.1)}
+    assert entry["cross_minus_within"] == pytest.approx(-0.475) and entry["match_used"] == "text"
+    assert entry["ci95"] == [None, None] and "one target and one source speaker per pairing" in entry["ci95_note"]
+    wer = entry["metrics"]["wer"]
+    assert wer["unit"] == "points" and wer["pairings"]["cross"]["effect"] == pytest.approx(30.0)  # (3 + 1 - 1 - 0) / 10 words
+    assert wer["pairings"]["within"]["effect"] == 0.0 and wer["cross_minus_within"] == pytest.approx(30.0)
+    more = rows + [_row("cross", "F2", 2, 0, 0, source="S2", logprob=0.0), _row("within", "M2", 2, 0, 2, source="S2", logprob=-1.0)]
     low, high = site_summary(more, iterations=200)["encoder.layer.0"]["ci95"]
     assert low <= high
 
@@ -349,7 +365,10 @@ def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path,
     argv = [*base, "--sites", "encoder.layer.1", "--pairs", "cross", "--iterations", "10", "--out", str(out), "--quiet"]
     assert patch_cli.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed and "encoder.layer.1: cross +0.00" in printed
+    assert "4 pairs (cross 4; 0 targets unpaired) x 1 sites" in printed
+    assert "[patch] per site, residual patched, noising: each metric per pairing, then cross - within with its 95% CI" in printed
+    assert re.search(r"encoder\.layer\.1  logprob \(nats per token\): cross [+-]\d\.\d{4} \(n 4\)\n", printed)
+    assert "wer (points): cross +0.00 (n 4)\n" in printed  # one pairing: no cross - within
     assert len(_rows(out)) == 4
     assert _cli_error([*base, "--sites", "encoder.layer.9", "--out", str(tmp_path / "x.jsonl")], capsys).startswith(
         "error: unknown site(s) encoder.layer.9 for whisper; valid sites: encoder.embed"
@@ -381,8 +400,12 @@ def test_a_translation_run_scores_mustshe_category_1_where_the_manifest_has_it(t
     assert scored["plain_gender"] == "none" == scored["patched_gender"]  # the random model's words are not the terms
     assert written["m1"]["mustshe"] == {"scored": False, "reason": "no MuST-SHE annotation (category and genderterms) in the manifest"}
     assert written["f1"]["reference"] is None and written["f1"]["tgt_lang"] == "en"
-    entry = report.summary["sites"]["encoder.layer.0"]["pairings"]
-    assert entry["cross"]["scored"] == 1 and entry["cross"]["effect"] == 0.0
+    assert written["f1"]["mustshe"]["expected_form"] == "feminine" and written["f1"]["mustshe"]["outcome"] is None  # no form before: no flip to count
+    assert written["f1"]["gender_margin"] == {"scored": False, "reason": "no reference translation in the manifest"}
+    site = report.summary["sites"]["encoder.layer.0"]
+    assert site["primary"] == "gender_margin" and site["pairings"]["cross"]["scored"] == 0
+    assert site["metrics"]["accuracy"]["pairings"]["cross"] == {"scored": 1, "speakers": 1, "source_speakers": 1, "effect": 0.0}
+    assert site["metrics"]["flip_rate"]["pairings"]["cross"]["scored"] == 0
 
 
 def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anything_runs(tmp_path, generator):
@@ -394,8 +417,8 @@ def test_an_out_file_of_another_kind_or_a_newer_schema_is_refused_before_anythin
     job.out.write_text('{"id": "f1", "hypothesis": "x"}\n')
     with pytest.raises(OutputKindError, match="not a patch row"):
         run_patching(job, show_progress=False, generator=generator)
-    job.out.write_text('{"kind": "patch_row", "schema": 2, "row_id": "r", "pair": "p", "site": "s"}\n')
-    with pytest.raises(OutputKindError, match="row 1 has schema 2; this code writes and reads 1"):
+    job.out.write_text('{"kind": "patch_row", "schema": 3, "row_id": "r", "pair": "p", "site": "s"}\n')
+    with pytest.raises(OutputKindError, match="row 1 has schema 3; this code writes and reads 2"):
         run_patching(job, show_progress=False, generator=generator)
     assert not pairs_path(job.out).exists()
 
@@ -630,6 +653,7 @@ def test_a_joint_site_runs_on_a_padding_family_whose_later_member_needs_the_forw
     for row in rows:
         layer, adapter = row["patched"]["encoder.layer.0"], row["patched"]["post_adapter"]
         assert 0 < adapter["target_frames"] < layer["target_frames"] and layer["end"] > 0 and adapter["end"] > 0
+        assert row["gender_margin"] == {"scored": False, "reason": "zeroswot's decoder is a separate model: no teacher-forced scores"}
 
 
 def test_all_and_every_k_choose_the_patchable_sites_and_a_derived_site_named_is_refused():
@@ -647,3 +671,89 @@ def test_all_and_every_k_choose_the_patchable_sites_and_a_derived_site_named_is_
     for sites in ("post_adapter_no_special", "post_adapter+post_adapter_no_special"):
         with pytest.raises(PatchError, match="post_adapter_no_special is a derived view"):
             resolve_sites(extractor, PatchOptions(sites=sites).site_names())
+
+
+# ---------------------------------------------------------------- components, directions, the graded metric in a run
+
+
+def test_a_denoising_run_runs_the_source_with_the_target_s_states_and_scores_the_target_s_reference(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["text"] = "a dog ran"  # f1's reference differs from the others'
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.0", component="attention", direction="denoising"), show_progress=False, generator=generator)
+    written = _rows(tmp_path / "out" / "p.jsonl")
+    assert report.written == 8 and {row["component"] for row in written} == {"attention"} and {row["direction"] for row in written} == {"denoising"}
+    audio = {row["id"]: soundfile.read(row["audio"], dtype="float32")[0] for row in rows}
+    for row in written:
+        assert row["runs_on"] == row["source"]
+        assert row["plain_hypothesis"] == generator.generate([audio[row["source"]]], "en", "asr")[0]
+        assert row["reference"] == ("a dog ran" if row["target"] == "f1" else "the cat sat")
+        assert row["logprob"]["scored"] and row["logprob"]["tokens"] == 3
+    f1 = next(row for row in written if row["target"] == "f1")
+    from extract.forced import generate_scored
+
+    plain = generate_scored(generator, [audio[f1["source"]]], "en", "asr", None, [["a dog ran"]]).texts[0][0]
+    assert f1["logprob"]["plain"] == pytest.approx(plain.mean)  # the source's plain run, scored against the target's reference
+    settings = json.loads((tmp_path / "out" / "p.jsonl.settings.json").read_text())
+    assert (settings["component"], settings["direction"]) == ("attention", "denoising")
+    assert report.summary["sites"]["encoder.layer.0"]["metrics"]["logprob"]["unit"] == "nats per token"
+    with pytest.raises(SettingsMismatchError, match="direction: 'denoising' vs 'noising'"):
+        run_patching(_job(tmp_path, sites="encoder.layer.0", component="attention"), show_progress=False, generator=generator)
+
+
+def test_a_self_patch_of_a_component_changes_no_score(tmp_path, generator):
+    """A pairs file whose source is the target's own utterance cannot be written (a source is another
+    speaker), so the identity is checked on the run's own hook: every component at every layer, the
+    target's states into itself, leaves the hypothesis and the graded score bit for bit."""
+    from extract.forced import generate_scored
+    from extract.patching import capture_sources, patched_together
+
+    audios = [soundfile.read(path, dtype="float32")[0] for path in sorted((_corpus(tmp_path).parent).glob("*.wav"))]
+    texts = [["the cat sat"]] * len(audios)
+    plain = generate_scored(generator, audios, "en", "asr", None, texts)
+    for component in ("residual", "attention", "mlp"):
+        sources = capture_sources(generator.extractor, audios, ["encoder.layer.1"], None, component=component)
+        scored, _ = patched_together(
+            generator, ["encoder.layer.1"], audios, sources, "en", "asr", None, component=component,
+            generate=lambda inputs: generate_scored(generator, inputs, "en", "asr", None, texts),
+        )  # fmt: skip
+        assert scored.hypotheses == plain.hypotheses and scored.texts == plain.texts, component
+
+
+def test_component_options_choose_layers_and_refuse_a_site_without_the_block(tmp_path, generator, capsys):
+    from experiments.patching.sites import resolve_sites
+
+    assert resolve_sites(generator.extractor, "all", "mlp") == ["encoder.layer.0", "encoder.layer.1"]
+    manifest = _corpus(tmp_path)
+    base = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--manifest", str(manifest), "--max-new-tokens", "2"]
+    error = _cli_error([*base, "--component", "mlp", "--sites", "encoder.final", "--out", str(tmp_path / "x.jsonl")], capsys)
+    assert (
+        error
+        == "error: site encoder.final has no mlp block of its own: --component mlp patches encoder.layer.K sites; patch encoder.final with --component residual"
+    )
+    assert "invalid choice: 'ffn'" in _cli_usage_error([*base, "--component", "ffn", "--out", str(tmp_path / "x.jsonl")], capsys)
+
+
+def _cli_usage_error(argv, capsys):
+    with pytest.raises(SystemExit):
+        patch_cli.main(argv)
+    return capsys.readouterr().err
+
+
+def test_a_translation_run_scores_the_gender_margin_of_the_reference(tmp_path, generator):
+    manifest = _corpus(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    for row in rows:
+        female = row["gender"] == "female"
+        row["translation"] = "I am tired." if female else "I am worn."
+        row["extra"] = {"category": "1F" if female else "1M", "genderterms": "tired worn" if female else "worn tired"}
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = run_patching(_job(tmp_path, sites="encoder.layer.1", task="st", tgt_lang="en"), show_progress=False, generator=generator)
+    written = _rows(tmp_path / "out" / "p.jsonl")
+    assert report.written == 8
+    for row in written:
+        margin = row["gender_margin"]
+        assert margin["scored"] and margin["terms"] == 1 and margin["effect"] == pytest.approx(margin["patched"] - margin["plain"])
+    entry = report.summary["sites"]["encoder.layer.1"]
+    assert entry["primary"] == "gender_margin" and entry["pairings"]["cross"]["scored"] == 4 and entry["match_used"] == "text"

@@ -74,6 +74,13 @@ def _jsonl(root: Path) -> tuple[list[str], list[Path]]:
     return [str(jsonl), "--language", "en"], [root / "1.wav", root / "2.wav"]
 
 
+def _mtedx(root: Path) -> tuple[list[str], list[Path]]:
+    from tests.mtedx import SEGMENTS, write_mtedx
+
+    written = write_mtedx(root, audio=False, segments=SEGMENTS[1:])  # one segment per talk
+    return [str(written["split_dir"]), "--split-name", "test", "--language", "fr", "--speakers", str(written["speakers"])], written["wavs"]
+
+
 # One tiny native corpus per recipe: (root) -> (the subcommand's arguments, the two WAVs it names).
 NATIVE = {
     "common_voice": _common_voice,
@@ -81,6 +88,7 @@ NATIVE = {
     "voxpopuli": _voxpopuli,
     "must_c": _must_c,
     "must_she": _must_she,
+    "mtedx": _mtedx,
     "winost": _winost,
     "tsv": _tsv,
     "jsonl": _jsonl,

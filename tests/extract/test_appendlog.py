@@ -203,9 +203,10 @@ def test_a_cut_hypothesis_line_is_redone_and_a_manifest_given_as_out_is_refused(
     monkeypatch.setattr("extract.spec.load_generator", lambda spec, options: StandIn())
     manifest = _manifest(tmp_path)
     out = tmp_path / "hyps.jsonl"
-    row = {"id": "u0", "reference": "text 0", "hypothesis": "words", "gender": "male", "speaker": "s0", "language": "en", "model": "m", "task": "asr"}
-    out.write_text(json.dumps(row) + "\n" + '{"id": "u1", "refer')
     argv = ["--family", "whisper", "--task", "asr", "--manifest", str(manifest), "--quiet", "--out"]
+    assert transcribe.main([*argv, str(out)]) == 0  # a run that wrote its settings file and rows...
+    capsys.readouterr()
+    out.write_text(out.read_text().splitlines()[0] + "\n" + '{"id": "u1", "refer')  # ... killed after one row, mid-line
     assert transcribe.main([*argv, str(out)]) == 0
     printed = capsys.readouterr()
     assert f"{out}:2: removed an incomplete last line" in printed.err and "5 of 6 utterances to do (1 already in" in printed.out

@@ -298,3 +298,41 @@ def test_hf_dataset_never_reuses_the_audio_of_another_dataset_with_the_same_id(t
     (one,), (two,) = first.utterances, second.utterances
     assert one.audio != two.audio
     assert abs(soundfile.read(one.audio)[0] - 0.1).max() < 1e-4 and abs(soundfile.read(two.audio)[0] + 0.3).max() < 1e-4
+
+
+# --- mTEDx -------------------------------------------------------------------------------------
+
+
+def test_mtedx_reads_its_native_layout_with_the_gender_annotation(tmp_path):
+    from tests.mtedx import write_mtedx
+
+    written = write_mtedx(tmp_path)
+    result = corpora.mtedx(written["split_dir"], "test", "fr", speakers_tsv=written["speakers"])
+    rows = [(u.id, u.gender, u.speaker, u.text, u.offset, u.duration, u.split, u.dataset, u.translation) for u in result.utterances]
+    assert rows == [
+        ("talkF_0", "female", "talkF", "bonjour à tous", 0.0, 0.4, "test", "mtedx", None),
+        ("talkF_1", "female", "talkF", "merci", 0.5, 0.3, "test", "mtedx", None),
+        ("talkM_0", "male", "talkM", "je suis ravi", 0.0, 0.5, "test", "mtedx", None),
+    ]
+    assert result.utterances[0].audio == str(written["split_dir"] / "wav" / "talkF.flac") and result.utterances[0].language == "fr"
+    in_yaml = write_mtedx(tmp_path / "yaml", gender_in_yaml=True)  # the annotation as a field of the segments
+    assert [u.gender for u in corpora.mtedx(in_yaml["split_dir"], "test", "fr").utterances] == ["female", "female", "male"]
+    translation = write_mtedx(tmp_path / "st", direction="fr-en")
+    translated = corpora.mtedx(translation["split_dir"], "test", "fr", target_language="en", speakers_tsv=translation["speakers"]).utterances
+    assert translated[2].translation == "i am delighted" and translated[2].extra["target_language"] == "en"
+
+
+def test_mtedx_counts_both_genders_and_unannotated_speakers_as_unknown_and_refuses_bad_files(tmp_path):
+    from extract.manifest import ManifestError
+    from tests.mtedx import write_mtedx
+
+    written = write_mtedx(tmp_path)
+    written["speakers"].write_text("SPEAKER-ID\tGENDER\ntalkF\tB\n")  # the paper's B: both genders in one talk; talkM not annotated
+    result = corpora.mtedx(written["split_dir"], "test", "fr", speakers_tsv=written["speakers"])
+    assert [u.gender for u in result.utterances] == ["unknown", "unknown", "unknown"] and result.unknown_genders == {"B": 2}
+    written["speakers"].write_text("SPEAKER-ID\tGENDER\ntalkF\tF\ntalkF\tM\n")
+    with pytest.raises(ManifestError, match="mtedx-fr-genders.tsv:3: duplicate SPEAKER-ID 'talkF', first on .*:2"):
+        corpora.mtedx(written["split_dir"], "test", "fr", speakers_tsv=written["speakers"])
+    (written["split_dir"] / "txt" / "test.fr").write_text("une ligne\n")
+    with pytest.raises(ManifestError, match="test.fr: has 1 lines but the segment list has 3 segments"):
+        corpora.mtedx(written["split_dir"], "test", "fr")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from extract.interventions import store_content_hash
-from extract.store import DamagedPartError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
+from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
 from probing.run import store_identity
 
 SITE = "encoder.layer.0"
@@ -94,7 +94,10 @@ def test_an_unfinished_part_under_its_temporary_name_is_not_a_part(tmp_path):
     store = _store(tmp_path / "store")
     temporary_path(store / "part-00004.h5").write_bytes(b"half written")
     assert [p.name for p in complete_parts(store)] == [f"part-{n:05d}.h5" for n in range(PARTS)]
-    assert len(ShardReader(store)) == 40
+    with pytest.raises(IncompleteStoreError, match=r"incomplete store: .*part-00004\.h5\.tmp .*--allow-partial to use the 40 utterances"):
+        ShardReader(store)  # a writer still runs beside it, or was killed: not a whole store
+    reader = ShardReader(store, allow_partial=True)
+    assert len(reader) == 40 and reader.partial.claims == ("part-00004.h5.tmp",)
 
 
 def test_a_part_damaged_after_the_reader_opened_the_store_is_named(tmp_path):

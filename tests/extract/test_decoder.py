@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from extract.decoder import DecoderError, decoder_site_table, decoder_states, generate_with_prompt, resolve_decoder_sites, teacher_forced_states, token_pieces
+from extract.decoder import (
+    DecoderError,
+    decoder_site_table,
+    decoder_states,
+    generate_with_prompt,
+    resolve_decoder_sites,
+    teacher_forced_states,
+    token_pieces,
+    token_surface,
+)
 from extract.families import UnknownSiteError, tiny_extractor
 from extract.families.generation import GenerationError, quiet_transformers
 from extract.families.s2t import S2TGenerator
@@ -189,6 +198,25 @@ def test_token_pieces_join_to_the_text_with_the_spaces_and_split_characters_wher
     assert token_pieces(_ByteLevelLike(), [0, 1, 2, 3]) == ("caf", "", "é", " bien")
 
 
+class _FourByteLike:
+    """The 4 bytes of 🙂 (f0 9f 99 82) over 4 tokens, the last with an 'a' after it."""
+
+    vocabulary = {0: b"x ", 1: b"\xf0", 2: b"\x9f", 3: b"\x99", 4: b"\x82a", 5: b"\xff"}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return b"".join(self.vocabulary[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def test_tokens_holding_leading_bytes_of_a_split_character_are_flagged():
+    # é is c3 a9: token 1 holds its first byte (its prefix decodes to "caf" + a replacement character); token 2 completes it
+    assert token_surface(_ByteLevelLike(), [0, 1, 2, 3]) == (("caf", "", "é", " bien"), (False, True, False, False))
+    # three tokens hold leading bytes of 🙂, the fourth completes it; a byte that never completes a character (ff) is
+    # in the text itself as a replacement character, so the token holding it is not flagged
+    assert token_surface(_FourByteLike(), [0, 1, 2, 3, 4]) == (("x ", "", "", "", "🙂a"), (False, True, True, True, False))
+    assert token_surface(_FourByteLike(), [0, 5, 0]) == (("x ", "\ufffd", "x "), (False, False, False))
+    assert token_surface(_SentencePieceLike(), [0, 1, 2, 3, 4])[1] == (False,) * 5
+
+
 # ---------------------------------------------------------------- the tokens beside a store's rows
 
 
@@ -229,6 +257,26 @@ def test_rows_that_are_not_one_per_token_are_refused_and_damaged_tokens_are_name
         handle["tokens/ids"][0] = 7
     with pytest.raises(DamagedPartError, match="its generated tokens differ from their recorded sha256"):
         ShardReader(part).tokens("u0")
+
+
+def test_holds_next_flags_are_stored_checked_and_absent_from_older_parts(tmp_path):
+    import h5py
+
+    from extract.store import DamagedPartError, GeneratedTokens, ShardReader, StoreError
+
+    flagged = [GeneratedTokens((1, 2, 3), ("caf", "", "é"), (False, True, False)), GeneratedTokens((4,), ("x",), (False,))]
+    _token_part(tmp_path / "new", flagged)
+    assert [ShardReader(tmp_path / "new").tokens(u) for u in ("u0", "u1")] == flagged
+    with h5py.File(tmp_path / "new" / "part-00000.h5", "r+") as handle:
+        handle["tokens/holds_next"][1] = 0
+    with pytest.raises(DamagedPartError, match="its generated tokens differ from their recorded sha256"):
+        ShardReader(tmp_path / "new").tokens("u0")
+    _token_part(tmp_path / "old", [GeneratedTokens((1, 2, 3), ("caf", "", "é"))])  # as parts were written before the flags
+    assert ShardReader(tmp_path / "old").tokens("u0").holds_next is None
+    with pytest.raises(StoreError, match="2 token ids but 1 holds_next flags"):
+        GeneratedTokens((1, 2), ("a", "b"), (True,))
+    with pytest.raises(StoreError, match="utterance u1: its tokens lack holds_next flags and the part's earlier ones do not"):
+        _token_part(tmp_path / "mixed", [flagged[0], GeneratedTokens((4,), ("x",))])
 
 
 # ---------------------------------------------------------------- outputs of different lengths, beam search

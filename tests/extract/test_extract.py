@@ -25,6 +25,7 @@ OTHER_SITES = {
     "s2t": ["encoder.final"],
     "seamless": ["pre_adapter", "post_adapter"],
     "zeroswot": ["pre_adapter", "post_adapter", "post_adapter_no_special"],
+    "ssl": ["encoder.cnn", "encoder.embed", "encoder.final"],
 }
 
 
@@ -67,8 +68,14 @@ def _zeroswot_states(model, inputs) -> dict:
     return states
 
 
+def _ssl_states(model, inputs) -> dict:
+    from tests.extract.test_ssl import reference_states
+
+    return reference_states(model, inputs)
+
+
 # family -> the states of one utterance from the model's own outputs (output_hidden_states), no hooks of ours
-REFERENCE_STATES = {"whisper": _whisper_states, "s2t": _s2t_states, "seamless": _seamless_states, "zeroswot": _zeroswot_states}
+REFERENCE_STATES = {"whisper": _whisper_states, "s2t": _s2t_states, "seamless": _seamless_states, "zeroswot": _zeroswot_states, "ssl": _ssl_states}
 
 
 def _reference_states(extractor, audio: np.ndarray) -> dict[str, np.ndarray]:

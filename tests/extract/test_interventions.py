@@ -248,13 +248,14 @@ def test_transcription_runs_with_interventions_and_the_settings_refuse_other_one
     path = _saved(tmp_path, _steer(generator.extractor))
     intervener = Intervener([path], gender="female")
     out = tmp_path / "hyps.jsonl"
-    written, _, _ = run_transcription(generator, _utterances(tone), out, "asr", None, "tiny", 60.0, 30.0, False, intervener)
-    assert written == 4
     manifest = write_manifest(tmp_path / "m.jsonl", _utterances(tone))
     job = TranscriptionJob(ModelSpec("whisper", device="cpu"), manifest, out, "asr", interventions=(path,), intervene_gender="female")
     settings = job.settings("ckpt", {}, intervener.records(), fingerprint=None)
     assert settings["interventions"][0]["path"] == str(path.resolve()) and settings["interventions"][0]["gender"] == "female"
     assert "interventions" not in job.settings("ckpt", {}, fingerprint=None)  # absent without any: older settings files still match
+    check_settings(job.settings_path, settings, out)  # written before the first row, as extract.jobs.transcribe does
+    written, _, _ = run_transcription(generator, _utterances(tone), out, "asr", None, "tiny", 60.0, 30.0, False, intervener)
+    assert written == 4
     check_settings(job.settings_path, settings, out)
     with pytest.raises(SettingsMismatchError, match="interventions"):
         check_settings(job.settings_path, job.settings("ckpt", {}, fingerprint=None), out)

@@ -235,3 +235,98 @@ def test_several_sites_refuse_a_site_twice_an_unknown_one_or_frames_not_counted_
     counted = target_frames(extractor, audios, ["encoder.final"])
     with pytest.raises(PatchError, match=f"the targets' frames were counted at encoder.final, not at {layer}"):
         patched_together(generator, [layer], audios, sources, "en", "asr", None, None, counted)
+
+
+# ---------------------------------------------------------------- components: one block's output, not the residual stream
+
+
+def _final_and_block(generator, audios, block_site=None, sources=None, span=None, component="residual"):
+    """The final encoder states, layer 0's input and the patched block's output during one generation
+    (patched at ``block_site``'s ``component`` when given)."""
+    from extract.patching import component_table
+
+    extractor = generator.extractor
+    table = extractor.site_table()
+    wanted = {"final": table["encoder.final"], "embed": table["encoder.embed"]}
+    if block_site is not None and component != "residual":
+        wanted["block"] = component_table(extractor, component)[block_site]
+    with torch.inference_mode(), capture(extractor.model, wanted, stop_early=False) as (seen, run):
+        if block_site is None:
+            run(generator.generate, audios, "en", "asr")
+        else:
+            run(patched_generation, generator, block_site, audios, sources, "en", "asr", None, span, None, component)
+    return {name: tensor.numpy() for name, tensor in seen.tensors.items()}
+
+
+def test_patching_the_whole_residual_stream_reproduces_the_source_at_every_layer_so_sites_compare_nothing():
+    """The audit's P1 on the tiny Whisper: B's residual stream over the whole window at any layer
+    gives B's final states bit for bit; the site sweep of ``--component residual`` cannot localise."""
+    generator = _whisper()
+    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    of_source = _final_and_block(generator, source)["final"]
+    whole = FrameSpan(0)
+    for site in ("encoder.layer.0", "encoder.layer.1"):
+        sources = capture_sources(generator.extractor, source, [site], whole)
+        np.testing.assert_array_equal(_final_and_block(generator, target, site, sources, whole)["final"], of_source)
+
+
+@pytest.mark.parametrize("component", ["attention", "mlp"])
+@pytest.mark.parametrize("site", ["encoder.layer.0", "encoder.layer.1"])
+def test_a_component_patch_moves_one_block_s_output_and_does_not_reproduce_the_source(component, site):
+    """B's attention (or MLP) output over the whole window at one layer: the block's output is B's
+    exactly, the layer's input stays A's, and the final states are neither B's (the residual stream is
+    still A's) nor A's plain ones (the block's contribution moved)."""
+    generator = _whisper()
+    target, source = _audios((1.0,), seed=1), _audios((0.6,), seed=2)
+    plain, of_source = _final_and_block(generator, target), _final_and_block(generator, source)
+    whole = FrameSpan(0)
+    sources = capture_sources(generator.extractor, source, [site], whole, component=component)
+    source_block = sources[0].states[site].numpy()
+    patched = _final_and_block(generator, target, site, sources, whole, component)
+    np.testing.assert_array_equal(patched["block"][0], source_block)
+    np.testing.assert_array_equal(patched["embed"], plain["embed"])
+    assert not np.allclose(patched["final"], of_source["final"], atol=1e-6)
+    assert not np.array_equal(patched["final"], plain["final"])
+    distance_to_source = np.abs(patched["final"] - of_source["final"]).max()
+    assert distance_to_source > 1e-3  # far from B's: not the residual patch's bit-identical copy
+
+
+@pytest.mark.parametrize("component", ["attention", "mlp"])
+def test_a_component_self_patch_is_bit_identical(component):
+    generator = _whisper()
+    audios = _audios((1.0, 0.6))
+    plain, plain_states, _ = _generate_reading(generator, audios)
+    for site in ("encoder.layer.0", "encoder.layer.1"):
+        for span in (None, FrameSpan(0)):
+            own = capture_sources(generator.extractor, audios, [site], span, component=component)
+            table = generator.extractor.site_table()
+            with torch.inference_mode(), capture(generator.extractor.model, {name: table[name] for name in SITES}, stop_early=False) as (seen, run):
+                hypotheses, _ = run(patched_generation, generator, site, audios, own, "en", "asr", None, span, None, component)
+            assert hypotheses == plain
+            for name in SITES:
+                np.testing.assert_array_equal(seen.tensors[name].numpy(), plain_states[name])
+
+
+def test_a_component_is_refused_where_the_site_or_the_family_has_no_such_block():
+    from extract.patching import patchable_sites
+
+    generator = _whisper()
+    assert patchable_sites(generator.extractor, "mlp") == ["encoder.layer.0", "encoder.layer.1"]
+    with pytest.raises(PatchError, match="site encoder.final has no attention block of its own: --component attention patches encoder.layer.K sites"):
+        capture_sources(generator.extractor, _audios((0.5,)), ["encoder.final"], None, component="attention")
+    with pytest.raises(PatchError, match="seamless declares no mlp block in its encoder layers; patch --component residual, attention"):
+        patchable_sites(tiny_extractor("seamless"), "mlp")
+
+
+@pytest.mark.parametrize("make", [_seamless, _zeroswot], ids=["seamless", "zeroswot"])
+def test_every_family_s_declared_components_self_patch_to_the_identity(make):
+    from extract.patching import patchable_sites
+
+    generator = make()
+    extractor = generator.extractor
+    audios = _audios((1.0, 0.6))
+    plain = generator.generate(audios, "en", "st", "es")
+    for component in type(extractor).layer_components:
+        site = patchable_sites(extractor, component)[0]
+        own = capture_sources(extractor, audios, [site], FrameSpan(0), alone=True, component=component)
+        assert patched_generation(generator, site, audios, own, "en", "st", "es", FrameSpan(0), None, component)[0] == plain, (component, site)

@@ -81,7 +81,7 @@ GAP = {
 }
 
 
-def test_every_format_is_at_version_1_and_the_old_constants_read_from_the_registry():
+def test_every_format_s_version_and_the_old_constants_read_from_the_registry():
     from experiments.analysis.contrasts import RESULT_SCHEMA as FEATURE_GAPS_SCHEMA
     from experiments.scoring.collect import COLLECT_SCHEMA
     from experiments.scoring.gaps import GAP_SCHEMA
@@ -91,8 +91,8 @@ def test_every_format_is_at_version_1_and_the_old_constants_read_from_the_regist
     from probing.run import ROW_SCHEMA
 
     assert {name: fmt.version for name, fmt in FORMATS.items()} == dict.fromkeys(
-        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary", "collect", "study_tables"), 1
-    )
+        ("probe_row", "asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "collect", "study_tables"), 1
+    ) | {"patch_summary": 2}  # 2: the graded metric, per-match differences and the two-way interval (issue 43)
     assert (ROW_SCHEMA, GAP_SCHEMA, MUSTSHE_SCHEMA, ST_QUALITY_SCHEMA, WINOMT_SCHEMA, FEATURE_GAPS_SCHEMA, COLLECT_SCHEMA) == (1,) * 7
     assert set(DOCUMENTS) == {"asr_gap", "mustshe", "st_quality", "winomt", "feature_gaps", "patch_summary"}
 
@@ -280,8 +280,26 @@ def test_a_table_row_round_trips_through_the_csv_collect_writes(tmp_path):
         (tmp_path / "f1_vs_gap.csv")
         .read_text()
         .splitlines()[0]
-        .endswith(",task,split,f1_s,seeds,gap_relative,gap_estimate,ci95_low,ci95_high,ci95_of,probe_runs,gap_source")
+        .endswith(
+            ",task,split,f1_s,seeds,gap_relative,gap_estimate,ci95_low,ci95_high,ci95_of,probe_runs,gap_source,"
+            "f1_control_shuffled,selectivity_shuffled,f1_control_speaker,selectivity_speaker"
+        )
     )
+    assert (tmp_path / "long.csv").read_text().splitlines()[0].endswith(",value,source,q_value")
+
+
+def test_a_table_written_before_a_column_was_added_reads_it_as_empty(tmp_path):
+    """The control columns of f1_vs_mustshe.csv and long.csv's q_value came after version 1: an older table still reads."""
+    from extract.records import CONTROL_COLUMNS, CONTROLLED, F1VsMustSheRow, read_table
+    from probing.controls import CONTROLS
+
+    assert CONTROLLED == tuple(control for control in CONTROLS if control != "none")
+    assert CONTROL_COLUMNS == ("f1_control_shuffled", "selectivity_shuffled", "f1_control_speaker", "selectivity_speaker")
+    path = tmp_path / "f1_vs_mustshe.csv"
+    path.write_text("model,site,site_index,site_role,split,tgt_lang,applied_f1_macro,seeds,category_1_accuracy,probe_runs,mustshe_source\n")
+    path.write_text(path.read_text() + "m,s,1,final,fixed,it,80.5,0,61,r,x.json\n")
+    (row,) = read_table(path, F1VsMustSheRow)
+    assert row.applied_f1_macro == 80.5 and row.selectivity_shuffled is None and row.f1_control_speaker is None
 
 
 def test_a_table_row_of_a_malformed_cell_or_without_a_column_names_its_line(tmp_path):

@@ -9,7 +9,7 @@ from extract.spec import ModelSpec, ModelSpecError, default_device, load_extract
 
 
 def test_the_registry_lists_one_self_contained_module_per_family():
-    assert list(FAMILIES) == ["whisper", "seamless", "zeroswot", "s2t"] == list(FAMILY_MODULES)
+    assert list(FAMILIES) == ["whisper", "seamless", "zeroswot", "s2t", "ssl"] == list(FAMILY_MODULES)
     for name, family in FAMILIES.items():
         assert isinstance(family, Family)
         assert family.name == family.extractor.family == family.generator.family == name
@@ -22,7 +22,7 @@ def test_the_demo_sites_of_a_family_are_sites_of_its_tiny_model(name):
 
 
 def test_a_spec_names_a_known_family_and_dtype():
-    with pytest.raises(ModelSpecError, match="unknown model family 'wav2vec'; known: s2t, seamless, whisper, zeroswot"):
+    with pytest.raises(ModelSpecError, match="unknown model family 'wav2vec'; known: s2t, seamless, ssl, whisper, zeroswot"):
         ModelSpec("wav2vec")
     with pytest.raises(ModelSpecError, match="unknown dtype 'int8'"):
         ModelSpec("whisper", dtype="int8")

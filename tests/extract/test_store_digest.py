@@ -34,16 +34,24 @@ def _arrays():
     ]
 
 
+LABELS = [
+    {"gender": "female", "speaker": "s0", "language": "en", "split": "train", "dataset": "cv", "duration": 1.5},
+    {"gender": "male", "speaker": "s1", "language": "en", "split": "test", "dataset": "cv", "duration": 0.25},
+    {"gender": "female", "speaker": "s0", "language": "it", "split": "dev", "dataset": "cv", "duration": 2.0},
+]
+
+
 def _write(path, **options):
     with PartWriter(path, SITES, "float16", {}, **options) as writer:
         for index, states in enumerate(_arrays()):
-            writer.add(f"u{index}", states, {}, speech_frames={"a.site": len(states["a.site"]) - 1})
+            writer.add(f"u{index}", states, LABELS[index], speech_frames={"a.site": len(states["a.site"]) - 1})
     return path
 
 
 def _expected(site_digest) -> str:
-    """The content checksum by its definition, written out: one sha256 over each site (sorted) with its
-    data digest, its offsets and speech frames (int64), then the ids joined by newlines."""
+    """The content checksum by its definition (format 2), written out: one sha256 over each site (sorted)
+    with its data digest, its offsets and speech frames (int64), the ids joined by newlines, then
+    each label column (NUL, name, NUL, the column as a JSON list) and the durations (float64)."""
     arrays = _arrays()
     total = hashlib.sha256()
     for site in sorted(SITES):
@@ -53,6 +61,9 @@ def _expected(site_digest) -> str:
         total.update(site.encode() + b"\0" + site_digest(data).encode())
         total.update(offsets.tobytes() + speech.tobytes())
     total.update(b"u0\nu1\nu2")
+    for name in ("gender", "speaker", "language", "split", "dataset"):
+        total.update(b"\0" + name.encode() + b"\0" + ('["' + '", "'.join(row[name] for row in LABELS) + '"]').encode())
+    total.update(b"\0duration\0" + np.array([1.5, 0.25, 2.0], dtype=np.float64).tobytes())
     return total.hexdigest()
 
 

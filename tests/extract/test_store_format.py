@@ -109,7 +109,8 @@ def test_a_store_written_now_has_the_fixtures_attributes_and_encodings(tmp_path)
         with h5py.File(folder / PART) as handle:
             raw[folder.name] = {key: handle.attrs[key] for key in handle.attrs}
     old, new = raw["old"], raw["new"]
-    assert set(new) == set(old) | {"data_digest"} and new["data_digest"] == "xxh3_128"  # what the sites' digests are (sha256 when absent)
+    assert set(new) == set(old) | {"data_digest", "format_version", "manifest_utterances"} and new["data_digest"] == "xxh3_128"  # sha256 when absent
+    assert new["format_version"] == 2 and new["manifest_utterances"] == 3  # labels in the checksum; what a complete store holds
     for key in ("config", "site_modules", "frame_rates", "family", "model_id", "revision", "model_dtype", "storage_dtype", "audio_notes", "utterances"):
         assert new[key] == old[key], key
     assert [entry["id"] for entry in json.loads(new["skipped"])] == ["c"]

@@ -44,10 +44,17 @@ def _padded_whisper_like_part(path, samples_per_utterance, frames=1500, dim=4, w
                 {"gender": "female", "duration": samples / 16_000},
                 speech_frames=valid,
             )
-    if not with_valid:  # a part written before ``valid`` existed
-        with h5py.File(path, "a") as handle:
-            del handle[f"sites/{SITE}/valid"]
+    if not with_valid:  # a part written before ``valid`` existed, and so before its checksum and part formats
+        _made_old(path)
     return path
+
+
+def _made_old(path):
+    """The part as a writer before ``valid`` (and the content checksum, which covers it) wrote it."""
+    with h5py.File(path, "a") as handle:
+        del handle[f"sites/{SITE}/valid"]
+        for key in ("content_sha256", "format_version", "data_digest"):
+            del handle.attrs[key]
 
 
 def test_a_padded_store_reports_speech_lengths_while_stored_lengths_stay_padded(tmp_path):
@@ -72,8 +79,7 @@ def test_an_old_part_without_kept_padding_reports_its_stored_lengths(tmp_path):
     path = tmp_path / "part-00000.h5"
     with PartWriter(path, {SITE: 2}, "float32", {"config": {"keep_padding": False}, "frame_rates": {SITE: 50.0}}) as writer:
         writer.add("a", {SITE: np.ones((7, 2), np.float32)}, {"duration": 100.0})
-    with h5py.File(path, "a") as handle:
-        del handle[f"sites/{SITE}/valid"]
+    _made_old(path)
     assert list(ShardReader(path).speech_lengths(SITE)) == [7]
 
 
@@ -336,8 +342,10 @@ def test_readers_reject_non_finite_features_naming_part_site_and_utterance(tmp_p
     with PartWriter(path, {SITE: 2}, "float16", {}) as writer:
         writer.add("fine", {SITE: np.ones((3, 2), np.float32)}, {})
         writer.add("broken", {SITE: np.ones((4, 2), np.float32)}, {})
-    with h5py.File(path, "a") as handle:  # as a store written before the check would hold it
+    with h5py.File(path, "a") as handle:  # as a store written before the check (and before its checksums) would hold it
         handle[f"sites/{SITE}/data"][5, 0] = np.inf
+        for key in ("content_sha256", "format_version"):
+            del handle.attrs[key]
     reader = ShardReader(path)
     assert reader.get(SITE, "fine").shape == (3, 2)
     message = r"part-00000.h5: non-finite values at site encoder.final for utterance broken"

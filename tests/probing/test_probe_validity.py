@@ -296,8 +296,10 @@ def test_cli_input_errors_are_one_line_each(tmp_path, capsys):
 def test_probes_on_a_store_holding_nan_fail_naming_store_site_and_utterance(tmp_path, capsys, probe):
     store = write_store(tmp_path / "s", speakers_per_gender=5, utterances_per_speaker=2)
     bad_id = ShardReader(store).ids[0]  # female-0-0: a training utterance (manifest split, classes already balanced)
-    with h5py.File(store / "part-00000.h5", "r+") as handle:
+    with h5py.File(store / "part-00000.h5", "r+") as handle:  # as a part written before the finiteness check and its checksums holds it
         handle[f"sites/{SITE}/data"][1, 2] = np.nan  # inside the first utterance
+        for key in ("content_sha256", "format_version"):
+            del handle.attrs[key]
     status, err = run_cli(["--store", store, "--site", SITE, "--probe", probe, "--out", tmp_path / "r.jsonl", "--max-epochs", "2", "--positions", "10"], capsys)
     assert_one_error_line(status, err, str(store), SITE, bad_id)
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()

@@ -13,7 +13,7 @@ from experiments.recipes.realvoices.build import RealVoicesError, build_realvoic
 from experiments.recipes.realvoices.decode import DecoderMissingError
 from experiments.recipes.realvoices.fetch import FetchError
 from experiments.recipes.realvoices.sources import LANGUAGES
-from extract.options import Checked, option
+from extract.options import Checked, option, seed_option
 
 
 def output_folder(value: str) -> Path:
@@ -29,7 +29,7 @@ class RealVoicesOptions(Checked):
 
     languages: tuple[str, ...] | None = option(None, f"default: all ({','.join(LANGUAGES)})", choices=LANGUAGES, metavar="LANG[,LANG]")
     per_speaker: int | None = option(None, "clips per voice (a speaker in one language), drawn with --seed; default: all", least=1)
-    seed: int = option(0, "selects the clips and the speaker-disjoint splits (default 0)")
+    seed: int = seed_option("selects the clips and the speaker-disjoint splits (default 0)")
     dataset: str | None = option(
         None,
         "the dataset every manifest row records (a study's corpus name, e.g. realvoices); default: each voice's source "

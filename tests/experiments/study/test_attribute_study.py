@@ -211,3 +211,27 @@ def test_results_md_lists_each_comparison_of_a_gap_of_three_groups_or_more(tmp_p
     assert "| attribute:accent:north,south | m | d | en | +10.00 |" in lines
     assert "| attribute:g: x.1-z (of 3 groups) | m | d | en | +50.00 |" in lines and "| attribute:g: y-z (of 3 groups) | m | d | en | -25.00 |" in lines
     assert not any("female-male" in line or "28.6" in line or "4.4" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("task", "probes", "controls", "expected"),
+    [
+        ("attribute:nosuch:a,b", "mean", "none", "no utterance has a value of extra.nosuch; the attributes its utterances have: accent"),  # N11
+        ("attribute:accent", "positional", "none", "--probe positional tells two classes apart, and attribute:accent has 3 classes"),  # N12
+        ("attribute:accent", "mean", "none, shuffled", "the shuffled control is defined for two classes, and attribute:accent has 3 classes"),  # N13
+    ],
+)
+def test_the_dry_run_refuses_what_the_probe_stage_would(tmp_path, capsys, task, probes, controls, expected):
+    """Round 4's N11-N13 (issue 42): the plan says what the probe stage would refuse, before anything is extracted."""
+    manifest = write_accents(tmp_path)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    for number, row in enumerate(rows):
+        row["extra"]["accent"] = ("north", "south", "west")[(number // 2) % 3]  # three accents, by speaker
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    study = tmp_path / "s.yaml"
+    text = STUDY.format(task=task).replace("probes: [mean], controls: [none]", f"probes: [{probes}], controls: [{controls}]")
+    study.write_text(text.replace("seeds: [0],", "seeds: [0], positions: 10," if probes == "positional" else "seeds: [0],"))
+    assert main(["run", str(study), "--dry-run"]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and error.count("\n") == 1 and "probes: tiny toy-en" in error, error
+    assert not (tmp_path / "runs").exists()

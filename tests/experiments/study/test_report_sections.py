@@ -37,8 +37,6 @@ def test_each_control_shows_its_score_and_selectivity_averaged_over_seeds():
     cells = sections.control_cells(rows)
     key = ("wb", "rv", "fr", "encoder.final", "female-male", "fixed", "positional")
     assert cells == {key: "shuffled 50.0 (selectivity +10.0); speaker 70.5 (selectivity -10.5)"}
-    assert sections.per_position_controls(cells, key[:-1]) == cells[key]
-    assert sections.per_position_controls(cells, ("wb", "rv", "it", "encoder.final", "female-male", "fixed")) == "none run"
 
 
 def test_a_control_of_another_split_or_kind_is_kept_apart():

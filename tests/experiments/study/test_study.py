@@ -363,6 +363,18 @@ def test_a_manifest_of_another_dataset_or_language_is_refused_before_anything_ru
             ],
         ),
         (
+            "boito2022",
+            2,
+            [
+                "  extract     0 of 6 done, 6 to do",
+                "    - lb-f-1k-large mtedx_probe-fr",
+                "  transcribe  0 of 1 done, 1 to do",
+                "    - xlsr-53-french mtedx-fr (asr)",
+                "  probe       0 of 6 done, 6 to do",
+                "  asr_gap     0 of 1 done, 1 to do",
+            ],
+        ),
+        (
             "fucci2025",
             4,
             [
