@@ -281,9 +281,13 @@ def axis_label(column: str) -> str:
 
 
 def fit_statistics(fit: dict) -> str:
-    """The lines above a scatter: r with its Pearson p, R² and n; with clusters, the cluster-aware
-    line of :func:`_cluster_statistics` under it."""
-    p = f" (p {fit['p_value']:.2g})" if fit.get("p_value") is not None else ""
+    """The lines above a scatter: r with its Pearson p (and its permutation p, where the fit holds one
+    over the points themselves), R² and n; with clusters, the cluster-aware line of
+    :func:`_cluster_statistics` under it."""
+    tests = [f"p {fit['p_value']:.2g}"] if fit.get("p_value") is not None else []
+    if fit.get("p_permutation") is not None and "n_clusters" not in fit:
+        tests.append(f"perm. p {fit['p_permutation']:.2g}")
+    p = f" ({', '.join(tests)})" if tests else ""
     return f"r = {fit['pearson_r']:+.2f}{p}, R² = {fit['r2']:.2f}, n = {fit['n']}" + _cluster_statistics(fit)
 
 

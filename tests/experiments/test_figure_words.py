@@ -23,6 +23,7 @@ def test_the_statistics_give_r_with_its_p_and_the_cluster_line_where_the_fit_has
         "r = +0.96 (p 0.18), R² = 0.92, n = 3\n3 clusters (model): perm. p = 0.5 (min 0.17), r between = +0.99, within = n/a"
     )
     assert plots.fit_statistics({k: v for k, v in FIT.items() if k != "p_value"}) == "r = +0.96, R² = 0.92, n = 3"
+    assert plots.fit_statistics(FIT | {"p_permutation": 1 / 6}) == "r = +0.96 (p 0.18, perm. p 0.17), R² = 0.92, n = 3"
 
 
 def test_a_title_names_what_every_selected_row_shares(tmp_path):
