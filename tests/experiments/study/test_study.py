@@ -592,7 +592,8 @@ def test_placeholders_are_written_by_the_command_never_over_a_file_and_the_plan_
     assert f"wrote {len(written)} placeholder files under {root}" in printed and f"--root {root} --dry-run" in printed
     manifest = next(path for path in written if path.suffix == ".jsonl")
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
-    assert sorted((row["gender"], row["speaker"]) for row in rows) == [("female", f"f{i}") for i in range(3)] + [("male", f"m{i}") for i in range(3)]
+    speakers = [("female", f"f{i}") for i in range(3)] + [("male", f"m{i}") for i in range(3)]
+    assert sorted((row["gender"], row["speaker"]) for row in rows) == [speaker for speaker in speakers for _ in range(3)]  # three lines each
     before = {path: path.read_bytes() for path in written}
     assert main(["run", str(study_file), "--placeholders", str(root)]) == 2
     assert "exists" in one_error_line(capsys) and {path: path.read_bytes() for path in written} == before
