@@ -223,29 +223,18 @@ def online_code_logistic(
 
         options = {key: value for key, value in fit_options.items() if key not in ("device", "seed")}
 
-        def fit_prefix_blocks(prefixes, *c):
+        def fit_blocks(prefixes, *c):
             solutions = fit_prefixes(x, labels, valid, prefixes, **(options | ({"c": c[0]} if c else {})))
             return [FittedLogistic(torch.from_numpy(s.weight), torch.from_numpy(s.bias)) for s in solutions]
 
-        return online_code(
-            labels,
-            valid,
-            speakers,
-            None,
-            lambda model, idx: model.probabilities(x[idx]),
-            seed=seed,
-            fractions=fractions,
-            fit_many=fit_prefix_blocks,
-            grid=c_grid,
-            order=order,
-        )
+    else:
 
-    def fit_blocks(prefixes, *c):
-        heads = np.zeros((len(prefixes), *valid.shape), dtype=bool)
-        for head, prefix in enumerate(prefixes):
-            heads[head, prefix] = valid[prefix]
-        options = fit_options | ({"c": c[0]} if c else {})
-        return fit_logistic_heads(x, np.broadcast_to(labels, (len(prefixes), len(labels))), heads, seed=seed, **options)
+        def fit_blocks(prefixes, *c):
+            heads = np.zeros((len(prefixes), *valid.shape), dtype=bool)
+            for head, prefix in enumerate(prefixes):
+                heads[head, prefix] = valid[prefix]
+            options = fit_options | ({"c": c[0]} if c else {})
+            return fit_logistic_heads(x, np.broadcast_to(labels, (len(prefixes), len(labels))), heads, seed=seed, **options)
 
     return online_code(
         labels,

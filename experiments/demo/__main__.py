@@ -1,8 +1,8 @@
 """``python -m experiments.demo`` (what ``make demo`` runs): the demo corpus, then the demo as a study.
 
 1. the synthetic demo corpus (Kokoro and espeak-ng voices, English and Spanish, MuST-SHE en-es),
-   the controlled design; and the real voices (``experiments.recipes.realvoices``: 16 credited
-   voices from Debian packages, 10 clips each, 3 with ``--trim``), the second corpus. Without
+   the controlled design; and the real voices (``experiments.recipes.realvoices``: 19 credited
+   voices, 18 speakers, from Debian packages, 10 clips each, 3 with ``--trim``), the second corpus. Without
    ``apt-get`` access to Debian's archive the real voices are skipped, said in one line and in the
    report;
 2. the demo's study file, ``WORK/demo.yaml`` (written by ``experiments.demo.work``, with
@@ -23,7 +23,7 @@
 4. opt-in stages (``--extra NAME``, repeatable, or ``--extra all``; see ``experiments.demo.extras``),
    each appending its section to the report.
 
-The synthetic voices' numbers show that the pipeline runs, not a finding about people; 16 real
+The synthetic voices' numbers show that the pipeline runs, not a finding about people; 19 real
 voices, whose speaker, source, language and channel move together, cannot support one either.
 ``--trim`` runs everything on a few sentences and voices (what CI runs).
 
