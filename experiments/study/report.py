@@ -342,7 +342,7 @@ def _gap_section(files: dict, correlations: dict, study: Study) -> list[str]:
         "",
         f"q: Benjamini-Hochberg across the {tested} correlations of this table (every model, dataset, site, task and split); "
         f"{SIGNIFICANT} marks q < {Q_LEVEL}: read significance from q, not p. Permutation p: the share of orders of E over the "
-        "languages whose |r| reaches the observed one (every order up to 10 000 of them, at least 1/n!: 1/3 for 3 languages; else "
+        "languages whose |r| reaches the observed one (every order up to 10 000 of them, at least 1/n!: 1/6 for 3 languages; else "
         f"10 000 random ones). The 95 % CI of r is a bootstrap over the languages, not meaningful with fewer than {MIN_INTERVAL_UNITS}.",
     ]
     gap_rows = _rows(files["f1_vs_gap"])

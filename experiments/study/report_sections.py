@@ -18,7 +18,9 @@ DEFINITIONS = [
     "- **control** (`shuffled`, `speaker`): the same probe trained on labels that carry no gender; **selectivity** = "
     "F1(probe) − F1(control), in points: near 0 or below, the probe reads no more than its control does.",
     "- **E(A, B)** = 100 (WER(A) − WER(B)) / WER(B), percent of B's error rate: > 0, A (women, in female-male) is recognised "
-    "worse; −100 when A makes no error at all. **Δrel** = 100 (WER(A) − WER(B)) / mean of the two. "
+    "worse; −100 when A makes no error at all. The E a table shows is the estimate its gap report chose (`gap_estimate`): "
+    "`resampled`, Attanasio et al.'s, is E's mean over random subsets of 40 % of each group's utterances, which on a few clips "
+    "can differ from the full-set E, even in sign (the gap JSON's `gap_relative_full`). **Δrel** = 100 (WER(A) − WER(B)) / mean of the two. "
     "**95 % CI**: the speaker bootstrap (it cannot vary one speaker per group).",
 ]
 GENDER_TASK = "female-male"
