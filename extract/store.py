@@ -980,7 +980,8 @@ def part_content_damage(path: Path) -> str | None:
         problem = index_damage(handle) or site_damage(handle)
         if problem is None and TOKENS_GROUP in handle:
             group = handle[TOKENS_GROUP]
-            if str(group.attrs.get("sha256", "")) != _tokens_digest(group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()):
+            holds_next = group["holds_next"][:] if "holds_next" in group else None
+            if str(group.attrs.get("sha256", "")) != _tokens_digest(group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist(), holds_next):
                 problem = "its generated tokens differ from their recorded sha256"
         return problem
 
