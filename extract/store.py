@@ -979,10 +979,8 @@ def part_content_damage(path: Path) -> str | None:
     with _opened(Path(path)) as handle:
         problem = index_damage(handle) or site_damage(handle)
         if problem is None and TOKENS_GROUP in handle:
-            group = handle[TOKENS_GROUP]
-            holds_next = group["holds_next"][:] if "holds_next" in group else None
-            if str(group.attrs.get("sha256", "")) != _tokens_digest(group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist(), holds_next):
-                problem = "its generated tokens differ from their recorded sha256"
+            if not _read_tokens(handle[TOKENS_GROUP])[4]:
+                problem = TOKENS_DAMAGED
         return problem
 
 
@@ -1550,16 +1548,26 @@ def _tokens_digest(ids: np.ndarray, offsets: np.ndarray, pieces: Sequence[str], 
     return total.hexdigest()
 
 
+TOKENS_DAMAGED = "its generated tokens differ from their recorded sha256"
+
+
+def _read_tokens(group) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None, bool]:
+    """A part's token ids, offsets, pieces and ``holds_next`` flags (None in parts written before
+    them), and whether they match the recorded sha256: the one reading both the reader and the
+    resume's verification use."""
+    ids, offsets, pieces = group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()
+    holds_next = group["holds_next"][:] if "holds_next" in group else None
+    return ids, offsets, pieces, holds_next, str(group.attrs.get("sha256", "")) == _tokens_digest(ids, offsets, pieces, holds_next)
+
+
 def _part_tokens(handle, part: Path) -> list[GeneratedTokens]:
     """Every utterance's :class:`GeneratedTokens` in an open part, checked against the part's recorded sha256."""
     if TOKENS_GROUP not in handle:
         raise StoreError(f"{part}: no generated tokens: not a decoder-state store (python -m experiments.decoder_states writes those)")
-    group = handle[TOKENS_GROUP]
-    ids, offsets, pieces = group["ids"][:], group["offsets"][:], group["pieces"].asstr()[:].tolist()
-    holds_next = group["holds_next"][:] if "holds_next" in group else None
-    if str(group.attrs.get("sha256", "")) != _tokens_digest(ids, offsets, pieces, holds_next):
+    ids, offsets, pieces, holds_next, intact = _read_tokens(handle[TOKENS_GROUP])
+    if not intact:
         config = StoreAttributes.from_attrs(handle.attrs, part).config
-        raise DamagedPartError(part, "its generated tokens differ from their recorded sha256", writer_command(config))
+        raise DamagedPartError(part, TOKENS_DAMAGED, writer_command(config))
     bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist())
     flags = (lambda start, end: None) if holds_next is None else (lambda start, end: tuple(bool(flag) for flag in holds_next[start:end]))
     return [GeneratedTokens(tuple(ids[start:end].tolist()), tuple(pieces[start:end]), flags(start, end)) for start, end in bounds]
