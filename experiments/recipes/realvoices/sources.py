@@ -39,7 +39,7 @@ speaks each line (its font).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TEXT_QUALITIES = ("exact", "approximate", "meaning")
 GENDER_BASES = ("stated", "given name")
@@ -147,28 +147,14 @@ def _tuxpaint(speaker, name, language, gender, credited) -> Voice:
 
 def _tuxpaint_numbers(speaker, name, language, tag, gender, credited, locale="") -> Voice:
     """The spoken numbers 0-9 of Tux Paint's number stamps (``symbols/math/N_TAG.ogg``), the
-    transcript the stamp's ``TAG.utf8=`` line."""
-    return Voice(
+    transcript the stamp's ``TAG.utf8=`` line: a stamp description voice's record but for these."""
+    return replace(
+        _tuxpaint(speaker, name, language, gender, credited),
         key=f"tuxpaint-numbers-{language}",
-        speaker=speaker,
-        name=name,
-        language=language,
-        gender=gender,
-        gender_basis="given name",
-        gender_source=f"credited in {TUXPAINT_CREDIT_SOURCE}: {credited!r}",
-        package="tuxpaint-stamps-default",
-        version=TUXPAINT_VERSION,
-        dataset="tuxpaint-stamps",
-        licence="GPL-2",
         credit=f"Tux Paint number stamps ({language}) spoken by {name}; Tux Paint stamps (C) 2002-2022 Bill Kendrick and contributors",
         audio_root=f"{TUXPAINT_STAMPS}/symbols/math",
         suffix=f"_{tag}.ogg",
-        transcripts="tuxpaint",
-        transcript_package="tuxpaint-stamps-default",
-        transcript_file="",
         text_quality="exact",  # the number's name
-        sample_rate=44_100,
-        channel="volunteer recording for children's software, Ogg Vorbis",
         locale=locale,
         transcript_key=tag,
     )
