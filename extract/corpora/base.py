@@ -156,6 +156,19 @@ def read_tsv(path: Path, required: Iterable[str], header: bool = True) -> Iterab
         yield number, dict(zip(columns, fields))
 
 
+def read_tsv_mapping(path: Path, key: str, value: str) -> dict[str, str]:
+    """A TSV's ``key`` column -> its ``value`` column, both stripped, as written; a key listed twice is
+    an error naming both lines."""
+    mapping, first_line = {}, {}
+    for line, row in read_tsv(path, (key, value)):
+        name = row[key].strip()
+        if name in first_line:
+            raise ManifestError(path, line, f"duplicate {key} {name!r}, first on {path}:{first_line[name]}")
+        first_line[name] = line
+        mapping[name] = row[value].strip()
+    return mapping
+
+
 def read_text(path: Path) -> str:
     return "".join(line for _, line in iter_text_lines(path))
 

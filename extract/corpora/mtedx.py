@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv_mapping, split_from_name
 from extract.corpora.must_c import _parse_segment_yaml, _read_lines
 from extract.manifest import ManifestError
 
@@ -25,15 +25,7 @@ GENDER_FIELDS = ("gender", "speaker_gender")  # where a segment of the YAML may 
 
 def read_mtedx_speakers(tsv: str | Path) -> dict[str, str]:
     """A ``SPEAKER-ID`` / ``GENDER`` TSV as speaker id -> gender as written; a speaker listed twice is an error naming both lines."""
-    tsv = Path(tsv)
-    genders, first_line = {}, {}
-    for line, row in read_tsv(tsv, ("SPEAKER-ID", "GENDER")):
-        speaker = row["SPEAKER-ID"].strip()
-        if speaker in first_line:
-            raise ManifestError(tsv, line, f"duplicate SPEAKER-ID {speaker!r}, first on {tsv}:{first_line[speaker]}")
-        first_line[speaker] = line
-        genders[speaker] = row["GENDER"].strip()
-    return genders
+    return read_tsv_mapping(Path(tsv), "SPEAKER-ID", "GENDER")
 
 
 def mtedx(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_text, read_tsv, split_from_name
+from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_text, read_tsv_mapping, split_from_name
 from extract.manifest import ManifestError
 
 
@@ -13,15 +13,7 @@ def read_must_speakers(tsv: str | Path) -> dict[str, str]:
     """A MuST-Speaker-style TSV (``TALK-ID``, ``TED-PRONOUN``) as talk id -> pronoun as written
     (mapped to a gender, and counted when unrecognised, per segment by the adapter). A talk listed
     twice is an error naming both lines."""
-    tsv = Path(tsv)
-    talks, first_line = {}, {}
-    for line, row in read_tsv(tsv, ("TALK-ID", "TED-PRONOUN")):
-        talk = row["TALK-ID"].strip()
-        if talk in first_line:
-            raise ManifestError(tsv, line, f"duplicate TALK-ID {talk!r}, first on {tsv}:{first_line[talk]}")
-        first_line[talk] = line
-        talks[talk] = row["TED-PRONOUN"].strip()
-    return talks
+    return read_tsv_mapping(Path(tsv), "TALK-ID", "TED-PRONOUN")
 
 
 def _parse_segment_yaml(path: Path) -> list[dict]:
