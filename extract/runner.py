@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from extract import encoder_reuse
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.claims import claim_path
@@ -183,8 +184,14 @@ def load_utterance_audio(utterances: list[Utterance], max_seconds: float, log: A
 
 
 def intervened(intervener: Intervener | None, extractor: Extractor, random_init: bool = False, seed: int | None = None) -> AbstractContextManager:
-    """``intervener`` installed on ``extractor`` for a whole run (nothing when None)."""
-    return nullcontext() if intervener is None else intervener.installed(extractor, random_init, seed)
+    """``intervener`` installed on ``extractor`` for a whole run (nothing when None); encoder outputs are
+    then neither kept nor reused (:mod:`extract.encoder_reuse`): the interventions edit them."""
+    if intervener is None:
+        return nullcontext()
+    stack = ExitStack()
+    stack.enter_context(encoder_reuse.suspended())
+    stack.enter_context(intervener.installed(extractor, random_init, seed))
+    return stack
 
 
 def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audios: list[np.ndarray]) -> AbstractContextManager:

@@ -150,7 +150,7 @@ def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
     checkpoint = spec.resolved_checkpoint()
     with seeded(spec.seed) if spec.random_init else nullcontext():  # only new weights draw; the caller's generator is left alone
         extractor = cls.load(checkpoint, revision=spec.revision, random_init=spec.random_init, device=spec.device, dtype=DTYPES[spec.dtype], **options)
-    extractor.fingerprint = spec.fingerprint()
+    extractor.fingerprint, extractor.random_init = spec.fingerprint(), spec.random_init
     return extractor
 
 

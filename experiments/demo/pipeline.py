@@ -112,10 +112,17 @@ def _timed(name: str, stage):
 
 
 def run_study(work: Work) -> None:
-    """The demo's study, every stage in this process (each skips what is finished)."""
+    """The demo's study, every stage in this process (each skips what is finished). Whisper's encoder
+    runs once per clip for extraction and transcription (:mod:`extract.encoder_reuse`): the encoder
+    outputs the extraction stage computed are decoded by the transcription stage."""
+    from extract.encoder_reuse import reused, reusing_encoder_outputs
+
     study = context(work)
     print_lines(["[study] plan:", *describe(plan(study))])
-    run(study, STAGES)  # in process: a failure raises (a status other than 0 comes from submitted tasks only)
+    with reusing_encoder_outputs():
+        run(study, STAGES)  # in process: a failure raises (a status other than 0 comes from submitted tasks only)
+        if reused():
+            log(f"Whisper's encoder ran once for extraction and transcription on {reused()} clips (their encoder outputs were reused)")
 
 
 def run_demo(options: DemoOptions) -> int:

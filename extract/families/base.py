@@ -73,6 +73,7 @@ class Extractor(ABC):
         self.processor = processor
         self.checkpoint, self.revision = checkpoint, revision
         self.fingerprint: str | None = None  # what identifies the weights (ModelSpec.fingerprint); None for a model built in code
+        self.random_init = False  # weights drawn at random (ModelSpec.random_init): a control, whose encoder outputs are not kept
         self.device, self.dtype = torch.device(device), dtype
 
     def __init_subclass__(cls, **kwargs):
@@ -168,7 +169,9 @@ class Extractor(ABC):
         inputs = self.on_device(prepared.inputs)
         target = torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
         with torch.inference_mode(), capture(self.model, wanted) as (captured, run):
-            run(self.encode, inputs)
+            output = run(self.encode, inputs)
+            if not self.random_init:
+                self.keep_encoder_output(inputs, output, captured.tensors)
             packed, lengths = {}, {}
             for name in sites:
                 lengths[name] = [min(length, positions or length) for length in self._checked_lengths(name, prepared, captured.tensors)]
@@ -191,6 +194,11 @@ class Extractor(ABC):
             for index in range(len(audios)):
                 results[index][name] = array[bounds[index] : bounds[index + 1]]
         return results
+
+    def keep_encoder_output(self, inputs: dict[str, torch.Tensor], output, captured: dict[str, torch.Tensor]) -> None:  # noqa: B027 (an optional hook)
+        """Where the family's generator can decode from it, keep the encoder's output (``output``, None
+        when the pass stopped at the last site; ``captured``, the sites' tensors) for a transcription of
+        the same clips (:mod:`extract.encoder_reuse`)."""
 
     def _checked_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> list[int]:
         frames = captured[site].shape[1]

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import torch
 
+from extract import encoder_reuse
 from extract.audio import SAMPLE_RATE
 from extract.families.base import Extractor, Family, Prepared, seeded
 from extract.families.generation import GenerationError, GenerationOptions, Generator
@@ -63,6 +64,12 @@ class WhisperExtractor(Extractor):
 
     def encode(self, inputs):
         return self.encoder(inputs["input_features"])
+
+    def keep_encoder_output(self, inputs, output, captured) -> None:
+        """The encoder's output is its final layer norm's, the site ``encoder.final`` (whose capture ends the pass)."""
+        final = captured.get("encoder.final", output.last_hidden_state if output is not None else None)
+        if final is not None:
+            encoder_reuse.keep(self.encoder, inputs["input_features"], final)
 
     def stored_lengths(self, site: str, prepared: Prepared, captured: dict[str, torch.Tensor]) -> np.ndarray:
         frames = self.encoder.config.max_source_positions
@@ -145,14 +152,18 @@ class WhisperGenerator(Generator):
             raise GenerationError(f"Whisper translates only into English, not {tgt_lang!r} (see --whisper-translate-by-forcing)")
 
     def _generate(self, inputs, language, task, target):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        kept = encoder_reuse.take(self.extractor.encoder, inputs["input_features"])
+        source = {"input_features": inputs["input_features"]} if kept is None else {"encoder_outputs": BaseModelOutput(last_hidden_state=kept)}
         if not self.multilingual:  # *.en models take no language or task token
             if language != "en":
                 raise GenerationError(f"an English-only Whisper cannot transcribe {language!r}")
-            return self.model.generate(inputs["input_features"], **self.overrides)
+            return self.model.generate(**source, **self.overrides)
         if task == "st" and target != "en":  # translate_by_forcing, checked above
-            return self.model.generate(inputs["input_features"], language=target, task="transcribe", **self.overrides)
+            return self.model.generate(**source, language=target, task="transcribe", **self.overrides)
         whisper_task = "transcribe" if task == "asr" else "translate"
-        return self.model.generate(inputs["input_features"], language=language, task=whisper_task, **self.overrides)
+        return self.model.generate(**source, language=language, task=whisper_task, **self.overrides)
 
 
 @seeded(0)

@@ -90,6 +90,7 @@ def test_a_saved_checkpoint_loads_through_the_spec_with_its_weights(tmp_path, ca
     again = load_extractor(ModelSpec("s2t", str(tmp_path), device="cpu", random_init=True, seed=1))
     first = next(iter(original.model.state_dict()))
     assert not torch.equal(random.model.state_dict()[first], original.model.state_dict()[first])
+    assert random.random_init and not original.random_init  # a control's encoder outputs are not kept (extract.encoder_reuse)
     assert all(torch.equal(a, b) for a, b in zip(random.model.state_dict().values(), again.model.state_dict().values()))
 
 
