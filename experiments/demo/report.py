@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
+from experiments.format import number
 from experiments.reports import plots as figures
 from experiments.scoring.correlation import interval_text
+from experiments.scoring.gaps import GAP_ESTIMATES
 from experiments.scoring.mustshe import sentences_path
 from extract.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table, read_versioned
 from probing.mdl import uniform_block_count
@@ -34,8 +36,6 @@ def tiny_labels() -> dict[str, str]:
     return {name: family.tiny_label for name, family in FAMILIES.items() if family.demo_sites}
 
 
-# ``gap_estimate`` of an ``experiments.asr_gap`` JSON (``--gap-estimate``) -> how the report names it
-GAP_ESTIMATES = {"resampled": "E on resampled means (paper)", "full": "E on the full set"}
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row names in its source
@@ -97,10 +97,6 @@ def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: st
     return fit, reason
 
 
-def format_number(value, digits=1) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
-
-
 def _gap_estimate(entry: dict) -> str:
     estimate = entry.get("gap_estimate")
     if estimate not in GAP_ESTIMATES:
@@ -143,19 +139,19 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
             groups = entry["groups"]
             if entry.get("missing_groups"):
                 lines.append(
-                    f"| {model} | {language} | {entry['metric'].upper()} | {format_number(groups.get('female', {}).get('error_rate'), 2)} | "
-                    f"{format_number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
+                    f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
+                    f"{number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
                 )
                 continue
             bootstrap = entry.get("bootstrap", {})
             ci = bootstrap.get("ci95") or [None, None]
-            interval = f"{format_number(ci[0])} .. {format_number(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
+            interval = f"{number(ci[0])} .. {number(ci[1])}" + (" (crosses 0)" if _crosses_zero(ci) else "")
             if bootstrap.get("ci95_note"):
                 speakers = bootstrap.get("speakers", {})
                 interval += f" (unreliable: {' / '.join(str(n) for n in speakers.values())} speakers)"
             lines.append(
-                f"| {model} | {language} | {entry['metric'].upper()} | {format_number(groups.get('female', {}).get('error_rate'), 2)} | "
-                f"{format_number(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {format_number(entry.get('gap_relative'))} | "
+                f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
+                f"{number(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {number(entry.get('gap_relative'))} | "
                 f"{gap_estimate_name(entry)} | {_p(bootstrap.get('p_value'))} |"
             )
     lines += [
@@ -172,9 +168,9 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
 def average_test_length(row: dict) -> str:
     """The average test length of a positional probe row: speech frames, with the stored positions
     (padding included) beside them when they differ."""
-    phrase = f"{format_number(row['mean_test_length'])} speech frames"
+    phrase = f"{number(row['mean_test_length'])} speech frames"
     if row.get("stored_positions") is not None:
-        phrase += f" ({format_number(row['stored_positions'])} stored positions, padding included)"
+        phrase += f" ({number(row['stored_positions'])} stored positions, padding included)"
     return phrase
 
 
@@ -186,8 +182,8 @@ def mdl_lines(site: str, row: dict) -> list[str]:
     uniform = f"{uniform_block_count(row['mdl_uniform_blocks'])} of them coded uniformly, the first as always"
     uniform += f" and {later} after speakers of one gender only" if later else ""
     return [
-        f"MDL on {site}: online codelength {format_number(row.get('codelength_online_bits'))} bits against "
-        f"{format_number(row.get('codelength_uniform_bits'))} uniform, compression {format_number(row.get('compression'), 2)} "
+        f"MDL on {site}: online codelength {number(row.get('codelength_online_bits'))} bits against "
+        f"{number(row.get('codelength_uniform_bits'))} uniform, compression {number(row.get('compression'), 2)} "
         f"({blocks} blocks cut at speaker boundaries, {uniform}; {row.get('mdl_guard', 'no guard')}).",
         "A compression below 1 mixes prior shift with overconfidence: the probes' intercept is unpenalised at every C, so each",
         "block is coded with the gender share of the speakers before it, and a block whose share differs costs more than a",
@@ -330,8 +326,8 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
         "| features | macro-F1 | per-speaker mean accuracy | per-voice mean accuracy |",
         "|---|---|---|---|",
         *(
-            f"| {name} | {format_number(row['f1_macro'])} | {format_number(row['fold_accuracy_mean'])} | "
-            f"{format_number(_mean(collected_voice_accuracy(collected, row, voice_of)))} |"
+            f"| {name} | {number(row['f1_macro'])} | {number(row['fold_accuracy_mean'])} | "
+            f"{number(_mean(collected_voice_accuracy(collected, row, voice_of)))} |"
             for name, row in [
                 *((f"whisper-base {site}", row) for site, row in per_site.items()),
                 ("F0 alone (Praat: ln median, mean, sd)", f0),
@@ -350,8 +346,8 @@ def real_voices_section(work: Work, collected: Collected) -> list[str]:
     for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0])):
         lines.append(
             f"| {voice['name'] or speaker} | {language} | {voice['gender']} | {voice['clips']} | "
-            f"{format_number(whisper_voices.get((speaker, language)))} | {format_number(f0_voices.get((speaker, language)))} | "
-            f"{format_number(rates.get((speaker, language)), 2)} |"
+            f"{number(whisper_voices.get((speaker, language)))} | {number(f0_voices.get((speaker, language)))} | "
+            f"{number(rates.get((speaker, language)), 2)} |"
         )
     lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both, and each row scores its own clips."]
     lines += [
@@ -450,7 +446,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
         "| site | " + " | ".join(CONDITIONS) + " |",
         "|---|" + "---|" * len(CONDITIONS),
-        *(f"| {name} | " + " | ".join(format_number(value) for value in values) + " |" for name, values in table.items()),
+        *(f"| {name} | " + " | ".join(number(value) for value in values) + " |" for name, values in table.items()),
         "",
         f"Average test length (F1_S's span, the dashed line of the per-position figure): {average_test_length(last)}.",
         "",
@@ -468,8 +464,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "| model | language | F1_S | E(F, M) | 95 % CI (speaker bootstrap) |",
         "|---|---|---|---|---|",
         *(
-            f"| {row.model} | {row.language} | {format_number(row.f1_s)} | {format_number(row.gap_relative)} | "
-            f"{format_number(row.ci95_low)} .. {format_number(row.ci95_high)} |"
+            f"| {row.model} | {row.language} | {number(row.f1_s)} | {number(row.gap_relative)} | {number(row.ci95_low)} .. {number(row.ci95_high)} |"
             for row in f1_rows
         ),
         "",
@@ -478,13 +473,13 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "## Attention probe and MuST-SHE",
         "",
         f"Attention probe on Whisper base `{site}` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
-        f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {format_number(attention['f1_macro'])} on the demo corpus' test voices, "
-        f"{format_number(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
+        f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {number(attention['f1_macro'])} on the demo corpus' test voices, "
+        f"{number(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
         "(voices outside its training split).",
         f"MuST-SHE en-es (Whisper base with Spanish forced, not a trained translation direction): category 1 (1F + 1M) coverage "
-        f"{format_number(mustshe['category_1']['coverage'])}, gender accuracy {format_number(mustshe['category_1']['accuracy'])}; all categories: "
-        f"coverage {format_number(mustshe['global']['coverage'])}, accuracy {format_number(mustshe['global']['accuracy'])} "
-        f"(She {format_number(mustshe['genders']['She']['accuracy'])}, He {format_number(mustshe['genders']['He']['accuracy'])}).",
+        f"{number(mustshe['category_1']['coverage'])}, gender accuracy {number(mustshe['category_1']['accuracy'])}; all categories: "
+        f"coverage {number(mustshe['global']['coverage'])}, accuracy {number(mustshe['global']['accuracy'])} "
+        f"(She {number(mustshe['genders']['She']['accuracy'])}, He {number(mustshe['genders']['He']['accuracy'])}).",
         "",
         "The pairing (`f1_vs_mustshe.csv`, from `experiments.collect`) is the probe's macro-F1 on the MuST-SHE speakers (`applied_f1_macro`)",
         "against category-1 gender accuracy (`category_1.accuracy`), as in Fucci et al. (2025), Figure 1: not the probe's F1 on its own",
@@ -492,10 +487,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
         "| model | site | target | applied_f1_macro | category_1_accuracy |",
         "|---|---|---|---|---|",
-        *(
-            f"| {row.model} | {row.site} | {row.tgt_lang} | {format_number(row.applied_f1_macro)} | {format_number(row.category_1_accuracy)} |"
-            for row in mustshe_rows
-        ),
+        *(f"| {row.model} | {row.site} | {row.tgt_lang} | {number(row.applied_f1_macro)} | {number(row.category_1_accuracy)} |" for row in mustshe_rows),
         "",
         *_fit_lines(mustshe_fit if "pearson_r" in mustshe_fit else None, mustshe_fit.get("note", "no MuST-SHE pairing"), "f1_vs_mustshe"),
         "",
@@ -513,7 +505,7 @@ def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fi
         "",
         "| model | site | F1 |",
         "|---|---|---|",
-        *(f"| {model} | {name} | {format_number(row['f1_macro'])} |" for model, name, row in tiny),
+        *(f"| {model} | {name} | {number(row['f1_macro'])} |" for model, name, row in tiny),
         "",
         "![attention](attention_profiles.png)",
         "",

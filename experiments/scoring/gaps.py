@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.format import number
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
 from extract.attributes import AttributeLabels, LabelError, read_attribute
@@ -479,9 +480,7 @@ def gap_report(
 
 
 def _number(value, digits: int = 2, sign: bool = False) -> str:
-    if value is None or not np.isfinite(value):  # E is undefined when B makes no error
-        return "undefined"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+    return number(value, digits, sign, missing="undefined")  # E is undefined when B makes no error
 
 
 def gap_summary(entry: dict, groups: tuple[str, str]) -> str:

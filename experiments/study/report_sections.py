@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from experiments.format import number
 from experiments.study.joins import why_unjoined
 
 DEFINITIONS = [
@@ -50,7 +51,7 @@ def control_cells(long_rows: list[dict]) -> dict[tuple, str]:
             scores = [values for metric, values in metrics.items() if metric != "selectivity"]
             score = _mean(scores[0]) if scores else None
             selectivity = _mean(metrics.get("selectivity", []))
-            shown.append(f"{control} {_fmt(score)}" + (f" (selectivity {_fmt(selectivity, sign=True)})" if selectivity is not None else ""))
+            shown.append(f"{control} {number(score)}" + (f" (selectivity {number(selectivity, sign=True)})" if selectivity is not None else ""))
         cells[key] = "; ".join(shown)
     return cells
 
@@ -71,10 +72,11 @@ def unjoined_gaps(long_rows: list[dict], gap_rows: list[dict]) -> list[list[str]
     rows = []
     for (model, dataset, language), metrics in sorted(entries.items()):
         rates = ", ".join(
-            f"{group} {_fmt(metrics.get(f'groups.{group}.error_rate'))} ({_count(metrics.get(f'groups.{group}.speakers'))} spk)" for group in ("female", "male")
+            f"{group} {number(metrics.get(f'groups.{group}.error_rate'))} ({_count(metrics.get(f'groups.{group}.speakers'))} spk)"
+            for group in ("female", "male")
         )
-        interval = "n/a" if metrics.get("ci95_low") in (None, "") else f"{_fmt(metrics['ci95_low'], sign=True)} .. {_fmt(metrics['ci95_high'], sign=True)}"
-        rows.append([model, dataset, language, rates, _fmt(metrics.get("gap_relative"), sign=True), interval, _fmt(metrics.get("delta_rel"), sign=True)])
+        interval = "n/a" if metrics.get("ci95_low") in (None, "") else f"{number(metrics['ci95_low'], sign=True)} .. {number(metrics['ci95_high'], sign=True)}"
+        rows.append([model, dataset, language, rates, number(metrics.get("gap_relative"), sign=True), interval, number(metrics.get("delta_rel"), sign=True)])
     return rows
 
 
@@ -89,12 +91,6 @@ def why_lines(collected: dict, gap_rows: list[dict]) -> list[str]:
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def _fmt(value, sign: bool = False) -> str:
-    if value is None or value == "":
-        return "n/a"
-    return f"{float(value):+.1f}" if sign else f"{float(value):.1f}"
 
 
 def _count(value) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from experiments.analysis.acoustic import FEATURES, compute_acoustics
 from experiments.analysis.contrasts import error_regression, feature_table, group_contrasts, read_gap_setups, setup_correlations, setup_table
 from experiments.analysis.speakers import HdbscanSettings, agreement, assign_speakers, audio_embeddings, mfcc_statistics, store_embeddings
+from experiments.format import number
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import read_manifest
@@ -113,10 +115,7 @@ def clustering(work, folder: Path) -> list[dict]:
     return results
 
 
-def _number(value, digits: int = 1, sign: bool = False) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+_number = partial(number, missing="–")
 
 
 def _rate_ratio(coefficient: dict) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 
 from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header
 from experiments.finetuning.tracking import read_history
+from experiments.format import number
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
 from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_manifest
 from experiments.normalisation.filters import load_filters
@@ -211,12 +212,6 @@ def finetune_grid(work, folder: Path) -> tuple[dict[tuple[float, bool], list[dic
     return histories, total, commands
 
 
-def _number(value, digits: int = 1, sign: bool = False) -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
-
-
 @plots.paper_style
 def draw(work, spectra_result: dict, reports: dict, histories: dict) -> list[Path]:
     plt = plots.pyplot()
@@ -279,9 +274,9 @@ def _gap_rows(reports: dict, notes: dict) -> list[str]:
             low, high = entry.get("bootstrap", {}).get("ci95", [None, None])
             name = MODE_NAMES[condition] + (" †" if condition in notes else "")
             lines.append(
-                f"| {name} | {language} | {_number(groups['female']['error_rate'])} | {_number(groups['male']['error_rate'])} | "
-                f"{_number(entry.get('gap_relative'), sign=True)} | {_number(low, sign=True)} .. {_number(high, sign=True)} | "
-                f"{_number(entry.get('delta_rel'), sign=True)} |"
+                f"| {name} | {language} | {number(groups['female']['error_rate'])} | {number(groups['male']['error_rate'])} | "
+                f"{number(entry.get('gap_relative'), sign=True)} | {number(low, sign=True)} .. {number(high, sign=True)} | "
+                f"{number(entry.get('delta_rel'), sign=True)} |"
             )
     return lines
 
@@ -336,9 +331,9 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
             first, last = history[0], history[-1]
             gap_relative, gap_absolute = _history_gaps(last)
             lines.append(
-                f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {_number(first.get('wer_female'))} → {_number(last.get('wer_female'))} | "
-                f"{_number(first.get('wer_male'))} → {_number(last.get('wer_male'))} | {_number(gap_relative, sign=True)} | "
-                f"{_number(last.get('delta_rel'), sign=True)} | {_number(gap_absolute, sign=True)} |"
+                f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {number(first.get('wer_female'))} → {number(last.get('wer_female'))} | "
+                f"{number(first.get('wer_male'))} → {number(last.get('wer_male'))} | {number(gap_relative, sign=True)} | "
+                f"{number(last.get('delta_rel'), sign=True)} | {number(gap_absolute, sign=True)} |"
             )
     if commands:
         lines += ["", "Runs not done yet (minutes each on 2 CPU cores; this stage does not start them); run these, then rerun the stage:", "", "```bash"]

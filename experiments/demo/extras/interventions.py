@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 from experiments.demo.report import e_header, shown_path
+from experiments.format import number
 from experiments.reports import plots
 from experiments.scoring.gaps import counts_path, gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
@@ -211,10 +211,7 @@ def translation_shares(sentences: list[dict]) -> dict[str, dict]:
     return shares
 
 
-def _number(value, digits: int = 1, sign: bool = False) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+_number = partial(number, missing="–")
 
 
 def probe_table(probes: dict) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.demo.report import format_number as fmt
+from experiments.format import number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
 from experiments.reports.plots import paper_style, pyplot, save
