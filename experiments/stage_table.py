@@ -22,8 +22,8 @@ class StageRecord:
     declaring its options (``module:Class``; None where its flags are still written by hand);
     ``entry``: the library function that does its work (``module:function``); ``outputs``: what it
     writes; ``job_array``: ``--executor`` submits its units as a submitit job array; ``study``: a
-    stage of ``study run``, run in table order, by the plan and run it names
-    (``module:NAME`` of a :class:`experiments.study.context.StudyStage`)."""
+    stage of ``study run``, run in table order by the plan and run of its module under
+    ``experiments.study.stages`` (a :class:`~experiments.study.context.StudyStage` named ``NAME``)."""
 
     name: str
     module: str | None
@@ -47,7 +47,6 @@ class StageRecord:
 
 
 _E = "experiments"
-_S = "experiments.study.stages"
 TABLE: tuple[StageRecord, ...] = (
     # the study's stages, in the order a study runs them
     StageRecord(
@@ -57,14 +56,14 @@ TABLE: tuple[StageRecord, ...] = (
         "a store folder of HDF5 part files",
         options="extract.stage_options:ExtractOptions",
         job_array=True,
-        study=f"{_S}.extract:STAGE",
+        study="extract",
     ),
     StageRecord(
         "f0",
         f"{_E}.f0_baseline",
         "experiments.analysis.f0:write_f0_store",
         "an F0-only store folder",
-        study=f"{_S}.f0:STAGE",
+        study="f0",
         command="f0_baseline",
         options="experiments.analysis_options:F0Options",
     ),
@@ -75,16 +74,10 @@ TABLE: tuple[StageRecord, ...] = (
         "a hypotheses JSONL file and OUT.settings.json",
         options="extract.stage_options:TranscribeOptions",
         job_array=True,
-        study=f"{_S}.transcribe:STAGE",
+        study="transcribe",
     ),
     StageRecord(
-        "probe",
-        f"{_E}.probe",
-        "probing.grid:run_all",
-        "probe rows appended to a JSONL file",
-        options="probing.run:ProbeConfig",
-        job_array=True,
-        study=f"{_S}.probe:STAGE",
+        "probe", f"{_E}.probe", "probing.grid:run_all", "probe rows appended to a JSONL file", options="probing.run:ProbeConfig", job_array=True, study="probe"
     ),
     StageRecord(
         "asr_gap",
@@ -92,14 +85,14 @@ TABLE: tuple[StageRecord, ...] = (
         "experiments.scoring.gaps:gap_report",
         "a gap report JSON and OUT.counts.jsonl",
         options="experiments.scoring.gaps:GapOptions",
-        study=f"{_S}.behaviour:ASR_GAP",
+        study="behaviour",
     ),
     StageRecord(
         "mustshe",
         f"{_E}.mustshe",
         "experiments.scoring.mustshe:score_hypotheses",
         "MuST-SHE scores JSON",
-        study=f"{_S}.behaviour:MUSTSHE",
+        study="behaviour",
         options="experiments.mustshe:MustSheOptions",
     ),
     StageRecord(
@@ -107,7 +100,7 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.st_quality",
         "experiments.scoring.translation_quality:quality_report",
         "BLEU, chrF and COMET JSON",
-        study=f"{_S}.behaviour:ST_QUALITY",
+        study="behaviour",
         options="experiments.st_quality:StQualityOptions",
     ),
     # Attanasio et al. 2024, section 5
@@ -116,7 +109,7 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.acoustics",
         "experiments.analysis.acoustic:compute_acoustics",
         "acoustic features JSONL",
-        study=f"{_S}.analyses:ACOUSTIC",
+        study="analyses",
         command="acoustics",
         options="experiments.analysis_options:AcousticsOptions",
     ),
@@ -125,7 +118,7 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.lexical",
         "experiments.analysis.lexical:lexical_rows",
         "lexical features JSONL",
-        study=f"{_S}.analyses:LEXICAL",
+        study="analyses",
         options="experiments.analysis_options:LexicalOptions",
     ),
     StageRecord(
@@ -133,26 +126,20 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.feature_gaps",
         "experiments.analysis.contrasts:group_contrasts",
         "feature contrasts JSON",
-        study=f"{_S}.analyses:FEATURE_GAPS",
+        study="analyses",
         options="experiments.analysis_options:FeatureGapOptions",
     ),
-    StageRecord(
-        "collect",
-        f"{_E}.collect",
-        "experiments.scoring.collect:collect",
-        "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json",
-        study=f"{_S}.collect:STAGE",
-    ),
+    StageRecord("collect", f"{_E}.collect", "experiments.scoring.collect:collect", "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json", study="collect"),
     StageRecord(
         "correlate",
         f"{_E}.correlate",
         "experiments.scoring.correlation:correlate",
         "a correlation JSON (and a scatter plot)",
-        study=f"{_S}.reporting:CORRELATE",
+        study="reporting",
         options="experiments.correlate:CorrelateOptions",
     ),
-    StageRecord("figures", f"{_E}.figures", "experiments.study.report:write_figures", "figures (PNG + PDF)", study=f"{_S}.reporting:FIGURES"),
-    StageRecord("report", None, "experiments.study.report:write_results_md", "RESULTS.md", study=f"{_S}.reporting:REPORT"),
+    StageRecord("figures", f"{_E}.figures", "experiments.study.report:write_figures", "figures (PNG + PDF)", study="reporting"),
+    StageRecord("report", None, "experiments.study.report:write_results_md", "RESULTS.md", study="reporting"),
     # commands outside the study
     StageRecord("dataset_stats", f"{_E}.dataset_stats", "experiments.scoring.dataset_stats:statistics", "a statistics table"),
     StageRecord(

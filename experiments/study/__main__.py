@@ -53,7 +53,7 @@ from experiments.cli import (
     run_cli,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import GridTasks, add_executor_arguments
+from experiments.scheduling import GridTasks, add_executor_arguments, executor_options
 from experiments.study.context import Context
 from experiments.study.joins import join_warnings
 from experiments.study.runner import STAGES, check_subset, describe, plan, print_lines, redo, run, study_errors
@@ -156,12 +156,7 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     if options.dry_run:
         print("[study] dry run: nothing loaded, nothing written")
         return 0
-    executor = None
-    if args.executor:
-        from experiments.scheduling import executor_options
-
-        executor = executor_options(args, context.device)
-    status = run(context, options.stages, executor)
+    status = run(context, options.stages, executor_options(args, context.device) if args.executor else None)
     if status == 0 and context.layout.results_md.exists():
         print(f"[study] results: {context.layout.results_md}")
     print(f"[study] done in {time.time() - started:.1f} s")

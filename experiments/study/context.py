@@ -6,6 +6,7 @@ module declares (``experiments.study.stages``). It imports no stage.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -230,21 +231,24 @@ def wait_for_outdated(context: Context, unit: Unit, inputs: list[Path]) -> None:
             return
 
 
-def by_model(units: list[Unit]) -> list[tuple[Model, list[Unit]]]:
-    """``units`` grouped by their model, in order: each model is loaded once."""
+def run_by_model(context: Context, stage: str, units: list[Unit], load: Callable, each: Callable) -> None:
+    """``each(unit, loaded)`` for every unit, grouped by model in order: each model loaded once, by
+    ``load(job)`` of its first unit (a checkpoint that cannot be read is one line naming the model),
+    and freed before the next loads."""
     groups: dict[str, tuple[Model, list[Unit]]] = {}
     for unit in units:
         groups.setdefault(unit.model.name, (unit.model, []))[1].append(unit)
-    return list(groups.values())
-
-
-def loaded(model: Model, load: Callable, *args, **kwargs):
-    """``load(*args, **kwargs)``, with a checkpoint that cannot be read said in one line naming the model."""
-    try:
-        return load(*args, **kwargs)
-    except OSError as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise StudyError(f"model {model.name}: cannot load {model.checkpoint or 'its default checkpoint'}: {first}") from None
+    for model, todo in groups.values():
+        print(f"[study] {stage}: loading {model.name} ({model.family} {model.checkpoint or 'default checkpoint'}) on {context.device}", flush=True)
+        try:
+            loaded = load(todo[0].job)
+        except OSError as error:
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise StudyError(f"model {model.name}: cannot load {model.checkpoint or 'its default checkpoint'}: {first}") from None
+        for unit in todo:
+            each(unit, loaded)
+        del loaded
+        gc.collect()
 
 
 def with_sidecars(outputs: Iterable[Path]) -> list[Path]:

@@ -68,8 +68,9 @@ def study_errors() -> tuple[type[BaseException], ...]:
 
 
 def study_stage(name: str) -> StudyStage:
-    """The plan and run of the study stage ``name``, as its record in the stage table names them."""
-    return StageRecord.resolve(BY_NAME[name].study)
+    """The plan and run of the study stage ``name``: ``NAME`` of the module its record in the stage
+    table names under ``experiments.study.stages``."""
+    return StageRecord.resolve(f"experiments.study.stages.{BY_NAME[name].study}:{name.upper()}")
 
 
 def plan(context: Context, stages: Iterable[str] = STAGES) -> dict[str, list[Unit]]:

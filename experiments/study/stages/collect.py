@@ -50,4 +50,4 @@ def run(context: Context, units: list[Unit]) -> None:
     )
 
 
-STAGE = StudyStage(plan, run, lambda context: collected_tables(context.layout))
+COLLECT = StudyStage(plan, run, lambda context: collected_tables(context.layout))

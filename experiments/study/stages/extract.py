@@ -5,13 +5,12 @@ store shard."""
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from experiments.study.context import Context, StaleOutput, StudyStage, Unit, by_model, loaded, stale_or_status, submit_tasks
+from experiments.study.context import Context, StaleOutput, StudyStage, Unit, run_by_model, stale_or_status, submit_tasks
 from experiments.study.schema import Corpus, Model, Part, StudyError
 from extract.provenance import file_sha256
 
@@ -102,23 +101,20 @@ def run(context: Context, units: list[Unit]) -> None:
     from extract.jobs import extract
     from extract.spec import load_extractor
 
-    for model, todo in by_model(units):
-        print(f"[study] extract: loading {model.name} ({model.family} {model.checkpoint or 'default checkpoint'}) on {context.device}", flush=True)
-        extractor = loaded(model, load_extractor, todo[0].job.spec, keep_padding=todo[0].job.keep_padding)
-        for unit in todo:
-            started = time.time()
-            for shard in range(unit.job.num_shards):
-                try:
-                    sites, report = extract(replace(unit.job, shard_index=shard), context.show_progress, context.reclaim_stale, extractor=extractor)
-                except UnknownSiteError as error:
-                    raise StudyError(f"{context.study.path}: models {model.name}: sites: {error.args[0]}") from None
-            print(
-                f"[study] extract {unit.what}: {len(sites)} sites, {report.written} written, {report.resumed} already there, "
-                f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
-                flush=True,
-            )
-        del extractor
-        gc.collect()
+    def each(unit: Unit, extractor) -> None:
+        started = time.time()
+        for shard in range(unit.job.num_shards):
+            try:
+                sites, report = extract(replace(unit.job, shard_index=shard), context.show_progress, context.reclaim_stale, extractor=extractor)
+            except UnknownSiteError as error:
+                raise StudyError(f"{context.study.path}: models {unit.model.name}: sites: {error.args[0]}") from None
+        print(
+            f"[study] extract {unit.what}: {len(sites)} sites, {report.written} written, {report.resumed} already there, "
+            f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
+            flush=True,
+        )
+
+    run_by_model(context, "extract", units, lambda job: load_extractor(job.spec, keep_padding=job.keep_padding), each)
 
 
 def submit(context: Context, units: list[Unit], finished: int, executor) -> int:
@@ -129,4 +125,4 @@ def submit(context: Context, units: list[Unit], finished: int, executor) -> int:
     return submit_tasks(executor, "extract", tasks, finished)
 
 
-STAGE = StudyStage(plan, run, lambda context: [Path(job.out) for _, job, _, _ in extraction_jobs(context)], submit)
+EXTRACT = StudyStage(plan, run, lambda context: [Path(job.out) for _, job, _, _ in extraction_jobs(context)], submit)

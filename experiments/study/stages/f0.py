@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
+from experiments.study import schema
 from experiments.study.context import Context, StudyStage, Unit
-from experiments.study.schema import F0
 
 
 def plan(context: Context) -> list[Unit]:
@@ -23,7 +23,7 @@ def plan(context: Context) -> list[Unit]:
             done = f0_store_current(part.manifest, out, study.f0["range_by"])
             if not done and out.exists():
                 context.outdated[out] = ("f0", "another manifest or pitch range rule")
-            units.append(Unit("f0", f"{F0} {part.name}", done, f"{size} utterances" if done else "", None, (corpus, part, out), size))
+            units.append(Unit("f0", f"{schema.F0} {part.name}", done, f"{size} utterances" if done else "", None, (corpus, part, out), size))
     return units
 
 
@@ -39,4 +39,4 @@ def run(context: Context, units: list[Unit]) -> None:
         )
 
 
-STAGE = StudyStage(plan, run, lambda context: [unit.job[2] for unit in plan(context)])
+F0 = StudyStage(plan, run, lambda context: [unit.job[2] for unit in plan(context)])

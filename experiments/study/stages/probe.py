@@ -242,4 +242,4 @@ def supersede_probe_rows(context: Context, configs: list) -> None:
     print(f"[study] probe: {len(superseded)} rows of earlier runs of the same probes (other options, or the study folder moved) set aside -> {old}", flush=True)
 
 
-STAGE = StudyStage(plan, run, lambda context: [context.layout.probes.parent], submit=run)
+PROBE = StudyStage(plan, run, lambda context: [context.layout.probes.parent], submit=run)

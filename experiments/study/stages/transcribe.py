@@ -5,14 +5,13 @@ skipped for bad audio in this study's earlier run, listed in ``OUT.skipped.json`
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from experiments.study.context import Context, StaleOutput, StudyStage, Unit, by_model, loaded, stale_or_status, submit_tasks, with_sidecars
+from experiments.study.context import Context, StaleOutput, StudyStage, Unit, run_by_model, stale_or_status, submit_tasks, with_sidecars
 from experiments.study.schema import Corpus, Model, Part, StudyError
 from extract.provenance import file_sha256
 
@@ -123,22 +122,19 @@ def run(context: Context, units: list[Unit]) -> None:
     from extract.jobs import transcribe
     from extract.spec import load_generator
 
-    for model, todo in by_model(units):
-        print(f"[study] transcribe: loading {model.name} ({model.family} {model.checkpoint or 'default checkpoint'}) on {context.device}", flush=True)
-        generator = loaded(model, load_generator, todo[0].job.spec, todo[0].job.options)
-        for unit in todo:
-            started = time.time()
-            report = transcribe(unit.job, context.show_progress, generator=generator, reclaim_stale=context.reclaim_stale)
-            if report.skipped:
-                record = {"manifest_sha256": file_sha256(unit.job.manifest), "skipped": report.skipped}
-                skipped_path(unit.job.out).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            print(
-                f"[study] transcribe {unit.what}: {report.written} written, {report.total - report.todo} already there, "
-                f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
-                flush=True,
-            )
-        del generator
-        gc.collect()
+    def each(unit: Unit, generator) -> None:
+        started = time.time()
+        report = transcribe(unit.job, context.show_progress, generator=generator, reclaim_stale=context.reclaim_stale)
+        if report.skipped:
+            record = {"manifest_sha256": file_sha256(unit.job.manifest), "skipped": report.skipped}
+            skipped_path(unit.job.out).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(
+            f"[study] transcribe {unit.what}: {report.written} written, {report.total - report.todo} already there, "
+            f"{len(report.skipped)} skipped for bad audio ({time.time() - started:.1f} s) -> {unit.job.out}",
+            flush=True,
+        )
+
+    run_by_model(context, "transcribe", units, lambda job: load_generator(job.spec, job.options), each)
 
 
 def submit(context: Context, units: list[Unit], finished: int, executor) -> int:
@@ -152,4 +148,4 @@ def submit(context: Context, units: list[Unit], finished: int, executor) -> int:
     return submit_tasks(executor, "transcribe", tasks, finished)
 
 
-STAGE = StudyStage(plan, run, lambda context: with_sidecars(Path(job.out) for *_, job in transcription_jobs(context)), submit)
+TRANSCRIBE = StudyStage(plan, run, lambda context: with_sidecars(Path(job.out) for *_, job in transcription_jobs(context)), submit)
