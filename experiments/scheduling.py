@@ -127,15 +127,6 @@ def executor_options(args: argparse.Namespace, device: str) -> ExecutorOptions:
     return options
 
 
-def make_executor(options: ExecutorOptions, name: str):
-    import submitit
-
-    folder = Path(options.log_folder or Path("logs") / "submitit" / name)
-    executor = submitit.AutoExecutor(folder=folder, cluster=options.executor)
-    executor.update_parameters(**executor_parameters(options, name))
-    return executor
-
-
 def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
     """The unfinished ``tasks`` numbered in ``chosen`` (``"3,7"``), or all of them. The run has
     ``total`` tasks, numbered from 0 (the finished ones included): a number outside them is refused,
@@ -155,13 +146,6 @@ def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
     if finished:
         print(f"note: --tasks {', '.join(map(str, finished))}: finished already, not submitted", file=sys.stderr)
     return [task for task in tasks if task.number in numbers]
-
-
-def submit(executor, tasks: list[Task]) -> list:
-    """Every task as one job; on SLURM one job array (``executor.batch``)."""
-    with executor.batch():
-        jobs = [executor.submit(task.function, *task.args, **task.kwargs) for task in tasks]
-    return jobs
 
 
 def wait(jobs: list, tasks: list[Task]) -> list[Outcome]:
@@ -193,8 +177,12 @@ def run_tasks(options: ExecutorOptions, name: str, tasks: list[Task], skipped: i
     print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({options.executor} executor)")
     if not chosen:
         return 0
-    executor = make_executor(options, name)
-    jobs = submit(executor, chosen)
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=Path(options.log_folder or Path("logs") / "submitit" / name), cluster=options.executor)
+    executor.update_parameters(**executor_parameters(options, name))
+    with executor.batch():  # every task as one job; on SLURM one job array
+        jobs = [executor.submit(task.function, *task.args, **task.kwargs) for task in chosen]
     print(f"[{name}] submitted {len(jobs)} jobs ({', '.join(str(job.job_id) for job in jobs[:4])}{' ...' if len(jobs) > 4 else ''}); logs in {executor.folder}")
     if options.no_wait:
         print(f"[{name}] not waiting: {rerun_hint}")
@@ -224,30 +212,17 @@ def shard_parts(job, utterances: int, shard_index: int) -> list[str]:
     return [part_name(shard_index, job.num_shards, number) for number in range(math.ceil(mine / job.utterances_per_part))]
 
 
-def shard_finished(job, utterances: int, shard_index: int) -> bool:
-    from extract.store import is_complete
-
-    return all(is_complete(Path(job.out) / name) for name in shard_parts(job, utterances, shard_index))
-
-
 def extraction_tasks(job, utterances: int, reclaim_stale: bool = False) -> tuple[list[Task], int]:
     """One task per unfinished shard of ``job`` (``job.num_shards`` shards); and how many were finished."""
     from extract.jobs import extract
+    from extract.store import is_complete
 
-    tasks, finished = [], 0
+    tasks, finished, options = [], 0, {"show_progress": False, "reclaim_stale": reclaim_stale}
     for index in range(job.num_shards):
-        if shard_finished(job, utterances, index):
+        if all(is_complete(Path(job.out) / name) for name in shard_parts(job, utterances, index)):
             finished += 1
             continue
-        tasks.append(
-            Task(
-                index,
-                f"shard {index + 1}/{job.num_shards}",
-                extract,
-                (replace(job, shard_index=index),),
-                {"show_progress": False, "reclaim_stale": reclaim_stale},
-            )
-        )
+        tasks.append(Task(index, f"shard {index + 1}/{job.num_shards}", extract, (replace(job, shard_index=index),), dict(options)))
     return tasks, finished
 
 

@@ -1,11 +1,7 @@
-"""A study's run: its stages planned and run in the stage table's order (``experiments.stage_table``),
-each through the :class:`~experiments.study.context.StudyStage` its record names.
-
-:func:`plan` turns a study into units, one per output of a stage, each knowing whether its output is
-finished (each stage's rule: ``experiments.study.stages``); :func:`run` computes the unfinished ones
-through the library, in this process, or (the table's job arrays: extraction, transcription, probes)
-as one submitit job array per stage through :mod:`experiments.scheduling`; :func:`run_study` is the
-run as one library call.
+"""A study's run, its stages in the stage table's order (``experiments.stage_table``), each through
+the :class:`~experiments.study.context.StudyStage` its record names: :func:`plan` (a unit per output,
+finished or not), :func:`run` (the unfinished ones, here or, for the table's job arrays, as one
+submitit job array per stage: :mod:`experiments.scheduling`) and :func:`run_study`, the run as one call.
 """
 
 from __future__ import annotations
@@ -51,18 +47,8 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from probing.grid import GridError
     from probing.results import ResultsError
 
-    stages = (
-        GridError,
-        ProbeError,
-        ResultsError,
-        StoreError,
-        NonFiniteError,
-        SettingsMismatchError,
-        MustSheError,
-        CollectError,
-        CorrelationError,
-        CometUnavailableError,
-    )
+    probing, scoring = (GridError, ProbeError, ResultsError), (MustSheError, CollectError, CorrelationError, CometUnavailableError)
+    stages = (*probing, StoreError, NonFiniteError, SettingsMismatchError, *scoring)
     analyses = (AcousticError, LexicalError, ContrastError)
     return (StudyError, *stages, F0Error, *analyses, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
 

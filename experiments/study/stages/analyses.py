@@ -281,9 +281,9 @@ def feature_outputs(context: Context, stage: str) -> list[Path]:
 def feature_gaps_outputs(context: Context) -> list[Path]:
     """What ``--redo`` sets aside for ``feature_gaps``: each JSON with its tables."""
     from experiments.analysis.feature_gap_report import tables
+    from experiments.study.report import feature_gap_documents
 
-    results = [context.layout.feature_gaps(corpus) for corpus in context.study.analysed("feature_gaps")]
-    return [path for result in results for path in (result, *tables(result))]
+    return [path for result in feature_gap_documents(context.layout, context.study) for path in (result, *tables(result))]
 
 
 ACOUSTIC = StudyStage(partial(plan_features, stage="acoustic"), run_acoustic, partial(feature_outputs, stage="acoustic"))

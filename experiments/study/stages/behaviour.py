@@ -177,8 +177,8 @@ def behaviour_outputs(context: Context, stage: str) -> list[Path]:
     return [unit.job.out for unit in plan_behaviour(context, stage) if unit.job.out.exists()]
 
 
-def _number(value, sign: str = "") -> str:
-    return "n/a" if value is None else f"{value:{sign}.2f}"
+def _number(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def run(context: Context, units: list[Unit]) -> None:

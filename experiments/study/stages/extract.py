@@ -34,11 +34,8 @@ def store_status(job, utterances: int) -> tuple[bool, str]:
     if not Path(job.manifest).exists():
         return False, "its manifest is written when the study runs"
     if any(is_complete(path) for path in Path(job.out).glob("*.h5")):
-        before, now = (
-            ShardReader(job.out, allow_partial=True).info.config.get("manifest_sha256"),
-            file_sha256(job.manifest),
-        )  # a store being written: its config only
-        if before is not None and before != now:
+        before = ShardReader(job.out, allow_partial=True).info.config.get("manifest_sha256")  # a store being written: its config only
+        if before is not None and before != (now := file_sha256(job.manifest)):
             raise StaleOutput(job.out, job.manifest, f"sha256 {before[:12]}… then, {now[:12]}… now", "extraction")
     parts = [Path(job.out) / name for shard in range(job.num_shards) for name in shard_parts(job, utterances, shard)]
     complete = sum(is_complete(path) for path in parts)

@@ -35,9 +35,7 @@ def probe_configs(context: Context) -> tuple[list, list[str]]:
                     if model.sites == "all" and not store.exists():
                         unknown.append(f"{model.name} {part.name}")
                         continue
-                    sites = (
-                        ShardReader(store, allow_partial=True).sites if model.sites == "all" else model.sites
-                    )  # planning: the probe refuses an incomplete store
+                    sites = ShardReader(store, allow_partial=True).sites if model.sites == "all" else model.sites  # the probe refuses an incomplete one
                     known_sites.update(sites)
                     languages = [language for language in grid.languages if language is None or model.languages is None or language in model.languages]
                     for site in (site for site in sites if grid.sites is None or site in grid.sites):

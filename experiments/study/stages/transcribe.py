@@ -25,17 +25,9 @@ def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part
 
     options = context.study.transcribe
     generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"])
-    return TranscriptionJob(
-        context.spec(model),
-        context.manifest(model, corpus, part),
-        context.layout.hypotheses(model, part, target),
-        corpus.task,
-        tgt_lang=target,
-        name=model.name,
-        options=generation,
-        batch_seconds=options["batch_seconds"],
-        max_seconds=options["max_seconds"],
-    )
+    spec, manifest, out = context.spec(model), context.manifest(model, corpus, part), context.layout.hypotheses(model, part, target)
+    trims = {"batch_seconds": options["batch_seconds"], "max_seconds": options["max_seconds"]}
+    return TranscriptionJob(spec, manifest, out, corpus.task, tgt_lang=target, name=model.name, options=generation, **trims)
 
 
 def skipped_path(hypotheses: Path) -> Path:
