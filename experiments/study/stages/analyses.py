@@ -235,17 +235,9 @@ def run_acoustic(context: Context, units: list[Unit]) -> None:
     for unit in units:
         job, started = unit.job, time.time()
         write_stamp(job, complete=False)  # a killed run's rows are tied to this manifest
-        summary = compute_acoustics(
-            context.utterances(job.corpus, job.part),
-            job.out,
-            count_tokens,
-            options["tokenizer"],
-            options["speech"],
-            options["range_by"],
-            options["workers"],
-            context.show_progress,
-            context.reclaim_stale,
-        )
+        settings = (options["tokenizer"], options["speech"], options["range_by"], options["workers"])
+        utterances = context.utterances(job.corpus, job.part)
+        summary = compute_acoustics(utterances, job.out, count_tokens, *settings, context.show_progress, context.reclaim_stale)
         write_stamp(job, complete=True, records=summary["records"])
         nulls = sum(sum(reasons.values()) for reasons in summary["nulls"].values())
         print(

@@ -31,8 +31,7 @@ def run(context: Context, units: list[Unit]) -> None:
     from experiments.analysis.f0 import write_f0_store
 
     for unit in units:
-        corpus, part, out = unit.job
-        started = time.time()
+        (corpus, part, out), started = unit.job, time.time()
         written = write_f0_store(context.utterances(corpus, part), part.manifest, out, context.study.f0["range_by"], context.show_progress)
         print(
             f"[study] f0 {part.name}: {written.get('stored', 0)} stored, {len(written.get('skipped', []))} without F0 ({time.time() - started:.1f} s) -> {out}"

@@ -25,10 +25,8 @@ def run(context: Context, units: list[Unit]) -> None:
     from experiments.study import report
 
     (unit,) = units
-    written = {"correlate": report.write_correlations, "figures": report.write_figures, "report": report.write_results_md}[unit.stage](
-        context.layout, context.study
-    )
-    print(f"[study] {unit.stage}: wrote {written}", flush=True)
+    write = {"correlate": report.write_correlations, "figures": report.write_figures, "report": report.write_results_md}[unit.stage]
+    print(f"[study] {unit.stage}: wrote {write(context.layout, context.study)}", flush=True)
 
 
 def _stage(name: str) -> StudyStage:
