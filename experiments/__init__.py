@@ -13,7 +13,7 @@ from extract.exports import lazy_exports
 
 _HOMES = {  # public name -> (the module that defines it, its name there)
     "load_study": ("experiments.study.schema", "load_study"),
-    "run_study": ("experiments.study.running", "run_study"),
+    "run_study": ("experiments.study.runner", "run_study"),
     "collect_results": ("experiments.scoring.collect", "collect"),
     "write_collected": ("experiments.scoring.collect", "write_collected"),
     "Collected": ("experiments.scoring.collect", "Collected"),

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import difflib
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+from experiments.argkit import DeprecatedAlias, FileRole, add_renamed_argument, fail
+from experiments.options import add_options
 from extract.claims import ClaimError
 from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
@@ -41,26 +41,6 @@ if TYPE_CHECKING:
 # process writes), shown as one line
 # RecordError: a result file of a newer version; UnsupportedTransformersError: raised when a model family loads
 USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError, RecordError, UnsupportedTransformersError)
-
-
-@dataclass(frozen=True)
-class FileRole:
-    """What a flag's value is to its command: a file or folder it reads (``input``) or writes
-    (``output``). ``labelled``: values are ``LABEL=PATH`` (or parsed ``(label, path)`` pairs);
-    ``sidecars``: the files an output writes beside its own path (``OUT.counts.jsonl``)."""
-
-    kind: str
-    labelled: bool = False
-    sidecars: Callable[[Path], list[Path]] | None = None
-
-    def paths(self, value) -> Iterator[Path]:
-        """The paths a parsed value names (a list for ``nargs`` and ``append`` flags)."""
-        for item in value if isinstance(value, list) else [value]:
-            if item is None:
-                continue
-            if self.labelled:
-                item = item[-1] if isinstance(item, tuple) else str(item).partition("=")[2]
-            yield Path(item)
 
 
 def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:
@@ -230,59 +210,6 @@ def add_quiet_argument(parser: argparse.ArgumentParser, help: str = "no progress
     parser.add_argument("--quiet", action="store_true", help=help)
 
 
-class _DeprecatedAlias(argparse.Action):
-    """An old spelling of a flag: stores into the new flag's destination and prints a one-line note."""
-
-    def __init__(self, option_strings, dest, replacement: str, **kwargs):
-        self.replacement = replacement
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"note: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def _add_with_aliases(parser: argparse.ArgumentParser, flag: str, aliases: tuple[str, ...], required: bool, **kwargs) -> argparse.Action:
-    """``flag`` and its deprecated ``aliases``, one of which may be given (exactly one if ``required``); returns ``flag``'s action."""
-    group = parser.add_mutually_exclusive_group(required=required)
-    action = group.add_argument(flag, **kwargs)
-    for alias in aliases:
-        group.add_argument(
-            alias,
-            dest=action.dest,
-            type=action.type,
-            choices=action.choices,
-            metavar=action.metavar,
-            default=argparse.SUPPRESS,
-            action=_DeprecatedAlias,
-            replacement=flag,
-            help=argparse.SUPPRESS,
-        )
-    return action
-
-
-class CommaList(argparse.Action):
-    """A list of names (the naming rules in docs/contributing.md): comma-separated in one value
-    (``--languages en,fr``); space-separated values and a repeated flag add to the list too. The
-    first occurrence replaces the default. ``choices`` are checked per name (argparse would check
-    the raw ``en,fr``)."""
-
-    def __init__(self, option_strings, dest, nargs="+", choices=None, **kwargs):
-        self.names = tuple(choices) if choices is not None else None
-        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        values = [values] if isinstance(values, str) else values  # nargs=None: one value
-        names = [name.strip() for value in values for name in value.split(",") if name.strip()]
-        unknown = [name for name in names if self.names is not None and name not in self.names]
-        if unknown:
-            nearest = difflib.get_close_matches(unknown[0], self.names, n=1)
-            hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
-            parser.error(f"{option_string} {','.join(unknown)}: not one of {','.join(self.names)}{hint}")
-        current = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, [*([] if current is None or current is self.default else current), *names])
-
-
 def output_file(value: str) -> Path:
     """An ``--out`` file path; an existing folder is refused while parsing, before any work is done."""
     path = Path(value)
@@ -294,24 +221,12 @@ def output_file(value: str) -> Path:
 def add_out_argument(parser: argparse.ArgumentParser, help: str, required: bool = True, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
     """``--out`` (``args.out``, a :class:`Path` that is not a folder), with ``--json`` as its
     deprecated alias; an output (:func:`output_argument`) that writes ``sidecars`` beside it."""
-    mark_output(_add_with_aliases(parser, "--out", ("--json",), required, type=output_file, help=help), sidecars)
-
-
-def add_renamed_argument(parser: argparse.ArgumentParser, flag: str, old_spellings: tuple[str, ...], required: bool = False, **kwargs) -> argparse.Action:
-    """``flag`` with its ``old_spellings`` as deprecated aliases (one of them may be given; exactly one if ``required``)."""
-    return _add_with_aliases(parser, flag, old_spellings, required, **kwargs)
+    mark_output(add_renamed_argument(parser, "--out", ("--json",), required, type=output_file, help=help), sidecars)
 
 
 def add_tgt_lang_argument(parser: argparse.ArgumentParser, aliases: tuple[str, ...], help: str, required: bool = False, default: str | None = None) -> None:
     """``--tgt-lang`` (``args.tgt_lang``), with the command's old spellings as deprecated aliases."""
-    _add_with_aliases(parser, "--tgt-lang", aliases, required, default=default, help=help)
-
-
-def fail(message: str) -> int:
-    """One line on stderr (a message with line breaks, as HDF5 writes some, is joined), exit status 2."""
-    line = " ".join(message.splitlines())
-    print(f"error: {line}", file=sys.stderr)
-    return 2
+    add_renamed_argument(parser, "--tgt-lang", aliases, required, default=default, help=help)
 
 
 def two_groups(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
@@ -325,7 +240,7 @@ def two_groups(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
     return groups
 
 
-class _RespelledAlias(_DeprecatedAlias):
+class _RespelledAlias(DeprecatedAlias):
     """A deprecated flag whose values the new flag spells differently: ``respell`` gives the new spelling."""
 
     def __init__(self, option_strings, dest, respell: Callable[[str], str], **kwargs):
@@ -502,7 +417,6 @@ def _user_message(error: BaseException) -> str:
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Which model to load (:class:`extract.stage_options.ModelOptions`) and where to run it (``--device``)."""
-    from experiments.options import add_options  # experiments.options builds on this module
     from extract.stage_options import ModelOptions
 
     add_options(parser, ModelOptions)

@@ -27,7 +27,7 @@ from experiments.cli import (
     sigterm_unwinds,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, extraction_tasks, run_tasks
+from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, extraction_tasks, run_tasks
 from extract.manifest import ManifestError, read_manifest
 from extract.options import option
 from extract.stage_options import ExtractOptions, RandomInitOptions
@@ -101,9 +101,9 @@ def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
     """``--executor``: one submitit task per unfinished shard (a SLURM job array), waited for and reported."""
     rerun_hint = "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts"
     try:
-        check_executor_arguments(args)
+        executor = executor_options(args, args.device)
         tasks, finished = extraction_tasks(job, utterances, args.reclaim_stale)
-        return run_tasks(args, "extract", tasks, finished, rerun_hint)
+        return run_tasks(executor, "extract", tasks, finished, rerun_hint)
     except SchedulingError as error:
         return fail(str(error))
 

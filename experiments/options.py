@@ -2,7 +2,7 @@
 
 A stage declares its options once, as typed dataclass fields with their help, choices, defaults and
 checks (``extract.stage_options.ExtractOptions``, ``probing.run.ProbeConfig``, ...).
-:func:`add_options` turns them into argparse flags, with the file roles of :mod:`experiments.cli`
+:func:`add_options` turns them into argparse flags, with the file roles of :mod:`experiments.argkit`
 (so the output guard sees them), :func:`from_args` builds the options back from the parsed flags
 (a refused value is one ``error:`` line naming the flag), and :func:`study_fields` gives a study
 file's section its keys, types and defaults. ``docs/cli.md`` is generated from the parsers, so it
@@ -13,7 +13,7 @@ How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``boo
 ``X | None`` takes an X and defaults to "not given"; a ``tuple`` of paths is a list of files
 (space-separated, the flag repeatable), as is a ``tuple`` whose values a declared ``parse`` reads
 one by one (``COLUMN=VALUE`` pairs), a ``tuple`` of names a comma-separated list
-(:class:`experiments.cli.CommaList`); a fixed-length ``tuple`` (``tuple[int, int]``) is one value
+(:class:`experiments.argkit.CommaList`); a fixed-length ``tuple`` (``tuple[int, int]``) is one value
 its ``parse`` reads (``2514,2546``); a field without a default is a required flag.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from experiments.cli import CommaList, FileRole, add_renamed_argument, fail
+from experiments.argkit import CommaList, FileRole, add_renamed_argument, fail
 from extract.options import Option, OptionError, check_options, declared, default_of
 
 NONE = type(None)

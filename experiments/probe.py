@@ -77,7 +77,7 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, check_executor_arguments, submit_grid
+from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, executor_options, submit_grid
 from extract.attributes import LabelError, attribute_task, parse_attribute_task
 from extract.options import option
 from extract.store import StoreError
@@ -147,8 +147,7 @@ def _run(args, configs: list[ProbeConfig], out: Path, keep_going: bool = False) 
     if not args.executor:
         run_all(configs, out, reclaim_stale=args.reclaim_stale, keep_going=keep_going)
         return 0
-    check_executor_arguments(args)
-    return submit_grid(args, configs, out, command.cells_per_task, args.reclaim_stale)
+    return submit_grid(executor_options(args, args.device), configs, out, command.cells_per_task, args.reclaim_stale)
 
 
 def _run_grid(args) -> int:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from experiments.options import add_options
+from experiments.options import add_options, from_args
 from experiments.stage_table import JOB_ARRAY_STAGES
 from extract.options import Checked, option
 
@@ -62,10 +62,9 @@ EXECUTOR_GROUP = "running as submitit jobs"  # the --help heading of the executo
 
 
 @dataclass(frozen=True)
-class ExecutorOptions:
+class ExecutorOptions(Checked):
     """How a command's tasks are submitted (``--executor`` and the SLURM options); declared once, the
-    flags are derived (:func:`experiments.options.add_options`). The bounds are checked by
-    :func:`check_executor_arguments`, which the study's runs share."""
+    flags are derived (:func:`experiments.options.add_options`) and read back by :func:`executor_options`."""
 
     executor: str | None = option(
         None,
@@ -75,11 +74,11 @@ class ExecutorOptions:
     )
     partition: str | None = option(None, "SLURM partition (default: the cluster's)", group=EXECUTOR_GROUP)
     account: str | None = option(None, "SLURM account (default: the user's)", group=EXECUTOR_GROUP)
-    gpus: int = option(0, "GPUs per task (pass --device cuda with it)", group=EXECUTOR_GROUP)
-    cpus: int = option(4, "CPU cores per task", group=EXECUTOR_GROUP)
-    task_memory_gb: float = option(16.0, "memory per task in GB (--mem-gb: deprecated spelling)", aliases=("--mem-gb",), group=EXECUTOR_GROUP)
-    time_min: int = option(240, "time limit per task in minutes", group=EXECUTOR_GROUP)
-    array_parallelism: int = option(32, "SLURM: tasks of the array running at once", group=EXECUTOR_GROUP)
+    gpus: int = option(0, "GPUs per task (pass --device cuda with it)", least=0, group=EXECUTOR_GROUP)
+    cpus: int = option(4, "CPU cores per task", least=1, group=EXECUTOR_GROUP)
+    task_memory_gb: float = option(16.0, "memory per task in GB (--mem-gb: deprecated spelling)", positive=True, aliases=("--mem-gb",), group=EXECUTOR_GROUP)
+    time_min: int = option(240, "time limit per task in minutes", least=1, group=EXECUTOR_GROUP)
+    array_parallelism: int = option(32, "SLURM: tasks of the array running at once", least=1, group=EXECUTOR_GROUP)
     log_folder: str | None = option(None, "submitit's pickles and per-task logs (default: logs/submitit/<command>)", group=EXECUTOR_GROUP)
     tasks: str | None = option(
         None, "only these task numbers, comma-separated (e.g. a failed one: --tasks 3); default: every unfinished task", group=EXECUTOR_GROUP
@@ -104,43 +103,28 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str, pick_task
         parser.set_defaults(tasks=None)
 
 
-def executor_parameters(args: argparse.Namespace, name: str) -> dict:
+def executor_parameters(options: ExecutorOptions, name: str) -> dict:
     """submitit's ``update_parameters`` for the options (shared names; SLURM-only ones prefixed ``slurm_``)."""
-    parameters = {"name": name, "timeout_min": args.time_min, "cpus_per_task": args.cpus, "mem_gb": args.task_memory_gb, "gpus_per_node": args.gpus}
-    if args.executor == "slurm":
-        parameters["slurm_array_parallelism"] = args.array_parallelism
-        if args.partition:
-            parameters["slurm_partition"] = args.partition
-        if args.account:
-            parameters["slurm_account"] = args.account
+    parameters = {"name": name, "timeout_min": options.time_min, "cpus_per_task": options.cpus, "mem_gb": options.task_memory_gb, "gpus_per_node": options.gpus}
+    if options.executor == "slurm":
+        parameters["slurm_array_parallelism"] = options.array_parallelism
+        if options.partition:
+            parameters["slurm_partition"] = options.partition
+        if options.account:
+            parameters["slurm_account"] = options.account
     return parameters
 
 
-def check_executor_arguments(args: argparse.Namespace) -> None:
-    """What can be refused before anything is read or submitted."""
-    for flag, value, least in (
-        ("--gpus", args.gpus, 0),
-        ("--cpus", args.cpus, 1),
-        ("--time-min", args.time_min, 1),
-        ("--array-parallelism", args.array_parallelism, 1),
-    ):
-        if value < least:
-            raise SchedulingError(f"{flag} {value}: must be at least {least}")
-    if args.task_memory_gb <= 0:
-        raise SchedulingError(f"--task-memory-gb {args.task_memory_gb}: must be positive")
-    if args.executor == "slurm" and shutil.which("sbatch") is None:
+def executor_options(args: argparse.Namespace, device: str) -> ExecutorOptions:
+    """The parsed ``--executor`` options (a value out of bounds: one ``error:`` line naming its flag),
+    refused before anything is read or submitted where they cannot work: SLURM without ``sbatch``
+    here, GPUs for tasks that run on ``device`` ``cpu``."""
+    options = from_args(ExecutorOptions, args)
+    if options.executor == "slurm" and shutil.which("sbatch") is None:
         raise SchedulingError("--executor slurm: no sbatch on this machine (not a SLURM login node); use --executor local, or run on the cluster")
-    if args.gpus and getattr(args, "device", "cuda").startswith("cpu"):
-        raise SchedulingError(f"--gpus {args.gpus} with --device {args.device}: the tasks would not use them; pass --device cuda")
-
-
-def make_executor(args: argparse.Namespace, name: str):
-    import submitit
-
-    folder = Path(args.log_folder or Path("logs") / "submitit" / name)
-    executor = submitit.AutoExecutor(folder=folder, cluster=args.executor)
-    executor.update_parameters(**executor_parameters(args, name))
-    return executor
+    if options.gpus and device.startswith("cpu"):
+        raise SchedulingError(f"--gpus {options.gpus} with --device {device}: the tasks would not use them; pass --device cuda")
+    return options
 
 
 def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
@@ -164,13 +148,6 @@ def select(tasks: list[Task], chosen: str | None, total: int) -> list[Task]:
     return [task for task in tasks if task.number in numbers]
 
 
-def submit(executor, tasks: list[Task]) -> list:
-    """Every task as one job; on SLURM one job array (``executor.batch``)."""
-    with executor.batch():
-        jobs = [executor.submit(task.function, *task.args, **task.kwargs) for task in tasks]
-    return jobs
-
-
 def wait(jobs: list, tasks: list[Task]) -> list[Outcome]:
     """Each task's outcome once its job has ended (a failed one keeps its error's last line)."""
     outcomes = []
@@ -191,19 +168,23 @@ def _last_line(text: str) -> str:
     return raised[-1] if raised else (lines[-1] if lines else "")
 
 
-def run_tasks(args: argparse.Namespace, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
+def run_tasks(options: ExecutorOptions, name: str, tasks: list[Task], skipped: int, rerun_hint: str) -> int:
     """Submits the (selected) unfinished tasks of the stage ``name``, waits unless ``--no-wait``,
     reports; 1 if any failed. Only a stage the stage table marks ``job_array`` is submitted."""
     if name not in JOB_ARRAY_STAGES:
         raise ValueError(f"{name!r} is not a job-array stage of experiments.stage_table ({', '.join(JOB_ARRAY_STAGES)})")
-    chosen = select(tasks, args.tasks, len(tasks) + skipped)
-    print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({args.executor} executor)")
+    chosen = select(tasks, options.tasks, len(tasks) + skipped)
+    print(f"[{name}] {len(tasks) + skipped} tasks: {skipped} finished already, {len(chosen)} to submit ({options.executor} executor)")
     if not chosen:
         return 0
-    executor = make_executor(args, name)
-    jobs = submit(executor, chosen)
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=Path(options.log_folder or Path("logs") / "submitit" / name), cluster=options.executor)
+    executor.update_parameters(**executor_parameters(options, name))
+    with executor.batch():  # every task as one job; on SLURM one job array
+        jobs = [executor.submit(task.function, *task.args, **task.kwargs) for task in chosen]
     print(f"[{name}] submitted {len(jobs)} jobs ({', '.join(str(job.job_id) for job in jobs[:4])}{' ...' if len(jobs) > 4 else ''}); logs in {executor.folder}")
-    if args.no_wait:
+    if options.no_wait:
         print(f"[{name}] not waiting: {rerun_hint}")
         return 0
     outcomes = wait(jobs, chosen)
@@ -231,30 +212,17 @@ def shard_parts(job, utterances: int, shard_index: int) -> list[str]:
     return [part_name(shard_index, job.num_shards, number) for number in range(math.ceil(mine / job.utterances_per_part))]
 
 
-def shard_finished(job, utterances: int, shard_index: int) -> bool:
-    from extract.store import is_complete
-
-    return all(is_complete(Path(job.out) / name) for name in shard_parts(job, utterances, shard_index))
-
-
 def extraction_tasks(job, utterances: int, reclaim_stale: bool = False) -> tuple[list[Task], int]:
     """One task per unfinished shard of ``job`` (``job.num_shards`` shards); and how many were finished."""
     from extract.jobs import extract
+    from extract.store import is_complete
 
-    tasks, finished = [], 0
+    tasks, finished, options = [], 0, {"show_progress": False, "reclaim_stale": reclaim_stale}
     for index in range(job.num_shards):
-        if shard_finished(job, utterances, index):
+        if all(is_complete(Path(job.out) / name) for name in shard_parts(job, utterances, index)):
             finished += 1
             continue
-        tasks.append(
-            Task(
-                index,
-                f"shard {index + 1}/{job.num_shards}",
-                extract,
-                (replace(job, shard_index=index),),
-                {"show_progress": False, "reclaim_stale": reclaim_stale},
-            )
-        )
+        tasks.append(Task(index, f"shard {index + 1}/{job.num_shards}", extract, (replace(job, shard_index=index),), dict(options)))
     return tasks, finished
 
 
@@ -290,7 +258,7 @@ def probe_tasks(configs: list, out: Path, cells_per_task: int = 1, reclaim_stale
     return tasks, finished
 
 
-def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> int:
+def submit_grid(options: ExecutorOptions, configs: list, out: Path, cells_per_task: int = 1, reclaim_stale: bool = False) -> int:
     """``--executor`` for a probe grid: the rows of finished task files merged into ``out`` first, the
     cells without a current row submitted in groups of ``cells_per_task`` (runs without their own
     ``memory_gb`` get :data:`TASK_MEMORY_SHARE` of ``--task-memory-gb``), waited for (unless ``--no-wait``)
@@ -303,10 +271,10 @@ def submit_grid(args: argparse.Namespace, configs: list, out: Path, cells_per_ta
     for store in sorted({c.store for c in configs} | {c.apply_to for c in configs if c.apply_to}):
         check_store(store)
     merge_task_results(out)
-    budget = {"memory_gb": TASK_MEMORY_SHARE * args.task_memory_gb}
+    budget = {"memory_gb": TASK_MEMORY_SHARE * options.task_memory_gb}
     configs = [c if c.memory_gb != ProbeConfig.memory_gb else replace(c, **budget) for c in configs]
     tasks, finished = probe_tasks(configs, out, cells_per_task, reclaim_stale)
-    status = run_tasks(args, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
-    if not args.no_wait:
+    status = run_tasks(options, "probe", tasks, finished, f"rerun the same command: finished cells are skipped, their rows merged into {out}")
+    if not options.no_wait:
         print(f"[probe] merged {merge_task_results(out, remove_folder=True)} rows into {out}")
     return status

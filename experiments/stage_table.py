@@ -22,7 +22,8 @@ class StageRecord:
     declaring its options (``module:Class``; None where its flags are still written by hand);
     ``entry``: the library function that does its work (``module:function``); ``outputs``: what it
     writes; ``job_array``: ``--executor`` submits its units as a submitit job array; ``study``: a
-    stage of ``study run``, run in table order."""
+    stage of ``study run``, run in table order by the plan and run of its module under
+    ``experiments.study.stages`` (a :class:`~experiments.study.context.StudyStage` named ``NAME``)."""
 
     name: str
     module: str | None
@@ -30,7 +31,7 @@ class StageRecord:
     outputs: str
     options: str | None = None
     job_array: bool = False
-    study: bool = False
+    study: str | None = None
     command: str | None = None
 
     @property
@@ -55,14 +56,14 @@ TABLE: tuple[StageRecord, ...] = (
         "a store folder of HDF5 part files",
         options="extract.stage_options:ExtractOptions",
         job_array=True,
-        study=True,
+        study="extract",
     ),
     StageRecord(
         "f0",
         f"{_E}.f0_baseline",
         "experiments.analysis.f0:write_f0_store",
         "an F0-only store folder",
-        study=True,
+        study="f0",
         command="f0_baseline",
         options="experiments.analysis_options:F0Options",
     ),
@@ -73,10 +74,10 @@ TABLE: tuple[StageRecord, ...] = (
         "a hypotheses JSONL file and OUT.settings.json",
         options="extract.stage_options:TranscribeOptions",
         job_array=True,
-        study=True,
+        study="transcribe",
     ),
     StageRecord(
-        "probe", f"{_E}.probe", "probing.grid:run_all", "probe rows appended to a JSONL file", options="probing.run:ProbeConfig", job_array=True, study=True
+        "probe", f"{_E}.probe", "probing.grid:run_all", "probe rows appended to a JSONL file", options="probing.run:ProbeConfig", job_array=True, study="probe"
     ),
     StageRecord(
         "asr_gap",
@@ -84,14 +85,14 @@ TABLE: tuple[StageRecord, ...] = (
         "experiments.scoring.gaps:gap_report",
         "a gap report JSON and OUT.counts.jsonl",
         options="experiments.scoring.gaps:GapOptions",
-        study=True,
+        study="behaviour",
     ),
     StageRecord(
         "mustshe",
         f"{_E}.mustshe",
         "experiments.scoring.mustshe:score_hypotheses",
         "MuST-SHE scores JSON",
-        study=True,
+        study="behaviour",
         options="experiments.mustshe:MustSheOptions",
     ),
     StageRecord(
@@ -99,16 +100,16 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.st_quality",
         "experiments.scoring.translation_quality:quality_report",
         "BLEU, chrF and COMET JSON",
-        study=True,
+        study="behaviour",
         options="experiments.st_quality:StQualityOptions",
     ),
-    # Attanasio et al. 2024, section 5 (a study runs them through experiments.study.analyses)
+    # Attanasio et al. 2024, section 5
     StageRecord(
         "acoustic",
         f"{_E}.acoustics",
         "experiments.analysis.acoustic:compute_acoustics",
         "acoustic features JSONL",
-        study=True,
+        study="analyses",
         command="acoustics",
         options="experiments.analysis_options:AcousticsOptions",
     ),
@@ -117,7 +118,7 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.lexical",
         "experiments.analysis.lexical:lexical_rows",
         "lexical features JSONL",
-        study=True,
+        study="analyses",
         options="experiments.analysis_options:LexicalOptions",
     ),
     StageRecord(
@@ -125,20 +126,20 @@ TABLE: tuple[StageRecord, ...] = (
         f"{_E}.feature_gaps",
         "experiments.analysis.contrasts:group_contrasts",
         "feature contrasts JSON",
-        study=True,
+        study="analyses",
         options="experiments.analysis_options:FeatureGapOptions",
     ),
-    StageRecord("collect", f"{_E}.collect", "experiments.scoring.collect:collect", "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json", study=True),
+    StageRecord("collect", f"{_E}.collect", "experiments.scoring.collect:collect", "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json", study="collect"),
     StageRecord(
         "correlate",
         f"{_E}.correlate",
         "experiments.scoring.correlation:correlate",
         "a correlation JSON (and a scatter plot)",
-        study=True,
+        study="reporting",
         options="experiments.correlate:CorrelateOptions",
     ),
-    StageRecord("figures", f"{_E}.figures", "experiments.study.report:write_figures", "figures (PNG + PDF)", study=True),
-    StageRecord("report", None, "experiments.study.report:write_results_md", "RESULTS.md", study=True),
+    StageRecord("figures", f"{_E}.figures", "experiments.study.report:write_figures", "figures (PNG + PDF)", study="reporting"),
+    StageRecord("report", None, "experiments.study.report:write_results_md", "RESULTS.md", study="reporting"),
     # commands outside the study
     StageRecord("dataset_stats", f"{_E}.dataset_stats", "experiments.scoring.dataset_stats:statistics", "a statistics table"),
     StageRecord(
@@ -216,7 +217,7 @@ TABLE: tuple[StageRecord, ...] = (
     StageRecord(
         "study",
         f"{_E}.study",
-        "experiments.study.stages:run",
+        "experiments.study.runner:run",
         "a study's folder (stores, hypotheses, results, RESULTS.md)",
         options="experiments.study.__main__:StudyRunOptions",
     ),

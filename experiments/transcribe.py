@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, check_executor_arguments, run_tasks, transcription_tasks
+from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, run_tasks, transcription_tasks
 from extract.claims import ClaimError
 from extract.manifest import ManifestError, read_manifest
 from extract.provenance import settings_path
@@ -53,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
     """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
     try:
-        check_executor_arguments(args)
+        executor = executor_options(args, args.device)
         tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
-        return run_tasks(args, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
+        return run_tasks(executor, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
     except (SchedulingError, ManifestError, ClaimError) as error:
         return fail(str(error))
 

@@ -44,7 +44,7 @@ from experiments.cli import CommandParser, program_name, run_cli
 from experiments.demo.extras import EXTRA_STAGE_ERRORS
 from experiments.demo.pipeline import DemoOptions, run_demo
 from experiments.options import add_options, from_args
-from experiments.study.stages import study_errors
+from experiments.study.runner import study_errors
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from experiments.demo.report import write_report
 from experiments.demo.work import Work, build_real_voices, context, write_corpus_card, write_study
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
-from experiments.study.stages import STAGES, describe, plan, print_lines, run
+from experiments.study.runner import STAGES, describe, plan, print_lines, run
 from extract.options import OptionError, check_options, option, seed_option
 from extract.paths import cache_dir
 

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.recipes.democorpus.build import DemoCorpus
+from experiments.study.context import Context, Layout
 from experiments.study.schema import load_study
-from experiments.study.stages import Context, Layout, extraction_job, transcription_job
-from experiments.study.stages import probe_configs as study_probe_configs
+from experiments.study.stages.extract import extraction_job
+from experiments.study.stages.probe import probe_configs as study_probe_configs
+from experiments.study.stages.transcribe import transcription_job
 
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY

@@ -53,10 +53,11 @@ from experiments.cli import (
     run_cli,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import GridTasks, add_executor_arguments
+from experiments.scheduling import GridTasks, add_executor_arguments, executor_options
+from experiments.study.context import Context
 from experiments.study.joins import join_warnings
+from experiments.study.runner import STAGES, check_subset, describe, plan, print_lines, redo, run, study_errors
 from experiments.study.schema import StudyError, load_study
-from experiments.study.stages import STAGES, Context, check_subset, describe, plan, print_lines, redo, run, study_errors
 from extract.options import OptionError, option
 
 
@@ -133,7 +134,8 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     if args.device is None and study.device is not None and args.executor != "slurm" and device_problem(study.device):
         raise StudyError(f"{study.path}: device: {device_problem(study.device)} (or give --device)")
     device = args.device or study.device or default_device()
-    context = Context(study, device, show_progress=not args.quiet, write=not options.dry_run, reclaim_stale=args.reclaim_stale, redo=options.redo)
+    settings = {"reclaim_stale": args.reclaim_stale, "cells_per_task": options.cells_per_task, "redo": options.redo}
+    context = Context(study, device, show_progress=not args.quiet, write=not options.dry_run, **settings)
     print(f"[study] {study.name}: {args.study} -> {study.out} (device {context.device})")
     try:
         check_subset(plan(context, options.stages), options.stages, study.path)  # before --redo moves anything: its outputs are planned as to do
@@ -154,13 +156,7 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     if options.dry_run:
         print("[study] dry run: nothing loaded, nothing written")
         return 0
-    executor = None
-    if args.executor:
-        from experiments.scheduling import check_executor_arguments
-
-        executor = argparse.Namespace(**{**vars(args), "device": context.device})
-        check_executor_arguments(executor)
-    status = run(context, options.stages, executor)
+    status = run(context, options.stages, executor_options(args, context.device) if args.executor else None)
     if status == 0 and context.layout.results_md.exists():
         print(f"[study] results: {context.layout.results_md}")
     print(f"[study] done in {time.time() - started:.1f} s")

@@ -59,12 +59,13 @@ def _task(task: str) -> str:
 
 
 def join_warnings(context) -> list[str]:
-    """The plan's warnings (``context``: :class:`experiments.study.stages.Context`): each probe grid whose
+    """The plan's warnings (``context``: :class:`experiments.study.context.Context`): each probe grid whose
     per-position probes without control will join no gap of the study, why, and the grid that would
     (with the split it needs, where the grid's own split would refuse the languages alone)."""
     from dataclasses import replace
 
-    from experiments.study.stages import StudyError, check_probe_splits
+    from experiments.study.schema import StudyError
+    from experiments.study.stages.probe import check_probe_splits
 
     study = context.study
     gaps = planned_gaps(context)

@@ -30,7 +30,8 @@ from experiments import stages as stage_list
 from experiments import transcribe as transcribe_cli
 from experiments.analysis.speakers import HdbscanSettings
 from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
-from experiments.cli import CommaList, CommandParser, file_role
+from experiments.argkit import CommaList
+from experiments.cli import CommandParser, file_role
 from experiments.decoder.probe import DecoderProbeOptions
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import FinetuneConfig

@@ -185,7 +185,10 @@ def test_the_heavy_library_check_can_fail():
 def test_planning_a_study_or_reading_a_grid_loads_no_lightning():
     """``study run --dry-run`` and a probe grid's expansion plan without training: the modules they use
     leave Lightning and transformers (seconds to import) to the functions that train and run models."""
-    script = "import sys, experiments.study.stages, probing.grid, probing.run; print(sorted(n for n in ('lightning', 'transformers') if n in sys.modules))"
+    script = (
+        "import sys, probing.grid, probing.run\nfrom experiments.study.runner import STAGES, study_stage\n[study_stage(name) for name in STAGES]\n"
+        "print(sorted(n for n in ('lightning', 'transformers') if n in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -10,7 +10,8 @@ import argparse
 import pytest
 
 from experiments import stages as stage_list
-from experiments.cli import CommaList, CommandParser, file_role, shows_default
+from experiments.argkit import CommaList
+from experiments.cli import CommandParser, file_role, shows_default
 from extract.device import dtype_name, resolve_device
 
 # old spellings that may exist only as hidden deprecated aliases: (old, new)

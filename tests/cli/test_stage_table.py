@@ -12,7 +12,8 @@ import pytest
 from experiments import scheduling
 from experiments import stages as stage_list
 from experiments.stage_table import BY_COMMAND, BY_NAME, JOB_ARRAY_STAGES, STUDY_STAGES, TABLE, StageRecord
-from experiments.study import stages as study_stages
+from experiments.study import runner
+from experiments.study.context import StudyStage
 from extract.options import declared
 from tests.paths import CHECKOUT
 
@@ -30,7 +31,7 @@ def test_every_command_is_in_the_table_with_its_module_and_every_record_is_a_com
 
 def test_the_study_runs_the_table_s_study_stages_in_its_order_and_submits_its_job_arrays():
     assert (
-        study_stages.STAGES
+        runner.STAGES
         == STUDY_STAGES
         == (
             "extract",
@@ -49,8 +50,9 @@ def test_the_study_runs_the_table_s_study_stages_in_its_order_and_submits_its_jo
             "report",
         )
     )
-    assert set(study_stages.PLANS) == set(STUDY_STAGES)
-    assert study_stages.EXECUTOR_STAGES == JOB_ARRAY_STAGES == ("extract", "transcribe", "probe")
+    assert all(isinstance(runner.study_stage(name), StudyStage) for name in STUDY_STAGES)
+    submitted = tuple(name for name in STUDY_STAGES if runner.study_stage(name).submit is not None)
+    assert submitted == JOB_ARRAY_STAGES == ("extract", "transcribe", "probe")
 
 
 def test_the_commands_with_an_executor_are_the_job_arrays_and_the_study():

@@ -188,8 +188,8 @@ def _three_groups(folder):
 def test_three_groups_by_hand_in_asr_gap_and_in_the_studys_report(tmp_path):
     """E(A, ref) = 100 (A - ref) / ref and Δrel = 100 (A - ref) / ((A + ref) / 2), each group against
     the last: x 25 % vs z 16.67 %: E 50, Δrel 40; y 12.5 % vs z: E -25, Δrel -28.57. The study's
-    report (experiments.study.stages.gap_behaviour) is the bytes asr_gap writes."""
-    from experiments.study.stages import gap_behaviour
+    report (experiments.study.stages.behaviour.gap_behaviour) is the bytes asr_gap writes."""
+    from experiments.study.stages.behaviour import gap_behaviour
 
     manifest, hypotheses = _three_groups(tmp_path)
     by_command = tmp_path / "asr_gap.json"

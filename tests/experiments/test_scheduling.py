@@ -72,12 +72,18 @@ def test_a_failed_task_is_reported_with_its_log_and_resubmitted_alone(tmp_path, 
 
 
 def _args(**overrides):
-    values = dict(executor="local", partition=None, account=None, gpus=0, cpus=4, task_memory_gb=16.0, time_min=60, array_parallelism=8, device="cpu")
-    return argparse.Namespace(**(values | overrides))
+    """The parsed flags of :class:`scheduling.ExecutorOptions`."""
+    values = dict(executor="local", partition=None, account=None, gpus=0, cpus=4, task_memory_gb=16.0, time_min=60, array_parallelism=8, log_folder=None)
+    return argparse.Namespace(**(values | {"tasks": None, "no_wait": False} | overrides))
 
 
-def test_slurm_options_become_submitit_parameters_and_bad_ones_are_refused():
-    parameters = scheduling.executor_parameters(_args(executor="slurm", partition="gpu", account="lab", gpus=1, array_parallelism=4), "extract")
+def _options(**overrides):
+    return scheduling.executor_options(_args(**overrides), "cuda")
+
+
+def test_slurm_options_become_submitit_parameters_and_bad_ones_are_refused(capsys):
+    slurm = scheduling.ExecutorOptions("slurm", partition="gpu", account="lab", gpus=1, time_min=60, array_parallelism=4)
+    parameters = scheduling.executor_parameters(slurm, "extract")
     assert parameters == {
         "name": "extract",
         "timeout_min": 60,
@@ -88,14 +94,17 @@ def test_slurm_options_become_submitit_parameters_and_bad_ones_are_refused():
         "slurm_partition": "gpu",
         "slurm_account": "lab",
     }
-    assert "slurm_partition" not in scheduling.executor_parameters(_args(partition="gpu"), "x")
-    with pytest.raises(scheduling.SchedulingError, match="--device cuda"):
-        scheduling.check_executor_arguments(_args(gpus=1))
-    with pytest.raises(scheduling.SchedulingError, match="--cpus 0"):
-        scheduling.check_executor_arguments(_args(cpus=0))
+    assert "slurm_partition" not in scheduling.executor_parameters(_options(partition="gpu"), "x")
+    with pytest.raises(scheduling.SchedulingError, match="--gpus 1 with --device cpu: .* pass --device cuda"):
+        scheduling.executor_options(_args(gpus=1), "cpu")
+    for flag, value in (("cpus", 0), ("time_min", 0), ("array_parallelism", 0), ("gpus", -1), ("task_memory_gb", 0.0)):
+        with pytest.raises(SystemExit):
+            _options(**{flag: value})
+        reason = "must be positive" if flag == "task_memory_gb" else "must be at least"
+        assert capsys.readouterr().err.startswith(f"error: --{flag.replace('_', '-')} {value}: {reason}")
     if __import__("shutil").which("sbatch") is None:
         with pytest.raises(scheduling.SchedulingError, match="no sbatch"):
-            scheduling.check_executor_arguments(_args(executor="slurm"))
+            _options(executor="slurm")
     tasks = [scheduling.Task(n, str(n), print) for n in range(4)]
     assert [t.number for t in scheduling.select(tasks, "1,3", total=4)] == [1, 3]
     with pytest.raises(scheduling.SchedulingError, match="task numbers"):
@@ -154,6 +163,5 @@ def test_select_counts_finished_tasks_among_the_valid_numbers(capsys):
     with pytest.raises(scheduling.SchedulingError, match=r"^--tasks 4, -1: no such task; this run has 4 tasks, numbered 0..3$"):
         scheduling.select(unfinished, "4,-1,0", total=4)
     # a transcription is one task, number 0, whether finished or not
-    args = argparse.Namespace(tasks="1", executor="local", no_wait=False)
     with pytest.raises(scheduling.SchedulingError, match=r"^--tasks 1: no such task; this run has 1 task, numbered 0$"):
-        scheduling.run_tasks(args, "transcribe", [], 1, "")
+        scheduling.run_tasks(scheduling.ExecutorOptions("local", tasks="1"), "transcribe", [], 1, "")

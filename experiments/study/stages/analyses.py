@@ -10,7 +10,7 @@ Finished: the feature rows carry no identity of their manifest, so each has a st
 written (the acoustic stage writes it before the first row). Acoustic rows are appended (a killed
 run resumes), so rows of another manifest or settings, or without a stamp, are refused
 (``--redo acoustic``); lexical rows are written whole, so they are recomputed. The
-``feature_gaps`` JSON records its inputs itself (:func:`experiments.study.stages.behaviour_status`).
+``feature_gaps`` JSON records its inputs itself (:func:`experiments.study.stages.behaviour.behaviour_status`).
 The lexical stage's plan refuses, in one line, the spaCy pipelines it would need and cannot find.
 """
 
@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from experiments.study.context import Context, StaleOutput, StudyStage, Unit, stale_or_status
 from experiments.study.schema import Corpus, Part, StudyError
-from experiments.study.stages import Behaviour, Context, StaleOutput, Unit, behaviour_status, gap_kind, stale_or_status
+from experiments.study.stages.behaviour import Behaviour, behaviour_status, gap_kind
+from experiments.study.stages.behaviour import run as compute_each
 from extract.provenance import file_sha256
-
-FEATURE_STAGES = ("acoustic", "lexical")
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def write_stamp(job: FeatureJob, complete: bool, records: int = 0) -> None:
 
 def feature_status(job: FeatureJob) -> tuple[bool, str]:
     """Whether ``job``'s rows are finished (see the module docstring); stale acoustic rows raise
-    :class:`~experiments.study.stages.StaleOutput`."""
+    :class:`~experiments.study.context.StaleOutput`."""
     if not job.out.exists():
         return False, ""
     try:
@@ -126,23 +127,16 @@ def lexical_jobs(context: Context) -> list[FeatureJob]:
 
 
 def plan_features(context: Context, stage: str) -> list[Unit]:
+    """The ``acoustic`` or ``lexical`` units; the lexical pipelines of those to do must be installed
+    (see :func:`refuse_missing_pipelines`)."""
     jobs = acoustic_jobs(context) if stage == "acoustic" else lexical_jobs(context)
     units = []
     for job in jobs:
         done, note = stale_or_status(context, stage, lambda job=job: feature_status(job))
         what = f"{job.part.name}" + (f" {job.language} ({job.pipeline})" if job.kind == "lexical" else "")
         units.append(Unit(stage, what, done, note, None, job))
-    return units
-
-
-def plan_acoustic(context: Context) -> list[Unit]:
-    return plan_features(context, "acoustic")
-
-
-def plan_lexical(context: Context) -> list[Unit]:
-    """The lexical units; the pipelines of those to do must be installed (see :func:`refuse_missing_pipelines`)."""
-    units = plan_features(context, "lexical")
-    refuse_missing_pipelines(context, [unit.job for unit in units if not unit.done])
+    if stage == "lexical":
+        refuse_missing_pipelines(context, [unit.job for unit in units if not unit.done])
     return units
 
 
@@ -225,21 +219,11 @@ def plan_feature_gaps(context: Context) -> list[Unit]:
         behaviour = feature_gaps_behaviour(context, corpus)
         done, note = (False, "set aside by --redo") if "feature_gaps" in context.redo else behaviour_status(behaviour)
         unit = Unit("feature_gaps", corpus.name, done, note, None, behaviour)
-        waiting = [stage for stage in (*FEATURE_STAGES, "asr_gap") if stage in context.unfinished]
+        waiting = [stage for stage in ("acoustic", "lexical", "asr_gap") if stage in context.unfinished]
         if waiting:
             unit.done, unit.waits, unit.note = False, waiting[0], f"{waiting[0]} has work to do first"
         units.append(unit)
     return units
-
-
-def run_analysis(context: Context, stage: str, units: list[Unit]) -> None:
-    if stage == "acoustic":
-        run_acoustic(context, units)
-    elif stage == "lexical":
-        run_lexical(context, units)
-    else:
-        for unit in units:
-            print(f"[study] feature_gaps {unit.what}: {unit.job.compute()}", flush=True)
 
 
 def run_acoustic(context: Context, units: list[Unit]) -> None:
@@ -251,17 +235,9 @@ def run_acoustic(context: Context, units: list[Unit]) -> None:
     for unit in units:
         job, started = unit.job, time.time()
         write_stamp(job, complete=False)  # a killed run's rows are tied to this manifest
-        summary = compute_acoustics(
-            context.utterances(job.corpus, job.part),
-            job.out,
-            count_tokens,
-            options["tokenizer"],
-            options["speech"],
-            options["range_by"],
-            options["workers"],
-            context.show_progress,
-            context.reclaim_stale,
-        )
+        settings = (options["tokenizer"], options["speech"], options["range_by"], options["workers"])
+        utterances = context.utterances(job.corpus, job.part)
+        summary = compute_acoustics(utterances, job.out, count_tokens, *settings, context.show_progress, context.reclaim_stale)
         write_stamp(job, complete=True, records=summary["records"])
         nulls = sum(sum(reasons.values()) for reasons in summary["nulls"].values())
         print(
@@ -289,12 +265,19 @@ def run_lexical(context: Context, units: list[Unit]) -> None:
         )
 
 
-def analysis_outputs(context: Context, stage: str) -> list[Path]:
-    """What ``--redo`` sets aside for ``stage``: the rows with their side files, or the feature_gaps JSON with its tables."""
-    if stage in FEATURE_STAGES:
-        jobs = acoustic_jobs(context) if stage == "acoustic" else lexical_jobs(context)
-        return [path for job in jobs for path in job.outputs]
-    from experiments.analysis.feature_gap_report import tables
+def feature_outputs(context: Context, stage: str) -> list[Path]:
+    """What ``--redo`` sets aside for an ``acoustic`` or ``lexical`` stage: the rows with their side files."""
+    return [path for job in (acoustic_jobs(context) if stage == "acoustic" else lexical_jobs(context)) for path in job.outputs]
 
-    results = [context.layout.feature_gaps(corpus) for corpus in context.study.analysed("feature_gaps")]
-    return [path for result in results for path in (result, *tables(result))]
+
+def feature_gaps_outputs(context: Context) -> list[Path]:
+    """What ``--redo`` sets aside for ``feature_gaps``: each JSON with its tables."""
+    from experiments.analysis.feature_gap_report import tables
+    from experiments.study.report import feature_gap_documents
+
+    return [path for result in feature_gap_documents(context.layout, context.study) for path in (result, *tables(result))]
+
+
+ACOUSTIC = StudyStage(partial(plan_features, stage="acoustic"), run_acoustic, partial(feature_outputs, stage="acoustic"))
+LEXICAL = StudyStage(partial(plan_features, stage="lexical"), run_lexical, partial(feature_outputs, stage="lexical"))
+FEATURE_GAPS = StudyStage(plan_feature_gaps, compute_each, feature_gaps_outputs)
