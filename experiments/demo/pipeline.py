@@ -15,6 +15,7 @@ from experiments.demo.work import Work, build_real_voices, context, write_corpus
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.study.runner import STAGES, describe, plan, print_lines, run
+from extract.encoder_reuse import reused, reusing_encoder_outputs
 from extract.options import OptionError, check_options, option, seed_option
 from extract.paths import cache_dir
 
@@ -115,8 +116,6 @@ def run_study(work: Work) -> None:
     """The demo's study, every stage in this process (each skips what is finished). Whisper's encoder
     runs once per clip for extraction and transcription (:mod:`extract.encoder_reuse`): the encoder
     outputs the extraction stage computed are decoded by the transcription stage."""
-    from extract.encoder_reuse import reused, reusing_encoder_outputs
-
     study = context(work)
     print_lines(["[study] plan:", *describe(plan(study))])
     with reusing_encoder_outputs():

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from experiments.format import number
 from experiments.study.context import Context, StudyStage, Unit, wait_for_outdated, with_sidecars
 from experiments.study.schema import Corpus, Model, Part, StudyError
 from extract.provenance import file_sha256
@@ -116,7 +117,7 @@ def mustshe_behaviour(definition: Path, hypotheses: Path, target: str, out: Path
         result, rows = score_hypotheses(read_definition(definition), hypotheses, target, definition=definition)
         save_scores(result, rows, out)
         accuracy = (result.get("category_1") or {}).get("accuracy")
-        return f"category-1 accuracy {_number(accuracy)} -> {out}"
+        return f"category-1 accuracy {number(accuracy, 2)} -> {out}"
 
     return Behaviour([definition, hypotheses], out, lambda document: (document.get("subject") or {}).get("tgt_lang") == target, compute)
 
@@ -132,7 +133,7 @@ def quality_behaviour(context: Context, hypotheses: Path, out: Path, scorers: di
             scorers["comet"] = comet_scorer(options["comet_model"], options["batch_size"], options["gpus"], python=options["comet_python"])
         result = quality_report(rows, hypotheses, scorers.get("comet"), options["comet_model"])
         save_quality_report(result, out)
-        return f"BLEU {_number(result['groups']['all']['bleu'])} -> {out}"
+        return f"BLEU {number(result['groups']['all']['bleu'], 2)} -> {out}"
 
     return Behaviour([hypotheses], out, lambda document: document.get("comet_model") == options["comet_model"], compute)
 
@@ -175,10 +176,6 @@ def plan_behaviour(context: Context, stage: str) -> list[Unit]:
 def behaviour_outputs(context: Context, stage: str) -> list[Path]:
     """The outputs of a behaviour stage that exist (what ``collect`` reads)."""
     return [unit.job.out for unit in plan_behaviour(context, stage) if unit.job.out.exists()]
-
-
-def _number(value) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
 
 
 def run(context: Context, units: list[Unit]) -> None:
