@@ -81,6 +81,15 @@ def summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, str]
     }
 
 
+def span_summary(scores: dict, span: slice, class_names: tuple[str, str]) -> dict:
+    """:func:`summary`'s keys from per-position scores (:func:`position_scores`), each the mean over the positions in ``span``."""
+    return {
+        "f1_macro": float(np.mean(scores["f1_macro"][span])),
+        "accuracy": float(np.mean(scores["accuracy"][span])),
+        "recall": {class_names[0]: float(np.mean(scores["recall_0"][span])), class_names[1]: float(np.mean(scores["recall_1"][span]))},
+    }
+
+
 def multiclass_summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, ...]) -> dict:
     """:func:`summary` over any number of classes (class ``k`` named ``class_names[k]``): macro F1 over
     every class, as ``f1_score(average="macro", labels=range(K), zero_division=0)`` (a class never
