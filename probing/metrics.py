@@ -73,12 +73,7 @@ def single_class_scores(classes: np.ndarray, correct: np.ndarray, count: np.ndar
 
 def summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, str]) -> dict:
     """The metric keys of a result row: ``f1_macro``, ``accuracy``, ``recall`` per class name, in percent."""
-    scores = position_scores(y_true, y_pred)
-    return {
-        "f1_macro": float(scores["f1_macro"]),
-        "accuracy": float(scores["accuracy"]),
-        "recall": {class_names[0]: float(scores["recall_0"]), class_names[1]: float(scores["recall_1"])},
-    }
+    return span_summary(position_scores(y_true, np.asarray(y_pred)[:, None]), slice(0, 1), class_names)
 
 
 def span_summary(scores: dict, span: slice, class_names: tuple[str, str]) -> dict:

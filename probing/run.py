@@ -19,24 +19,22 @@ from probing.data import (
     Fold,
     ProbeError,
     ProbeSplits,
+    applied_attribute,
+    applied_store_speakers_shared,
+    config_store_identity,
     leave_one_speaker_out,
     make_splits,
+    partial_record,
+    probe_metadata,
+    refuse_an_applied_store_without_the_site,
     speaker_disjoint_refusal,
     speaker_stratified_splits,
+    store_subject,
     task_attribute,
     task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import MDL_ORDERS
-from probing.stores import (
-    applied_attribute,
-    applied_store_speakers_shared,
-    config_store_identity,
-    partial_record,
-    probe_metadata,
-    refuse_an_applied_store_without_the_site,
-    store_subject,
-)
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
 # reading a grid, planning a study and every --help stay fast (tests/cli/test_entry_point.py checks it)
@@ -64,11 +62,6 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
         raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
 
 
-def _kinds_help() -> str:
-    """``probe``'s help: each kind of the registry (``probing.kinds``) with its headline score."""
-    return "; ".join(f"{kind.name}: {kind.summary} (headline {kind.headline})" for kind in KINDS.values())
-
-
 @dataclass(frozen=True)
 class ProbeConfig:
     """One probe run: which store and site, which kind of probe (``probe``, a name in
@@ -80,7 +73,8 @@ class ProbeConfig:
 
     store: str = option(help="the store the probe learns from", role="input")
     site: str = option(help="the site of the store the probe reads")
-    probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
+    # help: each kind with its headline score; choices: a live view, so a kind registered later (a plug-in) is a choice too
+    probe: str = option(DEFAULT_KIND, "; ".join(f"{k.name}: {k.summary} (headline {k.headline})" for k in KINDS.values()), choices=KINDS.keys())
     control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
     seed: int = seed_option("seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
@@ -217,9 +211,8 @@ def _check_loso(config: ProbeConfig) -> None:
         (bool(config.apply_to), "apply_to predicts with one trained probe, and leave-one-speaker-out trains one per fold; use split fixed"),
         (config.allow_shared_speakers, "leave-one-speaker-out never shares a speaker between train and test: allow_shared_speakers does not apply"),
     )
-    for refused, message in refusals:
-        if refused:
-            raise ProbeError(f"split loso: {message}")
+    if refused := next((message for refused, message in refusals if refused), None):
+        raise ProbeError(f"split loso: {refused}")
 
 
 @dataclass
@@ -246,10 +239,9 @@ def refuse_many_classes(config: ProbeConfig, classes: tuple[str, ...]) -> None:
         (config.mdl, "the online code (--mdl) is computed for two classes"),
         (config.split == "loso", "leave-one-speaker-out pools two classes"),
     )
-    for refused, reason in refusals:
-        if refused:
-            multiclass = " or ".join(name for name, kind in KINDS.items() if kind.multiclass)
-            raise ProbeError(f"{reason}, and {what}: probe each pair of classes with --pairs, or probe them all with --probe {multiclass} alone")
+    if reason := next((reason for refused, reason in refusals if refused), None):
+        multiclass = " or ".join(name for name, kind in KINDS.items() if kind.multiclass)
+        raise ProbeError(f"{reason}, and {what}: probe each pair of classes with --pairs, or probe them all with --probe {multiclass} alone")
 
 
 def row_config(config: ProbeConfig) -> dict:
@@ -358,8 +350,7 @@ def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -
     """A fold's test utterances predicted right and scored (per position for positional probes, else
     for the span its row reports), its accuracy, and what it chose (:data:`FOLD_DETAILS`)."""
     if config.kind.per_position:
-        count = np.asarray(arrays["test_count"], dtype=float)
-        accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
+        count, accuracy = (np.asarray(arrays[f"test_{key}"], dtype=float) for key in ("count", "accuracy"))
     else:
         count, accuracy = np.array([float(len(fold.splits.test))]), np.array([scores["accuracy"]])
     outcome = {
@@ -442,14 +433,13 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         if labelled:
             labelled["classes"] = list(sizes["speakers"])  # speakers per class, in class order
     else:
+        probed, dev_needed = (metadata, reader.ids, config.task, config.seed, config.language), bool(config.kind.selects_on_dev)
         if config.split == "stratified":
-            splits = speaker_stratified_splits(metadata, reader.ids, config.task, config.seed, config.language)
-            refused = speaker_disjoint_refusal(metadata, reader.ids, config.task, config.seed, config.language, bool(config.kind.selects_on_dev))
-            if refused:
+            splits = speaker_stratified_splits(*probed)
+            if refused := speaker_disjoint_refusal(*probed, dev_needed):
                 only_shared = {"shared_speakers_only": f"runs only with speakers shared between train and test: {refused}"}
         else:
-            dev_needed = bool(config.kind.selects_on_dev)
-            splits = make_splits(metadata, reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
+            splits = make_splits(*probed, config.allow_shared_speakers, dev_needed)
         refuse_many_classes(config, splits.class_names)
         if labelled:
             labelled["classes"] = list(splits.class_names)

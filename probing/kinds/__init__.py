@@ -1,15 +1,13 @@
 """Probe kinds: one module each, and this registry.
 
 A probe kind is what ``--probe`` names: how a run turns a site's stored states into predictions.
-Its module holds its runner and its record (:class:`probing.kinds.base.ProbeKind`), exported as
-``KINDS``: the record says which score is its headline (what ``experiments.probe`` prints, the
-reports plot and ``experiments.collect`` joins), whether it predicts another store (``apply_to``),
-which :class:`probing.run.ProbeConfig` options it reads and what it chooses on the dev split. Every
-rule about kinds reads these records; no module outside this package names a kind (:data:`DEFAULT_KIND`
-is the one name the defaults of the options use), and a :class:`probing.run.ProbeConfig` resolves
-its kind once, as ``config.kind``. Adding a kind touches one new module plus one line in
-:data:`KIND_MODULES`; ``tests/probing/test_probe_kinds.py`` then runs it on a synthetic store and
-through ``experiments.collect`` and the study report.
+Each module of :data:`KIND_MODULES` holds its runners and exports their records as ``KINDS``
+(:class:`probing.kinds.base.ProbeKind`: the headline score, the options it reads, what it chooses on
+dev, ...). Every rule about kinds reads these records; no module outside this package names a kind
+(:data:`DEFAULT_KIND` is the one name the defaults of the options use), and a
+:class:`probing.run.ProbeConfig` resolves its kind once, as ``config.kind``. Adding a kind touches
+one new module plus one line in :data:`KIND_MODULES`; ``tests/probing/test_probe_kinds.py`` then
+runs it on a synthetic store and through ``experiments.collect`` and the study report.
 """
 
 from __future__ import annotations
@@ -17,9 +15,9 @@ from __future__ import annotations
 from importlib import import_module
 
 from probing.data import ProbeError
-from probing.kinds.base import HEADLINES, ProbeKind
+from probing.kinds.base import HEADLINES, ProbeKind  # noqa: F401  (HEADLINES: imported from here)
 
-KIND_MODULES = ("positional", "attention", "pooled", "sampled")  # their kinds, in this order, are --probe's choices
+KIND_MODULES = ("positional", "attention", "pooled")  # their kinds, in this order, are --probe's choices
 KINDS: dict[str, ProbeKind] = {kind.name: kind for module in KIND_MODULES for kind in import_module(f"{__name__}.{module}").KINDS}
 
 
@@ -65,6 +63,3 @@ def is_per_position(name: str) -> bool:
     registry (a row written by a kind this installation lacks) is not."""
     kind = KINDS.get(name)
     return bool(kind and kind.per_position)
-
-
-__all__ = ["DEFAULT_KIND", "HEADLINES", "KINDS", "KIND_MODULES", "ProbeKind", "headline", "is_per_position", "probe_kind", "refuse_what_the_store_lacks"]

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from probing import features, metrics
-from probing.data import ProbeError, task_attribute
+from probing.data import ProbeError, applied_attribute, store_subject, task_attribute
 from probing.kinds.base import ProbeKind
 from probing.mdl import online_code
-from probing.stores import applied_attribute, store_subject
 
 
 def run(config, reader, splits, labels):
@@ -26,23 +25,18 @@ def run(config, reader, splits, labels):
             f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
         )
     data, scaler = _sequence_data(config, reader, splits, labels)
-    dim, classes = reader.dim(config.site), len(splits.class_names)
+    dim, classes, workers = reader.dim(config.site), len(splits.class_names), config.loader_workers
 
     def fit(indices):
         return fit_attention(
-            Subset(data["train"], indices),
-            data["dev"],
-            dim,
-            config.max_epochs,
-            config.device,
-            config.seed,
-            lr=config.lr,
-            workers=config.loader_workers,
-            classes=classes,
+            Subset(data["train"], indices), data["dev"], dim, config.max_epochs, config.device, config.seed, lr=config.lr, workers=workers, classes=classes
         )
 
+    def predict(model, indices):
+        return model.predict(Subset(data["train"], indices), workers=workers)[0]
+
     model = fit(np.arange(len(data["train"])))
-    probabilities, weights = (model.class_probabilities if classes > 2 else model.predict)(data["test"], workers=config.loader_workers)
+    probabilities, weights = (model.class_probabilities if classes > 2 else model.predict)(data["test"], workers=workers)
     row = _scores(labels["test"], probabilities, splits.class_names) | {"best_epoch": model.best_epoch, "epochs": model.epochs}
     arrays = {}
     if config.apply_to:
@@ -50,13 +44,7 @@ def run(config, reader, splits, labels):
         row |= applied_row
     if config.mdl:
         code = online_code(
-            labels["train"],
-            np.ones((len(data["train"]), 1), bool),
-            splits.train.speakers,
-            fit,
-            lambda m, idx: m.predict(Subset(data["train"], idx), workers=config.loader_workers)[0],
-            seed=config.seed,
-            order=config.mdl_order,
+            labels["train"], np.ones((len(data["train"]), 1), bool), splits.train.speakers, fit, predict, seed=config.seed, order=config.mdl_order
         )
         row |= code.summary(slice(0, 1), "attention early stopping on the dev split")
     return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
@@ -92,7 +80,7 @@ def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, d
     """Predict every utterance of the ``apply_to`` store; score those labelled with one of the task's classes.
 
     Labels are the other store's genders, or for an attribute task its values of the attribute, read
-    from the manifest that store records (:func:`probing.stores.applied_attribute`). Utterances of other
+    from the manifest that store records (:func:`probing.data.applied_attribute`). Utterances of other
     genders (values) are predicted but not scored; ``applied_to`` counts both. Scores need every class
     of the probe among the labelled utterances (a macro F1 over one class means nothing, and a class
     absent there would count 0). Three classes or more: ``applied_probabilities`` are ``[N, K]`` and
@@ -115,15 +103,13 @@ def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, d
         summary["labels"] = record
         labelled = np.array([value in class_names for value in values], dtype=bool)
     labels = np.array([class_names.index(value) for value in values[labelled]], dtype=int)
-    if not many and len(set(labels.tolist())) < 2:
-        summary["not_scored"] = (
-            f"needs utterances labelled {class_names[0]} and {class_names[1]}; "
-            f"found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
-        )
-        return {"applied_to": summary}, arrays
-    if many and len(set(labels.tolist())) < len(class_names):
-        found = ", ".join(f"{int(np.sum(labels == k))} {name}" for k, name in enumerate(class_names))
-        summary["not_scored"] = f"needs utterances of every class the probe tells apart ({', '.join(class_names)}); found {found}"
+    if len(set(labels.tolist())) < len(class_names):
+        if many:
+            found = ", ".join(f"{int(np.sum(labels == k))} {name}" for k, name in enumerate(class_names))
+            summary["not_scored"] = f"needs utterances of every class the probe tells apart ({', '.join(class_names)}); found {found}"
+        else:
+            found = f"{int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
+            summary["not_scored"] = f"needs utterances labelled {class_names[0]} and {class_names[1]}; found {found}"
         return {"applied_to": summary}, arrays
     summary["scored"] = int(labelled.sum())
     scores = _scores(labels, probabilities[labelled], class_names)

@@ -1,5 +1,6 @@
-"""The mean and max kinds: a logistic probe on each utterance's states pooled over its speech frames
-(multinomial for three classes or more). :func:`fit_pooled` fits the sampled kind's too."""
+"""The kinds that probe one vector per utterance (:func:`probing.features.pooled`): mean and max, its
+states pooled over its speech frames (multinomial for three classes or more), and sampled, single
+frames at fixed fractions of its speech, one fraction chosen on dev."""
 
 from __future__ import annotations
 
@@ -41,7 +42,28 @@ def _multiclass(config, reader, splits, labels):
     return row | logistic.lengths(reader, config.site, splits.test.ids), {"test_predicted": predicted}, {}
 
 
+def run_sampled(config, reader, splits, labels):
+    """A logistic regression per frame at :data:`probing.features.SAMPLED_FRACTIONS` of the speech,
+    the fraction reported chosen by its dev F1 (the first fraction without dev utterances)."""
+    fitted = fit_pooled(config, reader, splits, labels)
+    chosen = 0
+    if len(splits.dev):
+        dev_scores = metrics.position_scores(labels["dev"], (fitted.model.probabilities(fitted.x["dev"]) > 0.5).astype(int))
+        chosen = int(np.argmax(dev_scores["f1_macro"]))
+    extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
+    extra |= logistic.lengths(reader, config.site, splits.test.ids)
+    return logistic.row(fitted.scores, slice(chosen, chosen + 1), extra, {"test_predicted": fitted.predictions[:, chosen]}, fitted.code, splits.class_names)
+
+
 KINDS = (
     ProbeKind("mean", run, "f1_macro", "logistic probe on the mean over speech frames", options=logistic.OPTIONS, reads="mean", multiclass=True),
     ProbeKind("max", run, "f1_macro", "logistic probe on the maximum over speech frames", options=logistic.OPTIONS, multiclass=True),
+    ProbeKind(
+        "sampled",
+        run_sampled,
+        "f1_macro",
+        "logistic probes on single frames at fixed fractions of the speech, one chosen on dev",
+        options=logistic.OPTIONS,
+        selects_on_dev="the sampled position",
+    ),
 )

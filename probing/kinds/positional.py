@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from functools import partial
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +28,20 @@ def run(config, reader, splits, labels):
     step = features.positions_per_chunk(config.memory_gb, len(ids["train"]) + len(ids["test"]), reader.dim(config.site), width)
     scores, codes = [], []  # per chunk (not the fits: their features would hold every position)
     with contextlib.ExitStack() as stack:
-        read = partial(_read_from_store, reader, config.site, ids)
+        scratch = None
         if step < width:  # more than one chunk: one pass over the store into a position-major scratch file (see PositionMajorFile)
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="probe-positions-"))
             block = int(max(features.FLOAT32, (config.memory_gb - features.BASE_GB) * 2**30 / 4))
             scratch = features.write_position_major(reader, config.site, ids["train"] + ids["test"], width, Path(folder), block)
             stack.callback(scratch.close)
-            read = partial(_read_from_scratch, scratch, len(ids["train"]))
         for begin in range(0, width, step):
             end = min(begin + step, width)
-            fitted = logistic.fit(config, read(begin, end), {n: masks[n][:, begin:end] for n in ids}, labels, splits.train.speakers)
+            if scratch is not None:
+                x = scratch.read(begin, end)
+                x = {"train": x[: len(ids["train"])], "test": x[len(ids["train"]) :]}
+            else:
+                x = {n: reader.frames(config.site, begin, end, ids[n]) for n in ids}
+            fitted = logistic.fit(config, x, {n: masks[n][:, begin:end] for n in ids}, labels, splits.train.speakers)
             scores.append(fitted.scores)
             codes.append(fitted.code)
     scores = {key: np.concatenate([part[key] for part in scores]) for key in scores[0]}
@@ -48,28 +52,11 @@ def run(config, reader, splits, labels):
     return logistic.row(scores, span, extra, {"test_f1_ema": metrics.ema(scores["f1_macro"], 3)}, code, splits.class_names)
 
 
-def _read_from_store(reader, site: str, ids: dict, begin: int, end: int) -> dict:
-    return {n: reader.frames(site, begin, end, ids[n]) for n in ids}
-
-
-def _read_from_scratch(scratch, train_count: int, begin: int, end: int) -> dict:
-    x = scratch.read(begin, end)
-    return {"train": x[:train_count], "test": x[train_count:]}
-
-
 def join_codes(codes: list[OnlineCode]) -> OnlineCode:
     """Online codes of consecutive position chunks as one (blocks depend on labels and speakers only)."""
-    first = codes[0]
-    chosen = None if first.chosen is None else np.concatenate([code.chosen for code in codes], axis=1)
-    return OnlineCode(
-        np.concatenate([c.online_bits for c in codes]),
-        np.concatenate([c.uniform_bits for c in codes]),
-        first.block_ends,
-        first.uniform_blocks,
-        chosen,
-        first.grid,
-        first.order,
-    )
+    chosen = None if codes[0].chosen is None else np.concatenate([code.chosen for code in codes], axis=1)
+    bits = {key: np.concatenate([getattr(code, key) for code in codes]) for key in ("online_bits", "uniform_bits")}
+    return replace(codes[0], chosen=chosen, **bits)
 
 
 KINDS = (

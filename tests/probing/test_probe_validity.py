@@ -11,11 +11,10 @@ import pytest
 
 from extract.store import PartWriter, ShardReader
 from probing import metrics
-from probing.data import ProbeError, make_splits
+from probing.data import ProbeError, make_splits, store_identity
 from probing.kinds import KINDS
 from probing.kinds.attention import _apply
 from probing.run import ProbeConfig, run_probe
-from probing.stores import store_identity
 from tests.synthetic_store import write_store
 
 SITE = "encoder.layer.0"
