@@ -1,4 +1,5 @@
-"""One probe run: splits, labels (real or control), features, training, metrics, MDL; a result row."""
+"""One probe run: its config and run id, splits, labels (real or control), leave-one-speaker-out and
+the result row; its kind's runner (:mod:`probing.kinds`) trains and scores."""
 
 from __future__ import annotations
 

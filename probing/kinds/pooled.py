@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import probing.kinds.logistic as logistic
 from probing import features, metrics
-from probing.kinds import logistic
 from probing.kinds.base import ProbeKind
 
 

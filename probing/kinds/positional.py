@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+import probing.kinds.logistic as logistic
 from probing import features, metrics
-from probing.kinds import logistic
 from probing.kinds.base import ProbeKind
 from probing.mdl import OnlineCode
 
