@@ -81,10 +81,10 @@ from experiments.scheduling import GridTasks, SchedulingError, add_executor_argu
 from extract.attributes import LabelError, attribute_task, parse_attribute_task
 from extract.options import option
 from extract.store import StoreError
-from probing.data import TASKS, ProbeError
+from probing.data import TASKS, ProbeError, pair_tasks
 from probing.grid import GridError, expand_grid, read_grid, run_all
 from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
-from probing.run import ProbeConfig, pair_tasks
+from probing.run import ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
 PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pair_configs(config: ProbeConfig) -> list[ProbeConfig]:
-    """One run per pair of the attribute's classes in the store (:func:`probing.run.pair_tasks`)."""
+    """One run per pair of the attribute's classes in the store (:func:`probing.data.pair_tasks`)."""
     return [dataclasses.replace(config, task=task) for task in pair_tasks(config)]
 
 

@@ -121,3 +121,26 @@ def within_speaker_splits(splits: ProbeSplits, seed: int) -> ProbeSplits:
 
 def selectivity(f1_real: float, f1_control: float) -> float:
     return f1_real - f1_control
+
+
+def split_labels(splits: ProbeSplits, control: str, seed: int) -> dict[str, np.ndarray]:
+    """Each split's labels, true or a control's: ``shuffled`` replaces train and dev labels (dev selects
+    models: attention early stopping, the sampled position), test stays true; ``speaker`` labels every
+    split by a random class per speaker, balanced within each gender (meant for the within-speaker split)."""
+    labels = {name: getattr(splits, name).labels.copy() for name in ("train", "dev", "test")}
+    if control == "shuffled":
+        rng = np.random.default_rng(seed)
+        for name in ("train", "dev"):
+            labels[name] = shuffled(labels[name], rng, getattr(splits, name).speakers)
+    elif control == "speaker":
+        every = {n: getattr(splits, n) for n in labels}
+        mapping = speaker_labels(np.concatenate([s.speakers for s in every.values()]), seed, np.concatenate([s.labels for s in every.values()]))
+        labels = {n: np.array([mapping[s] for s in every[n].speakers], dtype=int) for n in labels}
+    return labels
+
+
+def mean_scores(rows: list[dict]) -> dict:
+    """The mean over control seeds of the score keys (F1, F1_S, accuracy, recall per class)."""
+    means = {key: float(np.mean([row[key] for row in rows])) for key in ("f1_macro", "f1_s", "accuracy") if key in rows[0]}
+    means["recall"] = {name: float(np.mean([row["recall"][name] for row in rows])) for name in rows[0]["recall"]}
+    return means

@@ -50,6 +50,7 @@ DEFAULT_FRACTIONS = (0.2, 0.4, 0.8, 1.6, 3.2, 6.25, 12.5, 25.0, 50.0, 100.0)  # 
 DEFAULT_C_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # L2 strengths for the logistic guard, most regularised first
 CLASSES = 2
 MIXTURE_GUARD = "Bayesian mixture over the C grid"
+UNGUARDED = "none: every block at the fixed C"
 
 
 @dataclass
@@ -69,6 +70,29 @@ class OnlineCode:
     @property
     def compression(self) -> np.ndarray:
         return np.divide(self.uniform_bits, self.online_bits, out=np.full_like(self.uniform_bits, np.nan), where=self.online_bits > 0)
+
+    def summary(self, span: slice, guard: str) -> dict:
+        """A row's MDL keys: codelengths summed over ``span``; with a grid guard, the C with most weight entering
+        each block (for several positions, the lower median over ``span``; every position's is in the arrays as ``mdl_c``)."""
+        online, uniform = float(np.sum(self.online_bits[span])), float(np.sum(self.uniform_bits[span]))
+        guarded = {}
+        if self.grid:
+            guarded = {
+                "mdl_c_grid": list(self.grid),
+                "mdl_c_per_block": [None if np.isnan(c).all() else float(np.percentile(c[~np.isnan(c)], 50, method="lower")) for c in self.chosen[:, span]],
+            }
+        return {
+            "codelength_online_bits": online,
+            "codelength_uniform_bits": uniform,
+            "compression": uniform / online if online > 0 else float("nan"),
+            "mdl_blocks": len(self.block_ends),
+            "mdl_order": self.order,
+            "mdl_uniform_blocks": self.uniform_blocks,
+            "mdl_uniform_block_count": self.uniform_block_count,
+            **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
+            "mdl_guard": guard,
+            **guarded,
+        }
 
 
 def uniform_block_count(uniform_blocks: Sequence[int]) -> int:

@@ -73,11 +73,15 @@ def single_class_scores(classes: np.ndarray, correct: np.ndarray, count: np.ndar
 
 def summary(y_true: np.ndarray, y_pred: np.ndarray, class_names: tuple[str, str]) -> dict:
     """The metric keys of a result row: ``f1_macro``, ``accuracy``, ``recall`` per class name, in percent."""
-    scores = position_scores(y_true, y_pred)
+    return span_summary(position_scores(y_true, np.asarray(y_pred)[:, None]), slice(0, 1), class_names)
+
+
+def span_summary(scores: dict, span: slice, class_names: tuple[str, str]) -> dict:
+    """:func:`summary`'s keys from per-position scores (:func:`position_scores`), each the mean over the positions in ``span``."""
     return {
-        "f1_macro": float(scores["f1_macro"]),
-        "accuracy": float(scores["accuracy"]),
-        "recall": {class_names[0]: float(scores["recall_0"]), class_names[1]: float(scores["recall_1"])},
+        "f1_macro": float(np.mean(scores["f1_macro"][span])),
+        "accuracy": float(np.mean(scores["accuracy"][span])),
+        "recall": {class_names[0]: float(np.mean(scores["recall_0"][span])), class_names[1]: float(np.mean(scores["recall_1"][span]))},
     }
 
 

@@ -19,7 +19,7 @@ folds and ``folds``, ``fold_accuracy_mean``: see :func:`probing.run._loso_run`) 
 A row of an attribute task (``config.task`` ``attribute:NAME`` or ``attribute:NAME:A,B``) also holds
 ``classes`` (class 0 first; ``recall`` is keyed by them) and ``labels`` (the attribute, the manifest
 read and its sha256, and ``unlabelled``: the utterances left out for want of a value), before its
-scores; ``config.labels`` is there only where the manifest was named (:func:`probing.run.probe_metadata`).
+scores; ``config.labels`` is there only where the manifest was named (:func:`probing.data.probe_metadata`).
 A row from a store read incomplete on purpose (``config.allow_partial``, there only when true) holds
 ``partial``: ``{used, expected}`` utterances (``applied_partial`` for an incomplete ``apply_to`` store).
 
@@ -212,7 +212,7 @@ def _numbered_records(out: str | Path) -> dict[str, tuple[int, ProbeRow, dict]]:
 def finished_ids(configs: Iterable[ProbeConfig], rows: dict[str, dict]) -> set[str]:
     """Run ids of ``configs`` whose latest row in ``rows`` read the stores as they are now (same
     ``store_identity``): a rerun skips those and recomputes the others."""
-    from probing.run import config_store_identity
+    from probing.data import config_store_identity
 
     identities: dict[tuple, str] = {}
     finished = set()

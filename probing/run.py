@@ -1,24 +1,17 @@
-"""One probe run: splits, labels (real or control), features, training, metrics, MDL; a result row."""
+"""One probe run: its config and run id, splits, labels (real or control), leave-one-speaker-out and
+the result row; its kind's runner (:mod:`probing.kinds`) trains and scores."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import itertools
 import json
 import math
-import os
-import tempfile
-from dataclasses import asdict, dataclass, field
-from functools import partial
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from extract.attributes import LabelError, attribute_task, read_attribute
 from extract.options import LARGEST_LR, field_problem, option, seed_option
 from extract.paths import canonical_path
-from extract.provenance import joined, model_label
 from extract.records import ProbeRow, schema_version
 from probing import controls, features, metrics
 from probing.data import (
@@ -27,17 +20,22 @@ from probing.data import (
     Fold,
     ProbeError,
     ProbeSplits,
-    attribute_column,
+    applied_attribute,
+    applied_store_speakers_shared,
+    config_store_identity,
     leave_one_speaker_out,
     make_splits,
-    shared_speakers_message,
+    partial_record,
+    probe_metadata,
+    refuse_an_applied_store_without_the_site,
     speaker_disjoint_refusal,
     speaker_stratified_splits,
+    store_subject,
     task_attribute,
     task_labels,
 )
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
-from probing.mdl import DEFAULT_C_GRID, MDL_ORDERS, MIXTURE_GUARD, OnlineCode, online_code, online_code_logistic
+from probing.mdl import MDL_ORDERS
 
 # probing.train (torch, Lightning: seconds to import) is imported by the functions that train, so that
 # reading a grid, planning a study and every --help stay fast (tests/cli/test_entry_point.py checks it)
@@ -65,11 +63,6 @@ def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) 
         raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
 
 
-def _kinds_help() -> str:
-    """``probe``'s help: each kind of the registry (``probing.kinds``) with its headline score."""
-    return "; ".join(f"{kind.name}: {kind.summary} (headline {kind.headline})" for kind in KINDS.values())
-
-
 @dataclass(frozen=True)
 class ProbeConfig:
     """One probe run: which store and site, which kind of probe (``probe``, a name in
@@ -81,7 +74,8 @@ class ProbeConfig:
 
     store: str = option(help="the store the probe learns from", role="input")
     site: str = option(help="the site of the store the probe reads")
-    probe: str = option(DEFAULT_KIND, _kinds_help(), choices=KINDS.keys())  # a live view: a kind registered later (a plug-in) is a choice too
+    # help: each kind with its headline score; choices: a live view, so a kind registered later (a plug-in) is a choice too
+    probe: str = option(DEFAULT_KIND, "; ".join(f"{k.name}: {k.summary} (headline {k.headline})" for k in KINDS.values()), choices=KINDS.keys())
     control: str = option("none", "none, or the control run in place of the real labels", choices=controls.CONTROLS)
     seed: int = seed_option("seed of the split, the control labels and the training")
     mdl: bool = option(False, "also compute the online codelength")
@@ -218,9 +212,8 @@ def _check_loso(config: ProbeConfig) -> None:
         (bool(config.apply_to), "apply_to predicts with one trained probe, and leave-one-speaker-out trains one per fold; use split fixed"),
         (config.allow_shared_speakers, "leave-one-speaker-out never shares a speaker between train and test: allow_shared_speakers does not apply"),
     )
-    for refused, message in refusals:
-        if refused:
-            raise ProbeError(f"split loso: {message}")
+    if refused := next((message for refused, message in refusals if refused), None):
+        raise ProbeError(f"split loso: {refused}")
 
 
 @dataclass
@@ -232,134 +225,6 @@ class ProbeResult:
     row: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     attention: dict[str, list] = field(default_factory=dict)  # ids and weights of test utterances
-
-
-def _labels(splits: ProbeSplits, control: str, seed: int) -> dict[str, np.ndarray]:
-    """True labels, or a control's: ``shuffled`` replaces train and dev labels (dev selects models:
-    attention early stopping, the sampled position), test stays true; ``speaker`` labels every split
-    by a random class per speaker, balanced within each gender (meant for the within-speaker split)."""
-    labels = {name: getattr(splits, name).labels.copy() for name in ("train", "dev", "test")}
-    if control == "shuffled":
-        rng = np.random.default_rng(seed)
-        for name in ("train", "dev"):
-            labels[name] = controls.shuffled(labels[name], rng, getattr(splits, name).speakers)
-    elif control == "speaker":
-        every = {n: getattr(splits, n) for n in labels}
-        mapping = controls.speaker_labels(np.concatenate([s.speakers for s in every.values()]), seed, np.concatenate([s.labels for s in every.values()]))
-        labels = {n: np.array([mapping[s] for s in every[n].speakers], dtype=int) for n in labels}
-    return labels
-
-
-def _row_metrics(scores: dict, positions: slice, names: tuple[str, str]) -> dict:
-    return {
-        "f1_macro": float(np.mean(scores["f1_macro"][positions])),
-        "accuracy": float(np.mean(scores["accuracy"][positions])),
-        "recall": {names[0]: float(np.mean(scores["recall_0"][positions])), names[1]: float(np.mean(scores["recall_1"][positions]))},
-    }
-
-
-def _positional_run(config, reader, splits, labels):
-    """Per-position probes, a chunk of positions at a time (positions are independent): each chunk is
-    read, standardized with its training statistics, fitted, scored and MDL-coded, so memory follows
-    ``config.memory_gb`` rather than N x P x D. When that takes more than one chunk, the positions are
-    first copied position-major to a scratch file under ``$TMPDIR`` (N x P x D in the store's dtype),
-    deleted afterwards. Returns per-position scores, the positions used and the code."""
-    from probing.train import fit_logistic
-
-    ids = {n: getattr(splits, n).ids for n in ("train", "test")}  # positional probes select nothing on dev
-    stored = {n: reader.stored_lengths(config.site, ids[n]) for n in ids}
-    width = min(config.positions, int(max(stored["train"].max(), stored["test"].max())))
-    masks = {n: features.valid_mask(np.minimum(stored[n], width), width) for n in ids}
-    step = features.positions_per_chunk(config.memory_gb, len(ids["train"]) + len(ids["test"]), reader.dim(config.site), width)
-    scores, codes = [], []
-    with contextlib.ExitStack() as stack:
-        read = partial(_read_from_store, reader, config.site, ids)
-        if step < width:  # more than one chunk: one pass over the store into a position-major scratch file (see PositionMajorFile)
-            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="probe-positions-"))
-            block = int(max(features.FLOAT32, (config.memory_gb - features.BASE_GB) * 2**30 / 4))
-            scratch = features.write_position_major(reader, config.site, ids["train"] + ids["test"], width, Path(folder), block)
-            stack.callback(scratch.close)
-            read = partial(_read_from_scratch, scratch, len(ids["train"]))
-        for begin in range(0, width, step):
-            end = min(begin + step, width)
-            x = read(begin, end)
-            mask = {n: masks[n][:, begin:end] for n in ids}
-            if config.standardize:
-                scaler = features.Standardizer.fit(x["train"], mask["train"])
-                x = {n: scaler(v) for n, v in x.items()}
-            model = fit_logistic(x["train"], labels["train"], mask["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
-            scores.append(metrics.position_scores(labels["test"], (model.probabilities(x["test"]) > 0.5).astype(int), mask["test"]))
-            if config.mdl:
-                codes.append(online_code_logistic(x["train"], labels["train"], mask["train"], splits.train.speakers, **_mdl_options(config)))
-    joined = {key: np.concatenate([part[key] for part in scores]) for key in scores[0]}
-    return joined, width, join_codes(codes) if codes else None
-
-
-def _read_from_store(reader, site: str, ids: dict, begin: int, end: int) -> dict:
-    return {n: reader.frames(site, begin, end, ids[n]) for n in ids}
-
-
-def _read_from_scratch(scratch, train_count: int, begin: int, end: int) -> dict:
-    x = scratch.read(begin, end)
-    return {"train": x[:train_count], "test": x[train_count:]}
-
-
-def join_codes(codes: list[OnlineCode]) -> OnlineCode:
-    """Online codes of consecutive position chunks as one (blocks depend on labels and speakers only)."""
-    first = codes[0]
-    chosen = None if first.chosen is None else np.concatenate([code.chosen for code in codes], axis=1)
-    return OnlineCode(
-        np.concatenate([c.online_bits for c in codes]),
-        np.concatenate([c.uniform_bits for c in codes]),
-        first.block_ends,
-        first.uniform_blocks,
-        chosen,
-        first.grid,
-        first.order,
-    )
-
-
-def positional_probe(config, reader, splits, labels):
-    """The positional kind's runner: a logistic regression per position (:func:`_positional_run`)."""
-    return _finish_positional(config, reader, splits, *_positional_run(config, reader, splits, labels))
-
-
-def pooled_probe(config, reader, splits, labels):
-    """The mean and max kinds' runner: a logistic regression on the states pooled over speech frames
-    (multinomial for three classes or more: :func:`_multiclass_pooled`)."""
-    if len(splits.class_names) > 2:
-        return _multiclass_pooled(config, reader, splits, labels)
-    fitted = _pooled_fit(config, reader, splits, labels)
-    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, 0]}
-    return _logistic_row(fitted.scores, slice(0, 1), fitted.lengths, arrays, fitted.code, splits)
-
-
-def sampled_probe(config, reader, splits, labels):
-    """The sampled kind's runner: a logistic regression per frame at fixed fractions of the speech,
-    the fraction reported chosen by its dev F1 (the first fraction without dev utterances)."""
-    fitted = _pooled_fit(config, reader, splits, labels)
-    chosen = 0
-    if len(splits.dev):
-        dev_scores = metrics.position_scores(labels["dev"], (fitted.model.probabilities(fitted.x["dev"]) > 0.5).astype(int))
-        chosen = int(np.argmax(dev_scores["f1_macro"]))
-    extra = {"sampled_fraction": features.SAMPLED_FRACTIONS[chosen], "chosen_on": "dev" if len(splits.dev) else "first position"}
-    arrays = fitted.arrays | {"test_predicted": fitted.predictions[:, chosen]}
-    return _logistic_row(fitted.scores, slice(chosen, chosen + 1), extra | fitted.lengths, arrays, fitted.code, splits)
-
-
-def _multiclass_pooled(config, reader, splits, labels):
-    """A multinomial logistic regression (:func:`probing.train.fit_multinomial`) on pooled states,
-    scored on test by macro F1 over every class; ``test_predicted`` holds the class numbers."""
-    from probing.train import fit_multinomial
-
-    x = {n: features.pooled(reader, config.site, getattr(splits, n).ids, config.probe) for n in ("train", "test")}
-    if config.standardize:
-        scaler = features.Standardizer.fit(x["train"], np.ones(x["train"].shape[:2], dtype=bool))
-        x = {n: scaler(v) for n, v in x.items()}
-    model = fit_multinomial(x["train"][:, 0], labels["train"], c=config.c, max_iter=config.max_iter)
-    predicted = model.predict(x["test"][:, 0])
-    row = metrics.multiclass_summary(labels["test"], predicted, splits.class_names)
-    return row | _lengths(*features.mean_lengths(reader, config.site, splits.test.ids)), {"test_predicted": predicted}, {}
 
 
 def refuse_many_classes(config: ProbeConfig, classes: tuple[str, ...]) -> None:
@@ -375,378 +240,14 @@ def refuse_many_classes(config: ProbeConfig, classes: tuple[str, ...]) -> None:
         (config.mdl, "the online code (--mdl) is computed for two classes"),
         (config.split == "loso", "leave-one-speaker-out pools two classes"),
     )
-    for refused, reason in refusals:
-        if refused:
-            multiclass = " or ".join(name for name, kind in KINDS.items() if kind.multiclass)
-            raise ProbeError(f"{reason}, and {what}: probe each pair of classes with --pairs, or probe them all with --probe {multiclass} alone")
-
-
-@dataclass
-class _PooledFit:
-    model: object
-    x: dict  # standardized features per split (None for an empty split)
-    scores: dict  # test scores per pooled position
-    predictions: np.ndarray  # [test utterances, pooled positions]: the predicted class
-    arrays: dict
-    code: OnlineCode | None
-    lengths: dict  # mean_test_length, and stored_positions where it differs
-
-
-def _pooled_fit(config, reader, splits, labels) -> _PooledFit:
-    """A logistic regression on pooled features (``features.pooled`` named by the kind), scored on test
-    and MDL-coded when asked."""
-    from probing.train import fit_logistic
-
-    ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
-    x = {n: features.pooled(reader, config.site, ids[n], config.probe) if ids[n] else None for n in ids}
-    masks = {n: np.ones(x[n].shape[:2], dtype=bool) if x[n] is not None else None for n in x}
-    if config.standardize:
-        scaler = features.Standardizer.fit(x["train"], masks["train"])
-        x = {n: scaler(v) if v is not None else None for n, v in x.items()}
-    model = fit_logistic(x["train"], labels["train"], masks["train"], c=config.c, max_iter=config.max_iter, device=config.device, seed=config.seed)
-    predictions = (model.probabilities(x["test"]) > 0.5).astype(int)
-    scores = metrics.position_scores(labels["test"], predictions, masks["test"])
-    arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
-    code = None
-    if config.mdl:
-        code = online_code_logistic(x["train"], labels["train"], masks["train"], splits.train.speakers, **_mdl_options(config))
-    return _PooledFit(model, x, scores, predictions, arrays, code, _lengths(*features.mean_lengths(reader, config.site, ids["test"])))
-
-
-def _mdl_options(config: ProbeConfig) -> dict:
-    """The logistic online code's options: the guarded mixture over :data:`probing.mdl.DEFAULT_C_GRID`,
-    or (``mdl_guard`` false) every block at the run's fixed ``c``."""
-    options = {"seed": config.seed, "max_iter": config.max_iter, "device": config.device, "order": config.mdl_order}
-    return options | ({"c_grid": DEFAULT_C_GRID} if config.mdl_guard else {"c_grid": None, "c": config.c})
-
-
-UNGUARDED = "none: every block at the fixed C"
-
-
-def _lengths(mean_test_length: float, stored_positions: float) -> dict:
-    """The row's ``mean_test_length``, and ``stored_positions`` where stored frames differ from speech frames."""
-    return {"mean_test_length": mean_test_length, **({"stored_positions": stored_positions} if stored_positions != mean_test_length else {})}
-
-
-def _finish_positional(config, reader, splits, scores, width, code):
-    arrays = {f"test_{k}": np.asarray(v) for k, v in scores.items()}
-    arrays["test_f1_ema"] = metrics.ema(scores["f1_macro"], 3)
-    mean_test_length, stored_positions = features.mean_lengths(reader, config.site, splits.test.ids)
-    extra = {"f1_s": metrics.f1_s(scores["f1_macro"], mean_test_length), "positions_used": int(width)} | _lengths(mean_test_length, stored_positions)
-    return _logistic_row(scores, slice(0, int(np.ceil(mean_test_length))), extra, arrays, code, splits)
-
-
-def _logistic_row(scores, span, extra, arrays, code, splits):
-    """Row metrics over ``span``, the extras, and the MDL summary when there is a code."""
-    row_metrics = _row_metrics(scores, span, splits.class_names)
-    if code is not None:
-        arrays |= {"mdl_online_bits": code.online_bits, "mdl_uniform_bits": code.uniform_bits, "mdl_c": code.chosen}
-        extra |= _mdl_summary(code, span, MIXTURE_GUARD if code.grid else UNGUARDED)
-    return row_metrics | extra, arrays, {}
-
-
-def _mdl_summary(code, span: slice, guard: str) -> dict:
-    """Codelengths summed over ``span``; with a grid guard, the C with most weight entering each block
-    (for several positions, the lower median over ``span``; every position's is in the arrays as ``mdl_c``)."""
-    online, uniform = float(np.sum(code.online_bits[span])), float(np.sum(code.uniform_bits[span]))
-    guarded = {}
-    if code.grid:
-        chosen = code.chosen[:, span]
-        guarded = {
-            "mdl_c_grid": list(code.grid),
-            "mdl_c_per_block": [None if np.isnan(c).all() else float(np.percentile(c[~np.isnan(c)], 50, method="lower")) for c in chosen],
-        }
-    return {
-        "codelength_online_bits": online,
-        "codelength_uniform_bits": uniform,
-        "compression": uniform / online if online > 0 else float("nan"),
-        "mdl_blocks": len(code.block_ends),
-        "mdl_order": code.order,
-        "mdl_uniform_blocks": code.uniform_blocks,
-        "mdl_uniform_block_count": code.uniform_block_count,
-        **({"mdl_positions": [span.start, span.stop]} if span.stop - span.start > 1 else {}),
-        "mdl_guard": guard,
-        **guarded,
-    }
-
-
-def attention_probe(config, reader, splits, labels):
-    """The attention kind's runner: attention pooling trained with early stopping on the dev split.
-    Three classes or more: a K-class softmax head, each test utterance predicted as its most probable
-    class and scored by macro F1 over every class (:func:`probing.metrics.multiclass_summary`); the
-    attention output's ``probabilities`` are then ``[N, K]`` (two classes: P(class 1), ``[N]``)."""
-    from torch.utils.data import Subset
-
-    from probing.train import fit_attention
-
-    if not len(splits.dev):
-        raise ProbeError(
-            f"the attention probe stops early on a dev split, and the {splits.task} dev split is empty; give dev utterances of both classes in the manifest"
-        )
-    data, scaler = _sequence_data(config, reader, splits, labels)
-    dim, classes = reader.dim(config.site), len(splits.class_names)
-
-    def fit(indices):
-        return fit_attention(
-            Subset(data["train"], indices),
-            data["dev"],
-            dim,
-            config.max_epochs,
-            config.device,
-            config.seed,
-            lr=config.lr,
-            workers=config.loader_workers,
-            classes=classes,
-        )
-
-    model = fit(np.arange(len(data["train"])))
-    if classes > 2:
-        probabilities, weights = model.class_probabilities(data["test"], workers=config.loader_workers)
-        row = metrics.multiclass_summary(labels["test"], probabilities.argmax(axis=1), splits.class_names)
-    else:
-        probabilities, weights = model.predict(data["test"], workers=config.loader_workers)
-        row = metrics.summary(labels["test"], (probabilities > 0.5).astype(int), splits.class_names)
-    row |= {"best_epoch": model.best_epoch, "epochs": model.epochs}
-    arrays = {}
-    if config.apply_to:
-        applied_row, arrays = _apply(config, model, scaler, splits.class_names)
-        row |= applied_row
-    if config.mdl:
-        code = online_code(
-            labels["train"],
-            np.ones((len(data["train"]), 1), bool),
-            splits.train.speakers,
-            fit,
-            lambda m, idx: m.predict(Subset(data["train"], idx), workers=config.loader_workers)[0],
-            seed=config.seed,
-            order=config.mdl_order,
-        )
-        row |= _mdl_summary(code, slice(0, 1), "attention early stopping on the dev split")
-    return row, arrays, {"ids": splits.test.ids, "weights": weights, "probabilities": probabilities}
-
-
-def _sequence_data(config, reader, splits, labels):
-    """The attention probe's (sequence, label) datasets per split, and the standardizer (None without).
-
-    Held in memory when the speech frames (and their standardized copy) fit ``config.memory_gb``;
-    otherwise read from the store batch by batch (statistics computed in one streaming pass), so a
-    run's memory does not grow with the corpus."""
-    from probing.train import SequenceDataset, StoreSequenceDataset
-
-    ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
-    held = sum(features.sequence_bytes(reader, config.site, ids[n]) for n in ids)
-    if 2 * held <= (config.memory_gb - features.BASE_GB) * 2**30:
-        seqs = {n: features.sequences(reader, config.site, ids[n]) for n in ids}
-        scaler = features.Standardizer.fit_sequences(seqs["train"]) if config.standardize else None
-        return {n: SequenceDataset(scaler.sequences(seqs[n]) if scaler else seqs[n], labels[n]) for n in ids}, scaler
-    scaler = features.Standardizer.fit_stream(features.speech_states(reader, config.site, ids["train"])) if config.standardize else None
-    return {n: StoreSequenceDataset(reader, config.site, ids[n], labels[n], scaler) for n in ids}, scaler
-
-
-def _apply(config, model, scaler, class_names: tuple[str, ...]) -> tuple[dict, dict]:
-    """Predict every utterance of the ``apply_to`` store; score those labelled with one of the task's classes.
-
-    Labels are the other store's genders, or for an attribute task its values of the attribute, read
-    from the manifest that store records (:func:`applied_attribute`). Utterances of other genders
-    (values) are predicted but not scored; ``applied_to`` counts both. Scores need every class of the
-    probe among the labelled utterances (a macro F1 over one class means nothing, and a class absent
-    there would count 0). Three classes or more: ``applied_probabilities`` are ``[N, K]`` and each
-    utterance is predicted as its most probable class.
-    """
-    from extract.store import ShardReader
-    from probing.train import StoreSequenceDataset
-
-    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
-    applied = StoreSequenceDataset(other, config.site, other.ids, np.zeros(len(other.ids), dtype=int), scaler)
-    many = len(class_names) > 2
-    probabilities, _ = model.class_probabilities(applied) if many else model.predict(applied)  # one pass over the store, read utterance by utterance
-    arrays = {"applied_ids": np.array(other.ids), "applied_probabilities": probabilities, "applied_class_names": np.array(class_names)}
-    summary = {"store": config.apply_to, "subject": store_subject(other), "utterances": len(other.ids), "scored": 0}
-    if task_attribute(config.task) is None:
-        values = np.array(other.metadata()["gender"], dtype=object)
-        labelled = np.isin(values, class_names)
-    else:
-        values, record = applied_attribute(config, other)
-        summary["labels"] = record
-        labelled = np.array([value in class_names for value in values], dtype=bool)
-    labels = np.array([class_names.index(value) for value in values[labelled]], dtype=int)
-    if not many and len(set(labels.tolist())) < 2:
-        summary["not_scored"] = (
-            f"needs utterances labelled {class_names[0]} and {class_names[1]}; "
-            f"found {int(labels.sum())} {class_names[1]} and {int((1 - labels).sum())} {class_names[0]}"
-        )
-        return {"applied_to": summary}, arrays
-    if many and len(set(labels.tolist())) < len(class_names):
-        found = ", ".join(f"{int(np.sum(labels == k))} {name}" for k, name in enumerate(class_names))
-        summary["not_scored"] = f"needs utterances of every class the probe tells apart ({', '.join(class_names)}); found {found}"
-        return {"applied_to": summary}, arrays
-    summary["scored"] = int(labelled.sum())
-    if many:
-        scores = metrics.multiclass_summary(labels, probabilities[labelled].argmax(axis=1), class_names)
-    else:
-        scores = metrics.summary(labels, (probabilities[labelled] > 0.5).astype(int), class_names)
-    return {"applied_to": summary, **{f"applied_{key}": value for key, value in scores.items()}}, arrays
-
-
-def applied_attribute(config: ProbeConfig, other) -> tuple[np.ndarray, dict]:
-    """The ``apply_to`` store's values of the task's attribute, per utterance in store order (None
-    where unlabelled), and what the row records of them (:meth:`extract.attributes.AttributeLabels.record`):
-    read from the manifest that store records, refused unless its sha256 is the one recorded there,
-    as the probed store's are (:func:`probe_metadata`)."""
-    from extract.manifest import ManifestError
-
-    attribute, stored = task_attribute(config.task), other.info.config
-    where = f"the apply_to store {config.apply_to}"
-    manifest = stored.get("manifest")
-    if not manifest or not Path(manifest).is_file():
-        if manifest:  # no --labels for this store: where its manifest moved, the command runs from where the store was built
-            gone = (
-                f"was built from the manifest {manifest}, which is not there: its {attribute} labels cannot be read; "
-                "a relative path counts from where that store was built: run from there, or restore that manifest"
-            )
-        else:
-            gone = f"records no manifest: its {attribute} labels cannot be read; rebuild the store from a manifest that holds them"
-        raise ProbeError(f"{where} {gone}")
-    try:
-        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), where)
-    except (LabelError, ManifestError) as error:
-        raise ProbeError(str(error)) from error
-    values = np.array([found.values.get(i) for i in other.ids], dtype=object)
-    return values, found.record(int(sum(value is None for value in values)))
-
-
-def _refuse_an_applied_store_without_the_site(config: ProbeConfig, reader, other) -> None:
-    """The ``apply_to`` store must hold the site, as wide as the probed store's (another model's
-    states cannot go through this probe): refused before the probe trains."""
-    if config.site not in other.sites:
-        raise ProbeError(f"the apply_to store {config.apply_to} has no site {config.site!r}; it has {', '.join(other.sites)}")
-    if other.dim(config.site) != reader.dim(config.site):
-        raise ProbeError(
-            f"the apply_to store {config.apply_to}: its {config.site} is {other.dim(config.site)} wide and {config.store}'s is "
-            f"{reader.dim(config.site)}: a probe applies to states of the same model's site; give a store extracted by the model probed"
-        )
-
-
-def _applied_store_speakers_shared(config: ProbeConfig, splits: ProbeSplits) -> list[str]:
-    """Speakers of the ``apply_to`` store that the probe was trained on: an error unless allowed."""
-    from extract.store import ShardReader
-
-    other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
-    shared = sorted(set(splits.train.speakers.tolist()) & set(other.metadata()["speaker"]))
-    if shared and not config.allow_shared_speakers:
-        raise ProbeError(shared_speakers_message({f"the apply_to store {config.apply_to}": shared}))
-    return shared
-
-
-def partial_record(reader, applied=None) -> dict:
-    """A row's ``partial`` (``{used, expected}`` utterances) when its store was read incomplete on
-    purpose (``allow_partial``), and ``applied_partial`` for its ``apply_to`` store; nothing when whole."""
-    record = {"partial": reader.partial.record()} if reader.partial is not None else {}
-    if applied is not None and applied.partial is not None:
-        record["applied_partial"] = applied.partial.record()
-    return record
+    if reason := next((reason for refused, reason in refusals if refused), None):
+        multiclass = " or ".join(name for name, kind in KINDS.items() if kind.multiclass)
+        raise ProbeError(f"{reason}, and {what}: probe each pair of classes with --pairs, or probe them all with --probe {multiclass} alone")
 
 
 def row_config(config: ProbeConfig) -> dict:
     """The row's ``config``: every field, but ``labels`` only where it was given (a gender row keeps the keys it had)."""
     return {k: v for k, v in asdict(config).items() if (k not in LABEL_FIELDS or v is not None) and (k != "allow_partial" or v)}
-
-
-def probe_metadata(config: ProbeConfig, reader) -> tuple[dict, dict]:
-    """The store's metadata for ``config.task`` and what the row records of its labels. A gender task
-    reads the store alone (nothing to record). An attribute task reads the attribute from the manifest
-    the store was extracted from (``labels``, else the path its config records), refused unless its
-    sha256 is the one the store recorded (:func:`extract.attributes.read_attribute`); its values become
-    the column :func:`probing.data.attribute_column`, and the row's ``labels`` names the attribute,
-    the manifest and how many utterances (of the language probed) have no value and are left out."""
-    from extract.manifest import ManifestError
-
-    metadata = reader.metadata()
-    attribute = task_attribute(config.task)
-    if attribute is None:
-        return metadata, {}
-    stored = reader.info.config
-    manifest = config.labels or stored.get("manifest")
-    if not manifest:
-        raise ProbeError(f"store {config.store} records no manifest to read the attribute {attribute} from: pass --labels MANIFEST")
-    try:
-        found = read_attribute(manifest, attribute, stored.get("manifest_sha256"), f"store {config.store}", given=config.labels is not None)
-    except (LabelError, ManifestError) as error:
-        raise ProbeError(str(error)) from error
-    values = [found.values.get(i) for i in reader.ids]
-    probed = [config.language is None or language == config.language for language in metadata["language"]]
-    unlabelled = sum(value is None for value, keep in zip(values, probed) if keep)
-    return {**metadata, attribute_column(attribute): values}, {"labels": found.record(unlabelled)}
-
-
-def pair_tasks(config: ProbeConfig) -> list[str]:
-    """The one-vs-one tasks of an every-class attribute task (``attribute:NAME``): one per pair of the
-    classes its utterances have (in ``config.language`` when given), each ``attribute:NAME:A,B`` with
-    A before B in sorted order (A the positive class). Fewer than two classes is a :class:`ProbeError`."""
-    attribute, (column, named) = task_attribute(config.task), task_labels(config.task)
-    if attribute is None or named:
-        raise ProbeError(f"pairs are of every class of an attribute (a task attribute:NAME), not of {config.task}")
-    from extract.store import ShardReader
-
-    reader = ShardReader(config.store, allow_partial=config.allow_partial)
-    metadata, _ = probe_metadata(config, reader)
-    probed = [config.language is None or language == config.language for language in metadata["language"]]
-    classes = sorted({value for value, keep in zip(metadata[column], probed) if keep and value is not None})
-    if len(classes) < 2:
-        raise ProbeError(
-            f"{config.task} has {len(classes)} class ({', '.join(classes)}) in store {config.store}{_in_language(config)}: pairs need two classes at least"
-        )
-    try:
-        return [attribute_task(attribute, pair) for pair in itertools.combinations(classes, 2)]
-    except LabelError as error:
-        raise ProbeError(str(error)) from error
-
-
-def _in_language(config: ProbeConfig) -> str:
-    return f" in language {config.language}" if config.language else ""
-
-
-def store_identity(*paths: str | Path) -> str:
-    """A cheap fingerprint of stores' contents, hashed: each complete part's name, the content checksum
-    its writer recorded (``content_sha256``; absent in parts written before it existed), size, inode
-    and modification time, store by store (not how a store's path is spelled). Rewriting a part (a
-    new file renamed into place) changes it; reading does not."""
-    from extract.store import recorded_checksum, store_parts
-
-    entries = []
-    for index, path in enumerate(map(Path, paths)):
-        for part in [path] if path.is_file() else store_parts(path):
-            stat = os.stat(part)
-            entries.append([index, part.name, recorded_checksum(part), stat.st_size, stat.st_ino, stat.st_mtime_ns])
-    return hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:16]
-
-
-def store_subject(reader, language: str | None = None) -> dict:
-    """What a store's probe rows are about, copied from the store: ``model`` (its label), ``family``,
-    ``checkpoint``, ``revision``, ``manifest_sha256``, and the ``dataset`` and ``language`` of the
-    utterances probed (``language``: the probe's language filter, else the store's languages; several
-    values joined with ``+``). A store written before labels existed gets the default label of its
-    family and checkpoint (:func:`extract.provenance.model_label`)."""
-    info = reader.info
-    config = info.config
-    family = info.family or None
-    checkpoint = config.get("checkpoint") or info.model_id or None
-    metadata = reader.metadata()
-    chosen = [i for i, value in enumerate(metadata["language"]) if language is None or value == language]
-    return {
-        "model": config.get("label") or model_label(family, checkpoint, bool(config.get("random_init"))),
-        "family": family,
-        "checkpoint": checkpoint,
-        "revision": config.get("revision") or info.revision or None,
-        "manifest_sha256": config.get("manifest_sha256"),
-        "dataset": joined(metadata["dataset"][i] for i in chosen),
-        "language": language or joined(metadata["language"]),
-    }
-
-
-def config_store_identity(config: ProbeConfig) -> str:
-    """The fingerprint of every store a run reads (``store`` and ``apply_to``)."""
-    return store_identity(*[p for p in (config.store, config.apply_to) if p])
 
 
 def _control_run(config: ProbeConfig, reader, splits: ProbeSplits, runner):
@@ -759,27 +260,20 @@ def _control_run(config: ProbeConfig, reader, splits: ProbeSplits, runner):
     if config.control == "speaker":
         splits = controls.within_speaker_splits(splits, config.seed)
     seeds = controls.control_seeds(config.seed)
-    without_mdl = ProbeConfig(**{**asdict(config), "mdl": False})
-    runs = [runner(config if i == 0 else without_mdl, reader, splits, _labels(splits, config.control, s)) for i, s in enumerate(seeds)]
+    without_mdl = replace(config, mdl=False)
+    runs = [runner(config if i == 0 else without_mdl, reader, splits, controls.split_labels(splits, config.control, s)) for i, s in enumerate(seeds)]
     scores, arrays, attention = runs[0]
     key = config.kind.headline
     per_seed = [run[0][key] for run in runs]
-    scores |= _mean_scores([run[0] for run in runs])
+    scores |= controls.mean_scores([run[0] for run in runs])
     arrays |= {name: np.mean([run[1][name] for run in runs], axis=0) for name in arrays if name.startswith("test_")}
-    real, _, _ = runner(ProbeConfig(**{**asdict(without_mdl), "control": "none"}), reader, splits, _labels(splits, "none", config.seed))
+    real, _, _ = runner(replace(without_mdl, control="none"), reader, splits, controls.split_labels(splits, "none", config.seed))
     scores |= {"selectivity": controls.selectivity(real[key], scores[key]), "f1_real": real[key], "control_seeds": seeds, "control_f1_per_seed": per_seed}
     if config.control == "speaker":
         scores["control_split"] = {"source": splits.source, "seed": config.seed, "shares": dict(controls.WITHIN_SPEAKER_SHARES)}
     if config.mdl:
         scores["mdl_control_seed"] = seeds[0]
     return splits, (scores, arrays, attention)
-
-
-def _mean_scores(rows: list[dict]) -> dict:
-    """The mean over control seeds of the score keys (F1, F1_S, accuracy, recall per class)."""
-    means = {key: float(np.mean([row[key] for row in rows])) for key in ("f1_macro", "f1_s", "accuracy") if key in rows[0]}
-    means["recall"] = {name: float(np.mean([row["recall"][name] for row in rows])) for name in rows[0]["recall"]}
-    return means
 
 
 FOLD_DETAILS = ("sampled_fraction", "best_epoch", "epochs")  # what a fold's run chose, kept in its entry of ``folds``
@@ -814,7 +308,7 @@ def _loso_run(config: ProbeConfig, reader, metadata: dict, runner) -> tuple[dict
     attention: dict[str, list] = {"ids": [], "weights": [], "probabilities": []}
     for fold in folds:
         for number, labelling in enumerate(labellings):
-            scores, arrays, found = runner(config, reader, fold.splits, _labels(fold.splits, *labelling))
+            scores, arrays, found = runner(config, reader, fold.splits, controls.split_labels(fold.splits, *labelling))
             outcomes[labelling].append(_fold_outcome(config, fold, scores, arrays))
             if number == 0:  # the attention of the first labelling, as a fixed split's control run keeps
                 for key, values in found.items():
@@ -824,7 +318,7 @@ def _loso_run(config: ProbeConfig, reader, metadata: dict, runner) -> tuple[dict
     names = folds[0].splits.class_names
     pooled = {labelling: _pooled_scores(config, folds, found, mean_test_length, names) for labelling, found in outcomes.items()}
     shown = [labelling for labelling in labellings if labelling != real] or [real]
-    scores = _mean_scores([pooled[labelling][0] for labelling in shown])
+    scores = controls.mean_scores([pooled[labelling][0] for labelling in shown])
     scores["fold_accuracy_mean"] = float(np.mean([pooled[labelling][0]["fold_accuracy_mean"] for labelling in shown]))
     arrays = {name: np.mean([pooled[labelling][1][name] for labelling in shown], axis=0) for name in pooled[real][1]}
     entries = [_fold_entry(fold, [outcomes[labelling][k] for labelling in shown]) for k, fold in enumerate(folds)]
@@ -857,8 +351,7 @@ def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -
     """A fold's test utterances predicted right and scored (per position for positional probes, else
     for the span its row reports), its accuracy, and what it chose (:data:`FOLD_DETAILS`)."""
     if config.kind.per_position:
-        count = np.asarray(arrays["test_count"], dtype=float)
-        accuracy = np.asarray(arrays["test_accuracy"], dtype=float)
+        count, accuracy = (np.asarray(arrays[f"test_{key}"], dtype=float) for key in ("count", "accuracy"))
     else:
         count, accuracy = np.array([float(len(fold.splits.test))]), np.array([scores["accuracy"]])
     outcome = {
@@ -882,9 +375,9 @@ def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict],
     arrays = {f"test_{k}": np.asarray(v) for k, v in pooled.items()}
     if config.kind.per_position:
         arrays["test_f1_ema"] = metrics.ema(pooled["f1_macro"], 3)
-        row = _row_metrics(pooled, slice(0, int(np.ceil(mean_test_length))), names) | {"f1_s": metrics.f1_s(pooled["f1_macro"], mean_test_length)}
+        row = metrics.span_summary(pooled, slice(0, int(np.ceil(mean_test_length))), names) | {"f1_s": metrics.f1_s(pooled["f1_macro"], mean_test_length)}
     else:
-        row = _row_metrics(pooled, slice(0, 1), names)
+        row = metrics.span_summary(pooled, slice(0, 1), names)
     return row | {"fold_accuracy_mean": float(np.mean([outcome["accuracy"] for outcome in outcomes]))}, arrays
 
 
@@ -927,37 +420,36 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     if config.site not in reader.sites:
         raise ProbeError(f"store {config.store} has no site {config.site!r}; it has {', '.join(reader.sites)}")
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
-    if config.apply_to:
-        other = ShardReader(config.apply_to, allow_partial=config.allow_partial)
-        _refuse_an_applied_store_without_the_site(config, reader, other)
+    other = ShardReader(config.apply_to, allow_partial=config.allow_partial) if config.apply_to else None
+    if other:
+        refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
-    runner = config.kind.run
+    runner = config.kind.runner
     shared, only_shared = {}, {}
     metadata, labelled = probe_metadata(config, reader)
-    if config.apply_to and task_attribute(config.task) is not None:
+    if other and task_attribute(config.task) is not None:
         applied_attribute(config, other)  # its labels refused before the probe trains, not after
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, metadata, runner)
         if labelled:
             labelled["classes"] = list(sizes["speakers"])  # speakers per class, in class order
     else:
+        probed, dev_needed = (metadata, reader.ids, config.task, config.seed, config.language), bool(config.kind.selects_on_dev)
         if config.split == "stratified":
-            splits = speaker_stratified_splits(metadata, reader.ids, config.task, config.seed, config.language)
-            refused = speaker_disjoint_refusal(metadata, reader.ids, config.task, config.seed, config.language, bool(config.kind.selects_on_dev))
-            if refused:
+            splits = speaker_stratified_splits(*probed)
+            if refused := speaker_disjoint_refusal(*probed, dev_needed):
                 only_shared = {"shared_speakers_only": f"runs only with speakers shared between train and test: {refused}"}
         else:
-            dev_needed = bool(config.kind.selects_on_dev)
-            splits = make_splits(metadata, reader.ids, config.task, config.seed, config.language, config.allow_shared_speakers, dev_needed)
+            splits = make_splits(*probed, config.allow_shared_speakers, dev_needed)
         refuse_many_classes(config, splits.class_names)
         if labelled:
             labelled["classes"] = list(splits.class_names)
         shared = dict(splits.shared_speakers)
-        applied_shared = _applied_store_speakers_shared(config, splits) if config.apply_to else []
+        applied_shared = applied_store_speakers_shared(config, splits, other) if other else []
         if applied_shared:
             shared["apply_to"] = applied_shared
         if config.control == "none":
-            scores, arrays, attention = runner(config, reader, splits, _labels(splits, "none", config.seed))
+            scores, arrays, attention = runner(config, reader, splits, controls.split_labels(splits, "none", config.seed))
         else:
             splits, (scores, arrays, attention) = _control_run(config, reader, splits, runner)
         sizes = splits.sizes()
@@ -972,7 +464,7 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
         splits=sizes,
         rest={
             **labelled,
-            **partial_record(reader, other if config.apply_to else None),
+            **partial_record(reader, other),
             **({"shared_speakers": shared} if shared else {}),
             **only_shared,
             **scores,

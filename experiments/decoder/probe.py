@@ -167,7 +167,7 @@ def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str]
     """Yields one probe row per site and probe, those whose run id is in ``done`` left out."""
     from extract.provenance import provenance
     from extract.store import ShardReader
-    from probing.run import store_identity, store_subject
+    from probing.data import store_identity, store_subject
 
     reader = ShardReader(store, allow_partial=options.allow_partial)
     config = reader.info.config

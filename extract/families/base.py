@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -20,10 +20,6 @@ from extract.audio import SAMPLE_RATE
 from extract.families.errors import NonFiniteError, RemoteCodeError, UnknownSiteError  # noqa: F401  (re-exported: their home before)
 from extract.families.transformers_support import check_transformers, quiet_weight_loading
 from extract.hooks import Site, capture
-
-if TYPE_CHECKING:
-    from extract.families.generation import Generator
-
 
 check_transformers()  # an unsupported release is one line when a family loads, not a traceback inside a model
 quiet_weight_loading()
@@ -329,7 +325,7 @@ class Family:
     defines one as ``FAMILY``, and the registry lists it."""
 
     extractor: type[Extractor]
-    generator: type[Generator]
+    generator: type  # its extract.families.generation.Generator (not imported here: that module imports this one)
     tiny_model: Callable[[], tuple[nn.Module, object]]  # a tiny random model and its feature extractor (tests, demo)
     tiny_config: dict | None = None  # the tiny random model's config (for Extractor.site_names), where the family gives it
     demo_sites: tuple[str, ...] = ()  # sites the demo probes on the tiny random model; empty: not in the demo

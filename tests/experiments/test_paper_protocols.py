@@ -7,7 +7,8 @@ import pytest
 
 from extract.store import ShardReader
 from probing.data import speaker_stratified_splits
-from probing.run import UNGUARDED, ProbeConfig, run_probe
+from probing.mdl import UNGUARDED
+from probing.run import ProbeConfig, run_probe
 from tests.synthetic_store import write_store
 
 SITE = "encoder.layer.0"

@@ -7,7 +7,7 @@ import pytest
 
 from extract.interventions import store_content_hash
 from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
-from probing.run import store_identity
+from probing.data import store_identity
 
 SITE = "encoder.layer.0"
 PARTS = 4

@@ -148,7 +148,7 @@ def test_a_store_of_sha256_parts_resumed_with_xxh3_128_parts_reads_and_verifies_
     from extract.manifest import Utterance
     from extract.runner import run_extraction
     from extract.store import ShardReader, store_parts
-    from probing.run import store_identity
+    from probing.data import store_identity
 
     rng = np.random.default_rng(3)
     utterances = []

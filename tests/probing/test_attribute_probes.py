@@ -12,8 +12,8 @@ import pytest
 from experiments import probe as probe_cli
 from extract.attributes import LabelError, attribute_task, parse_attribute_task, read_attribute
 from probing import metrics
-from probing.data import ProbeError, attribute_column, make_splits
-from probing.run import ProbeConfig, pair_tasks, run_probe
+from probing.data import ProbeError, attribute_column, make_splits, pair_tasks
+from probing.run import ProbeConfig, run_probe
 from tests.attribute_corpus import SITE, write_attribute_corpus
 
 

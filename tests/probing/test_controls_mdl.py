@@ -9,7 +9,7 @@ from extract.store import PartWriter, ShardReader
 from probing import controls, features
 from probing.data import ProbeError, make_splits
 from probing.mdl import mixture_bits, online_code, online_code_logistic, prequential_choice, speaker_order, uniform_block_count
-from probing.run import ProbeConfig, _labels, run_probe
+from probing.run import ProbeConfig, run_probe
 from tests.synthetic_store import write_store
 
 SITE = "encoder.layer.0"
@@ -63,7 +63,7 @@ def test_control_seeds_are_derived_from_the_run_seed():
 def test_shuffled_control_permutes_dev_labels_too(tmp_path):
     reader = ShardReader(write_store(tmp_path / "s"))
     splits = make_splits(reader.metadata(), reader.ids)
-    labels = _labels(splits, "shuffled", 0)
+    labels = controls.split_labels(splits, "shuffled", 0)
     assert np.array_equal(labels["test"], splits.test.labels)
     for name in ("train", "dev"):
         true = getattr(splits, name).labels

@@ -1,8 +1,8 @@
 """The probe-kind registry (``probing.kinds``): every kind satisfies the contract its record states,
-the run ids of existing configs are unchanged, and a new kind is one runner plus one record."""
+the run ids of existing configs are unchanged, and a new kind is one module: a runner and its record."""
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from importlib import import_module
 
 import numpy as np
@@ -31,8 +31,7 @@ def check_kind(kind: ProbeKind, store, **options) -> dict:
     exactly where the record says so. Returns the fixed split's row."""
     config_fields = {f.name for f in fields(ProbeConfig)}
     assert kind.headline in HEADLINES and set(kind.options) <= config_fields - SHARED, kind
-    module, _, function = kind.runner.partition(":")
-    assert callable(getattr(import_module(module), function))
+    assert callable(kind.runner)
     assert kind.per_position == (kind.headline == "f1_s")
     quick = {key: value for key, value in QUICK.items() if key in kind.options} | options
     result = run_probe(ProbeConfig(str(store), SITE, kind.name, **quick))
@@ -102,8 +101,8 @@ def centroid_probe(config, reader, splits, labels):
 
 @pytest.fixture
 def throwaway(monkeypatch):
-    """A kind registered the way a new one is: its runner in its own module (here this one), its record in KINDS."""
-    kind = ProbeKind("centroid", f"{__name__}:centroid_probe", "f1_macro", "nearest class mean of the mean state")
+    """A kind registered the way a new one is: its runner and its record in its own module (here this one), the record in KINDS."""
+    kind = ProbeKind("centroid", centroid_probe, "f1_macro", "nearest class mean of the mean state")
     monkeypatch.setitem(KINDS, kind.name, kind)
     return kind
 
@@ -157,7 +156,7 @@ def test_two_per_position_kinds_at_one_row_of_f1_vs_gap_are_refused_naming_both(
     from experiments.scoring.collect import CollectError, collect
     from probing.results import save_result
 
-    copy = ProbeKind("positional-copy", "probing.run:positional_probe", "f1_s", "a copy", per_position=True, options=KINDS["positional"].options)
+    copy = replace(KINDS["positional"], name="positional-copy")
     monkeypatch.setitem(KINDS, copy.name, copy)
     probes = tmp_path / "probes.jsonl"
     for name in ("positional", "positional-copy"):

@@ -3,6 +3,7 @@ store changes, validated grids, and one clear error line for bad input (issues 1
 
 import json
 import shutil
+from dataclasses import replace
 
 import h5py
 import numpy as np
@@ -10,8 +11,10 @@ import pytest
 
 from extract.store import PartWriter, ShardReader
 from probing import metrics
-from probing.data import ProbeError, make_splits
-from probing.run import ProbeConfig, _apply, run_probe, store_identity
+from probing.data import ProbeError, make_splits, store_identity
+from probing.kinds import KINDS
+from probing.kinds.attention import _apply
+from probing.run import ProbeConfig, run_probe
 from tests.synthetic_store import write_store
 
 SITE = "encoder.layer.0"
@@ -194,7 +197,7 @@ def test_apply_to_store_of_another_width_at_the_site_is_one_line_before_training
     both widths before the probe trains (it was a numpy broadcast traceback after training)."""
     train = write_rows(tmp_path / "train", _manifest_rows())
     applied = write_rows(tmp_path / "applied", [("x1", "female", "f-other", ""), ("x2", "male", "m-other", "")], dim=6)
-    monkeypatch.setattr("probing.run.attention_probe", lambda *args: pytest.fail("the probe trained"))
+    monkeypatch.setitem(KINDS, "attention", replace(KINDS["attention"], runner=lambda *args: pytest.fail("the probe trained")))
     argv = ["--store", train, "--site", SITE, "--probe", "attention", "--apply-to", applied, "--out", tmp_path / "r.jsonl", "--max-epochs", "2"]
     status, err = run_cli(argv, capsys)
     assert_one_error_line(status, err, f"the apply_to store {applied}", f"{SITE} is 6 wide", f"{train}'s is 4")

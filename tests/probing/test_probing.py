@@ -280,8 +280,8 @@ def test_load_rows_names_the_line_that_is_not_a_row(tmp_path):
 
 
 def test_finished_ids_skip_only_rows_read_from_the_stores_as_they_are(tmp_path, separable):
+    from probing.data import config_store_identity
     from probing.results import finished_ids
-    from probing.run import config_store_identity
 
     same, changed, missing = (ProbeConfig(store=str(separable), site="encoder.layer.0", seed=seed) for seed in (0, 1, 2))
     rows = {same.run_id(): {"store_identity": config_store_identity(same)}, changed.run_id(): {"store_identity": "an older store"}}
