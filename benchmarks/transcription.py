@@ -13,7 +13,7 @@ the first batch size of its engine (padding changes a batch's numbers, and in bf
 change a hypothesis) and, for the engines after the first, from the first engine's at the same batch
 size, with the WER of one engine's hypotheses against the other's.
 
-The models load once (excluded from the times). Usage::
+The models load once and transcribe one utterance each before the rounds (excluded from the times). Usage::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/transcription.py                          # demo corpus, 1 2 4 8 16
     PYTHONPATH=$PWD .venv/bin/python benchmarks/transcription.py --limit 32 --rounds 2    # a subset
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{engine} in {compute[engine]}" for engine in engines)
         + f"; load average {os.getloadavg()}"
     )
+    for generator in generators.values():  # start-up excluded: each engine's first call (kernel choice, allocations) is not timed
+        transcribe_once(generator, utterances[:1], 1)
     sizes = list(dict.fromkeys(args.batch_sizes))
     runs = [(engine, size) for size in sizes for engine in engines]
     seconds, cpu_seconds, hypotheses = defaultdict(list), defaultdict(list), {}

@@ -116,7 +116,7 @@ def faster_whisper_batched(checkpoint: Path, audios: list, args, compute_type: s
     pipeline = BatchedInferencePipeline(WhisperModel(str(folder), device=args.device, compute_type=compute_type))
     joined = np.concatenate(audios)
     bounds = np.cumsum([0, *(len(audio) for audio in audios)])
-    clips = [{"start": int(start), "end": int(end)} for start, end in zip(bounds[:-1], bounds[1:])]
+    clips = [{"start": start / 16_000, "end": end / 16_000} for start, end in zip(bounds[:-1], bounds[1:])]  # in seconds
 
     def run() -> int:
         segments, _ = pipeline.transcribe(

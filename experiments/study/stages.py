@@ -453,7 +453,14 @@ def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part
     from extract.jobs import TranscriptionJob
 
     options = context.study.transcribe
-    generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"])
+    generation = GenerationOptions(
+        options["num_beams"],
+        options["max_new_tokens"],
+        model.decoder,
+        options["translate_by_forcing"],
+        engine=options["engine"],
+        compute_type=options["compute_type"],
+    )
     return TranscriptionJob(
         context.spec(model),
         context.manifest(model, corpus, part),
