@@ -76,22 +76,24 @@ def transcribe_once(generator, utterances: list, batch_size: int) -> tuple[float
 
 
 def error_rates(utterances: list, hypotheses: dict[str, str]) -> dict[str, float]:
-    """Corpus error rate per language, in percent (the study's normalizer and metric)."""
-    from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
-
-    counts = defaultdict(list)
-    for utterance in utterances:
-        counts[utterance.language].append(error_counts(utterance.text, hypotheses[utterance.id], utterance.language))
-    return {language: round(corpus_error_rate(rows), 2) for language, rows in sorted(counts.items())}
+    """Corpus error rate per language, in percent (the study's normalizer and metric); a reference
+    that normalizes to nothing (a clip of digits or punctuation) is left out, as the scorers leave it."""
+    return _rates(utterances, {u.id: u.text for u in utterances}, hypotheses)
 
 
 def engine_agreement(utterances: list, first: dict[str, str], other: dict[str, str]) -> dict[str, float]:
-    """Per language, the WER in percent of ``other``'s hypotheses against ``first``'s (two engines: how far apart they are)."""
-    from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
+    """Per language, the error rate in percent of ``other``'s hypotheses against ``first``'s (how far two engines are apart)."""
+    return _rates(utterances, first, other)
+
+
+def _rates(utterances: list, references: dict[str, str], hypotheses: dict[str, str]) -> dict[str, float]:
+    from experiments.scoring.asr_metrics import Scoring, corpus_error_rate, error_counts, normalize
 
     counts = defaultdict(list)
     for utterance in utterances:
-        counts[utterance.language].append(error_counts(first[utterance.id], other[utterance.id], utterance.language))
+        reference = references[utterance.id]
+        if normalize(reference, utterance.language, Scoring().normalizer):
+            counts[utterance.language].append(error_counts(reference, hypotheses[utterance.id], utterance.language))
     return {language: round(corpus_error_rate(rows), 2) for language, rows in sorted(counts.items())}
 
 

@@ -31,8 +31,8 @@ def cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A multilingual tiny random Whisper (en, it) with a 2 s window: 15 times less work than 30 s."""
-    return save_tiny_whisper(tmp_path_factory.mktemp("tiny") / "whisper-tiny", languages=("en", "it"), source_positions=100, chunk_seconds=2)
+    """A multilingual tiny random Whisper (en, it, es) with a 2 s window: 15 times less work than 30 s."""
+    return save_tiny_whisper(tmp_path_factory.mktemp("tiny") / "whisper-tiny", languages=("en", "it", "es"), source_positions=100, chunk_seconds=2)
 
 
 def audios(count=3):
@@ -176,3 +176,19 @@ def test_the_bundled_base_transcribes_alike_on_both_engines():
     reference = load_generator(spec, GenerationOptions(num_beams=1)).generate([clip], "en", "asr")
     hypothesis = load_generator(spec, GenerationOptions(num_beams=1, engine="ctranslate2")).generate([clip], "en", "asr")
     assert hypothesis == [sentence] and corpus_error_rate([error_counts(reference[0], hypothesis[0], "en")]) <= 10
+
+
+def test_a_study_transcribes_on_the_engine_its_transcribe_keys_name(tmp_path, checkpoint, capsys):
+    from experiments.study.__main__ import main as study_main
+    from tests.experiments.study.test_study import STUDY, write_corpus, write_study
+
+    write_corpus(tmp_path)
+    keys = "transcribe: {{max_new_tokens: 6, engine: ctranslate2, compute_type: float32}}"
+    study = write_study(tmp_path, checkpoint, STUDY.replace("transcribe: {{max_new_tokens: 6}}", keys))
+    assert study_main(["run", str(study), "--stages", "transcribe", "--quiet"]) == 0, capsys.readouterr()
+    hypotheses = tmp_path / "runs" / "tiny" / "hyps" / "wt" / "cv-en.jsonl"
+    assert {json.loads(line)["model"] for line in hypotheses.read_text().splitlines()} == {"wt-ct2-float32"}
+    assert json.loads(hypotheses.with_name("cv-en.jsonl.settings.json").read_text())["engine"] == "ctranslate2"
+    capsys.readouterr()
+    assert study_main(["run", str(study), "--dry-run", "--stages", "transcribe"]) == 0
+    assert "3 of 3 done" in capsys.readouterr().out
