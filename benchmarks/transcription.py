@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         if engine != first_engine:
             theirs = hypotheses[first_engine, size]
             row[f"hypotheses_differing_from_{first_engine}"] = sorted(key for key in found if found[key] != theirs[key])
+            row["differing_hypotheses"] = {key: [theirs[key], found[key]] for key in row[f"hypotheses_differing_from_{first_engine}"]}
             row[f"wer_against_{first_engine}"] = engine_agreement(utterances, theirs, found)
             row[f"speedup_over_{first_engine}"] = round(statistics.median(seconds[first_engine, size]) / median, 3)
         rows.append(row)
