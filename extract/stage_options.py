@@ -163,7 +163,7 @@ class TranscribeOptions:
     intervene_gender: str | None = _intervene_gender_option()
     engine: str = option(
         "transformers",
-        "what runs the model: transformers, or ctranslate2 for Whisper checkpoints (converted once into the cache; faster on a CPU; "
+        "what runs the model: transformers, or ctranslate2 for Whisper checkpoints (converted once into the cache; "
         "no --intervene); recorded in OUT.settings.json, and the model label gets -ct2-COMPUTE_TYPE",
         choices=ENGINES,
         study=True,

@@ -1,4 +1,4 @@
-"""Whisper through CTranslate2 (``transcribe --engine ctranslate2``): the same rows, faster on a CPU.
+"""Whisper through CTranslate2 (``transcribe --engine ctranslate2``): the same rows from another engine.
 
 A thin loop over ``ctranslate2.models.Whisper``: it is fed the log-mel features the transformers
 engine computes (the checkpoint's own feature extractor, 30 s windows), the prompt the transformers
