@@ -8,8 +8,8 @@ at most ``--max-new-tokens`` tokens with English and transcription forced. The c
 ``benchmarks/extraction.py``'s synthetic voices (3-15 s). faster-whisper batches the 30 s chunks of
 one audio, so its input is the clips end to end with ``clip_timestamps`` at their bounds (one chunk
 per clip, ``batch_size`` chunks at once, no VAD). Each engine runs once to warm up, then
-``--rounds`` times; the median is reported, with the tokens each decoded (random weights stop at
-different lengths on each engine, so tokens per second is the fairer rate).
+``--rounds`` times; the median is reported, with the tokens of the texts each decoded (re-tokenized alike;
+random weights stop at different lengths on each engine, so tokens per second is the fairer rate).
 
     python benchmarks/whisper_engines.py --device cuda --dims large-v3 --clips 64 --batch-size 16 --json out.json
     PYTHONPATH=$PWD .venv/bin/python benchmarks/whisper_engines.py --device cpu --dims tiny --clips 4 --batch-size 2 --rounds 1  # dry run
@@ -78,6 +78,11 @@ def random_whisper(folder: Path, dims: dict) -> Path:
     return folder
 
 
+def text_tokens(tokenizer, texts: list[str]) -> int:
+    """The tokens of the texts an engine decoded, counted alike for every engine (re-tokenized, no special tokens)."""
+    return sum(len(tokenizer(text.strip(), add_special_tokens=False)["input_ids"]) for text in texts)
+
+
 def timed(run, rounds: int) -> tuple[float, list[float], int]:
     """Median seconds of ``rounds`` calls after one warm-up, every round's seconds, and the tokens of the last call."""
     run()
@@ -98,13 +103,14 @@ def ours(checkpoint: Path, audios: list, args) -> tuple:
 
     def run() -> int:
         texts = [text for at in range(0, len(audios), args.batch_size) for text in generator.generate(audios[at : at + args.batch_size], "en", "asr")]
-        return sum(len(generator.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
+        return text_tokens(generator.tokenizer, texts)
 
     return timed(run, args.rounds), generator.compute_type
 
 
 def faster_whisper_batched(checkpoint: Path, audios: list, args, compute_type: str) -> tuple:
     from faster_whisper import BatchedInferencePipeline, WhisperModel
+    from transformers import AutoTokenizer
 
     from extract.families.whisper_ct2 import converted_model
     from extract.spec import ModelSpec
@@ -113,6 +119,7 @@ def faster_whisper_batched(checkpoint: Path, audios: list, args, compute_type: s
     shutil.copytree(converted_model(ModelSpec("whisper", str(checkpoint), device=args.device)), folder)
     for name in ("tokenizer.json", "preprocessor_config.json"):
         shutil.copy(checkpoint / name, folder / name)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     pipeline = BatchedInferencePipeline(WhisperModel(str(folder), device=args.device, compute_type=compute_type))
     joined = np.concatenate(audios)
     bounds = np.cumsum([0, *(len(audio) for audio in audios)])
@@ -132,18 +139,18 @@ def faster_whisper_batched(checkpoint: Path, audios: list, args, compute_type: s
             suppress_blank=False,
             suppress_tokens=[],
         )
-        return sum(len(segment.tokens) for segment in segments)
+        return text_tokens(tokenizer, [segment.text for segment in segments])
 
     return timed(run, args.rounds)
 
 
 def transformers_sdpa(checkpoint: Path, audios: list, args) -> tuple:
     import torch
-    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+    from transformers import AutoTokenizer, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
     dtype = torch.float16 if args.device.startswith("cuda") else torch.float32
     model = WhisperForConditionalGeneration.from_pretrained(checkpoint, dtype=dtype, attn_implementation="sdpa").to(args.device).eval()
-    features = WhisperFeatureExtractor.from_pretrained(checkpoint)
+    features, tokenizer = WhisperFeatureExtractor.from_pretrained(checkpoint), AutoTokenizer.from_pretrained(checkpoint)
 
     def run() -> int:
         tokens = 0
@@ -151,7 +158,7 @@ def transformers_sdpa(checkpoint: Path, audios: list, args) -> tuple:
             inputs = features(audios[at : at + args.batch_size], sampling_rate=16_000, return_tensors="pt").input_features.to(args.device, dtype)
             with torch.inference_mode():
                 out = model.generate(inputs, language="en", task="transcribe", num_beams=1, max_new_tokens=args.max_new_tokens)
-            tokens += int((out[:, 4:] != model.generation_config.eos_token_id).sum()) if out.shape[1] > 4 else 0
+            tokens += text_tokens(tokenizer, tokenizer.batch_decode(out, skip_special_tokens=True))
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         return tokens
