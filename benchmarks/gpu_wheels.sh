@@ -12,6 +12,7 @@ mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
-  soundfile==0.14.0 soxr==1.1.0 cffi==1.17.1 pycparser==2.22 platformdirs==4.3.8 xxhash==3.5.0
+  soundfile==0.14.0 soxr==1.1.0 cffi==1.17.1 pycparser==2.22 platformdirs==4.3.8 xxhash==3.5.0 \
+  ctranslate2==4.8.5 faster-whisper==1.2.1 av==18.1.0 onnxruntime==1.32.0  # gpu_check.sh's engines step (ctranslate2's wheel carries its CUDA kernels)
 cp ../shared/gpu/check.py .whl/check.py 2>/dev/null || true  # the shared end-to-end check, where ../shared is beside
 ls .whl

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from extract.audio import MAX_SECONDS, SAMPLE_RATE
 from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_sites
-from extract.families.generation import GenerationOptions, Generator
+from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.jobs import manifest_config, model_config
 from extract.manifest import Utterance, read_manifest
 from extract.runner import AudioLog, ExtractionReport, audio_batches, parts_to_write, store_attributes, utterance_meta, write_parts
@@ -68,6 +68,8 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
 
     utterances = read_manifest(job.manifest)[: job.limit]
     generator = generator or load_generator(job.spec, job.decoding)
+    if generator.engine != "transformers":
+        raise GenerationError(f"decoder states are read by hooks on the decoder, which only the transformers engine has, not {generator.engine}")
     extractor = generator.extractor
     sites = resolve_decoder_sites(extractor, "all" if job.sites == "all" else list(job.sites))
     generator.check(job.task, job.tgt_lang)

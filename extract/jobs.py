@@ -13,7 +13,8 @@ from pathlib import Path
 
 from extract.audio import MAX_SECONDS
 from extract.families import Extractor
-from extract.families.generation import GenerationOptions, Generator
+from extract.families.generation import GenerationError, GenerationOptions, Generator
+from extract.families.whisper_ct2 import default_compute_type, engine_refusal
 from extract.interventions import Intervener, InterventionError
 from extract.manifest import read_manifest
 from extract.provenance import file_sha256, provenance, settings_path
@@ -147,7 +148,9 @@ class TranscriptionJob:
     @classmethod
     def of(cls, options: TranscribeOptions, spec: ModelSpec, manifest: Path, out: Path) -> TranscriptionJob:
         """The job ``options`` (a command line's or a study's) describe for ``spec`` on ``manifest``, into ``out``."""
-        decoding = GenerationOptions(options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing, options.adapter)
+        decoding = GenerationOptions(
+            options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing, options.adapter, options.engine, options.compute_type
+        )
         return cls(
             spec,
             manifest,
@@ -175,7 +178,25 @@ class TranscriptionJob:
         return settings_path(self.out)
 
     def model_name(self) -> str:
-        return self.name or self.spec.label()
+        """``name`` (default :meth:`ModelSpec.label`); on the ctranslate2 engine with ``-ct2-COMPUTE_TYPE``
+        after it, so that its rows never share a label (and a join in ``collect``) with the transformers engine's."""
+        label = self.name or self.spec.label()
+        if self.options.engine == "transformers":
+            return label
+        suffix = f"-ct2-{self.compute_type}"
+        return label if label.endswith(suffix) else label + suffix
+
+    @property
+    def compute_type(self) -> str | None:
+        """The ctranslate2 engine's quantisation (the device's default unless given); None on transformers."""
+        if self.options.engine == "transformers":
+            return None
+        return self.options.compute_type or default_compute_type(self.spec.device)
+
+    def engine_settings(self) -> dict:
+        """``engine`` and ``compute_type`` of the ctranslate2 engine; nothing on transformers, so that its
+        settings files are those written before engines existed (and still resume)."""
+        return {} if self.options.engine == "transformers" else {"engine": self.options.engine, "compute_type": self.compute_type}
 
     def settings(self, checkpoint: str, decoding: dict, interventions: list[dict] | None = None, *, fingerprint: str | None) -> dict:
         """What ``OUT.settings.json`` records; a rerun with other settings (the code version, the
@@ -198,6 +219,7 @@ class TranscriptionJob:
             "manifest": str(self.manifest),
             "manifest_sha256": file_sha256(self.manifest),
             **({"interventions": interventions} if interventions else {}),
+            **self.engine_settings(),
             "provenance": provenance(),
         }
 
@@ -228,6 +250,9 @@ def transcribe(
     job.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = job.spec.resolved_checkpoint()
     interventions = job.intervener()
+    refusal = engine_refusal(job.spec, job.options, interventions is not None)
+    if refusal:
+        raise GenerationError(refusal)
     with hypotheses_log(job.out, reclaim_stale) as hypotheses:  # claimed before the model loads
         generator = generator or load(job.spec, job.options)
         generator.check(job.task, job.tgt_lang)

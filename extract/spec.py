@@ -155,7 +155,13 @@ def load_extractor(spec: ModelSpec, keep_padding: bool = False) -> Extractor:
 
 
 def load_generator(spec: ModelSpec, options: GenerationOptions | None = None) -> Generator:
-    """The generator of ``spec``: its extractor plus the tokenizer (and for ZeroSwot the NLLB decoder)."""
+    """The generator of ``spec``: its extractor plus the tokenizer (and for ZeroSwot the NLLB decoder);
+    with ``options.engine`` ctranslate2, Whisper's CTranslate2 model (:mod:`extract.families.whisper_ct2`)."""
+    if options is not None and options.engine != "transformers":
+        from extract.families.whisper_ct2 import CT2WhisperGenerator
+
+        with quiet_transformers():
+            return CT2WhisperGenerator.load_spec(spec, options)
     extractor = load_extractor(spec)
     with quiet_transformers():
         return FAMILIES[spec.family].generator.load(extractor, options or GenerationOptions())

@@ -17,6 +17,8 @@ from extract.options import OptionError, check_options, option, seed_option
 from extract.provenance import label_argument
 
 GENDER_CHOICES = ("female", "male")
+ENGINES = ("transformers", "ctranslate2")  # transcribe --engine (extract.families.whisper_ct2)
+COMPUTE_TYPES = ("int8", "int8_float16", "float16", "float32")  # --engine ctranslate2's quantisations
 
 
 def _interventions_option(edited: str, recorded: str):
@@ -159,6 +161,16 @@ class TranscribeOptions:
     )
     interventions: tuple[Path, ...] = _interventions_option(edited="encoder", recorded="OUT.settings.json")
     intervene_gender: str | None = _intervene_gender_option()
+    engine: str = option(
+        "transformers",
+        "what runs the model: transformers, or ctranslate2 for Whisper checkpoints (converted once into the cache; "
+        "no --intervene); recorded in OUT.settings.json, and the model label gets -ct2-COMPUTE_TYPE",
+        choices=ENGINES,
+        study=True,
+    )
+    compute_type: str | None = option(
+        None, "--engine ctranslate2: the weights' quantisation (default int8 on a CPU, float16 on a GPU)", choices=COMPUTE_TYPES, study=True
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "interventions", tuple(Path(path) for path in self.interventions))
@@ -166,6 +178,12 @@ class TranscribeOptions:
         if self.task == "st" and not self.tgt_lang:
             raise OptionError("{task} st needs {tgt_lang}", "task", "tgt_lang")
         _check_interventions(self)
+        if self.compute_type is not None and self.engine != "ctranslate2":
+            raise OptionError("{compute_type} is an option of {engine} ctranslate2", "compute_type", "engine")
+        if self.engine == "ctranslate2" and self.interventions:
+            raise OptionError(
+                "{engine} ctranslate2 cannot apply {interventions}: the edits are hooks, which only the transformers engine has", "engine", "interventions"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -75,10 +75,13 @@ class GenerationOptions:
     decoder: str | None = None
     translate_by_forcing: bool = False
     adapter: str | None = None
+    engine: str = "transformers"
+    compute_type: str | None = None
 
 
 class Generator(ABC):
     family: ClassVar[str]
+    engine: ClassVar[str] = "transformers"  # what runs the model; hooks (interventions, decoder states) exist only in transformers
     family_defaults: ClassVar[dict] = {}  # the authors' decoding settings where the hub config lacks them
     tiny_transcribes: ClassVar[bool] = False  # whether the family's tiny random model has a tokenizer offline (:meth:`tiny_tokenizer`)
 

@@ -127,7 +127,7 @@ def test_every_declared_option_is_a_flag_a_study_key_and_in_the_reference(stage,
 
 def test_the_study_sections_are_the_declared_study_options_and_the_grid_options_are_probeconfigs():
     assert set(schema.EXTRACT_FIELDS) == {"storage_dtype", "batch_seconds", "max_seconds", "keep_padding", "utterances_per_part", "num_shards"}
-    assert set(schema.TRANSCRIBE_FIELDS) == {"batch_seconds", "max_seconds", "num_beams", "max_new_tokens", "translate_by_forcing"}
+    assert set(schema.TRANSCRIBE_FIELDS) == {"batch_seconds", "max_seconds", "num_beams", "max_new_tokens", "translate_by_forcing", "engine", "compute_type"}
     assert schema.EXTRACT_FIELDS["batch_seconds"] == ((int, float), 120.0)
     assert schema.TRANSCRIBE_FIELDS["max_seconds"] == ((int, float, type(None)), None)
     assert schema.CHOICES["extract.storage_dtype"] == ("float16", "float32")

@@ -24,7 +24,8 @@ def transcription_job(context: Context, model: Model, corpus: Corpus, part: Part
     from extract.jobs import TranscriptionJob
 
     options = context.study.transcribe
-    generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"])
+    engine = {"engine": options["engine"], "compute_type": options["compute_type"]}
+    generation = GenerationOptions(options["num_beams"], options["max_new_tokens"], model.decoder, options["translate_by_forcing"], **engine)
     spec, manifest, out = context.spec(model), context.manifest(model, corpus, part), context.layout.hypotheses(model, part, target)
     trims = {"batch_seconds": options["batch_seconds"], "max_seconds": options["max_seconds"]}
     return TranscriptionJob(spec, manifest, out, corpus.task, tgt_lang=target, name=model.name, options=generation, **trims)
