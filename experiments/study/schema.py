@@ -94,7 +94,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from experiments.study.study_file import GRID_AXES, PROBE_OPTIONS, TASKS, Analyses, Baselines, Grid, ModelEntry, StudyFile, name_problem, refusal, shown
+from experiments.study.study_file import PROBE_OPTIONS, Analyses, Baselines, Grid, ModelEntry, StudyFile, name_problem, refusal, shown
 from extract.manifest import GENDERS
 from probing.controls import CONTROLS
 from probing.data import ProbeError
@@ -102,7 +102,6 @@ from probing.grid import GridError, check_option_types, load_yaml
 from probing.kinds import DEFAULT_KIND, KINDS
 from probing.run import ProbeConfig
 
-__all__ = ["GRID_AXES", "PROBE_OPTIONS", "TASKS", "Corpus", "Model", "Part", "ProbeGrid", "Study", "StudyError", "load_study"]
 F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
 
@@ -330,9 +329,6 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     st_quality = study.behaviour.st_quality.model_dump() if study.behaviour.st_quality is not None else None
     if st_quality is not None:
         st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
-        _positive(reader, st_quality, ("batch_size",), "behaviour.st_quality")
-        if st_quality["gpus"] < 0:
-            raise reader.error("behaviour.st_quality.gpus", f"must be 0 or more, got {st_quality['gpus']}")
     return Study(
         path=path,
         name=study.name,
@@ -359,9 +355,6 @@ def _analyses(reader: _Reader, given: Analyses, corpora: tuple[Corpus, ...], gap
         raise reader.error("analyses", "acoustic, lexical and feature_gaps are all off; turn one on, or leave analyses out")
     if analyses["feature_gaps"] is not None and analyses["acoustic"] is None and analyses["lexical"] is None:
         raise reader.error("analyses.feature_gaps", "contrasts the acoustic or lexical features: turn one of them on")
-    acoustic = analyses["acoustic"]
-    if acoustic is not None and acoustic["workers"] < 1:
-        raise reader.error("analyses.acoustic.workers", f"must be at least 1, got {acoustic['workers']}")
     lexical = analyses["lexical"]
     if lexical is not None:
         if lexical["pipelines"] is None:
@@ -370,13 +363,11 @@ def _analyses(reader: _Reader, given: Analyses, corpora: tuple[Corpus, ...], gap
             if name is not None and not (isinstance(name, str) and name.strip()):
                 raise reader.error(f"analyses.lexical.pipelines.{language}", f"expected a spaCy pipeline's name or null, got {shown(name)}")
         lexical["pipelines"] = {str(language): name for language, name in lexical["pipelines"].items()}
-        _positive(reader, lexical, ("batch_size",), "analyses.lexical")
     options = analyses["feature_gaps"]
     if options is not None:
         options["groups"] = list(reader.names(options["groups"], "analyses.feature_gaps.groups", choices=GENDERS))
         if len(options["groups"]) != 2:
             raise reader.error("analyses.feature_gaps.groups", f"expected two groups, e.g. [female, male]; got {options['groups']!r}")
-        _positive(reader, options, ("bootstrap",), "analyses.feature_gaps")
     headline = next((gap for gap in gaps if gap["attribute"] is None and gap["groups"] == ["female", "male"]), None)
     default = list(headline["corpora"]) if headline else None
     corpora_given = analyses["corpora"] if analyses["corpora"] is not None else default
@@ -408,14 +399,10 @@ def _gaps(reader: _Reader, given: list | None, listed: bool, corpora: tuple[Corp
     ``groups``, e.g. [female, male] and, on some languages, [other, male]). A comparison with
     ``attribute`` compares groups of that field of the manifests' ``extra`` (two or more of its values,
     named: each against the last) instead of genders; its ``where`` (its key) names it in the plan's refusals."""
-    from experiments.scoring.gaps import iterations_problem
-
     gaps, seen = [], {}
     for index, item in enumerate(given or ()):
         where = f"behaviour.gap[{index}]" if listed else "behaviour.gap"
         gap = item.model_dump()
-        if problem := iterations_problem(gap["iterations"]):
-            raise reader.error(f"{where}.iterations", problem)
         if gap["attribute"] is None:
             gap["groups"] = list(reader.names(gap["groups"], f"{where}.groups", choices=GENDERS))
             if len(gap["groups"]) != 2:
@@ -461,12 +448,6 @@ def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, wher
     if value is None:
         return of_task
     return reader.names(value, where, choices=of_task)
-
-
-def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:
-    for key in keys:
-        if values[key] is not None and values[key] <= 0:
-            raise reader.error(f"{where}.{key}", f"must be positive, got {values[key]!r}")
 
 
 def _sites(reader: _Reader, value, where: str) -> str | tuple[str, ...]:

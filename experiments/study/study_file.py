@@ -22,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
-from experiments.scoring.gaps import GapOptions
+from experiments.scoring.gaps import GapOptions, iterations_problem
 from experiments.st_quality import StQualityOptions
 from extract.options import declared, default_of
 from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
@@ -32,8 +32,7 @@ NONE = type(None)
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # model, corpus and manifest names: they become file names
 TASKS = ("asr", "st")
-GRID_AXES = ("probes", "controls", "seeds")
-PROBE_STUDY_KEYS = ("corpora", "apply_to", "models", "sites", "languages")
+GRID_KEYS = ("probes", "controls", "seeds", "corpora", "apply_to", "models", "sites", "languages")  # the grid's axes, then what the study reads
 PROBE_OPTIONS = tuple(key for key in OPTION_KEYS if key not in ("apply_to", "device", "language"))  # device: --device; a store holds one language
 SHOWN_CHARACTERS = 200  # a value in an error line is cut here (a YAML alias can expand a short file into gigabytes)
 
@@ -129,28 +128,29 @@ def _yaml_type(hint: Any) -> Any:
         return typing.Union[tuple(_yaml_type(kind) for kind in typing.get_args(hint))]  # noqa: UP007 (built from a tuple)
     if typing.get_origin(hint) in (tuple, list):
         return list
-    return {float: int | float}.get(hint, str if hint not in (int, bool, NONE) else hint)
+    return int | float if hint is float else hint if hint in (int, bool, NONE) else str  # a path or a name: a string
 
 
-def options_fields(*classes: type, bounds: bool = False) -> dict[str, Any]:
+def options_fields(*classes: type, bounds: bool = False, checks: dict | None = None) -> dict[str, Any]:
     """The ``study`` options of ``classes`` as pydantic fields, with their choices (and, with ``bounds``,
-    their declared bounds) checked; a tuple default is a list, as YAML writes it."""
+    their declared bounds; ``checks``: the study's own, by key) checked; a tuple default is a list, as YAML writes it."""
     fields = {}
     for cls in classes:
         hints = typing.get_type_hints(cls)
         for item, declaration in declared(cls):
             if declaration.study:
                 within = refusing(lambda value, option=declaration: (problem := option.problem(value)) and f"{problem}, got {value!r}")
-                checks = ([_one_of(declaration.choices)] if declaration.choices else []) + ([within] if bounds else [])  # the command line's bounds
+                own = [_one_of(declaration.choices)] if declaration.choices else []
+                own += ([within] if bounds else []) + ([checks[item.name]] if item.name in (checks or {}) else [])
                 default = default_of(item)
-                kind = Annotated[(_yaml_type(hints[item.name]), *checks)] if checks else _yaml_type(hints[item.name])
+                kind = Annotated[(_yaml_type(hints[item.name]), *own)] if own else _yaml_type(hints[item.name])
                 fields[item.name] = (kind, list(default) if isinstance(default, tuple) else default)
     return fields
 
 
-def section(title: str, /, *classes: type, base: type = Defaults, bounds: bool = False, **fields: Any) -> type[Section]:
+def section(title: str, /, *classes: type, base: type = Defaults, bounds: bool = False, checks: dict | None = None, **fields: Any) -> type[Section]:
     """A section of the study's options ``classes``, then ``fields`` (``name=(type, default)``, replacing a derived one)."""
-    return create_model(title, __base__=base, **{**options_fields(*classes, bounds=bounds), **fields})
+    return create_model(title, __base__=base, **{**options_fields(*classes, bounds=bounds, checks=checks), **fields})
 
 
 class Named(Defaults):
@@ -175,21 +175,26 @@ CorpusEntry = section(
 Grid = section(
     "Grid",
     base=Section,  # probes: [null] is no grid
-    **dict.fromkeys((*GRID_AXES, *PROBE_STUDY_KEYS), (Any, None)),  # the study reads the keys given (model_fields_set)
+    **dict.fromkeys(GRID_KEYS, (Any, None)),  # the study reads the keys given (model_fields_set)
     **dict.fromkeys(PROBE_OPTIONS, (Any, None)),  # ProbeConfig's, checked by its types (probing.grid) and by ProbeConfig
 )
-Gap = section("Gap", GapOptions, corpora=(Names, None), languages=(Names, None))  # declared once, with asr_gap's flags
+positive = refusing(lambda value: None if value > 0 else f"must be positive, got {value!r}")
+Gap = section("Gap", GapOptions, checks={"iterations": refusing(iterations_problem)}, corpora=(Names, None), languages=(Names, None))  # asr_gap's flags
 StQuality = section(
     "StQuality",
     StQualityOptions,
+    checks={"batch_size": positive},
     comet_model=(str | None, None),  # a study scores COMET only where it names the model (st_quality loads its default)
-    gpus=(int, 0),  # COMET on the cpu unless the study asks for GPUs (st_quality: 1 with --device cuda)
+    gpus=(Annotated[int, refusing(lambda value: None if value >= 0 else f"must be 0 or more, got {value}")], 0),  # COMET on the cpu unless
+    # the study asks for GPUs (st_quality: 1 with --device cuda; a study's device may be decided when it runs)
     corpora=(Names, None),
 )
 F0Baseline = section("F0Baseline", corpora=(Names, None), **options_fields(F0Options))  # the analyses' keys: declared with their flags
-Acoustic = section("Acoustic", AcousticsOptions, workers=(int, 1))
-Lexical = section("Lexical", pipelines=(dict, None), **options_fields(LexicalOptions))
-FeatureGaps = section("FeatureGaps", groups=(list, ["female", "male"]), **options_fields(FeatureGapOptions))
+Acoustic = section(
+    "Acoustic", AcousticsOptions, workers=(Annotated[int, refusing(lambda value: None if value >= 1 else f"must be at least 1, got {value}")], 1)
+)
+Lexical = section("Lexical", pipelines=(dict, None), **options_fields(LexicalOptions, checks={"batch_size": positive}))
+FeatureGaps = section("FeatureGaps", groups=(list, ["female", "male"]), **options_fields(FeatureGapOptions, checks={"bootstrap": positive}))
 Extract = section("Extract", ExtractOptions, bounds=True)  # declared once, with the command line's flags (extract.stage_options)
 Transcribe = section("Transcribe", TranscribeOptions, bounds=True)
 Given = BeforeValidator(_given)
