@@ -1,7 +1,8 @@
 """A study file, read and checked: the one description of an experiment (``python -m experiments.study``).
 
-A study file is YAML. Every key is checked (a typo gets the nearest known name), every value's type,
-every path's existence; an error is one line naming the file and the key. Relative paths (``out``,
+A study file is YAML. Every key is checked (a typo gets the nearest known name), every value's type
+(the models of :mod:`experiments.study.study_file`), every path's existence and the rules between
+keys (here); an error is one line naming the file and the key. Relative paths (``out``,
 manifests, MuST-SHE definitions, a local checkpoint) are resolved against the study file's folder,
 or against ``root`` (``--root``: the paper studies under ``experiments/studies/`` name their data
 relative to a folder of the user's)::
