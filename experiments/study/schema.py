@@ -92,16 +92,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from experiments.study.study_file import PROBE_OPTIONS, Analyses, Baselines, Grid, ModelEntry, StudyFile, name_problem, refusal, shown
+from experiments.study.values import PROBE_OPTIONS, name_problem, shown
 from extract.manifest import GENDERS
 from probing.controls import CONTROLS
 from probing.data import ProbeError
 from probing.grid import GridError, check_option_types, load_yaml
 from probing.kinds import DEFAULT_KIND, KINDS
 from probing.run import ProbeConfig
+
+if TYPE_CHECKING:
+    from experiments.study.study_file import Analyses, Baselines, Grid, ModelEntry
 
 F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
@@ -300,6 +302,10 @@ class _Reader:
 def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     """The study in ``path``, every key, value and path checked (:class:`StudyError` otherwise).
     Relative paths are resolved against ``root``, by default the study file's folder."""
+    from pydantic import ValidationError
+
+    from experiments.study.study_file import StudyFile, refusal  # pydantic's models: not for --help
+
     path = Path(path)
     try:
         document = load_yaml(path, "study file", "experiments/studies/")

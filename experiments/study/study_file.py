@@ -11,8 +11,6 @@ corpora and models) are :mod:`experiments.study.schema`'s, on the validated file
 
 from __future__ import annotations
 
-import re
-import reprlib
 import types
 import typing
 from collections.abc import Callable
@@ -24,29 +22,13 @@ from pydantic_core import PydanticCustomError
 from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
 from experiments.scoring.gaps import GapOptions, iterations_problem
 from experiments.st_quality import StQualityOptions
+from experiments.study.values import NONE, PROBE_OPTIONS, TYPE_NAMES, name_problem, shown
 from extract.options import declared, default_of
 from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
-from probing.grid import OPTION_KEYS, GridError, check_keys
+from probing.grid import GridError, check_keys
 
-NONE = type(None)
-TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # model, corpus and manifest names: they become file names
-TASKS = ("asr", "st")
 GRID_KEYS = ("probes", "controls", "seeds", "corpora", "apply_to", "models", "sites", "languages")  # the grid's axes, then what the study reads
-PROBE_OPTIONS = tuple(key for key in OPTION_KEYS if key not in ("apply_to", "device", "language"))  # device: --device; a store holds one language
-SHOWN_CHARACTERS = 200  # a value in an error line is cut here (a YAML alias can expand a short file into gigabytes)
-
-
-def shown(value) -> str:
-    """A value as an error line shows it: cut short, with its YAML type."""
-    if value is None:
-        return "nothing"
-    shortened = reprlib.Repr()
-    shortened.maxlist = shortened.maxdict = 6
-    shortened.maxstring = shortened.maxother = SHOWN_CHARACTERS
-    shortened.maxlevel = 3
-    text = shortened.repr(value)
-    return f"{text[:SHOWN_CHARACTERS]}{'...' if len(text) > SHOWN_CHARACTERS else ''} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
+TASKS = ("asr", "st")
 
 
 def refuse(message: str) -> PydanticCustomError:
@@ -63,10 +45,6 @@ def refusing(problem: Callable[[Any], str | None], when: type = AfterValidator):
         return value
 
     return when(check)
-
-
-def name_problem(value: str) -> str | None:
-    return None if re.fullmatch(NAME_PATTERN, value) else f"{value!r}: a name is letters, digits, '.', '_' and '-' (it becomes a file name)"
 
 
 def _one_of(choices: tuple) -> AfterValidator:
