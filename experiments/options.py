@@ -4,9 +4,9 @@ A stage declares its options once, as typed dataclass fields with their help, ch
 checks (``extract.stage_options.ExtractOptions``, ``probing.run.ProbeConfig``, ...).
 :func:`add_options` turns them into argparse flags, with the file roles of :mod:`experiments.argkit`
 (so the output guard sees them), :func:`from_args` builds the options back from the parsed flags
-(a refused value is one ``error:`` line naming the flag), and :func:`study_fields` gives a study
-file's section its keys, types and defaults. ``docs/cli.md`` is generated from the parsers, so it
-follows too.
+(a refused value is one ``error:`` line naming the flag); :mod:`experiments.study.study_file` gives a
+study file's sections their keys, types and defaults from the same fields. ``docs/cli.md`` is
+generated from the parsers, so it follows too.
 
 How a field becomes a flag: ``--field-name`` (or the declared ``flag``); a ``bool`` is a switch
 (``store_true``; a field that defaults to True needs a declared ``--no-...`` flag, ``store_false``);
@@ -135,32 +135,3 @@ def spelled(cls: type, error: OptionError) -> str:
     """An :class:`OptionError` of ``cls`` with its options spelled as flags."""
     flags = {item.name: flag_of(item, declaration) for item, declaration in declared(cls)}
     return error.spelled(lambda name: flags.get(name, name))
-
-
-# --- study files --------------------------------------------------------------------------------
-
-_YAML_TYPES = {int: (int,), float: (int, float), bool: (bool,), str: (str,), Path: (str,)}
-
-
-def study_fields(cls: type) -> dict[str, tuple[tuple[type, ...], Any]]:
-    """A study file section's keys: each ``study`` option of ``cls``, its accepted YAML types and default."""
-    hints, fields = _hints(cls), {}
-    for item, declaration in declared(cls):
-        if declaration.study:
-            kind, optional = _base(hints[item.name])
-            default = default_of(item)
-            yaml_types = (list,) if _is_sequence(kind) else _YAML_TYPES[kind]
-            fields[item.name] = ((*yaml_types, *((NONE,) if optional else ())), list(default) if isinstance(default, tuple) else default)
-    return fields
-
-
-def study_choices(cls: type, where: str) -> dict[str, tuple]:
-    """``{"WHERE.key": choices}`` for the ``study`` options of ``cls`` that have choices."""
-    return {f"{where}.{item.name}": declaration.choices for item, declaration in declared(cls) if declaration.study and declaration.choices}
-
-
-def study_problem(cls: type, key: str, value: Any) -> str | None:
-    """Why the option ``key`` of ``cls`` refuses ``value`` (its bounds; types and choices the study
-    file's reader checks), or None."""
-    declaration = next(declaration for item, declaration in declared(cls) if item.name == key)
-    return declaration.problem(value)

@@ -45,12 +45,12 @@ from extract.options import option
 class StQualityOptions:
     """Which COMET model scores the translations, and where it runs (BLEU and chrF take no options)."""
 
-    comet_model: str = option(DEFAULT_COMET, "hub name or local checkpoint", role="input")
+    comet_model: str = option(DEFAULT_COMET, "hub name or local checkpoint", role="input", study=True)
     no_comet: bool = option(False, "BLEU and chrF only: no COMET model is loaded")
     comet: bool = option(False, "score COMET or fail (default: COMET when unbabel-comet is installed here or --comet-python is given)")
-    comet_python: str | None = option(None, "the python of another environment that holds unbabel-comet (the [comet] extra): COMET runs there")
-    batch_size: int = option(16, "segments per COMET batch")
-    gpus: int | None = option(None, "GPUs COMET runs on (default: 1 with --device cuda, else 0)")
+    comet_python: str | None = option(None, "the python of another environment that holds unbabel-comet (the [comet] extra): COMET runs there", study=True)
+    batch_size: int = option(16, "segments per COMET batch", study=True)
+    gpus: int | None = option(None, "GPUs COMET runs on (default: 1 with --device cuda, else 0)", study=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """A study file, read and checked: the one description of an experiment (``python -m experiments.study``).
 
-A study file is YAML. Every key is checked (a typo gets the nearest known name), every value's type,
-every path's existence; an error is one line naming the file and the key. Relative paths (``out``,
+A study file is YAML. Every key is checked (a typo gets the nearest known name), every value's type
+(the models of :mod:`experiments.study.study_file`), every path's existence and the rules between
+keys (here); an error is one line naming the file and the key. Relative paths (``out``,
 manifests, MuST-SHE definitions, a local checkpoint) are resolved against the study file's folder,
 or against ``root`` (``--root``: the paper studies under ``experiments/studies/`` name their data
 relative to a folder of the user's)::
@@ -89,81 +90,23 @@ it, with null to leave it out); a pipeline that is not installed is refused by t
 
 from __future__ import annotations
 
-import re
-import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from experiments.analysis_options import AcousticsOptions, F0Options, FeatureGapOptions, LexicalOptions
-from experiments.options import study_choices, study_fields, study_problem
-from experiments.scoring.gaps import GapOptions
+from experiments.study.values import PROBE_OPTIONS, name_problem, shown
 from extract.manifest import GENDERS
-from extract.stage_options import ExtractOptions, ModelOptions, RandomInitOptions, TranscribeOptions
 from probing.controls import CONTROLS
 from probing.data import ProbeError
-from probing.grid import OPTION_KEYS, GridError, check_keys, check_option_types, load_yaml
+from probing.grid import GridError, check_option_types, load_yaml
 from probing.kinds import DEFAULT_KIND, KINDS
 from probing.run import ProbeConfig
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # model, corpus and manifest names: they become file names
-TASKS = ("asr", "st")
-TOP_KEYS = ("name", "out", "device", "models", "corpora", "sites", "extract", "transcribe", "probes", "baselines", "behaviour", "report", "analyses")
-F0 = "f0"  # the F0 baseline's model name in grids (and its site)
-REQUIRED_TOP = ("name", "out", "models", "corpora")
-GRID_AXES = ("probes", "controls", "seeds")
-PROBE_STUDY_KEYS = ("corpora", "apply_to", "models", "sites", "languages")
-POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
-PROBE_OPTIONS = tuple(key for key in OPTION_KEYS if key not in ("apply_to", "device", "language"))  # device: --device; a store holds one language
-NONE = type(None)
-NUMBER = (int, float)
+if TYPE_CHECKING:
+    from experiments.study.study_file import Analyses, Baselines, Grid, ModelEntry
 
-# key -> (accepted YAML types, default); the defaults are those of the command-line stages
-MODEL_FIELDS = {
-    "name": ((str,), None),
-    "family": ((str,), None),
-    **study_fields(ModelOptions),  # checkpoint, revision, trust_remote_code, dtype: declared with the model flags
-    **study_fields(RandomInitOptions),  # random_init, seed: declared with extract's flags
-    "sites": ((str, list), None),
-    "decoder": ((str, NONE), None),
-    "languages": ((list, NONE), None),
-    "transcribe": ((bool, list), True),
-}
-CORPUS_FIELDS = {"name": ((str,), None), "task": ((str,), None), "manifests": ((dict,), None), "tgt_langs": ((list,), None), "mustshe": ((dict,), None)}
-EXTRACT_FIELDS = study_fields(ExtractOptions)  # declared once, with the command line's flags (extract.stage_options)
-TRANSCRIBE_FIELDS = study_fields(TranscribeOptions)
-GAP_FIELDS = {
-    **study_fields(GapOptions),  # declared once, with asr_gap's flags (experiments.scoring.gaps)
-    "corpora": ((list, NONE), None),
-    "languages": ((list, NONE), None),
-}
-ST_QUALITY_FIELDS = {
-    "comet_model": ((str, NONE), None),
-    "comet_python": ((str, NONE), None),  # COMET in another environment's interpreter (st_quality --comet-python)
-    "batch_size": ((int,), 16),
-    "gpus": ((int,), 0),
-    "corpora": ((list, NONE), None),
-}
-REPORT_FIELDS = {"site": ((str, NONE), None)}
-BASELINE_FIELDS = {"f0": ((dict, NONE), None)}
-F0_FIELDS = {"corpora": ((list, NONE), None), **study_fields(F0Options)}  # the analyses' keys: declared with their flags (experiments.analysis_options)
-ANALYSES_FIELDS = {  # feature_gaps unset: on when acoustic or lexical is
-    "acoustic": ((bool, dict), False),
-    "lexical": ((bool, dict), False),
-    "feature_gaps": ((bool, dict), None),
-    "corpora": ((list, NONE), None),
-}
-ACOUSTIC_FIELDS = {**study_fields(AcousticsOptions), "workers": ((int,), 1)}
-LEXICAL_FIELDS = {"pipelines": ((dict,), None), **study_fields(LexicalOptions)}
-FEATURE_GAPS_FIELDS = {"groups": ((list,), ["female", "male"]), **study_fields(FeatureGapOptions)}
-CHOICES = {
-    **study_choices(ExtractOptions, "extract"),
-    **study_choices(TranscribeOptions, "transcribe"),
-    **study_choices(GapOptions, "behaviour.gap"),
-    **study_choices(F0Options, "baselines.f0"),
-    **study_choices(AcousticsOptions, "analyses.acoustic"),
-    **study_choices(FeatureGapOptions, "analyses.feature_gaps"),
-}
-TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a mapping", NONE: "null"}
+F0 = "f0"  # the F0 baseline's model name in grids (and its site)
+POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
 
 
 class StudyError(ValueError):
@@ -332,43 +275,9 @@ class _Reader:
     def error(self, where: str, message: str) -> StudyError:
         return StudyError(f"{self.path}: {where}: {message}")
 
-    def keys(self, mapping: dict, known, where: str) -> None:
-        try:
-            check_keys(mapping, tuple(known), f"{self.path}: {where}")
-        except GridError as error:
-            raise StudyError(str(error)) from None
-
-    def mapping(self, value, where: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.error(where, f"expected a mapping of keys, got {_shown(value)}")
-        return value
-
-    def fields(self, value, spec: dict, where: str, required: tuple[str, ...] = ()) -> dict:
-        """``value`` as a mapping of ``spec``'s keys, each of its type (defaults filled in), ``required`` ones present."""
-        mapping = self.mapping({} if value is None else value, where)
-        self.keys(mapping, spec, where)
-        for key in required:
-            if mapping.get(key) is None:
-                raise self.error(where, f"{key!r} is required")
-        checked = {}
-        for key, (kinds, default) in spec.items():
-            value = mapping.get(key, default)
-            if key in mapping and not _is(value, kinds):
-                raise self.error(f"{where}.{key}", f"expected {' or '.join(TYPE_NAMES[kind] for kind in dict.fromkeys(kinds))}, got {_shown(value)}")
-            choices = CHOICES.get(f"{where}.{key}")
-            if choices and value not in choices:
-                raise self.error(f"{where}.{key}", f"{value!r} is not one of {', '.join(choices)}")
-            checked[key] = value
-        return checked
-
-    def name(self, value: str, where: str) -> str:
-        if not NAME.fullmatch(value):
-            raise self.error(where, f"{value!r}: a name is letters, digits, '.', '_' and '-' (it becomes a file name)")
-        return value
-
     def file(self, value, where: str) -> Path:
         if not isinstance(value, str) or not value:
-            raise self.error(where, f"expected a path, got {_shown(value)}")
+            raise self.error(where, f"expected a path, got {shown(value)}")
         path = self.resolve(value)
         if not path.is_file():
             raise self.error(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
@@ -379,8 +288,9 @@ class _Reader:
         return path if path.is_absolute() else self.root / path
 
     def names(self, value, where: str, kinds=(str,), choices: tuple = ()) -> tuple:
-        if not (isinstance(value, list) and value) or not all(_is(item, kinds) for item in value):
-            raise self.error(where, f"expected a non-empty list of {'integers' if int in kinds else 'names'}, got {_shown(value)}")
+        """A non-empty list of distinct names (or integers), each one of ``choices`` where given."""
+        if not (isinstance(value, list) and value) or not all(isinstance(item, kinds) and not isinstance(item, bool) for item in value):
+            raise self.error(where, f"expected a non-empty list of {'integers' if int in kinds else 'names'}, got {shown(value)}")
         unknown = [item for item in value if choices and item not in choices]
         if unknown:
             raise self.error(where, f"{unknown[0]!r} is not one of {', '.join(map(str, choices))}")
@@ -389,30 +299,13 @@ class _Reader:
         return tuple(value)
 
 
-def _is(value, kinds) -> bool:
-    """A YAML value of one of ``kinds``: true/false is never a number, an integer is a number."""
-    if isinstance(value, bool):
-        return bool in kinds
-    return isinstance(value, tuple(kinds))
-
-
-SHOWN_CHARACTERS = 200  # a value in an error line is cut here (a YAML alias can expand a short file into gigabytes)
-
-
-def _shown(value) -> str:
-    if value is None:
-        return "nothing"
-    shortened = reprlib.Repr()
-    shortened.maxlist = shortened.maxdict = 6
-    shortened.maxstring = shortened.maxother = SHOWN_CHARACTERS
-    shortened.maxlevel = 3
-    text = shortened.repr(value)
-    return f"{text[:SHOWN_CHARACTERS]}{'...' if len(text) > SHOWN_CHARACTERS else ''} ({TYPE_NAMES.get(type(value), type(value).__name__)})"
-
-
 def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     """The study in ``path``, every key, value and path checked (:class:`StudyError` otherwise).
     Relative paths are resolved against ``root``, by default the study file's folder."""
+    from pydantic import ValidationError
+
+    from experiments.study.study_file import StudyFile, refusal  # pydantic's models: not for --help
+
     path = Path(path)
     try:
         document = load_yaml(path, "study file", "experiments/studies/")
@@ -420,92 +313,68 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
         raise StudyError(str(error)) from None
     reader = _Reader(path, Path(root).expanduser().resolve() if root is not None else path.resolve().parent)
     if not isinstance(document, dict):
-        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(TOP_KEYS)}), got {_shown(document)}")
-    reader.keys(document, TOP_KEYS, "top level")
-    for key in REQUIRED_TOP:
-        if document.get(key) is None:
-            raise StudyError(f"{path}: top level: {key!r} is required")
+        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(StudyFile.model_fields)}), got {shown(document)}")
+    try:
+        study = StudyFile.model_validate(document)
+    except ValidationError as error:
+        raise StudyError(refusal(error, path, document)) from None
     for key in ("name", "out", "device"):
-        if key in document and not isinstance(document[key], str):
-            raise reader.error(key, f"expected a string, got {_shown(document[key])}")
         if key in document and not document[key].strip():
             wanted = {"name": "the study's name", "out": "the folder of its outputs", "device": "a device such as cpu"}[key]
             raise reader.error(key, f"is empty; give {wanted}")
-    out = reader.resolve(document["out"])
+    out = reader.resolve(study.out)
     if out.exists() and not out.is_dir():
         raise reader.error("out", f"{out} is a file; give a folder for the study's outputs")
-    sites = _sites(reader, document.get("sites", "all"), "sites")
-    models = _models(reader, document["models"], sites)
-    corpora = _corpora(reader, document["corpora"])
+    sites = _sites(reader, study.sites, "sites")
+    models = _models(reader, study.models, sites)
+    corpora = _corpora(reader, study.corpora)
     reader.check_missing()
-    f0 = _f0(reader, document.get("baselines"), models, corpora)
-    probes = _grids(reader, document.get("probes"), models, corpora, f0)
+    f0 = _f0(reader, study.baselines, models, corpora)
+    probes = _grids(reader, study.probes, isinstance(document.get("probes"), list), models, corpora, f0)
     models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
-    behaviour = reader.fields(document.get("behaviour"), {"gap": ((dict, list, NONE), None), "st_quality": ((dict, NONE), None)}, "behaviour")
-    given = document.get("behaviour") or {}  # a behaviour named, even without options, is computed
-    gaps = _gaps(reader, behaviour["gap"], corpora) if "gap" in given else ()
-    st_quality = reader.fields(behaviour["st_quality"], ST_QUALITY_FIELDS, "behaviour.st_quality") if "st_quality" in given else None
+    gaps = _gaps(reader, study.behaviour.gap, isinstance((document.get("behaviour") or {}).get("gap"), list), corpora)
+    st_quality = study.behaviour.st_quality.model_dump() if study.behaviour.st_quality is not None else None
     if st_quality is not None:
         st_quality["corpora"] = _scored(reader, st_quality["corpora"], corpora, "st", "behaviour.st_quality.corpora")
-    extract = reader.fields(document.get("extract"), EXTRACT_FIELDS, "extract")
-    transcribe = reader.fields(document.get("transcribe"), TRANSCRIBE_FIELDS, "transcribe")
-    _declared_checks(reader, ExtractOptions, extract, "extract")
-    _declared_checks(reader, TranscribeOptions, transcribe, "transcribe")
-    if st_quality is not None:
-        _positive(reader, st_quality, ("batch_size",), "behaviour.st_quality")
-        if st_quality["gpus"] < 0:
-            raise reader.error("behaviour.st_quality.gpus", f"must be 0 or more, got {st_quality['gpus']}")
     return Study(
         path=path,
-        name=document["name"],
+        name=study.name,
         out=out,
-        device=document.get("device"),
+        device=study.device,
         models=models,
         corpora=corpora,
-        extract=extract,
-        transcribe=transcribe,
+        extract=study.extract.model_dump(),
+        transcribe=study.transcribe.model_dump(),
         probes=probes,
         f0=f0,
         gaps=gaps,
         st_quality=st_quality,
-        report=_report(reader, document.get("report"), models),
-        analyses=_analyses(reader, document.get("analyses"), corpora, gaps) if "analyses" in document else None,
+        report=_report(reader, study.report.model_dump(), models),
+        analyses=_analyses(reader, study.analyses, corpora, gaps) if study.analyses is not None else None,
     )
 
 
-def _analyses(reader: _Reader, value, corpora: tuple[Corpus, ...], gaps: tuple[dict, ...]) -> dict | None:
-    """``analyses``: each of acoustic, lexical and feature_gaps checked and filled with its defaults,
-    None where it is off; ``corpora`` defaults to those the female-male gap scores."""
-    given = reader.mapping(value, "analyses")
-    analyses = reader.fields(given, ANALYSES_FIELDS, "analyses")
-    specs = {"acoustic": ACOUSTIC_FIELDS, "lexical": LEXICAL_FIELDS, "feature_gaps": FEATURE_GAPS_FIELDS}
-    if analyses["feature_gaps"] is None:  # unset: on with the features
-        analyses["feature_gaps"] = analyses["acoustic"] is not False or analyses["lexical"] is not False
-    for name, spec in specs.items():
-        option = analyses[name]
-        analyses[name] = None if option is False else reader.fields({} if option is True else option, spec, f"analyses.{name}")
-    if not any(analyses[name] is not None for name in specs):
+def _analyses(reader: _Reader, given: Analyses, corpora: tuple[Corpus, ...], gaps: tuple[dict, ...]) -> dict | None:
+    """``analyses``: each of acoustic, lexical and feature_gaps with its defaults, None where it is off;
+    ``corpora`` defaults to those the female-male gap scores."""
+    analyses = given.model_dump()
+    if not any(analyses[name] is not None for name in ("acoustic", "lexical", "feature_gaps")):
         raise reader.error("analyses", "acoustic, lexical and feature_gaps are all off; turn one on, or leave analyses out")
     if analyses["feature_gaps"] is not None and analyses["acoustic"] is None and analyses["lexical"] is None:
         raise reader.error("analyses.feature_gaps", "contrasts the acoustic or lexical features: turn one of them on")
-    acoustic = analyses["acoustic"]
-    if acoustic is not None and acoustic["workers"] < 1:
-        raise reader.error("analyses.acoustic.workers", f"must be at least 1, got {acoustic['workers']}")
     lexical = analyses["lexical"]
     if lexical is not None:
         if lexical["pipelines"] is None:
             raise reader.error("analyses.lexical.pipelines", "is required: a spaCy pipeline per language, e.g. {en: en_core_web_md, yo: null}")
         for language, name in lexical["pipelines"].items():
             if name is not None and not (isinstance(name, str) and name.strip()):
-                raise reader.error(f"analyses.lexical.pipelines.{language}", f"expected a spaCy pipeline's name or null, got {_shown(name)}")
+                raise reader.error(f"analyses.lexical.pipelines.{language}", f"expected a spaCy pipeline's name or null, got {shown(name)}")
         lexical["pipelines"] = {str(language): name for language, name in lexical["pipelines"].items()}
-        _positive(reader, lexical, ("batch_size",), "analyses.lexical")
     options = analyses["feature_gaps"]
     if options is not None:
         options["groups"] = list(reader.names(options["groups"], "analyses.feature_gaps.groups", choices=GENDERS))
         if len(options["groups"]) != 2:
             raise reader.error("analyses.feature_gaps.groups", f"expected two groups, e.g. [female, male]; got {options['groups']!r}")
-        _positive(reader, options, ("bootstrap",), "analyses.feature_gaps")
     headline = next((gap for gap in gaps if gap["attribute"] is None and gap["groups"] == ["female", "male"]), None)
     default = list(headline["corpora"]) if headline else None
     corpora_given = analyses["corpora"] if analyses["corpora"] is not None else default
@@ -522,10 +391,9 @@ def _analyses(reader: _Reader, value, corpora: tuple[Corpus, ...], gaps: tuple[d
     return analyses
 
 
-def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
+def _report(reader: _Reader, report: dict, models: tuple[Model, ...]) -> dict:
     """``report``: its ``site`` must be a site of a model (checked where every model lists its sites;
     a model with ``sites: all`` has its sites known once extracted)."""
-    report = reader.fields(value, REPORT_FIELDS, "report")
     if report["site"] is not None and all(model.sites != "all" for model in models):
         known = sorted({site for model in models for site in model.sites})
         if report["site"] not in known:
@@ -533,28 +401,21 @@ def _report(reader: _Reader, value, models: tuple[Model, ...]) -> dict:
     return report
 
 
-def _gaps(reader: _Reader, value, corpora: tuple[Corpus, ...]) -> tuple[dict, ...]:
+def _gaps(reader: _Reader, given: list | None, listed: bool, corpora: tuple[Corpus, ...]) -> tuple[dict, ...]:
     """``behaviour.gap``: one comparison (a mapping) or several (a list of mappings, each its own
     ``groups``, e.g. [female, male] and, on some languages, [other, male]). A comparison with
     ``attribute`` compares groups of that field of the manifests' ``extra`` (two or more of its values,
     named: each against the last) instead of genders; its ``where`` (its key) names it in the plan's refusals."""
-    from experiments.scoring.gaps import iterations_problem
-
-    listed = isinstance(value, list)
-    if listed and not value:
-        raise reader.error("behaviour.gap", "expected a mapping or a non-empty list of mappings")
     gaps, seen = [], {}
-    for index, item in enumerate(value if listed else [value]):
+    for index, item in enumerate(given or ()):
         where = f"behaviour.gap[{index}]" if listed else "behaviour.gap"
-        gap = reader.fields(item, GAP_FIELDS, where)
-        if problem := iterations_problem(gap["iterations"]):
-            raise reader.error(f"{where}.iterations", problem)
+        gap = item.model_dump()
         if gap["attribute"] is None:
             gap["groups"] = list(reader.names(gap["groups"], f"{where}.groups", choices=GENDERS))
             if len(gap["groups"]) != 2:
                 raise reader.error(f"{where}.groups", f"expected two groups, e.g. [female, male]; got {gap['groups']!r}")
         else:
-            gap["groups"] = _attribute_groups(reader, gap["attribute"], (item or {}).get("groups"), where)
+            gap["groups"] = _attribute_groups(reader, gap["attribute"], gap["groups"] if "groups" in item.model_fields_set else None, where)
         compared = (gap["attribute"], tuple(gap["groups"]))
         if compared in seen:
             of = f"{gap['attribute']} " if gap["attribute"] else ""
@@ -582,7 +443,7 @@ def _attribute_groups(reader: _Reader, attribute: str, groups, where: str) -> li
         raise reader.error(f"{where}.groups", f"an attribute comparison names its groups: two or more values of {attribute}, e.g. [A, B] (E(A, B))")
     named = [str(group).strip() if isinstance(group, (str, int)) and not isinstance(group, bool) else group for group in groups]
     if len(named) < 2 or not all(isinstance(group, str) and group for group in named) or len(set(named)) < len(named):
-        raise reader.error(f"{where}.groups", f"expected two or more different values of {attribute} (strings or whole numbers), got {_shown(groups)}")
+        raise reader.error(f"{where}.groups", f"expected two or more different values of {attribute} (strings or whole numbers), got {shown(groups)}")
     if comma := next((group for group in named if "," in group), None):  # [a,b, c] and [a, b, c] would be one task, one report file
         raise reader.error(f"{where}.groups", f"{attribute} {comma!r} holds a comma, which the gap's task and report name cannot spell; rename it")
     return named
@@ -596,37 +457,20 @@ def _scored(reader: _Reader, value, corpora: tuple[Corpus, ...], task: str, wher
     return reader.names(value, where, choices=of_task)
 
 
-def _declared_checks(reader: _Reader, options: type, values: dict, where: str) -> None:
-    """The bounds the stage's options declare (the command line refuses the same values)."""
-    for key, value in values.items():
-        problem = study_problem(options, key, value)
-        if problem is not None:
-            raise reader.error(f"{where}.{key}", f"{problem}, got {value!r}")
-
-
-def _positive(reader: _Reader, values: dict, keys: tuple[str, ...], where: str) -> None:
-    for key in keys:
-        if values[key] is not None and values[key] <= 0:
-            raise reader.error(f"{where}.{key}", f"must be positive, got {values[key]!r}")
-
-
 def _sites(reader: _Reader, value, where: str) -> str | tuple[str, ...]:
     if value == "all":
         return "all"
     return reader.names(value, where)
 
 
-def _models(reader: _Reader, value, sites) -> tuple[Model, ...]:
+def _models(reader: _Reader, entries: list[ModelEntry], sites) -> tuple[Model, ...]:
     from extract.families import FAMILIES
     from extract.spec import DTYPES, TINY_RANDOM, ModelSpec, ModelSpecError
 
-    if not (isinstance(value, list) and value):
-        raise reader.error("models", f"expected a non-empty list of models, got {_shown(value)}")
     models, seen = [], {}
-    for index, entry in enumerate(value):
-        where = f"models[{index}]"
-        checked = reader.fields(entry, MODEL_FIELDS, where, required=("name", "family"))
-        name = reader.name(checked["name"], f"{where}.name")
+    for index, entry in enumerate(entries):
+        where, checked = f"models[{index}]", entry.model_dump()
+        name = checked["name"]
         if name in seen:
             raise reader.error(f"{where}.name", f"{name!r} is also models[{seen[name]}]'s name; each model needs its own label")
         seen[name] = index
@@ -656,21 +500,14 @@ def _transcribed_corpora(reader: _Reader, model: Model, index: int, corpora: tup
     return replace(model, transcribe=names)
 
 
-def _corpora(reader: _Reader, value) -> tuple[Corpus, ...]:
-    if not (isinstance(value, list) and value):
-        raise reader.error("corpora", f"expected a non-empty list of corpora, got {_shown(value)}")
+def _corpora(reader: _Reader, entries: list) -> tuple[Corpus, ...]:
     corpora, seen = [], {}
-    for index, entry in enumerate(value):
-        where = f"corpora[{index}]"
-        checked = reader.fields(entry, CORPUS_FIELDS, where, required=("name", "task", "manifests"))
-        name = reader.name(checked["name"], f"{where}.name")
-        if name in seen:
-            raise reader.error(f"{where}.name", f"{name!r} is also corpora[{seen[name]}]'s name")
-        seen[name] = index
-        task = checked["task"]
-        if task not in TASKS:
-            raise reader.error(f"{where}.task", f"{task!r} is not one of {', '.join(TASKS)}")
-        corpora.append(Corpus(name, task, _parts(reader, checked, where)))
+    for index, entry in enumerate(entries):
+        where, checked = f"corpora[{index}]", entry.model_dump()
+        if checked["name"] in seen:
+            raise reader.error(f"{where}.name", f"{checked['name']!r} is also corpora[{seen[checked['name']]}]'s name")
+        seen[checked["name"]] = index
+        corpora.append(Corpus(checked["name"], checked["task"], _parts(reader, checked, where)))
     _distinct_manifests(reader, corpora)
     return tuple(corpora)
 
@@ -706,7 +543,8 @@ def _parts(reader: _Reader, corpus: dict, where: str) -> tuple[Part, ...]:
     parts = []
     for key, manifest in manifests.items():
         key_where = f"{where}.manifests.{key}"
-        reader.name(str(key), key_where)
+        if problem := name_problem(str(key)):
+            raise reader.error(key_where, problem)
         language, direction = _language(reader, str(key), task, targets, key_where)
         mustshe = reader.input_file(definitions[key], f"{where}.mustshe.{key}") if key in definitions else None
         parts.append(Part(corpus["name"], str(key), language, reader.input_file(manifest, key_where), direction or targets or (None,), mustshe))
@@ -730,33 +568,26 @@ def _language(reader: _Reader, key: str, task: str, targets, where: str) -> tupl
     return source, (target,)
 
 
-def _f0(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...]) -> dict | None:
+def _f0(reader: _Reader, baselines: Baselines, models: tuple[Model, ...], corpora: tuple[Corpus, ...]) -> dict | None:
     """``baselines.f0``: the corpora whose F0 stores are written (default: every asr corpus) and the pitch range rule."""
-    given = reader.mapping(value, "baselines") if value is not None else {}
-    baselines = reader.fields(given, BASELINE_FIELDS, "baselines")
-    if F0 not in given:
+    if baselines.f0 is None:
         return None
     if any(model.name == F0 for model in models):
         raise reader.error("baselines.f0", f"a model is named {F0!r}, which names the F0 baseline in grids; rename the model")
-    f0 = reader.fields(baselines[F0], F0_FIELDS, "baselines.f0")
+    f0 = baselines.f0.model_dump()
     f0["corpora"] = _scored(reader, f0["corpora"], corpora, "asr", "baselines.f0.corpora")
     return f0
 
 
-def _grids(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None = None) -> tuple[ProbeGrid, ...]:
-    """``probes``: one grid (a mapping) or a list of grids, each checked."""
-    if value is None:
-        return ()
-    if isinstance(value, list):
-        if not value:
-            raise reader.error("probes", "expected a grid (a mapping) or a non-empty list of grids, got []")
-        return tuple(_probes(reader, grid, models, corpora, f0, f"probes[{index}]") for index, grid in enumerate(value))
-    return (_probes(reader, value, models, corpora, f0, "probes"),)
+def _grids(
+    reader: _Reader, grids: list[Grid] | None, listed: bool, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None
+) -> tuple[ProbeGrid, ...]:
+    """``probes``: one grid (a mapping) or a list of grids (``listed``), each checked."""
+    return tuple(_probes(reader, grid, models, corpora, f0, f"probes[{index}]" if listed else "probes") for index, grid in enumerate(grids or ()))
 
 
-def _probes(reader: _Reader, value, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None, where: str) -> ProbeGrid:
-    mapping = reader.mapping(value, where)
-    reader.keys(mapping, (*GRID_AXES, *PROBE_STUDY_KEYS, *PROBE_OPTIONS), where)
+def _probes(reader: _Reader, grid: Grid, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None, where: str) -> ProbeGrid:
+    mapping = grid.model_dump(exclude_unset=True)  # the keys given
     options = {key: mapping[key] for key in PROBE_OPTIONS if key in mapping}
     try:
         check_option_types(options, f"{reader.path}: {where}")
