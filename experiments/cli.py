@@ -27,20 +27,19 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from experiments.argkit import DeprecatedAlias, FileRole, add_renamed_argument, fail
 from experiments.options import add_options
-from extract.claims import ClaimError
 from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
-from extract.families.errors import UnsupportedTransformersError
-from extract.manifest import ManifestError, normalize_gender
+from extract.errors import UserError
+from extract.manifest import normalize_gender
 from extract.records import RecordError
 
 if TYPE_CHECKING:
     from extract.spec import ModelSpec
 
 # errors a user can fix (a malformed or missing input, an unwritable output, an output another
-# process writes), shown as one line
-# RecordError: a result file of a newer version; UnsupportedTransformersError: raised when a model family loads
-USER_ERRORS: tuple[type[BaseException], ...] = (ManifestError, OSError, ClaimError, RecordError, UnsupportedTransformersError)
+# process writes), shown as one line: every UserError, and the system's OSError
+# RecordError: a result file of a newer version
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError, RecordError)
 
 
 def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:

@@ -30,13 +30,14 @@ from pathlib import Path
 
 from experiments.options import add_options, from_args
 from experiments.stage_table import JOB_ARRAY_STAGES
+from extract.errors import UserError
 from extract.options import Checked, option
 
 EXECUTORS = ("local", "slurm")
 TASK_MEMORY_SHARE = 0.8  # grid tasks: runs that set no memory_gb budget get this share of --task-memory-gb
 
 
-class SchedulingError(ValueError):
+class SchedulingError(UserError, ValueError):
     """Scheduling options that cannot work as given (no SLURM here, a task number that does not exist)."""
 
 

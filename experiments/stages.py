@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 
 from experiments.stage_table import BY_COMMAND, BY_NAME
+from extract.errors import UserError
 
 PACKAGE_FOLDER = Path(__file__).resolve().parent
 PROGRAM = "speech-gender"  # the console script ([project.scripts] in pyproject.toml)
@@ -37,7 +38,7 @@ PARSER_FUNCTIONS = ("build_parser", "_parser")  # the parser of a stage; `_parse
 COMMAND_PREFIX = re.compile(r"^``python -m [\w.]+[^`]*``\s*(\([^)]*\))?\s*:\s*")
 
 
-class StageError(Exception):
+class StageError(UserError, Exception):
     """Stages that cannot be told apart, or a stage without a parser to document."""
 
 

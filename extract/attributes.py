@@ -22,13 +22,14 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from extract.errors import UserError
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import file_sha256
 
 ATTRIBUTE_PREFIX = "attribute:"
 
 
-class LabelError(ValueError):
+class LabelError(UserError, ValueError):
     """Attribute labels that cannot be read honestly: a changed manifest, an absent attribute, a bad value."""
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.errors import UserError
+
 SAMPLE_RATE = 16_000
 MAX_SECONDS = {"asr": 30.0, "st": 60.0}
 SILENCE_PEAK = 1e-4  # peak amplitude below which a file is treated as silent (-80 dBFS)
@@ -26,7 +28,7 @@ UNIT_RANGE_PEAK = 1.0  # float samples beyond this are outside the nominal [-1, 
 UNKNOWN_WAV_SIZES = (0, 0xFFFFFFFF)  # data sizes that streaming writers leave as placeholders
 
 
-class AudioError(RuntimeError):
+class AudioError(UserError, RuntimeError):
     """Base class: the audio file cannot be used."""
 
     def __init__(self, path: str | Path, problem: str):

@@ -22,11 +22,12 @@ from datetime import datetime
 from pathlib import Path
 
 from extract.diskfull import DiskFullError, is_disk_full
+from extract.errors import UserError
 
 CLAIM_SUFFIX = ".lock"
 
 
-class ClaimError(RuntimeError):
+class ClaimError(UserError, RuntimeError):
     """Another writer (alive, or a dead one whose claim was left behind) holds the output."""
 
 

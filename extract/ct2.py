@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from extract.errors import UserError
+
 CT2_DTYPES = {
     0: np.dtype("<f4"),
     1: np.dtype("i1"),
@@ -28,7 +30,7 @@ CT2_DTYPES = {
 }
 
 
-class CT2FormatError(ValueError):
+class CT2FormatError(UserError, ValueError):
     """The bytes are not a CTranslate2 model file this reader understands."""
 
 

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from extract.errors import UserError
 from extract.families.base import Extractor, select_sites
 from extract.families.generation import GenerationError, Generator, quiet_transformers
 from extract.hooks import Site, _first_tensor, capture
 from extract.store import GeneratedTokens
 
 
-class DecoderError(ValueError):
+class DecoderError(UserError, ValueError):
     """A model or request the decoder states cannot serve (a family without a text decoder)."""
 
 

@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from extract.errors import UserError
+
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _NO_SPACE_TEXT = ("errno = 28", "errno = 122", "No space left on device", "Disk quota exceeded")
 
 
-class DiskFullError(OSError):
+class DiskFullError(UserError, OSError):
     """No space left while writing a file; ``str()`` is the one-line message (see :func:`disk_full`)."""
 
     def __str__(self) -> str:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from extract.errors import UserError
+
 
 @dataclass(frozen=True)
 class Site:
@@ -34,7 +36,7 @@ class Site:
             raise ValueError(f"take must be 'input' or 'output', got {self.take!r}")
 
 
-class SiteNotCapturedError(RuntimeError):
+class SiteNotCapturedError(UserError, RuntimeError):
     """A requested site did not fire during the forward pass."""
 
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from extract.errors import UserError
 from extract.fingerprint import FINGERPRINT  # compared instead of the checkpoint's spelling when the file or the model has one
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ MODEL_KEYS = ("family", "checkpoint", "revision", "random_init", "seed", "site_m
 RECORD_KEYS = ("kind", "site", "model", "store", "fit", "digest")
 
 
-class InterventionError(ValueError):
+class InterventionError(UserError, ValueError):
     """An intervention file that cannot be used as given: malformed, or fitted on another model or site."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from extract.diskfull import naming_full_disk
+from extract.errors import UserError
 
 GENDERS = ("female", "male", "other", "unknown")
 
@@ -58,7 +59,7 @@ _REQUIRED_KEYS = ("id", "audio", "language", "text", "gender", "speaker")
 _PRINTABLE_FIELDS = ("id", "speaker", "language", "dataset")
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """A manifest or native corpus file has a bad row; the message names the file and line."""
 
     def __init__(self, source: str | Path, line: int | None, problem: str):

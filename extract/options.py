@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from extract.errors import UserError
+
 OPTION = "option"  # the metadata key of a declared field
 SEED_MOST = 2**32 - 1  # the largest seed every consumer takes: numpy's RandomState and Lightning's seed_everything stop here
 FLOAT32_MAX = 3.4028234663852886e38  # torch's optimiser step scalars are float32
 LARGEST_LR = FLOAT32_MAX * (1 - 0.9)  # Adam's first step size is lr / (1 - β1), β1 = 0.9 (torch's default): a float32
 
 
-class OptionError(ValueError):
+class OptionError(UserError, ValueError):
     """A value (or a combination of values) that options refuse. ``template`` names the options as
     ``{field_name}``, so that each caller spells them its way (:meth:`spelled`): ``--num-shards 0:
     must be at least 1`` on the command line, ``num_shards 0: ...`` from the library."""

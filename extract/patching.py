@@ -64,6 +64,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from extract.errors import UserError
+
 if TYPE_CHECKING:
     import torch
 
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
     from extract.hooks import Site
 
 
-class PatchError(ValueError):
+class PatchError(UserError, ValueError):
     """A patch that cannot be made as asked: an unknown or derived site, a bad frame span, a batch that does not match."""
 
 

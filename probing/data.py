@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.attributes import LabelError, attribute_task, parse_attribute_task, read_attribute
+from extract.errors import UserError
 from extract.manifest import ManifestError
 from extract.provenance import joined, model_label
 
@@ -45,7 +46,7 @@ SPLITS = ("fixed", "loso", "stratified")
 DEFAULT_SPLIT = "fixed"
 
 
-class ProbeError(ValueError):
+class ProbeError(UserError, ValueError):
     """Data that cannot give an honest probe result (a missing class, too few speakers, shared speakers)."""
 
 

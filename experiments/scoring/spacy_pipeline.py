@@ -17,11 +17,13 @@ import importlib.util
 import re
 from pathlib import Path
 
+from extract.errors import UserError
+
 PIPELINE_FILES = ("meta.json", "config.cfg")  # what spaCy reads from a pipeline folder
 ANY_LANGUAGE = "xx"  # spaCy's multi-language pipelines (xx_ent_wiki_sm, xx_sent_ud_sm)
 
 
-class SpacyPipelineError(ValueError):
+class SpacyPipelineError(UserError, ValueError):
     """A pipeline that cannot be loaded, or one for another language."""
 
 

@@ -25,6 +25,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from experiments.scoring import comet_worker
 from experiments.scoring.group_metrics import GroupMetricFrame
+from extract.errors import UserError
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
 from extract.records import StQualityScores, schema_version, write_document
@@ -86,7 +87,7 @@ def bleu_chrf(hypotheses: list[str], references: list[str | list[str]], target_l
     }
 
 
-class CometUnavailableError(RuntimeError):
+class CometUnavailableError(UserError, RuntimeError):
     """COMET asked for where it cannot run: unbabel-comet is not installed in this interpreter."""
 
 

@@ -41,6 +41,7 @@ from experiments.scoring.group_metrics import GroupMetricFrame, Members
 from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
+from extract.errors import UserError
 from extract.provenance import hypotheses_file_subject, identified
 from extract.records import WinoMTResult, schema_version, write_document, write_side_rows
 
@@ -66,7 +67,7 @@ ASR_KEYS = (
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
 
 
-class WinoMTError(ValueError):
+class WinoMTError(UserError, ValueError):
     """Inputs that do not fit together (counts, sets); the message names the file and line."""
 
 

@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from extract.errors import UserError
 from extract.manifest import ManifestError, iter_text_lines
 
 Links = list[tuple[int, int]]
@@ -39,7 +40,7 @@ _PUNCTUATION = "\"'“”‘’«»„‚.,;:!?()[]{}…-–—¿¡"
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 
-class AlignmentError(ValueError):
+class AlignmentError(UserError, ValueError):
     """A Pharaoh line that does not parse, or links outside their sentence; the message names the file and line."""
 
 

@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from experiments.study.values import PROBE_OPTIONS, name_problem, shown
+from extract.errors import UserError
 from extract.manifest import GENDERS
 from probing.controls import CONTROLS
 from probing.data import ProbeError
@@ -109,7 +110,7 @@ F0 = "f0"  # the F0 baseline's model name in grids (and its site)
 POOLED = "all"  # the manifest key of a pooled part: every language of the manifest in one store
 
 
-class StudyError(ValueError):
+class StudyError(UserError, ValueError):
     """A study file that cannot run as written: one line naming the file and the key."""
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv
+from extract.errors import UserError
 
 COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY", "TEXT-CATEGORY", "GENDERTERMS")
 RECIPE_COLUMNS = ("ID", "LANG", "TALK", "SRC", "REF", "SPEAKER", "GENDER", "CATEGORY", "GENDERTERMS")  # a manifest needs these
@@ -29,7 +30,7 @@ SPEAKER_GENDERS = {"she": "She", "he": "He"}  # GENDER values (any case) -> the 
 TERM_SEPARATOR = ";"
 
 
-class MustSheError(ValueError):
+class MustSheError(UserError, ValueError):
     pass
 
 

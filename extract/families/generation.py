@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from extract.errors import UserError
 from extract.families.base import Extractor, tiny_checkpoint
 
 # ISO 639-1 -> FLORES-200 (ISO 639-3 and script), the languages of Common Voice, Fleurs and VoxPopuli
@@ -56,11 +57,11 @@ FLORES_200: dict[str, str] = {
 }
 
 
-class GenerationError(ValueError):
+class GenerationError(UserError, ValueError):
     pass
 
 
-class LanguageCodeError(ValueError):
+class LanguageCodeError(UserError, ValueError):
     pass
 
 
@@ -185,7 +186,7 @@ def tiny_refusal(family: str) -> str:
     )
 
 
-class IncompleteCheckpointError(ValueError):
+class IncompleteCheckpointError(UserError, ValueError):
     """A checkpoint whose tokenizer cannot be the model's (its files are missing)."""
 
 
