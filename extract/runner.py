@@ -37,7 +37,6 @@ import numpy as np
 
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
-from extract.claims import claim_path
 from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
@@ -46,19 +45,15 @@ from extract.provenance import provenance, settings_damage
 from extract.store import (
     PartClaim,
     PartWriter,
+    Store,
     StoreAttributes,
-    StoreError,
     changed_manifest,
     comparable_config,
-    differing_keys,
     is_complete,
+    note_damage,
     part_attributes,
-    part_content_damage,
-    part_damage,
-    part_ids,
-    part_labels,
-    part_name,
-    same_configuration,
+    release_left_claim,
+    utterance_meta,
 )
 
 if TYPE_CHECKING:  # annotations only: the model modules load torch, which planning and --help never need
@@ -104,13 +99,6 @@ class ExtractionReport:
     skipped: list[dict] = field(default_factory=list)  # bad audio: id, file, error
     parts: list[str] = field(default_factory=list)
     audio_notes: dict[str, dict] = field(default_factory=dict)  # id -> what loading changed (see extract.audio)
-
-
-def shard_slice(utterances: list[Utterance], num_shards: int, shard_index: int) -> list[Utterance]:
-    """Deterministic partition: utterance i of the manifest goes to shard i mod N."""
-    if num_shards < 1 or not 0 <= shard_index < num_shards:
-        raise ValueError(f"need 0 <= shard index < number of shards, got {shard_index} of {num_shards}")
-    return utterances[shard_index::num_shards]
 
 
 def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: list[float] | None = None) -> list[list[int]]:
@@ -192,18 +180,6 @@ def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audio
     return nullcontext() if intervener is None else intervener.batch([u.gender for u in utterances], [len(a) for a in audios])
 
 
-def utterance_meta(utterance: Utterance, seconds: float) -> dict:
-    """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
-    return {
-        "gender": utterance.gender,
-        "speaker": utterance.speaker,
-        "language": utterance.language,
-        "split": utterance.split,
-        "dataset": utterance.dataset,
-        "duration": seconds,
-    }
-
-
 def run_extraction(
     extractor: Extractor,
     utterances: list[Utterance],
@@ -244,8 +220,8 @@ def run_extraction(
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
     attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
     report = ExtractionReport()
-    sharding = {"num_shards": num_shards, "shard_index": shard_index, "utterances_per_part": utterances_per_part}
-    todo = parts_to_write(out_dir, utterances, config, report, **sharding, reclaim_stale=reclaim_stale)
+    store = Store(out_dir, config, num_shards, shard_index, utterances_per_part, reclaim_stale)
+    todo = parts_to_write(store, utterances, report)
     if batch_size is None and extractor.device.type == "cuda":
         batch_size = gpu_batch_size(extractor, sites, max_seconds)
     batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
@@ -256,7 +232,7 @@ def run_extraction(
         def write(part: list[Utterance], path: Path, claim: PartClaim) -> Path:
             return _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
 
-        write_parts(out_dir, todo, report, bar, write, shard_index=shard_index, num_shards=num_shards, reclaim_stale=reclaim_stale)
+        write_parts(store, todo, report, bar, write)
     return report
 
 
@@ -278,17 +254,7 @@ def store_attributes(extractor: Extractor, table: dict, frame_rates: dict[str, f
     )
 
 
-def write_parts(
-    out_dir: Path,
-    todo: list[tuple[int, list[Utterance]]],
-    report: ExtractionReport,
-    bar,
-    write: Callable[[list[Utterance], Path, PartClaim], Path | EndingPart],
-    *,
-    shard_index: int,
-    num_shards: int,
-    reclaim_stale: bool,
-) -> None:
+def write_parts(store: Store, todo: list[tuple[int, list[Utterance]]], report: ExtractionReport, bar, write: Callable[..., Path | EndingPart]) -> None:
     """Each part of ``todo`` (:func:`parts_to_write`) under its claim: one that another writer finished
     since the scan is resumed, the others written by ``write(part, path, claim)``, which returns the
     part's path, or an :class:`EndingPart` whose end runs behind the next part's ``write`` (its
@@ -300,10 +266,10 @@ def write_parts(
     ending: tuple[EndingPart, ExitStack] | None = None
     try:
         for number, part in todo:
-            path = out_dir / part_name(shard_index, num_shards, number)
+            path = store.path(number)
             with ExitStack() as held:
-                claim = held.enter_context(PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write))
-                if is_complete(path) and resume_damage(path, part) is None:  # another writer finished it since the scan above
+                claim = held.enter_context(store.claim(path, on_reclaim=bar.write))
+                if is_complete(path) and store.resumable(path, part) is None:  # another writer finished it since the scan above
                     previous, ending = ending, None
                     _ended(previous, report)
                     resume_part(path, part, report)
@@ -373,124 +339,38 @@ def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -
     return int(max(1, min(GPU_BATCH_LIMIT, free // 2 // max(per_utterance, 1))))
 
 
-def finished_parts(out_dir: Path) -> dict[str, Path]:
-    """The complete parts in ``out_dir`` by name; the writer's view: a damaged part is not finished (it is written again)."""
-    return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
-
-
-OTHER_CONFIGURATION_REMEDY = "use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
-
-
-def parts_to_write(
-    out_dir: Path,
-    utterances: list[Utterance],
-    config: dict,
-    report: ExtractionReport,
-    *,
-    num_shards: int,
-    shard_index: int,
-    utterances_per_part: int,
-    remedy: str = OTHER_CONFIGURATION_REMEDY,
-    reclaim_stale: bool = False,
-) -> list[tuple[int, list[Utterance]]]:
-    """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
-    ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
-    ``report``; refused when written with another configuration than ``config`` or for other
-    utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
-    again. A complete part beside a claim left by a killed writer (one killed while the part ended) has
-    that claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a
-    store beside a claim. Shared by every store writer (extraction, decoder states), so that they resume alike."""
-    mine = shard_slice(utterances, num_shards, shard_index)
-    parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
-    finished = finished_parts(out_dir)
-    refuse_other_configurations(out_dir, list(finished.values()), config, remedy)
+def parts_to_write(store: Store, utterances: list[Utterance], report: ExtractionReport) -> list[tuple[int, list[Utterance]]]:
+    """This shard's parts of ``store`` (:meth:`Store.parts`) still to write, as ``(part number, utterances)``:
+    complete parts already there are resumed (counted in ``report``; refused when written with another
+    configuration or for other utterances), a damaged one is named on stderr and written again. A
+    complete part beside a claim left by a killed writer (one killed while the part ended) has that
+    claim refused as any stale claim is, or, with ``reclaim_stale``, removed (:func:`release_left_claim`).
+    Shared by every store writer (extraction, decoder states), so that they resume alike."""
+    finished = store.finished()
     todo = []
-    for number, part in enumerate(parts):
-        name = part_name(shard_index, num_shards, number)
-        if name in finished:
-            _check_resumable(finished[name], part, part_attributes(finished[name]).skipped or [])
-            problem = resume_damage(finished[name], part)
-            if problem is None:
-                resume_part(finished[name], part, report)
-                if claim_path(finished[name]).exists():  # its writer was killed after the rename: its claim taken over and released
-                    with PartClaim(finished[name], reclaim_stale=reclaim_stale, on_reclaim=_noted):
-                        pass
-                continue
-            print(f"[extract] {finished[name]}: damaged part ({problem}); re-extracting it", file=sys.stderr)
+    for number, part in enumerate(store.parts(utterances)):
+        path = store.path(number)
+        if path.name not in finished:
+            note_damage(path)
+        elif (problem := store.resumable(path, part)) is None:
+            resume_part(path, part, report)
+            release_left_claim(store, path)
+            continue
         else:
-            _note_damage(out_dir / name)
+            print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         todo.append((number, part))
     return todo
 
 
-def resume_damage(path: Path, part: list[Utterance]) -> str | None:
-    """Why the complete part ``path`` cannot be skipped by a resumed run, or None: its bytes, index or
-    tokens differ from what it records (:func:`extract.store.part_content_damage`), or its labels from
-    what the manifest gives its utterances (an edit a part older than format 2 does not checksum)."""
-    problem = part_content_damage(path)
-    if problem is not None:
-        return problem
-    labels = part_labels(path)
-    for utterance in part:
-        stored = labels.get(utterance.id)
-        if stored is None:
-            continue  # skipped at extraction
-        given = utterance_meta(utterance, 0.0)
-        differing = [name for name in stored if stored[name] != str(given[name])]
-        if differing:
-            return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
-    return None
-
-
-def _noted(message: str) -> None:
-    print(f"[extract] {message}", file=sys.stderr)
-
-
-def _note_damage(path: Path) -> None:
-    """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
-    problem = part_damage(path) if path.is_file() else None
-    if problem is not None:
-        print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
-
-
 def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
-    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes) in ``report``
-    as already done, after checking that it holds ``part``'s utterances."""
+    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes), checked by
+    :meth:`Store.resumable`, in ``report`` as already done."""
     attributes = part_attributes(path)
     skipped = attributes.skipped or []
-    _check_resumable(path, part, skipped)
     report.resumed += len(part) - len(skipped)
     report.skipped.extend(skipped)
     report.audio_notes.update(attributes.audio_notes or {})
     report.parts.append(str(path))
-
-
-def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict, remedy: str = OTHER_CONFIGURATION_REMEDY) -> None:
-    """Every complete part already in ``out_dir`` must come from this configuration
-    (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
-    another path as the same model); a changed manifest is named as such. ``remedy``: what the
-    refusal tells the user to do (the flags of the command that writes the store)."""
-    others: dict[str, tuple[dict, list[Path]]] = {}
-    for path in parts:
-        stored = part_attributes(path).config
-        if same_configuration(stored, config):
-            continue
-        if message := changed_manifest(stored, config, "store", "--out folder"):
-            raise StoreError(f"{out_dir}: {message}")
-        others.setdefault(json.dumps(comparable_config(stored), sort_keys=True), (stored, []))[1].append(path)
-    if others:
-        names = [p.name for _, group in others.values() for p in group]
-        differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
-        raise StoreError(
-            f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-            f"another configuration (stored vs this run: {differences}); {remedy}"
-        )
-
-
-def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> None:
-    stored_ids = set(part_ids(path)) | {entry["id"] for entry in skipped}
-    if stored_ids != {u.id for u in part}:
-        raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
 
 
 def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> EndingPart:

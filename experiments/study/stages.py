@@ -65,9 +65,9 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from experiments.analysis.contrasts import ContrastError
     from experiments.analysis.f0 import F0Error
     from experiments.analysis.lexical import LexicalError
+    from experiments.results.collect import CollectError
+    from experiments.results.correlation import CorrelationError
     from experiments.scheduling import SchedulingError
-    from experiments.scoring.collect import CollectError
-    from experiments.scoring.correlation import CorrelationError
     from experiments.scoring.translation_quality import CometUnavailableError
     from extract.claims import ClaimError
     from extract.corpora.must_she import MustSheError
@@ -960,7 +960,7 @@ def _after(context: Context, unit: Unit, stages: tuple[str, ...]) -> Unit:
 
 
 def run_collect(context: Context, unit: Unit) -> None:
-    from experiments.scoring.collect import collect, write_collected
+    from experiments.results.collect import collect, write_collected
 
     if unit.job is None:
         grids = ", ".join(grid.where for grid in context.study.probes)
@@ -1124,7 +1124,7 @@ def supersede_probe_rows(context: Context, configs: list) -> None:
     import os
     import shutil
 
-    from experiments.scoring.collect import Probe
+    from experiments.results.collect import Probe
     from extract.claims import Claim
     from extract.supersede import superseded_folder
     from probing.results import load_numbered_rows

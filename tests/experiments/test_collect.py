@@ -457,7 +457,7 @@ def test_a_full_disk_while_collecting_names_the_file_and_keeps_the_tables_of_the
     """Hostile-input round 3, #163: the tables are written all or none (temporary names, renamed once whole)."""
     import errno
 
-    from experiments.scoring import collect as library
+    from experiments.results import collect as library
 
     root, _, gap = study
     out = root / "collected"

@@ -14,8 +14,8 @@ import torch
 from extract.families import FAMILIES, NonFiniteError, UnknownSiteError, tiny_extractor
 from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
-from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction, shard_slice
-from extract.store import ShardReader, StoreError
+from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction
+from extract.store import ShardReader, StoreError, shard_slice
 from tests.corpus import write_corpus
 
 TINY_LAYERS = 2  # every family's tiny random model has two encoder layers (the conventions' test size)

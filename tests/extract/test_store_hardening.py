@@ -19,10 +19,11 @@ import pytest
 import torch
 
 from experiments import extract as cli
+from extract.diskfull import is_disk_full
 from extract.families import tiny_extractor
 from extract.manifest import write_manifest
 from extract.runner import run_extraction
-from extract.store import PartWriter, ShardReader, StoreError, content_checksum, is_disk_full
+from extract.store import PartWriter, ShardReader, StoreError, content_checksum
 from tests.corpus import write_corpus
 from tests.paths import CHECKOUT
 

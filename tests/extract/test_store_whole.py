@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from extract.manifest import Utterance
-from extract.runner import resume_damage
 from extract.store import (
     DamagedPartError,
     GeneratedTokens,
@@ -25,6 +24,7 @@ from extract.store import (
     expected_parts,
     part_content_damage,
     part_name,
+    resume_damage,
 )
 from tests.paths import FIXTURES
 
