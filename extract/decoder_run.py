@@ -74,12 +74,9 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     config = job.store_config(sites, generator)
     untimed = {site: float("nan") for site in sites}  # rows are tokens, not timed frames
     attributes = replace(store_attributes(extractor, decoder_site_table(extractor), untimed, job.storage_dtype, config), manifest_utterances=len(utterances))
-    out = Path(job.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report = ExtractionReport()
     remedy = "use a new --out folder, or move those parts out of it"
-    store = Store(out, config, job.num_shards, job.shard_index, job.utterances_per_part, reclaim_stale, remedy)
-    todo = parts_to_write(store, utterances, report)
+    store = Store(Path(job.out), config, job.num_shards, job.shard_index, job.utterances_per_part, reclaim_stale, remedy)
+    todo, report = parts_to_write(store, utterances)
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
 
         def write(part: list[Utterance], path: Path, claim) -> Path:

@@ -162,58 +162,6 @@ class Document:
         return cls(subject=subject, body=body, schema=schema_version(cls.FORMAT), inputs=inputs, provenance=provenance, kind=cls.FORMAT)
 
 
-# The formats' records: a Document with its format's name (no field of their own, so no @dataclass of
-# their own) and the body keys their readers use as attributes.
-
-
-def _body_key(key: str) -> property:
-    """A document's ``body[key]`` as a read-only attribute (what its readers join on or show)."""
-    return property(lambda self: self.body[key], doc=f"The document's ``{key}``.")
-
-
-class GapReport(Document):
-    """``experiments.asr_gap``'s report: ``settings`` and the per-language entries (:mod:`experiments.scoring.gaps`)."""
-
-    FORMAT: ClassVar[str] = "asr_gap"
-    languages = _body_key("languages")
-
-
-class MustSheScores(Document):
-    """``experiments.mustshe``'s scores (:mod:`experiments.scoring.mustshe`): ``category_1`` and the rest."""
-
-    FORMAT: ClassVar[str] = "mustshe"
-    category_1 = _body_key("category_1")
-
-
-class StQualityScores(Document):
-    """``experiments.st_quality``'s scores (:mod:`experiments.scoring.translation_quality`): ``groups``
-    (``all`` and each gender's BLEU, chrF, COMET), ``target_language``, ``comet_model``."""
-
-    FORMAT: ClassVar[str] = "st_quality"
-    groups = _body_key("groups")
-
-
-class WinoMTResult(Document):
-    """``experiments.winomt``'s result (:mod:`experiments.scoring.winomt`): ``by_stereotype`` and the rest."""
-
-    FORMAT: ClassVar[str] = "winomt"
-    by_stereotype = _body_key("by_stereotype")
-
-
-class FeatureGapsResult(Document):
-    """``experiments.feature_gaps``'s result (:mod:`experiments.analysis.feature_gap_report`):
-    ``settings``, ``contrasts`` and, with gap reports, ``setups``, ``correlations``, ``regression``."""
-
-    FORMAT: ClassVar[str] = "feature_gaps"
-
-
-class PatchSummary(Document):
-    """``OUT.summary.json`` of ``experiments.patch``: per site, the effect of each pairing and cross minus within."""
-
-    FORMAT: ClassVar[str] = "patch_summary"
-
-
-DOCUMENTS: dict[str, type[Document]] = {cls.FORMAT: cls for cls in (GapReport, MustSheScores, StQualityScores, WinoMTResult, FeatureGapsResult, PatchSummary)}
 D = TypeVar("D", bound=Document)
 
 

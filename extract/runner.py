@@ -42,6 +42,7 @@ from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
 from extract.provenance import provenance, settings_damage
+from extract.stage_options import ExtractOptions
 from extract.store import (
     PartClaim,
     PartWriter,
@@ -50,11 +51,10 @@ from extract.store import (
     changed_manifest,
     comparable_config,
     is_complete,
-    note_damage,
     part_attributes,
-    release_left_claim,
     utterance_meta,
 )
+from extract.store.folder import note_damage, release_left_claim
 
 if TYPE_CHECKING:  # annotations only: the model modules load torch, which planning and --help never need
     from extract.families.base import Extractor
@@ -185,22 +185,16 @@ def run_extraction(
     utterances: list[Utterance],
     sites: list[str],
     out_dir: str | Path,
+    options: ExtractOptions | None = None,
     *,
     config: dict,
-    storage_dtype: str = "float16",
-    batch_seconds: float = 120.0,
-    max_seconds: float = 30.0,
-    num_shards: int = 1,
-    shard_index: int = 0,
-    utterances_per_part: int = 256,
     show_progress: bool = True,
     reclaim_stale: bool = False,
     intervener: Intervener | None = None,
-    batch_size: int | None = None,
-    positions: int | None = None,
-    pool: str | None = None,
 ) -> ExtractionReport:
-    """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming).
+    """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming), as
+    ``options`` say (an :class:`extract.jobs.ExtractionJob` is one; its ``sites``, ``label`` and
+    interventions are the caller's to resolve, record in ``config`` and load).
 
     Batches hold ``batch_seconds`` of model input on a CPU; on a GPU ``batch_size`` utterances
     (default :func:`gpu_batch_size`, from the free memory); ``batch_size`` given on a CPU counts too.
@@ -213,24 +207,20 @@ def run_extraction(
     attributes, and a rerun with other interventions is refused like any other configuration change."""
     from tqdm.auto import tqdm
 
+    options = options or ExtractOptions()
     if intervener is not None:
         config = {**config, "interventions": intervener.records()}
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
-    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
-    report = ExtractionReport()
-    store = Store(out_dir, config, num_shards, shard_index, utterances_per_part, reclaim_stale)
-    todo = parts_to_write(store, utterances, report)
-    if batch_size is None and extractor.device.type == "cuda":
-        batch_size = gpu_batch_size(extractor, sites, max_seconds)
-    batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
-    stored = {"dtype": storage_dtype, "positions": positions, "pool": pool}
+    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, options.storage_dtype, config), manifest_utterances=len(utterances))
+    store = Store(Path(out_dir), config, options.num_shards, options.shard_index, options.utterances_per_part, reclaim_stale)
+    todo, report = parts_to_write(store, utterances)
+    if options.batch_size is None and extractor.device.type == "cuda":
+        options = replace(options, batch_size=gpu_batch_size(extractor, sites, options.max_seconds))
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
 
         def write(part: list[Utterance], path: Path, claim: PartClaim) -> Path:
-            return _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
+            return _write_part(extractor, part, sites, path, attributes, options, report, bar, claim, intervener)
 
         write_parts(store, todo, report, bar, write)
     return report
@@ -339,15 +329,15 @@ def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -
     return int(max(1, min(GPU_BATCH_LIMIT, free // 2 // max(per_utterance, 1))))
 
 
-def parts_to_write(store: Store, utterances: list[Utterance], report: ExtractionReport) -> list[tuple[int, list[Utterance]]]:
-    """This shard's parts of ``store`` (:meth:`Store.parts`) still to write, as ``(part number, utterances)``:
-    complete parts already there are resumed (counted in ``report``; refused when written with another
+def parts_to_write(store: Store, utterances: list[Utterance]) -> tuple[list[tuple[int, list[Utterance]]], ExtractionReport]:
+    """This shard's parts of ``store`` (:meth:`Store.parts`; its folder created) still to write, as ``(part number, utterances)``,
+    and the report of the run: complete parts already there are resumed (counted in it; refused when written with another
     configuration or for other utterances), a damaged one is named on stderr and written again. A
     complete part beside a claim left by a killed writer (one killed while the part ended) has that
     claim refused as any stale claim is, or, with ``reclaim_stale``, removed (:func:`release_left_claim`).
     Shared by every store writer (extraction, decoder states), so that they resume alike."""
-    finished = store.finished()
-    todo = []
+    store.folder.mkdir(parents=True, exist_ok=True)
+    finished, todo, report = store.finished(), [], ExtractionReport()
     for number, part in enumerate(store.parts(utterances)):
         path = store.path(number)
         if path.name not in finished:
@@ -359,7 +349,7 @@ def parts_to_write(store: Store, utterances: list[Utterance], report: Extraction
         else:
             print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         todo.append((number, part))
-    return todo
+    return todo, report
 
 
 def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
@@ -373,24 +363,27 @@ def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> 
     report.parts.append(str(path))
 
 
-def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> EndingPart:
+def _write_part(extractor, part, sites, path, attributes, options: ExtractOptions, report, bar, claim, intervener=None) -> EndingPart:
     """One part: audio loaded on a thread ahead of the model, states written on a thread behind it
     (:mod:`extract.pipeline`); the model runs on the calling thread, and returns when it has seen
     the part's last batch: the part's end (the last writes, the close) runs on a thread while the
-    next part starts. ``stored``: the storage dtype, positions and pooling (:meth:`Extractor.extract`)."""
+    next part starts. ``options``: the batching, trimming, storage dtype, positions, pooling (:meth:`Extractor.extract`)."""
     log = AudioLog()
     writer, written_here, background = None, 0, BackgroundWriter()
 
     def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
         recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
-        return PartWriter(path, dims, stored["dtype"], recorded, claim=claim)
+        return PartWriter(path, dims, options.storage_dtype, recorded, claim=claim)
 
     def write(writer: PartWriter, chosen: list[Utterance], audios: list[np.ndarray], states: list[dict[str, np.ndarray]]) -> None:
         for utterance, samples, state in zip(chosen, audios, states):
             speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
             writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), speech_frames=speech)
 
-    batches = audio_batches(part, max_seconds=max_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar, **batching)
+    stored = {"dtype": options.storage_dtype, "positions": options.positions, "pool": options.pool}
+    # a part's audio all loaded first (no chunk): its skipped list is whole when it opens
+    batching = {"max_seconds": options.max_seconds, "batch_seconds": options.batch_seconds, "batch_size": options.batch_size}
+    batches = audio_batches(part, log=log, input_seconds=extractor.input_seconds, bar=bar, **batching)
     try:
         for batch in prefetched(batches):
             chosen = batch.utterances

@@ -35,10 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.scoring.gaps import DEFAULT_COMPARISON, RELIABLE_SPEAKERS
+from experiments.results.records import DEFAULT_COMPARISON, GapReport
+from experiments.scoring.gaps import RELIABLE_SPEAKERS
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
-from extract.records import GapReport, RecordError, read_document, schema_version
+from extract.records import RecordError, read_document, schema_version
 
 META = ("id", "dataset", "language", "gender", "speaker")
 

@@ -18,9 +18,9 @@ import numpy as np
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.reports import plots as figures
 from experiments.results.correlation import interval_text
-from experiments.results.records import F1VsGapRow, F1VsMustSheRow, LongRow, read_table
+from experiments.results.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_table
 from experiments.scoring.mustshe import sentences_path
-from extract.records import GapReport, MustSheScores, read_document, read_side_rows, read_versioned
+from extract.records import read_document, read_side_rows, read_versioned
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
 

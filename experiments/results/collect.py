@@ -47,7 +47,7 @@ records it in its ``subject`` (the model label, dataset and language), never by 
   applied_to, metric), with the file (and line) it came from. A p-value's row (metric ``p_value``,
   e.g. a gap's speaker-bootstrap p) has ``q_value``: Benjamini-Hochberg across every row of its kind
   and metric in the table (all models, datasets, languages, sites and tasks collected together:
-  :mod:`experiments.scoring.multiple_testing`); other rows leave it empty. ``split`` is the probe's (``fixed``,
+  :mod:`experiments.results.multiple_testing`); other rows leave it empty. ``split`` is the probe's (``fixed``,
   ``stratified``: speakers shared between train and test, Attanasio et al.'s sampling; ``loso``:
   leave one speaker out; rows written before it read ``fixed``). The joins above take the ``fixed``
   and ``stratified`` rows, one table row per split (their ``split`` column), so a probe scored both
@@ -74,32 +74,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.patching import sites as patching_sites
-from experiments.results.inputs import (
-    JOINED_SPLITS,
-    LONG,
-    PATCH_PROBE_TASK,
-    CollectError,
-    Document,
-    PatchSite,
-    Probe,
-    _distinct,
-    _number,
-    behaviour_long_rows,
-    check_document_keys,
-    check_probe_keys,
-    gap_entries,
-    gap_long_rows,
-    patch_long_rows,
-    patch_sites,
-    probe_long_rows,
-    read_document,
-    read_patch_summary,
-    read_probes,
-)
-from experiments.results.records import CONTROLLED, F1VsGapRow, F1VsMustSheRow, F1VsPatchRow, columns
-from experiments.scoring.gaps import DEFAULT_COMPARISON
-from experiments.scoring.multiple_testing import q_values_by_family
+from experiments.results import inputs
+from experiments.results.inputs import JOINED_SPLITS, LONG, PATCH_PROBE_TASK, CollectError, Document, PatchSite, Probe
+from experiments.results.multiple_testing import q_values_by_family
+from experiments.results.records import CONTROLLED, DEFAULT_COMPARISON, F1VsGapRow, F1VsMustSheRow, F1VsPatchRow, columns
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
 from extract.records import schema_version
@@ -154,7 +132,7 @@ def _probe_site_cells(model: str, dataset, language, site: str, task: str, split
 
 
 def _mean(probes: list[Probe], score: str) -> float | None:
-    values = [_number(p.row.get(score)) for p in probes]
+    values = [inputs.finite_number(p.row.get(score)) for p in probes]
     return float(np.mean(values)) if values and None not in values else None
 
 
@@ -353,7 +331,7 @@ def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unm
                 ).to_dict()
             )
     for key, partners in sites.items():
-        if key not in used and len(patching_sites.members(key[3])) == 1:  # a joint site has no probe to find
+        if key not in used and len(members(key[3])) == 1:  # a joint site has no probe to find
             unmatched["patch_without_probe"] += [
                 {"model": key[0], "dataset": key[1], "language": key[2], "site": key[3], "task": p.subject["task"], "source": str(p.document)} for p in partners
             ]
@@ -382,33 +360,33 @@ def collect(
     the behaviour inputs may be empty (MuST-SHE results without gap reports, and the reverse). Patch
     summaries add ``f1_vs_patch.csv`` and their effects to ``long.csv``; without them both are as
     they were before ``--patch`` existed."""
-    probe_paths, gap_paths, mustshe_paths, winomt_paths, patch_paths = (_distinct(paths) for paths in (probes, gaps, mustshe, winomt, patch))
+    probe_paths, gap_paths, mustshe_paths, winomt_paths, patch_paths = (inputs.distinct(paths) for paths in (probes, gaps, mustshe, winomt, patch))
     every = [*probe_paths, *gap_paths, *mustshe_paths, *winomt_paths, *patch_paths]
     for path in every:
         if not path.is_file():
             raise CollectError(f"{path}: " + ("a folder; give the result files in it" if path.is_dir() else "no such file"))
     result = Collected(inputs=[file_identity(path) for path in every])
     result.unmatched = {name: [] for name in ("probes_without_gap", "gaps_without_probe", "applied_probes_without_mustshe", "mustshe_without_probe")}
-    rows, result.skipped = read_probes(probe_paths)
+    rows, result.skipped = inputs.read_probes(probe_paths)
     if not rows:
         raise CollectError(f"no probe row of {', '.join(map(str, probe_paths))} records its subject (rows written before it are left out); rerun the probes")
-    check_probe_keys(rows)
-    gap_documents = [read_document("asr_gap", path, "asr_gap") for path in gap_paths]
-    entries = gap_entries(gap_documents)
-    mustshe_documents = [read_document("mustshe", path, "mustshe") for path in mustshe_paths]
-    check_document_keys(mustshe_documents, "MuST-SHE results")
-    winomt_documents = [read_document("winomt", path, "winomt") for path in winomt_paths]
-    check_document_keys(winomt_documents, "WinoMT results")
-    sites = patch_sites([read_patch_summary(path) for path in patch_paths])
+    inputs.check_probe_keys(rows)
+    gap_documents = [inputs.read_document("asr_gap", path, "asr_gap") for path in gap_paths]
+    entries = inputs.gap_entries(gap_documents)
+    mustshe_documents = [inputs.read_document("mustshe", path, "mustshe") for path in mustshe_paths]
+    inputs.check_document_keys(mustshe_documents, "MuST-SHE results")
+    winomt_documents = [inputs.read_document("winomt", path, "winomt") for path in winomt_paths]
+    inputs.check_document_keys(winomt_documents, "WinoMT results")
+    sites = inputs.patch_sites([inputs.read_patch_summary(path) for path in patch_paths])
     result.f1_vs_gap = join_gaps(rows, entries, result.unmatched)
     result.f1_vs_mustshe = join_mustshe(rows, mustshe_documents, result.unmatched)
     if patch_paths:
         result.unmatched |= {"probes_without_patch": [], "patch_without_probe": []}
         result.f1_vs_patch = join_patch(rows, sites, result.unmatched)
-    result.long = [line for probe in rows for line in probe_long_rows(probe)]
-    result.long += [line for document, language, entry in entries.values() for line in gap_long_rows(document, language, entry)]
-    result.long += [line for document in [*mustshe_documents, *winomt_documents] for line in behaviour_long_rows(document)]
-    result.long += [line for partners in sites.values() for patch_site in partners for line in patch_long_rows(patch_site)]
+    result.long = [line for probe in rows for line in inputs.probe_long_rows(probe)]
+    result.long += [line for document, language, entry in entries.values() for line in inputs.gap_long_rows(document, language, entry)]
+    result.long += [line for document in [*mustshe_documents, *winomt_documents] for line in inputs.behaviour_long_rows(document)]
+    result.long += [line for partners in sites.values() for patch_site in partners for line in inputs.patch_long_rows(patch_site)]
     add_q_values(result.long)
     return result
 

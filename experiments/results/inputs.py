@@ -12,9 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.patching import sites as patching_sites
-from experiments.results.records import LongRow
-from experiments.scoring.gaps import DEFAULT_COMPARISON, gap_task
+from experiments.results.records import DEFAULT_COMPARISON, DOCUMENTS, LongRow, gap_task, members
 from extract import records
 from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
@@ -137,7 +135,7 @@ class Document:
         return str(self.path)
 
 
-def _distinct(paths: Iterable[str | Path]) -> list[Path]:
+def distinct(paths: Iterable[str | Path]) -> list[Path]:
     """The paths in order, each file once however it is spelled."""
     seen, kept = set(), []
     for path in map(Path, paths):
@@ -203,7 +201,7 @@ def _check_kind(kind: str, doc: dict, path: Path) -> None:
 def read_document(kind: str, path: Path, command: str) -> Document:
     """A behaviour result written by ``command``, which must carry its ``subject`` with a model label,
     be of ``kind`` (:func:`_check_kind`) and of a version this code reads (its record,
-    :data:`extract.records.DOCUMENTS`)."""
+    :data:`extract.DOCUMENTS`)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -212,7 +210,7 @@ def read_document(kind: str, path: Path, command: str) -> Document:
         raise CollectError(f"{path}: no subject (written before {command} recorded its model, dataset and languages); rerun python -m experiments.{command}")
     _check_kind(kind, doc, Path(path))
     try:
-        record = records.DOCUMENTS[kind].from_dict(doc, str(path))
+        record = DOCUMENTS[kind].from_dict(doc, str(path))
     except records.RecordError as error:
         raise CollectError(str(error)) from None
     if not doc["subject"].get("model"):
@@ -243,7 +241,8 @@ def check_probe_keys(probes: Sequence[Probe]) -> None:
         _claim(claims, probe.key, probe, "probe rows", names, _config_difference(other, probe) if other else "")
 
 
-def _number(value) -> float | None:
+def finite_number(value) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if np.isfinite(value) else None
@@ -254,7 +253,7 @@ def numeric_leaves(value, prefix: str = "") -> Iterable[tuple[str, float]]:
     if isinstance(value, dict):
         for key, inner in value.items():
             yield from numeric_leaves(inner, f"{prefix}{key}.")
-    elif (number := _number(value)) is not None:
+    elif (number := finite_number(value)) is not None:
         yield prefix.rstrip("."), number
 
 
@@ -408,7 +407,7 @@ class PatchSite:
     @property
     def joint(self) -> bool:
         """A joint site (``A+B``: its members patched together): no probe reads it, so it is in ``long.csv`` only."""
-        return len(patching_sites.members(self.site)) > 1
+        return len(members(self.site)) > 1
 
     @property
     def site_role(self) -> str | None:

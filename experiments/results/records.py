@@ -1,5 +1,8 @@
-"""The records of collect's CSV tables (``experiments.collect``): one dataclass a table, its columns
-in order, and one reader. Their version is ``collect.json``'s (:data:`extract.records.FORMATS`)."""
+"""The records of experiments' results: the behaviour documents (a :class:`extract.records.Document`
+with its format's name, read and written by :func:`extract.records.read_document` and
+:func:`extract.records.write_document`) and the rows of collect's CSV tables (``experiments.collect``:
+one dataclass a table, its columns in order, and one reader; their version is ``collect.json``'s).
+The versions of every format are :data:`extract.records.FORMATS`."""
 
 from __future__ import annotations
 
@@ -7,7 +10,79 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from extract.records import RecordError
+from extract.records import Document, RecordError
+
+# The formats' records: a Document with its format's name (no field of their own, so no @dataclass of
+# their own) and the body keys their readers use as attributes.
+
+
+def _body_key(key: str) -> property:
+    """A document's ``body[key]`` as a read-only attribute (what its readers join on or show)."""
+    return property(lambda self: self.body[key], doc=f"The document's ``{key}``.")
+
+
+DEFAULT_COMPARISON = "relative_gap"  # what a gap report's speaker-bootstrap interval (ci95) is of, unless it names another (``ci95_of``)
+
+
+def gap_task(settings: dict) -> str:
+    """The task a gap report's ``settings`` compare, spelled as probe rows spell theirs so that
+    ``collect`` joins the two: ``female-male`` for gender groups, ``attribute:NAME:A,B`` for an
+    attribute's (k > 2 groups: all of them, which no probe task names)."""
+    groups = settings.get("groups", ())
+    return f"attribute:{settings['attribute']}:{','.join(groups)}" if settings.get("attribute") else "-".join(groups)
+
+
+class GapReport(Document):
+    """``experiments.asr_gap``'s report: ``settings`` and the per-language entries (:mod:`experiments.scoring.gaps`)."""
+
+    FORMAT: ClassVar[str] = "asr_gap"
+    languages = _body_key("languages")
+
+
+class MustSheScores(Document):
+    """``experiments.mustshe``'s scores (:mod:`experiments.scoring.mustshe`): ``category_1`` and the rest."""
+
+    FORMAT: ClassVar[str] = "mustshe"
+    category_1 = _body_key("category_1")
+
+
+class StQualityScores(Document):
+    """``experiments.st_quality``'s scores (:mod:`experiments.scoring.translation_quality`): ``groups``
+    (``all`` and each gender's BLEU, chrF, COMET), ``target_language``, ``comet_model``."""
+
+    FORMAT: ClassVar[str] = "st_quality"
+    groups = _body_key("groups")
+
+
+class WinoMTResult(Document):
+    """``experiments.winomt``'s result (:mod:`experiments.scoring.winomt`): ``by_stereotype`` and the rest."""
+
+    FORMAT: ClassVar[str] = "winomt"
+    by_stereotype = _body_key("by_stereotype")
+
+
+class FeatureGapsResult(Document):
+    """``experiments.feature_gaps``'s result (:mod:`experiments.analysis.feature_gap_report`):
+    ``settings``, ``contrasts`` and, with gap reports, ``setups``, ``correlations``, ``regression``."""
+
+    FORMAT: ClassVar[str] = "feature_gaps"
+
+
+JOINT = "+"  # a joint site A+B: sites A and B patched together in one pass (one row per pair, its site named A+B)
+
+
+def members(site: str) -> list[str]:
+    """The sites a patch row's or summary's site patches: itself, or a joint site's members (``A+B``)."""
+    return site.split(JOINT)
+
+
+class PatchSummary(Document):
+    """``OUT.summary.json`` of ``experiments.patch``: per site, the effect of each pairing and cross minus within."""
+
+    FORMAT: ClassVar[str] = "patch_summary"
+
+
+DOCUMENTS: dict[str, type[Document]] = {cls.FORMAT: cls for cls in (GapReport, MustSheScores, StQualityScores, WinoMTResult, FeatureGapsResult, PatchSummary)}
 
 
 @dataclass

@@ -36,13 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.records import WinoMTResult
 from experiments.scoring.grammatical_gender import UNKNOWN, GenderAnalyser
 from experiments.scoring.group_metrics import GroupMetricFrame, Members
 from experiments.scoring.mustshe import read_hypotheses
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.provenance import hypotheses_file_subject, identified
-from extract.records import WinoMTResult, schema_version, write_document, write_side_rows
+from extract.records import schema_version, write_document, write_side_rows
 
 RESULT_SCHEMA = schema_version("winomt")  # the result JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 STEREOTYPES = ("pro", "anti")

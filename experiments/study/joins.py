@@ -118,7 +118,7 @@ def planned_probes(context, grid) -> list[dict]:
 def planned_gaps(context) -> list[dict]:
     """The (model, dataset, language, task) of every gap entry the study's gap reports will hold: one
     per language of each part a comparison scores, of each model that transcribes it."""
-    from experiments.scoring.gaps import gap_task
+    from experiments.results.records import gap_task
 
     study, keys = context.study, []
     for model in study.models:

@@ -6,7 +6,6 @@ The names callers use are re-exported here."""
 # ruff: noqa: F401 (the imports below are the re-exports)
 
 from extract.store.folder import (
-    Incompleteness,
     IncompleteStoreError,
     Store,
     changed_manifest,
@@ -14,16 +13,13 @@ from extract.store.folder import (
     complete_parts,
     differing_keys,
     expected_parts,
-    note_damage,
     part_content_damage,
-    release_left_claim,
     resume_damage,
     same_configuration,
     shard_slice,
     store_parts,
 )
 from extract.store.format import (
-    ClaimError,
     DamagedPartError,
     PartClaim,
     StoreAttributes,

@@ -25,7 +25,6 @@ never broken.
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -233,17 +232,14 @@ def part_format(handle) -> int:
     return int(handle.attrs.get("format_version", 1))
 
 
-@contextmanager
 def _opened(part: Path):
-    """``part`` open for reading; one that cannot be read is :class:`DamagedPartError`."""
+    """``part`` open for reading (an h5py file, to use in ``with``); one that cannot be read is :class:`DamagedPartError`."""
     import h5py
 
     try:
-        handle = h5py.File(part, "r")
+        return h5py.File(part, "r")
     except OSError as error:
         raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
-    with handle:
-        yield handle
 
 
 def part_attributes(part: str | Path) -> StoreAttributes:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from extract.store.folder import IncompleteStoreError, refuse_mixed_configurations, store_incompleteness, store_parts
-from extract.store.format import META_FIELDS, DamagedPartError, StoreAttributes, StoreError, _first_line, _opened, part_format, writer_command
+from extract.store.format import META_FIELDS, DamagedPartError, StoreAttributes, StoreError, _opened, part_format, writer_command
 from extract.store.tokens import GeneratedTokens, _part_tokens
-from extract.store.verify import index_damage, site_damage
+from extract.store.verify import _sites, index_damage, site_damage
 
 
 class ShardReader:
@@ -51,7 +51,7 @@ class ShardReader:
                     raise DamagedPartError(part, problem, writer_command(attributes.config))
                 self._attributes.append(attributes)
                 self._audio_notes.update(attributes.audio_notes or {})
-                part_sites = list(handle["sites"].keys()) if "sites" in handle else []
+                part_sites = _sites(handle)
                 if not handle["ids"].shape[0]:
                     continue  # every utterance of this part was skipped: nothing to read
                 if sites is None:
@@ -90,17 +90,12 @@ class ShardReader:
         return self.info.to_attrs()
 
     def _handle(self, part_number: int):
-        """The part's h5py file, opened once per process (never pickled)."""
-        import h5py
-
+        """The part's h5py file, opened once per process (never pickled); damaged since this reader
+        listed the store: :class:`DamagedPartError`."""
         if self._pid != os.getpid():
             self._handles, self._pid = {}, os.getpid()
         if part_number not in self._handles:
-            part = self.parts[part_number]
-            try:
-                self._handles[part_number] = h5py.File(part, "r")
-            except OSError as error:  # damaged since this reader listed the store
-                raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
+            self._handles[part_number] = _opened(self.parts[part_number])
         return self._handles[part_number]
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ import numpy as np
 import xxhash
 
 from extract import __version__
-from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, DamagedPartError, StoreError, _bytes_of, _first_line, _opened, part_format
+from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, DamagedPartError, StoreError, _bytes_of, _opened, part_format
 
 DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest, by the name a part records
 
@@ -103,11 +103,17 @@ def _chunks_digest(descriptor: int, layout: _ChunkLayout, algorithm: str) -> str
     return digest.hexdigest()
 
 
-def _data_blocks(dataset) -> Iterator[memoryview]:
-    """A site's data as stored, in order, in blocks of about 16 chunks (what the checksums read)."""
-    step = max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
+def _hdf5_digest(dataset, algorithm: str) -> str:
+    """The data digest of a site's data read through HDF5, in order, in blocks of about 16 chunks."""
+    digest, step = _SiteDigest(algorithm), max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
     for start in range(0, dataset.shape[0], step):
-        yield _bytes_of(dataset[start : start + step])
+        digest.update(_bytes_of(dataset[start : start + step]))
+    return digest.hexdigest()
+
+
+def _sites(handle) -> list[str]:
+    """The sites an open part stores."""
+    return list(handle["sites"].keys()) if "sites" in handle else []
 
 
 def _content_digest(
@@ -144,7 +150,7 @@ def _stored_meta(handle) -> dict[str, list]:
 def _index_digest(handle, site_digests: dict[str, str]) -> str:
     """The content checksum of an open part from its index as stored (offsets, speech frames, ids and,
     from format 2 on, labels) and the given data digests of its sites."""
-    sites = list(handle["sites"].keys()) if "sites" in handle else []
+    sites = _sites(handle)
     ids = handle["ids"].asstr()[:].tolist() if "ids" in handle else []
     return _content_digest(
         site_digests,
@@ -157,8 +163,7 @@ def _index_digest(handle, site_digests: dict[str, str]) -> str:
 
 def _recorded_site_digests(handle) -> dict[str, str]:
     """Each site's data digest as a format-2 part records it (``""`` where its attribute is missing)."""
-    sites = list(handle["sites"].keys()) if "sites" in handle else []
-    return {site: str(handle[f"sites/{site}/data"].attrs.get(SITE_DIGEST, "")) for site in sites}
+    return {site: str(handle[f"sites/{site}/data"].attrs.get(SITE_DIGEST, "")) for site in _sites(handle)}
 
 
 def site_data_digest(handle, site: str) -> str | None:
@@ -175,24 +180,14 @@ def site_data_digest(handle, site: str) -> str | None:
                 return _chunks_digest(descriptor, layout, algorithm)
             finally:
                 os.close(descriptor)
-    digest = _SiteDigest(algorithm)
-    for block in _data_blocks(dataset):
-        digest.update(block)
-    return digest.hexdigest()
+    return _hdf5_digest(dataset, algorithm)
 
 
 def content_checksum(handle) -> str:
     """The content checksum recomputed from an open part file (compare with ``attrs['content_sha256']``),
     with the data digest the part records (:func:`recorded_data_digest`)."""
     algorithm = recorded_data_digest(handle)
-    sites = list(handle["sites"].keys()) if "sites" in handle else []
-    site_digests = {}
-    for site in sites:
-        digest = _SiteDigest(algorithm)
-        for block in _data_blocks(handle[f"sites/{site}/data"]):
-            digest.update(block)
-        site_digests[site] = digest.hexdigest()
-    return _index_digest(handle, site_digests)
+    return _index_digest(handle, {site: _hdf5_digest(handle[f"sites/{site}/data"], algorithm) for site in _sites(handle)})
 
 
 def recorded_data_digest(handle) -> str:
@@ -212,13 +207,11 @@ def recorded_data_digest(handle) -> str:
 
 def part_damage(path: Path) -> str | None:
     """What is wrong with the existing part file ``path`` (unreadable, or not marked complete), or None."""
-    import h5py
-
     try:
-        with h5py.File(path, "r") as handle:
+        with _opened(path) as handle:
             complete = bool(handle.attrs.get("complete", False))
-    except OSError as error:
-        return f"cannot be read as HDF5: {_first_line(error)}"
+    except DamagedPartError as error:
+        return error.problem
     return None if complete else "not marked complete"
 
 

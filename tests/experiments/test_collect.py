@@ -11,8 +11,8 @@ import pytest
 from experiments.collect import main as collect_main
 from experiments.correlate import main as correlate_main
 from experiments.figures import main as figures_main
+from experiments.results.multiple_testing import benjamini_hochberg
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
-from experiments.scoring.multiple_testing import benjamini_hochberg
 from extract.provenance import file_sha256
 from probing.grid import run_all
 from probing.results import load_rows

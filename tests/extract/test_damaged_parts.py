@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from extract.interventions import store_content_hash
+from extract.stage_options import ExtractOptions
 from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
 from probing.run import store_identity
 
@@ -160,7 +161,9 @@ def test_the_extraction_rerun_re_extracts_a_truncated_part_and_says_so(tmp_path,
     out = tmp_path / "s"
 
     def extract():
-        return run_extraction(extractor, manifest, [SITE], out, config={"test": 1}, storage_dtype="float32", utterances_per_part=2, show_progress=False)
+        return run_extraction(
+            extractor, manifest, [SITE], out, config={"test": 1}, show_progress=False, options=ExtractOptions(storage_dtype="float32", utterances_per_part=2)
+        )
 
     extract()
     intact = ShardReader(out).means(SITE)

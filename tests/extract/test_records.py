@@ -6,20 +6,8 @@ import json
 
 import pytest
 
-from extract.records import (
-    DOCUMENTS,
-    FORMATS,
-    Document,
-    GapReport,
-    MustSheScores,
-    ProbeRow,
-    RecordError,
-    StQualityScores,
-    WinoMTResult,
-    read_document,
-    read_version,
-    write_document,
-)
+from experiments.results.records import DOCUMENTS, GapReport, MustSheScores, StQualityScores, WinoMTResult
+from extract.records import FORMATS, Document, ProbeRow, RecordError, read_document, read_version, write_document
 
 PROVENANCE = {"package_version": "0.1.0", "git_commit": "ef243a0"}
 SUBJECT = {
@@ -349,8 +337,8 @@ def test_a_summary_without_a_record_is_read_with_its_version_checked(tmp_path):
 def test_the_st_quality_and_feature_gaps_writers_write_through_their_records(tmp_path):
     """st_quality's and feature_gaps' documents go through their records (UTF-8, one final newline);
     a file st_quality wrote before (indented, ASCII-escaped, no final newline, no schema) reads as version 1."""
+    from experiments.results.records import FeatureGapsResult
     from experiments.scoring.translation_quality import save_quality_report
-    from extract.records import FeatureGapsResult
 
     scores = {"schema": 1, "subject": SUBJECT, "inputs": INPUTS, "provenance": PROVENANCE, "kind": "st_quality", "groups": {"all": {"bleu": 31.5}}}
     save_quality_report(scores | {"target_language": "é"}, tmp_path / "st" / "quality.json")

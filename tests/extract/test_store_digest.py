@@ -13,6 +13,7 @@ import xxhash
 
 from extract import __version__
 from extract.interventions import store_content_hash
+from extract.stage_options import ExtractOptions
 from extract.store import PartWriter, StoreError, content_checksum, part_attributes, recorded_checksum, writer
 from tests.paths import FIXTURES
 
@@ -161,7 +162,9 @@ def test_a_store_of_sha256_parts_resumed_with_xxh3_128_parts_reads_and_verifies_
     extractor, sites = tiny_extractor("whisper"), ["encoder.layer.0", "encoder.final"]
 
     def extract(folder):
-        run_extraction(extractor, utterances, sites, folder, config={"manifest_sha256": "0" * 64}, utterances_per_part=2, show_progress=False)
+        run_extraction(
+            extractor, utterances, sites, folder, config={"manifest_sha256": "0" * 64}, show_progress=False, options=ExtractOptions(utterances_per_part=2)
+        )
 
     monkeypatch.setattr(writer, "DATA_DIGEST", "sha256")
     extract(tmp_path / "old")
