@@ -77,7 +77,7 @@ import numpy as np
 from experiments.results import inputs
 from experiments.results.inputs import JOINED_SPLITS, LONG, PATCH_PROBE_TASK, CollectError, Document, PatchSite, Probe
 from experiments.results.multiple_testing import q_values_by_family
-from experiments.results.records import CONTROLLED, DEFAULT_COMPARISON, F1VsGapRow, F1VsMustSheRow, F1VsPatchRow, columns
+from experiments.results.records import CONTROLLED, DEFAULT_COMPARISON, JOINT, F1VsGapRow, F1VsMustSheRow, F1VsPatchRow, columns
 from extract.diskfull import naming_full_disk
 from extract.provenance import file_identity, provenance
 from extract.records import schema_version
@@ -331,7 +331,7 @@ def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unm
                 ).to_dict()
             )
     for key, partners in sites.items():
-        if key not in used and len(members(key[3])) == 1:  # a joint site has no probe to find
+        if key not in used and JOINT not in key[3]:  # a joint site has no probe to find
             unmatched["patch_without_probe"] += [
                 {"model": key[0], "dataset": key[1], "language": key[2], "site": key[3], "task": p.subject["task"], "source": str(p.document)} for p in partners
             ]

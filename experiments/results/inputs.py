@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.results.records import DEFAULT_COMPARISON, DOCUMENTS, LongRow, gap_task, members
+from experiments.results.records import DEFAULT_COMPARISON, DOCUMENTS, JOINT, LongRow, gap_task
 from extract import records
 from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
@@ -407,7 +407,7 @@ class PatchSite:
     @property
     def joint(self) -> bool:
         """A joint site (``A+B``: its members patched together): no probe reads it, so it is in ``long.csv`` only."""
-        return len(members(self.site)) > 1
+        return JOINT in self.site
 
     @property
     def site_role(self) -> str | None:

@@ -122,6 +122,7 @@ import json, sys, time
 from pathlib import Path
 from extract.manifest import read_manifest
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import StoreError
 from extract.families import tiny_extractor
 
@@ -141,8 +142,8 @@ def extract_after_the_other_writer_is_ready(*args, **kwargs):
 extractor.extract = extract_after_the_other_writer_is_ready
 ready.touch()
 try:
-    report = run_extraction(extractor, read_manifest(manifest), ["encoder.layer.0", "encoder.final"], out, config={"test": 1},
-                            storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10, show_progress=False)
+    options = ExtractOptions(storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10)
+    report = run_extraction(extractor, read_manifest(manifest), ["encoder.layer.0", "encoder.final"], out, options, config={"test": 1}, show_progress=False)
 except StoreError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
@@ -499,13 +500,13 @@ def test_the_synthetic_store_can_be_padded_like_a_keep_padding_whisper_store(tmp
 
 
 def test_a_part_finished_by_another_writer_after_the_scan_is_not_written_again(tmp_path, monkeypatch):
-    import extract.runner as runner
+    from extract.store import Store
 
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7))
     options = dict(config={}, show_progress=False, options=ExtractOptions(utterances_per_part=2))
     run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     stamps = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}
-    monkeypatch.setattr(runner, "finished_parts", lambda folder: {})  # the scan ran before the other writer finished
+    monkeypatch.setattr(Store, "finished", lambda store: {})  # the scan ran before the other writer finished
     report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     assert (report.written, report.resumed) == (0, 3)
     assert stamps == {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}
