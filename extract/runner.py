@@ -37,24 +37,15 @@ import numpy as np
 
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.claims import claim_path
 from extract.diskfull import naming_full_disk
 from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
 from extract.provenance import provenance, settings_damage
 from extract.stage_options import ExtractOptions
-from extract.store import (
-    PartClaim,
-    PartWriter,
-    Store,
-    StoreAttributes,
-    changed_manifest,
-    comparable_config,
-    is_complete,
-    part_attributes,
-    utterance_meta,
-)
-from extract.store.folder import note_damage, release_left_claim
+from extract.store import PartClaim, PartWriter, Store, StoreAttributes, comparable_config, is_complete, part_attributes, part_damage, utterance_meta
+from extract.store.folder import changed_manifest
 
 if TYPE_CHECKING:  # annotations only: the model modules load torch, which planning and --help never need
     from extract.families.base import Extractor
@@ -334,19 +325,20 @@ def parts_to_write(store: Store, utterances: list[Utterance]) -> tuple[list[tupl
     and the report of the run: complete parts already there are resumed (counted in it; refused when written with another
     configuration or for other utterances), a damaged one is named on stderr and written again. A
     complete part beside a claim left by a killed writer (one killed while the part ended) has that
-    claim refused as any stale claim is, or, with ``reclaim_stale``, removed (:func:`release_left_claim`).
+    claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a store beside a claim.
     Shared by every store writer (extraction, decoder states), so that they resume alike."""
     store.folder.mkdir(parents=True, exist_ok=True)
     finished, todo, report = store.finished(), [], ExtractionReport()
     for number, part in enumerate(store.parts(utterances)):
         path = store.path(number)
-        if path.name not in finished:
-            note_damage(path)
-        elif (problem := store.resumable(path, part)) is None:
+        problem = store.resumable(path, part) if path.name in finished else part_damage(path) if path.is_file() else None
+        if path.name in finished and problem is None:
             resume_part(path, part, report)
-            release_left_claim(store, path)
+            if claim_path(path).exists():  # its writer was killed after the rename: its claim taken over and released
+                with store.claim(path, on_reclaim=lambda message: print(f"[extract] {message}", file=sys.stderr)):
+                    pass
             continue
-        else:
+        if problem is not None:
             print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         todo.append((number, part))
     return todo, report

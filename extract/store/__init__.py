@@ -5,32 +5,8 @@ The names callers use are re-exported here."""
 
 # ruff: noqa: F401 (the imports below are the re-exports)
 
-from extract.store.folder import (
-    IncompleteStoreError,
-    Store,
-    changed_manifest,
-    comparable_config,
-    complete_parts,
-    differing_keys,
-    expected_parts,
-    part_content_damage,
-    resume_damage,
-    same_configuration,
-    shard_slice,
-    store_parts,
-)
-from extract.store.format import (
-    DamagedPartError,
-    PartClaim,
-    StoreAttributes,
-    StoreError,
-    part_attributes,
-    part_ids,
-    part_labels,
-    part_name,
-    temporary_path,
-    utterance_meta,
-)
+from extract.store.folder import IncompleteStoreError, Store, comparable_config, complete_parts, differing_keys, part_content_damage, store_parts
+from extract.store.format import DamagedPartError, PartClaim, StoreAttributes, StoreError, part_attributes, part_ids, part_labels, part_name, utterance_meta
 from extract.store.reader import ShardReader
 from extract.store.tokens import GeneratedTokens, TokenPartWriter
 from extract.store.verify import content_checksum, is_complete, part_damage, recorded_checksum

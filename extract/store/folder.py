@@ -9,12 +9,10 @@ A store of one configuration only: :func:`same_configuration` decides when two r
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from extract.claims import claim_path
 from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.store.format import (
@@ -31,7 +29,7 @@ from extract.store.format import (
     writer_command,
 )
 from extract.store.tokens import TOKENS_DAMAGED, TOKENS_GROUP, _read_tokens
-from extract.store.verify import check_part, index_damage, is_complete, part_damage, site_damage
+from extract.store.verify import check_part, index_damage, is_complete, site_damage
 
 OTHER_CONFIGURATION_REMEDY = "use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
 
@@ -330,18 +328,3 @@ def resume_damage(path: Path, part: list[Utterance]) -> str | None:
         if differing:
             return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
     return None
-
-
-def note_damage(path: Path) -> None:
-    """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
-    problem = part_damage(path) if path.is_file() else None
-    if problem is not None:
-        print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
-
-
-def release_left_claim(store: Store, path: Path) -> None:
-    """A complete part beside a claim left by a writer killed after the rename: the claim is refused as
-    any stale claim is, or, with ``reclaim_stale``, taken over and released (readers refuse a store beside a claim)."""
-    if claim_path(path).exists():
-        with store.claim(path, on_reclaim=lambda message: print(f"[extract] {message}", file=sys.stderr)):
-            pass

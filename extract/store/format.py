@@ -34,17 +34,8 @@ from extract import claims
 from extract.manifest import Utterance
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
-
-
 CHUNK_BYTES = 1 << 20
-
-
 TEMPORARY_SUFFIX = ".h5.tmp"
-
-
-FORMAT_VERSION = 2  # the part format new parts record (``format_version``); absent: 1, see :func:`part_format`
-
-
 SITE_DIGEST = "digest"  # format 2: the attribute of ``sites/{site}/data`` holding that site's data digest
 
 
@@ -165,12 +156,6 @@ def writer_command(config: dict) -> str:
 def part_name(shard_index: int, num_shards: int, part: int) -> str:
     """The file name of part ``part`` of shard ``shard_index`` of ``num_shards``."""
     return f"shard{shard_index:04d}of{num_shards:04d}-part{part:05d}.h5"
-
-
-def _string_dtype():
-    import h5py
-
-    return h5py.string_dtype(encoding="utf-8")
 
 
 def temporary_path(path: Path) -> Path:

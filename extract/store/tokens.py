@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from extract.store.format import DamagedPartError, StoreAttributes, StoreError, _string_dtype, writer_command
-from extract.store.writer import PartWriter
+from extract.store.format import DamagedPartError, StoreAttributes, StoreError, writer_command
+from extract.store.writer import PartWriter, _string_dtype
 
 TOKENS_GROUP = "tokens"  # a decoder-state part's generated tokens, one row per stored row of every site
 

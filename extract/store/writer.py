@@ -36,31 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from extract.diskfull import is_disk_full
-from extract.store.format import (
-    CHUNK_BYTES,
-    FORMAT_VERSION,
-    META_FIELDS,
-    SITE_DIGEST,
-    PartClaim,
-    StoreAttributes,
-    StoreError,
-    _bytes_of,
-    _first_line,
-    _string_dtype,
-    temporary_path,
-)
+from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, PartClaim, StoreAttributes, StoreError, _bytes_of, _first_line, temporary_path
 from extract.store.verify import _ChunkLayout, _content_digest, _index_digest, _meta_columns, _recorded_site_digests, _SiteDigest, _stored_digests
 
 FLUSH_BYTES = 64 << 20  # buffered states (all sites) before they are written in whole chunks
-
-
 WRITEBACK_BYTES = 64 << 20  # bytes handed to the file between two syncs started while a part is written
-
-
 FLOAT16_EXPONENT = 0x7C00  # all exponent bits set: infinity or NaN
-
-
 DATA_DIGEST = "xxh3_128"  # what new parts record; "sha256" (the attribute absent) in parts written before it
+FORMAT_VERSION = 2  # the part format new parts record (``format_version``); absent: 1, see :func:`part_format`
 
 
 class PartWriter:
@@ -348,6 +331,12 @@ class PartWriter:
             self.close()
         else:
             self.abort()
+
+
+def _string_dtype():
+    import h5py
+
+    return h5py.string_dtype(encoding="utf-8")
 
 
 def _finite_after_cast(array: np.ndarray, dtype: np.dtype, site: str, utterance_id: str, copy: bool = True) -> np.ndarray:

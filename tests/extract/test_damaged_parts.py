@@ -7,7 +7,8 @@ import pytest
 
 from extract.interventions import store_content_hash
 from extract.stage_options import ExtractOptions
-from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
+from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete
+from extract.store.format import temporary_path
 from probing.run import store_identity
 
 SITE = "encoder.layer.0"

@@ -16,7 +16,8 @@ from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
 from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction
 from extract.stage_options import ExtractOptions
-from extract.store import ShardReader, StoreError, shard_slice
+from extract.store import ShardReader, StoreError
+from extract.store.folder import shard_slice
 from tests.corpus import write_corpus
 
 TINY_LAYERS = 2  # every family's tiny random model has two encoder layers (the conventions' test size)

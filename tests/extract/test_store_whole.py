@@ -22,11 +22,10 @@ from extract.store import (
     ShardReader,
     StoreAttributes,
     TokenPartWriter,
-    expected_parts,
     part_content_damage,
     part_name,
-    resume_damage,
 )
+from extract.store.folder import expected_parts, resume_damage
 from tests.paths import FIXTURES
 
 SITE = "encoder.layer.0"
