@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extract.fingerprint import compared
-from extract.manifest import Utterance
+from extract.manifest import Utterance, read_manifest
+from extract.provenance import file_sha256
 from extract.store.format import (
     TEMPORARY_SUFFIX,
     PartClaim,
@@ -54,9 +55,8 @@ def part_content_damage(path: Path) -> str | None:
     checks before it skips a part."""
     with _opened(Path(path)) as handle:
         problem = index_damage(handle) or site_damage(handle)
-        if problem is None and TOKENS_GROUP in handle:
-            if not _read_tokens(handle[TOKENS_GROUP])[4]:
-                problem = TOKENS_DAMAGED
+        if problem is None and TOKENS_GROUP in handle and not _read_tokens(handle[TOKENS_GROUP])[4]:
+            problem = TOKENS_DAMAGED
         return problem
 
 
@@ -116,9 +116,6 @@ def _expected_utterances(attributes: StoreAttributes) -> int | None:
     manifest, sha256 = config.get("manifest"), config.get("manifest_sha256")
     if not manifest or not sha256 or not Path(manifest).is_file():
         return None
-    from extract.manifest import read_manifest
-    from extract.provenance import file_sha256
-
     if file_sha256(manifest) != sha256:
         return None
     return len(read_manifest(manifest)[: config.get("limit")])
