@@ -16,10 +16,7 @@ Two frame counts, named the same everywhere:
   unless padding was kept on purpose (``--keep-padding``: Whisper stores its whole 30 s window,
   1500 frames, whatever the utterance's duration). F1_S and every "speech positions" quantity count these.
 
-A writer first claims the part (:class:`PartClaim`, ``extract.claims``): ``{part}.lock`` is created
-atomically (``O_CREAT | O_EXCL``) and names the holder's host and pid, so a second writer of the
-same part stops with a message naming the first; a claim whose process is gone is reported,
-never broken.
+A writer first claims the part (:class:`PartClaim`): ``{part}.lock``, created atomically, names its holder.
 """
 
 from __future__ import annotations
