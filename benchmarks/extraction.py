@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import json
 import os
 import re
@@ -131,18 +130,17 @@ def run_ours(model: Path, manifest: Path, store: Path, args) -> dict:
     from extract.families import FAMILIES
     from extract.manifest import read_manifest
     from extract.runner import run_extraction
+    from extract.stage_options import ExtractOptions
 
     extractor = FAMILIES[args.family].extractor.load(str(model), random_init=args.random_init, device=args.device, dtype=getattr(torch, args.dtype))
     sites = extractor.resolve_sites("all")
     utterances = read_manifest(manifest)
-    options = {"batch_seconds": args.batch_seconds, "utterances_per_part": args.utterances_per_part}
-    if args.batch_size and "batch_size" in inspect.signature(run_extraction).parameters:  # an older package has none
-        options["batch_size"] = args.batch_size
+    options = ExtractOptions(batch_seconds=args.batch_seconds, utterances_per_part=args.utterances_per_part, batch_size=args.batch_size)
     stages = StageClock(extractor) if args.stages else contextlib.nullcontext()
     _sync(args.device)
     started = time.perf_counter()
     with stages:
-        run_extraction(extractor, utterances, sites, store, config={}, show_progress=False, **options)
+        run_extraction(extractor, utterances, sites, store, options, config={}, show_progress=False)
     _sync(args.device)
     seconds = time.perf_counter() - started
     stored = sum(part.stat().st_size for part in store.glob("*.h5"))

@@ -59,8 +59,10 @@ def write_with_part_writer(folder: Path, states: list[dict[str, np.ndarray]], st
 
 
 def baseline_store(checkout: Path):
-    """``extract/store.py`` of another checkout, loaded beside this one's (its imports resolve to this checkout's package)."""
-    spec = importlib.util.spec_from_file_location("baseline_store", checkout / "extract" / "store.py")
+    """The part writer's module of another checkout (``extract/store/writer.py``; ``extract/store.py`` before the store
+    was a package), loaded beside this one's (its imports resolve to this checkout's package)."""
+    single = checkout / "extract" / "store.py"
+    spec = importlib.util.spec_from_file_location("baseline_store", single if single.exists() else checkout / "extract" / "store" / "writer.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
@@ -131,7 +133,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, default=Path(".cache") / "bench-writer", help="where both write (the same disk)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    parser.add_argument("--baseline", type=Path, help="another checkout whose extract/store.py is measured too, in the same repeats")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose part writer (extract/store/writer.py) is measured too, in the same repeats")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     baseline = baseline_store(args.baseline) if args.baseline else None

@@ -14,10 +14,10 @@ from extract.exports import lazy_exports
 _HOMES = {  # public name -> (the module that defines it, its name there)
     "load_study": ("experiments.study.schema", "load_study"),
     "run_study": ("experiments.study.runner", "run_study"),
-    "collect_results": ("experiments.scoring.collect", "collect"),
-    "write_collected": ("experiments.scoring.collect", "write_collected"),
-    "Collected": ("experiments.scoring.collect", "Collected"),
-    "correlate_columns": ("experiments.scoring.correlation", "correlate_columns"),
+    "collect_results": ("experiments.results.collect", "collect"),
+    "write_collected": ("experiments.results.collect", "write_collected"),
+    "Collected": ("experiments.results.collect", "Collected"),
+    "correlate_columns": ("experiments.results.correlation", "correlate_columns"),
 }
 __all__ = list(_HOMES)
 

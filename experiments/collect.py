@@ -17,7 +17,7 @@ every key that found no partner, probe rows left out). Outputs are joined by the
 dataset and language each records (``--label`` of extract and transcribe), never by path. Every row
 names its site's role in the model (``site_role``: ``final``, ``pre_adapter``, ``layer``, ...). Two
 records claiming one key are one ``error:`` line naming both, exit status 2. The library is
-``experiments.scoring.collect``; then::
+``experiments.results.collect``; then::
 
     python -m experiments.correlate --table results/collected/f1_vs_gap.csv --where site=encoder.final \\
         --x f1_s --y gap_relative --label model,dataset,language --out results/correlation.json --plot figures/f1_vs_gap.png
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from experiments.cli import CommandParser, command_main, input_argument, output_argument
-from experiments.scoring.collect import CollectError, collect, collected_files, write_collected
+from experiments.results.collect import CollectError, collect, collected_files, write_collected
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ Writes ``{"n", "pearson_r", "p_value", "r2", "spearman_rho", "slope", "intercept
 ``cluster_bootstrap``), with ``x``, ``y`` and ``dropped_rows`` (rows whose x or y is empty or not
 finite); ``ci95_note`` / ``ci95_cluster_note`` where fewer than 10 rows (clusters) make an interval
 meaningless, which the console prints instead of it. The statistics are
-``experiments.scoring.correlation``. ``--json`` is a deprecated spelling of ``--out``.
+``experiments.results.correlation``. ``--json`` is a deprecated spelling of ``--out``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
-from experiments.scoring.correlation import PERMUTATIONS, CorrelationError, correlate, interval_text, read_columns, shared_values
+from experiments.results.correlation import PERMUTATIONS, CorrelationError, correlate, interval_text, read_columns, shared_values
 from extract.options import option, seed_option
 
 

@@ -44,8 +44,7 @@ def write_embedding_store(manifest: Path, source_text: str, out: Path, device: s
     """Embeds every utterance of ``manifest`` and writes the one-frame store; returns ``{"store", "stored", "dim", "label", "untrimmed"}``."""
     from experiments.analysis.speakers import ResemblyzerEncoder, SpeakerError, audio_embeddings, mfcc_statistics, parse_source, speechbrain_encoder
     from extract.provenance import file_sha256, provenance
-    from extract.runner import utterance_meta
-    from extract.store import PartWriter, StoreAttributes
+    from extract.store import PartWriter, StoreAttributes, utterance_meta
 
     source = parse_source(source_text)
     if source.kind == "store":

@@ -24,8 +24,9 @@ from pathlib import Path
 from experiments.cli import CommandParser, input_argument, output_argument, run_cli
 from experiments.options import add_options, from_args
 from experiments.reports import plots
+from experiments.results.records import GapReport, LongRow, MustSheScores, read_table
 from extract.options import option
-from extract.records import GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table
+from extract.records import read_document, read_side_rows
 from extract.store import ShardReader, StoreError
 from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.kinds import KINDS

@@ -207,7 +207,7 @@ def report(name: str, outcomes: list[Outcome], rerun_hint: str) -> int:
 
 def shard_parts(job, utterances: int, shard_index: int) -> list[str]:
     """Part file names shard ``shard_index`` of ``job`` writes for a manifest of ``utterances`` (after ``--limit``)."""
-    from extract.runner import part_name
+    from extract.store import part_name
 
     mine = len(range(shard_index, utterances, job.num_shards))
     return [part_name(shard_index, job.num_shards, number) for number in range(math.ceil(mine / job.utterances_per_part))]

@@ -129,11 +129,11 @@ TABLE: tuple[StageRecord, ...] = (
         study="analyses",
         options="experiments.analysis_options:FeatureGapOptions",
     ),
-    StageRecord("collect", f"{_E}.collect", "experiments.scoring.collect:collect", "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json", study="collect"),
+    StageRecord("collect", f"{_E}.collect", "experiments.results.collect:collect", "f1_vs_gap.csv, f1_vs_mustshe.csv, long.csv, collect.json", study="collect"),
     StageRecord(
         "correlate",
         f"{_E}.correlate",
-        "experiments.scoring.correlation:correlate",
+        "experiments.results.correlation:correlate",
         "a correlation JSON (and a scatter plot)",
         study="reporting",
         options="experiments.correlate:CorrelateOptions",

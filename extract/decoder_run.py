@@ -20,10 +20,10 @@ from extract.decoder import decoder_site_table, decoder_states, resolve_decoder_
 from extract.families.generation import GenerationError, GenerationOptions, Generator
 from extract.jobs import manifest_config, model_config
 from extract.manifest import Utterance, read_manifest
-from extract.runner import AudioLog, ExtractionReport, audio_batches, parts_to_write, store_attributes, utterance_meta, write_parts
+from extract.runner import AudioLog, ExtractionReport, audio_batches, parts_to_write, store_attributes, write_parts
 from extract.spec import ModelSpec, load_generator
 from extract.stage_options import DecoderStatesOptions
-from extract.store import TokenPartWriter
+from extract.store import Store, TokenPartWriter, utterance_meta
 
 ROWS = (
     "generated tokens: row j is the decoder's state at the step that generated token j (its input the token before it), "
@@ -76,26 +76,15 @@ def run_decoder_states(job: DecoderStatesJob, show_progress: bool = True, reclai
     config = job.store_config(sites, generator)
     untimed = {site: float("nan") for site in sites}  # rows are tokens, not timed frames
     attributes = replace(store_attributes(extractor, decoder_site_table(extractor), untimed, job.storage_dtype, config), manifest_utterances=len(utterances))
-    out = Path(job.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report = ExtractionReport()
-    todo = parts_to_write(
-        out,
-        utterances,
-        config,
-        report,
-        num_shards=job.num_shards,
-        shard_index=job.shard_index,
-        utterances_per_part=job.utterances_per_part,
-        remedy="use a new --out folder, or move those parts out of it",
-        reclaim_stale=reclaim_stale,
-    )
+    remedy = "use a new --out folder, or move those parts out of it"
+    store = Store(Path(job.out), config, job.num_shards, job.shard_index, job.utterances_per_part, reclaim_stale, remedy)
+    todo, report = parts_to_write(store, utterances)
     with tqdm(total=sum(len(p) for _, p in todo), desc=f"decoder states of {extractor.family}", unit="utt", disable=not show_progress) as bar:
 
         def write(part: list[Utterance], path: Path, claim) -> Path:
             return _write_part(generator, job, sites, part, path, attributes, report, bar, claim)
 
-        write_parts(out, todo, report, bar, write, shard_index=job.shard_index, num_shards=job.num_shards, reclaim_stale=reclaim_stale)
+        write_parts(store, todo, report, bar, write)
     return report
 
 

@@ -101,27 +101,12 @@ def extract(
     ``extractor``: ``job.spec`` already loaded (with ``job.keep_padding``), so that a caller running
     several jobs of one model loads it once; by default it is loaded here."""
     utterances = read_manifest(job.manifest)[: job.limit]
-    interventions = job.intervener()
+    intervener = job.intervener()
     extractor = extractor or load_extractor(job.spec, keep_padding=job.keep_padding)
     sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
+    config = job.store_config(sites, extractor.checkpoint, extractor.fingerprint)
     report = run_extraction(
-        extractor,
-        utterances,
-        sites,
-        job.out,
-        config=job.store_config(sites, extractor.checkpoint, extractor.fingerprint),
-        storage_dtype=job.storage_dtype,
-        batch_seconds=job.batch_seconds,
-        batch_size=job.batch_size,
-        positions=job.positions,
-        pool=job.pool,
-        max_seconds=job.max_seconds,
-        num_shards=job.num_shards,
-        shard_index=job.shard_index,
-        utterances_per_part=job.utterances_per_part,
-        show_progress=show_progress,
-        reclaim_stale=reclaim_stale,
-        intervener=interventions,
+        extractor, utterances, sites, job.out, job, config=config, show_progress=show_progress, reclaim_stale=reclaim_stale, intervener=intervener
     )
     return sites, report
 

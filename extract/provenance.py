@@ -169,10 +169,8 @@ def identified(document: dict, schema: int, inputs: Iterable[str | Path], subjec
     ``subject`` (model label, dataset, languages), the ``inputs`` it was computed from
     (:func:`file_identity` of each) and the ``provenance`` of the code that computed it. A reader
     such as ``collect`` refuses a document of another kind than it asked for. The document is built
-    as its record (:data:`extract.records.DOCUMENTS`; a kind without one, as the generic
-    :class:`extract.records.Document`), so the header's keys and order are the record's."""
-    from extract.records import DOCUMENTS, Document
+    as its record (:class:`extract.records.Document`), so the header's keys and order are the record's."""
+    from extract.records import Document
 
-    record_type = DOCUMENTS.get(kind, Document)
-    record = record_type(subject=subject, body=document, schema=schema, inputs=[file_identity(path) for path in inputs], provenance=provenance(), kind=kind)
+    record = Document(subject=subject, body=document, schema=schema, inputs=[file_identity(path) for path in inputs], provenance=provenance(), kind=kind)
     return record.to_dict()

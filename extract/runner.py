@@ -44,23 +44,9 @@ from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
 from extract.provenance import provenance, settings_damage
-from extract.store import (
-    PartClaim,
-    PartWriter,
-    StoreAttributes,
-    StoreError,
-    changed_manifest,
-    comparable_config,
-    differing_keys,
-    is_complete,
-    part_attributes,
-    part_content_damage,
-    part_damage,
-    part_ids,
-    part_labels,
-    part_name,
-    same_configuration,
-)
+from extract.stage_options import ExtractOptions
+from extract.store import PartClaim, PartWriter, Store, StoreAttributes, comparable_config, is_complete, part_attributes, part_damage, utterance_meta
+from extract.store.folder import changed_manifest
 
 if TYPE_CHECKING:  # annotations only: the model modules load torch, which planning and --help never need
     from extract.families.base import Extractor
@@ -105,13 +91,6 @@ class ExtractionReport:
     skipped: list[dict] = field(default_factory=list)  # bad audio: id, file, error
     parts: list[str] = field(default_factory=list)
     audio_notes: dict[str, dict] = field(default_factory=dict)  # id -> what loading changed (see extract.audio)
-
-
-def shard_slice(utterances: list[Utterance], num_shards: int, shard_index: int) -> list[Utterance]:
-    """Deterministic partition: utterance i of the manifest goes to shard i mod N."""
-    if num_shards < 1 or not 0 <= shard_index < num_shards:
-        raise ValueError(f"need 0 <= shard index < number of shards, got {shard_index} of {num_shards}")
-    return utterances[shard_index::num_shards]
 
 
 def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: list[float] | None = None) -> list[list[int]]:
@@ -199,39 +178,21 @@ def batch_rows(intervener: Intervener | None, utterances: list[Utterance], audio
     return nullcontext() if intervener is None else intervener.batch([u.gender for u in utterances], [len(a) for a in audios])
 
 
-def utterance_meta(utterance: Utterance, seconds: float) -> dict:
-    """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
-    return {
-        "gender": utterance.gender,
-        "speaker": utterance.speaker,
-        "language": utterance.language,
-        "split": utterance.split,
-        "dataset": utterance.dataset,
-        "duration": seconds,
-    }
-
-
 def run_extraction(
     extractor: Extractor,
     utterances: list[Utterance],
     sites: list[str],
     out_dir: str | Path,
+    options: ExtractOptions | None = None,
     *,
     config: dict,
-    storage_dtype: str = "float16",
-    batch_seconds: float = 120.0,
-    max_seconds: float = 30.0,
-    num_shards: int = 1,
-    shard_index: int = 0,
-    utterances_per_part: int = 256,
     show_progress: bool = True,
     reclaim_stale: bool = False,
     intervener: Intervener | None = None,
-    batch_size: int | None = None,
-    positions: int | None = None,
-    pool: str | None = None,
 ) -> ExtractionReport:
-    """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming).
+    """Extracts ``sites`` for this shard's utterances into part files under ``out_dir`` (resuming), as
+    ``options`` say (an :class:`extract.jobs.ExtractionJob` is one; its ``sites``, ``label`` and
+    interventions are the caller's to resolve, record in ``config`` and load).
 
     Batches hold ``batch_seconds`` of model input on a CPU; on a GPU ``batch_size`` utterances
     (default :func:`gpu_batch_size`, from the free memory); ``batch_size`` given on a CPU counts too.
@@ -244,26 +205,22 @@ def run_extraction(
     attributes, and a rerun with other interventions is refused like any other configuration change."""
     from tqdm.auto import tqdm
 
+    options = options or ExtractOptions()
     if intervener is not None:
         config = {**config, "interventions": intervener.records()}
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     frame_rates = {site: extractor.frame_rate(site) for site in sites}
-    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, storage_dtype, config), manifest_utterances=len(utterances))
-    report = ExtractionReport()
-    sharding = {"num_shards": num_shards, "shard_index": shard_index, "utterances_per_part": utterances_per_part}
-    todo = parts_to_write(out_dir, utterances, config, report, **sharding, reclaim_stale=reclaim_stale)
-    if batch_size is None and extractor.device.type == "cuda":
-        batch_size = gpu_batch_size(extractor, sites, max_seconds)
-    batching = {"batch_seconds": batch_seconds, "batch_size": batch_size}  # a part's audio all loaded first: its skipped list is whole when it opens
-    stored = {"dtype": storage_dtype, "positions": positions, "pool": pool}
+    attributes = replace(store_attributes(extractor, extractor.site_table(), frame_rates, options.storage_dtype, config), manifest_utterances=len(utterances))
+    store = Store(Path(out_dir), config, options.num_shards, options.shard_index, options.utterances_per_part, reclaim_stale)
+    todo, report = parts_to_write(store, utterances)
+    if options.batch_size is None and extractor.device.type == "cuda":
+        options = replace(options, batch_size=gpu_batch_size(extractor, sites, options.max_seconds))
     installed = intervened(intervener, extractor, bool(config.get("random_init", False)), config.get("seed"))
     with installed, tqdm(total=sum(len(p) for _, p in todo), desc=f"extracting {extractor.family}", unit="utt", disable=not show_progress) as bar:
 
         def write(part: list[Utterance], path: Path, claim: PartClaim) -> Path:
-            return _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener)
+            return _write_part(extractor, part, sites, path, attributes, options, report, bar, claim, intervener)
 
-        write_parts(out_dir, todo, report, bar, write, shard_index=shard_index, num_shards=num_shards, reclaim_stale=reclaim_stale)
+        write_parts(store, todo, report, bar, write)
     return report
 
 
@@ -285,17 +242,7 @@ def store_attributes(extractor: Extractor, table: dict, frame_rates: dict[str, f
     )
 
 
-def write_parts(
-    out_dir: Path,
-    todo: list[tuple[int, list[Utterance]]],
-    report: ExtractionReport,
-    bar,
-    write: Callable[[list[Utterance], Path, PartClaim], Path | EndingPart],
-    *,
-    shard_index: int,
-    num_shards: int,
-    reclaim_stale: bool,
-) -> None:
+def write_parts(store: Store, todo: list[tuple[int, list[Utterance]]], report: ExtractionReport, bar, write: Callable[..., Path | EndingPart]) -> None:
     """Each part of ``todo`` (:func:`parts_to_write`) under its claim: one that another writer finished
     since the scan is resumed, the others written by ``write(part, path, claim)``, which returns the
     part's path, or an :class:`EndingPart` whose end runs behind the next part's ``write`` (its
@@ -307,10 +254,10 @@ def write_parts(
     ending: tuple[EndingPart, ExitStack] | None = None
     try:
         for number, part in todo:
-            path = out_dir / part_name(shard_index, num_shards, number)
+            path = store.path(number)
             with ExitStack() as held:
-                claim = held.enter_context(PartClaim(path, reclaim_stale=reclaim_stale, on_reclaim=bar.write))
-                if is_complete(path) and resume_damage(path, part) is None:  # another writer finished it since the scan above
+                claim = held.enter_context(store.claim(path, on_reclaim=bar.write))
+                if is_complete(path) and store.resumable(path, part) is None:  # another writer finished it since the scan above
                     previous, ending = ending, None
                     _ended(previous, report)
                     resume_part(path, part, report)
@@ -380,144 +327,62 @@ def gpu_batch_size(extractor: Extractor, sites: list[str], max_seconds: float) -
     return int(max(1, min(GPU_BATCH_LIMIT, free // 2 // max(per_utterance, 1))))
 
 
-def finished_parts(out_dir: Path) -> dict[str, Path]:
-    """The complete parts in ``out_dir`` by name; the writer's view: a damaged part is not finished (it is written again)."""
-    return {path.name: path for path in sorted(out_dir.glob("*.h5")) if is_complete(path)}
-
-
-OTHER_CONFIGURATION_REMEDY = "use a new --out folder, or --overwrite to set them aside (study run: --redo extract)"
-
-
-def parts_to_write(
-    out_dir: Path,
-    utterances: list[Utterance],
-    config: dict,
-    report: ExtractionReport,
-    *,
-    num_shards: int,
-    shard_index: int,
-    utterances_per_part: int,
-    remedy: str = OTHER_CONFIGURATION_REMEDY,
-    reclaim_stale: bool = False,
-) -> list[tuple[int, list[Utterance]]]:
-    """This shard's utterances cut into parts of ``utterances_per_part``, and those still to write as
-    ``(part number, utterances)``: complete parts already in ``out_dir`` are resumed (counted in
-    ``report``; refused when written with another configuration than ``config`` or for other
-    utterances, ``remedy`` saying what to do), a damaged one is named on stderr and written
-    again. A complete part beside a claim left by a killed writer (one killed while the part ended) has
-    that claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a
-    store beside a claim. Shared by every store writer (extraction, decoder states), so that they resume alike."""
-    mine = shard_slice(utterances, num_shards, shard_index)
-    parts = [mine[start : start + utterances_per_part] for start in range(0, len(mine), utterances_per_part)]
-    finished = finished_parts(out_dir)
-    refuse_other_configurations(out_dir, list(finished.values()), config, remedy)
-    todo = []
-    for number, part in enumerate(parts):
-        name = part_name(shard_index, num_shards, number)
-        if name in finished:
-            _check_resumable(finished[name], part, part_attributes(finished[name]).skipped or [])
-            problem = resume_damage(finished[name], part)
-            if problem is None:
-                resume_part(finished[name], part, report)
-                if claim_path(finished[name]).exists():  # its writer was killed after the rename: its claim taken over and released
-                    with PartClaim(finished[name], reclaim_stale=reclaim_stale, on_reclaim=_noted):
-                        pass
-                continue
-            print(f"[extract] {finished[name]}: damaged part ({problem}); re-extracting it", file=sys.stderr)
-        else:
-            _note_damage(out_dir / name)
+def parts_to_write(store: Store, utterances: list[Utterance]) -> tuple[list[tuple[int, list[Utterance]]], ExtractionReport]:
+    """This shard's parts of ``store`` (:meth:`Store.parts`; its folder created) still to write, as ``(part number, utterances)``,
+    and the report of the run: complete parts already there are resumed (counted in it; refused when written with another
+    configuration or for other utterances), a damaged one is named on stderr and written again. A
+    complete part beside a claim left by a killed writer (one killed while the part ended) has that
+    claim refused as any stale claim is, or, with ``reclaim_stale``, removed: readers refuse a store beside a claim.
+    Shared by every store writer (extraction, decoder states), so that they resume alike."""
+    store.folder.mkdir(parents=True, exist_ok=True)
+    finished, todo, report = store.finished(), [], ExtractionReport()
+    for number, part in enumerate(store.parts(utterances)):
+        path = store.path(number)
+        problem = store.resumable(path, part) if path.name in finished else part_damage(path) if path.is_file() else None
+        if path.name in finished and problem is None:
+            resume_part(path, part, report)
+            if claim_path(path).exists():  # its writer was killed after the rename: its claim taken over and released
+                with store.claim(path, on_reclaim=lambda message: print(f"[extract] {message}", file=sys.stderr)):
+                    pass
+            continue
+        if problem is not None:
+            print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
         todo.append((number, part))
-    return todo
-
-
-def resume_damage(path: Path, part: list[Utterance]) -> str | None:
-    """Why the complete part ``path`` cannot be skipped by a resumed run, or None: its bytes, index or
-    tokens differ from what it records (:func:`extract.store.part_content_damage`), or its labels from
-    what the manifest gives its utterances (an edit a part older than format 2 does not checksum)."""
-    problem = part_content_damage(path)
-    if problem is not None:
-        return problem
-    labels = part_labels(path)
-    for utterance in part:
-        stored = labels.get(utterance.id)
-        if stored is None:
-            continue  # skipped at extraction
-        given = utterance_meta(utterance, 0.0)
-        differing = [name for name in stored if stored[name] != str(given[name])]
-        if differing:
-            return f"utterance {utterance.id}'s {', '.join(differing)} differ from the manifest's: labels edited after it was written"
-    return None
-
-
-def _noted(message: str) -> None:
-    print(f"[extract] {message}", file=sys.stderr)
-
-
-def _note_damage(path: Path) -> None:
-    """Says on stderr that the existing part ``path`` is damaged and is written again (readers refuse it until then)."""
-    problem = part_damage(path) if path.is_file() else None
-    if problem is not None:
-        print(f"[extract] {path}: damaged part ({problem}); re-extracting it", file=sys.stderr)
+    return todo, report
 
 
 def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
-    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes) in ``report``
-    as already done, after checking that it holds ``part``'s utterances."""
+    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes), checked by
+    :meth:`Store.resumable`, in ``report`` as already done."""
     attributes = part_attributes(path)
     skipped = attributes.skipped or []
-    _check_resumable(path, part, skipped)
     report.resumed += len(part) - len(skipped)
     report.skipped.extend(skipped)
     report.audio_notes.update(attributes.audio_notes or {})
     report.parts.append(str(path))
 
 
-def refuse_other_configurations(out_dir: Path, parts: list[Path], config: dict, remedy: str = OTHER_CONFIGURATION_REMEDY) -> None:
-    """Every complete part already in ``out_dir`` must come from this configuration
-    (:func:`extract.store.same_configuration`: a manifest by its content, the same model files under
-    another path as the same model); a changed manifest is named as such. ``remedy``: what the
-    refusal tells the user to do (the flags of the command that writes the store)."""
-    others: dict[str, tuple[dict, list[Path]]] = {}
-    for path in parts:
-        stored = part_attributes(path).config
-        if same_configuration(stored, config):
-            continue
-        if message := changed_manifest(stored, config, "store", "--out folder"):
-            raise StoreError(f"{out_dir}: {message}")
-        others.setdefault(json.dumps(comparable_config(stored), sort_keys=True), (stored, []))[1].append(path)
-    if others:
-        names = [p.name for _, group in others.values() for p in group]
-        differences = "; ".join(differing_keys(stored, config) for stored, _ in others.values())
-        raise StoreError(
-            f"{out_dir}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({len(names)} part(s)) were written with "
-            f"another configuration (stored vs this run: {differences}); {remedy}"
-        )
-
-
-def _check_resumable(path: Path, part: list[Utterance], skipped: list[dict]) -> None:
-    stored_ids = set(part_ids(path)) | {entry["id"] for entry in skipped}
-    if stored_ids != {u.id for u in part}:
-        raise StoreError(f"{path} holds other utterances than this manifest assigns to it; use a new --out folder")
-
-
-def _write_part(extractor, part, sites, path, attributes, stored, batching, max_seconds, report, bar, claim, intervener=None) -> EndingPart:
+def _write_part(extractor, part, sites, path, attributes, options: ExtractOptions, report, bar, claim, intervener=None) -> EndingPart:
     """One part: audio loaded on a thread ahead of the model, states written on a thread behind it
     (:mod:`extract.pipeline`); the model runs on the calling thread, and returns when it has seen
     the part's last batch: the part's end (the last writes, the close) runs on a thread while the
-    next part starts. ``stored``: the storage dtype, positions and pooling (:meth:`Extractor.extract`)."""
+    next part starts. ``options``: the batching, trimming, storage dtype, positions, pooling (:meth:`Extractor.extract`)."""
     log = AudioLog()
     writer, written_here, background = None, 0, BackgroundWriter()
 
     def open_writer(dims: dict[str, int]) -> PartWriter:  # after the part's audio is loaded: its log goes in the attributes
         recorded = replace(attributes, skipped=list(log.skipped), audio_notes=dict(log.notes))
-        return PartWriter(path, dims, stored["dtype"], recorded, claim=claim)
+        return PartWriter(path, dims, options.storage_dtype, recorded, claim=claim)
 
     def write(writer: PartWriter, chosen: list[Utterance], audios: list[np.ndarray], states: list[dict[str, np.ndarray]]) -> None:
         for utterance, samples, state in zip(chosen, audios, states):
             speech = {site: extractor.speech_frames(site, len(samples), array.shape[0]) for site, array in state.items()}
             writer.add(utterance.id, state, utterance_meta(utterance, len(samples) / SAMPLE_RATE), speech_frames=speech)
 
-    batches = audio_batches(part, max_seconds=max_seconds, log=log, input_seconds=extractor.input_seconds, bar=bar, **batching)
+    stored = {"dtype": options.storage_dtype, "positions": options.positions, "pool": options.pool}
+    # a part's audio all loaded first (no chunk): its skipped list is whole when it opens
+    batching = {"max_seconds": options.max_seconds, "batch_seconds": options.batch_seconds, "batch_size": options.batch_size}
+    batches = audio_batches(part, log=log, input_seconds=extractor.input_seconds, bar=bar, **batching)
     try:
         for batch in prefetched(batches):
             chosen = batch.utterances

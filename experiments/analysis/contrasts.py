@@ -35,10 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.scoring.gaps import DEFAULT_COMPARISON, RELIABLE_SPEAKERS
+from experiments.results.records import DEFAULT_COMPARISON, GapReport
+from experiments.scoring.gaps import RELIABLE_SPEAKERS
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
-from extract.records import GapReport, RecordError, read_document, schema_version
+from extract.records import RecordError, read_document, schema_version
 
 META = ("id", "dataset", "language", "gender", "speaker")
 
@@ -292,10 +293,10 @@ def setup_table(setups: list[dict], table: list[dict], features: Sequence[str]) 
 
 
 def setup_correlations(rows: list[dict], features: Sequence[str], bootstrap: int = 10_000, seed: int = 0) -> list[dict]:
-    """Pearson and Spearman (``experiments.scoring.correlation.correlate``) between each feature's
+    """Pearson and Spearman (``experiments.results.correlation.correlate``) between each feature's
     difference and E, over all setups and per (dataset, model); fewer than 3 usable setups, or no
     variation, gives a ``note`` instead."""
-    from experiments.scoring.correlation import CorrelationError, correlate
+    from experiments.results.correlation import CorrelationError, correlate
 
     scopes = {("all", "all"): rows}
     for row in rows:

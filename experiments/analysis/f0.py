@@ -40,8 +40,7 @@ from experiments.analysis.acoustic import (
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance
-from extract.runner import utterance_meta
-from extract.store import DamagedPartError, PartWriter, StoreAttributes, comparable_config, complete_parts, part_attributes
+from extract.store import DamagedPartError, PartWriter, StoreAttributes, comparable_config, complete_parts, part_attributes, utterance_meta
 
 F0_SITE = "f0"
 F0_FEATURES = ("log_f0_median", "log_f0_mean", "log_f0_sd")  # natural log of Hz, over the voiced frames

@@ -27,9 +27,10 @@ from experiments.analysis.contrasts import (
     setup_correlations,
     setup_table,
 )
+from experiments.results.records import FeatureGapsResult
 from experiments.scoring.gaps import finite_or_null
 from extract.provenance import identified
-from extract.records import FeatureGapsResult, write_document
+from extract.records import write_document
 
 DEFAULT_REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second", "lexical_density", "entities")
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "none")

@@ -18,10 +18,11 @@ import numpy as np
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.format import number
 from experiments.reports import plots as figures
-from experiments.scoring.correlation import interval_text
+from experiments.results.correlation import interval_text
+from experiments.results.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_table
 from experiments.scoring.gaps import GAP_ESTIMATES
 from experiments.scoring.mustshe import sentences_path
-from extract.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_document, read_side_rows, read_table, read_versioned
+from extract.records import read_document, read_side_rows, read_versioned
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
 
@@ -85,7 +86,7 @@ def _frame_rate(store: Path, site: str) -> float:
 def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
     """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
     constant points, the scatter alone and the reason."""
-    from experiments.scoring.correlation import CorrelationError, correlate
+    from experiments.results.correlation import CorrelationError, correlate
 
     try:
         fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(table), "points": labels}

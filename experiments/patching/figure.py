@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from experiments.patching.sites import members
 from experiments.reports.plots import paper_style, pyplot, save
+from experiments.results.records import members
 
 COLOURS = {"cross": "#c0392b", "within": "#7f8c8d", "difference": "#2c3e50"}
 Y_LABELS = {"asr": "Δ log-prob of the reference (nats per token)", "st": "Δ gender margin of the reference (nats)"}  # the primary (graded) metric

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from experiments.patching.pairs import PAIRINGS, Pair, PairsError, form_pairs, read_pairs, write_pairs
-from experiments.patching.sites import JOINT, check_joint, members, resolve_sites
+from experiments.patching.sites import check_joint, resolve_sites
+from experiments.results.records import JOINT, PatchSummary, members
 from extract.appendlog import AppendLog, RowKind
 from extract.options import OptionError, check_options, option, seed_option
 from extract.patching import COMPONENTS, RESIDUAL, PatchError, frames_label, parse_frames
 from extract.provenance import joined, label_argument
-from extract.records import PatchSummary, schema_version
+from extract.records import schema_version
 
 if TYPE_CHECKING:
     from extract.families.generation import GenerationOptions, Generator

@@ -10,17 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from experiments.results.records import JOINT, members
 from extract.options import OptionError
 
 if TYPE_CHECKING:
     from extract.families.base import Extractor
-
-JOINT = "+"  # in --sites, A+B: sites A and B patched together in one pass (one row per pair, its site named A+B)
-
-
-def members(site: str) -> list[str]:
-    """The sites a row's site patches: itself, or a joint site's members (``A+B``)."""
-    return site.split(JOINT)
 
 
 def check_joint(name: str) -> None:

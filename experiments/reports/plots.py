@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.records import F1VsMustSheRow
 from experiments.scoring.gaps import GAP_ESTIMATES
 from extract.paths import canonical_path
-from extract.records import F1VsMustSheRow
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
 
@@ -306,12 +306,12 @@ def _cluster_statistics(fit: dict) -> str:
 @paper_style
 def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str, out, title: str = "", reason: str = "") -> list[Path]:
     """Points (labelled) and, when ``fit`` holds an OLS fit of at least
-    :data:`experiments.scoring.correlation.MIN_ROWS` points (the one rule of the study, its report
+    :data:`experiments.results.correlation.MIN_ROWS` points (the one rule of the study, its report
     and the demo), its line and the correlation (:func:`fit_statistics`; with clusters, e.g. Fucci et
     al.'s 3 models, also the cluster-aware p and r); else ``reason`` (why there is none, e.g. the
     correlation's note). The statistics go above the axes, where no point's label can cover them; a
     label is written on the side of its point that faces the middle, so it stays inside the axes."""
-    from experiments.scoring.correlation import MIN_ROWS
+    from experiments.results.correlation import MIN_ROWS
 
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.8, 3.2), layout="constrained")

@@ -6,7 +6,6 @@
 - ``mustshe``: the MuST-SHE scorer (``experiments.mustshe``; the TSV format is ``extract.corpora.must_she``)
 - ``translation_quality``: BLEU, chrF and COMET per gender (``experiments.st_quality``)
 - ``comet_worker``: COMET's segment scores, as a script another interpreter (one with the ``[comet]`` extra) runs
-- ``correlation``: correlation of two result columns (``experiments.correlate``)
 - ``dataset_stats``: the corpus statistics table (``experiments.dataset_stats``)
 - ``vad``: the silence filter (``experiments.vad_filter``)
 - ``winomt``: WinoMT/WinoST gender accuracy, ΔG and ΔS, and the ASR side (``experiments.winomt``)

@@ -37,15 +37,15 @@ from pathlib import Path
 import numpy as np
 
 from experiments.format import number
+from experiments.results.records import DEFAULT_COMPARISON, GapReport
 from experiments.scoring.asr_metrics import CER_SPACES, NORMALIZERS, Scoring, error_counts, metric_for, normalize
 from experiments.scoring.group_metrics import COMPARISONS, GroupMetricFrame, Members, comparison, relative_gap
 from extract.attributes import AttributeLabels, LabelError, read_attribute
 from extract.manifest import read_keyed_rows
 from extract.options import option, seed_option
 from extract.provenance import hypotheses_subject, identified, read_settings, settings_damage, settings_path
-from extract.records import GapReport, schema_version, write_document
+from extract.records import schema_version, write_document
 
-DEFAULT_COMPARISON = "relative_gap"  # what the speaker-bootstrap interval (ci95) is of, unless told
 COMPARISON_SYMBOLS = {"relative_gap": "E", "delta_rel": "Δrel"}  # in the printed summary; others by name
 GAP_SCHEMA = schema_version("asr_gap")  # the report's version (extract.records.FORMATS); reports without ``schema`` read as version 1
 GAP_ESTIMATES = {"resampled": "E on the resampled means (Attanasio et al. 2024)", "full": "E on the full set"}
@@ -399,14 +399,6 @@ def gap_settings(
         "cer_spaces": scoring.cer_spaces,
         **({} if compare == DEFAULT_COMPARISON else {"ci95_of": compare}),
     }
-
-
-def gap_task(settings: dict) -> str:
-    """The task a gap report's ``settings`` compare, spelled as probe rows spell theirs so that
-    ``collect`` joins the two: ``female-male`` for gender groups, ``attribute:NAME:A,B`` for an
-    attribute's (k > 2 groups: all of them, which no probe task names)."""
-    groups = settings.get("groups", ())
-    return f"attribute:{settings['attribute']}:{','.join(groups)}" if settings.get("attribute") else "-".join(groups)
 
 
 def hypotheses_attribute(hypotheses: Path, attribute: str, labels: Path | None = None) -> AttributeLabels:

@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 from sacremoses import MosesTokenizer
 
+from experiments.results.records import MustSheScores
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.corpora.must_she import SPEAKER_GENDERS, Entry, MustSheError, category_number
 from extract.manifest import align_by_id, iter_text_lines, read_keyed_rows
 from extract.provenance import hypotheses_file_subject, identified
-from extract.records import MustSheScores, schema_version, write_document
+from extract.records import schema_version, write_document
 
 COUNT_KEYS = ("terms", "found", "correct", "wrong")
 SCORES_SCHEMA = schema_version("mustshe")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1

@@ -23,12 +23,13 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from experiments.results.records import StQualityScores
 from experiments.scoring import comet_worker
 from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.errors import UserError
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import hypotheses_subject, identified
-from extract.records import StQualityScores, schema_version, write_document
+from extract.records import schema_version, write_document
 
 DEFAULT_COMET = "Unbabel/wmt22-comet-da"
 SCORES_SCHEMA = schema_version("st_quality")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1

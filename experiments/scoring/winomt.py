@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.records import WinoMTResult
 from experiments.scoring.grammatical_gender import UNKNOWN, GenderAnalyser
 from experiments.scoring.group_metrics import GroupMetricFrame, Members
 from experiments.scoring.mustshe import read_hypotheses
@@ -43,7 +44,7 @@ from experiments.scoring.word_alignment import Links, align, read_alignments, to
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.errors import UserError
 from extract.provenance import hypotheses_file_subject, identified
-from extract.records import WinoMTResult, schema_version, write_document, write_side_rows
+from extract.records import schema_version, write_document, write_side_rows
 
 RESULT_SCHEMA = schema_version("winomt")  # the result JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
 STEREOTYPES = ("pro", "anti")

@@ -2,7 +2,7 @@
 work, and in RESULTS.md, after it.
 
 ``collect`` joins a per-position probe without control to a gap by (model, dataset, language, task)
-(:mod:`experiments.scoring.collect`). A probe of a pooled store reads its languages joined
+(:mod:`experiments.results.collect`). A probe of a pooled store reads its languages joined
 (``fr+it+ru``) while a gap report has one entry per language, so a pooled grid joins nothing; so do
 two model labels, two tasks, or a dataset no gap scores. :func:`why_unjoined` names the reason for
 each kind of miss and what would join, from the keys alone, so the plan (the keys the study will
@@ -119,7 +119,7 @@ def planned_probes(context, grid) -> list[dict]:
 def planned_gaps(context) -> list[dict]:
     """The (model, dataset, language, task) of every gap entry the study's gap reports will hold: one
     per language of each part a comparison scores, of each model that transcribes it."""
-    from experiments.scoring.gaps import gap_task
+    from experiments.results.records import gap_task
 
     study, keys = context.study, []
     for model in study.models:

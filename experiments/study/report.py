@@ -8,9 +8,9 @@
   Fucci et al. 2025's Figure 1 does (9 points; a model's pre- and post-adapter rows share one
   accuracy, so pooling them would correlate a site's F1 with another site's behaviour). A group
   that cannot be correlated (fewer than 3 rows, a constant column) keeps its ``n`` and says why
-  in ``note``. The statistics are :mod:`experiments.scoring.correlation`'s. Each F1_S-E entry has
+  in ``note``. The statistics are :mod:`experiments.results.correlation`'s. Each F1_S-E entry has
   ``q_value``, Benjamini-Hochberg across all of them (every model, dataset, site, task and split:
-  a study of 34 layers tests hundreds of correlations; :mod:`experiments.scoring.multiple_testing`).
+  a study of 34 layers tests hundreds of correlations; :mod:`experiments.results.multiple_testing`).
   The MuST-SHE correlation is clustered by model (its 9 points are 3 models x 3 directions): it
   adds the permutation over models (p >= 1/6 with 3), the r of the model means and the r within
   models, beside the paper's pooled r.
@@ -30,14 +30,15 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from experiments.scoring.collect import read_csv
-from experiments.scoring.correlation import MIN_INTERVAL_UNITS, CorrelationError, correlate, read_columns
-from experiments.scoring.multiple_testing import q_values_by_family
+from experiments.results.collect import read_csv
+from experiments.results.correlation import MIN_INTERVAL_UNITS, CorrelationError, correlate, read_columns
+from experiments.results.multiple_testing import q_values_by_family
+from experiments.results.records import CONTROLLED, F1VsMustSheRow, GapReport, read_table
 from experiments.study import report_sections as sections
 from experiments.study.schema import Study
 from extract.attributes import task_file_name
 from extract.provenance import file_identity, file_sha256, provenance
-from extract.records import CONTROLLED, F1VsMustSheRow, GapReport, read_document, read_table, read_versioned, schema_version
+from extract.records import read_document, read_versioned, schema_version
 
 SCHEMA = schema_version("study_tables")  # correlations.json and figures.json (extract.records.FORMATS)
 GAP_KEY = ("model", "dataset", "site", "task", "split")  # split: fixed (speaker-disjoint or the manifest's) or stratified (the paper's)
@@ -483,7 +484,7 @@ def _other_gaps_section(files: dict) -> list[str]:
 
 
 def _gap_groups(task: str) -> list[str]:
-    """The groups a gap's task names (experiments.scoring.gaps.gap_task): ``attribute:NAME:A,B,C`` or ``A-B``."""
+    """The groups a gap's task names (experiments.results.records.gap_task): ``attribute:NAME:A,B,C`` or ``A-B``."""
     if task.startswith("attribute:"):
         return task.split(":", 2)[-1].split(",")
     return task.split("-")
@@ -525,7 +526,7 @@ def _mustshe_section(files: dict, correlations: dict) -> list[str]:
 
 
 def cluster_sentence(fit: dict) -> str:
-    """What the cluster-aware statistics of a correlation say (``experiments.scoring.correlation``)."""
+    """What the cluster-aware statistics of a correlation say (``experiments.results.correlation``)."""
     if "cluster_note" in fit:
         return f"No cluster-aware statistics by {fit['cluster_by']}: {fit['cluster_note']}."
     permutation, k, by = fit["permutation"], fit["n_clusters"], fit["cluster_by"]

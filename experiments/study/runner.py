@@ -30,9 +30,9 @@ def study_errors() -> tuple[type[BaseException], ...]:
     from experiments.analysis.contrasts import ContrastError
     from experiments.analysis.f0 import F0Error
     from experiments.analysis.lexical import LexicalError
+    from experiments.results.collect import CollectError
+    from experiments.results.correlation import CorrelationError
     from experiments.scheduling import SchedulingError
-    from experiments.scoring.collect import CollectError
-    from experiments.scoring.correlation import CorrelationError
     from experiments.scoring.translation_quality import CometUnavailableError
     from extract.claims import ClaimError
     from extract.corpora.must_she import MustSheError

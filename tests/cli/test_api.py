@@ -46,7 +46,7 @@ def test_a_name_outside_the_api_is_an_attribute_error():
 
 def test_importing_the_packages_imports_neither_torch_nor_their_stages():
     """``import experiments`` must stay cheap (--help of every stage imports it; tests/cli/test_entry_point.py times that)."""
-    heavy = ("torch", "lightning", "probing.run", "experiments.scoring.collect")
+    heavy = ("torch", "lightning", "probing.run", "experiments.results.collect")
     code = f"import sys, extract, probing, experiments; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"
@@ -57,7 +57,7 @@ def test_a_cli_module_of_the_same_name_does_not_replace_an_api_name():
     which importing that module leaves in place."""
     import experiments
     import experiments.collect  # noqa: F401
-    from experiments.scoring.collect import collect
+    from experiments.results.collect import collect
 
     assert experiments.collect_results is collect and "collect" not in experiments.__all__
 

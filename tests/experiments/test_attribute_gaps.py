@@ -9,7 +9,8 @@ import json
 import pytest
 
 from experiments import asr_gap
-from experiments.scoring.gaps import gap_report, gap_task, hypotheses_attribute, read_hypotheses
+from experiments.results.records import gap_task
+from experiments.scoring.gaps import gap_report, hypotheses_attribute, read_hypotheses
 from extract.attributes import LabelError
 from extract.provenance import file_sha256
 

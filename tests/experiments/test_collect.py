@@ -11,8 +11,8 @@ import pytest
 from experiments.collect import main as collect_main
 from experiments.correlate import main as correlate_main
 from experiments.figures import main as figures_main
+from experiments.results.multiple_testing import benjamini_hochberg
 from experiments.scoring.gaps import gap_report, read_hypotheses, save_gap_report
-from experiments.scoring.multiple_testing import benjamini_hochberg
 from extract.provenance import file_sha256
 from probing.grid import run_all
 from probing.results import load_rows
@@ -457,7 +457,7 @@ def test_a_full_disk_while_collecting_names_the_file_and_keeps_the_tables_of_the
     """Hostile-input round 3, #163: the tables are written all or none (temporary names, renamed once whole)."""
     import errno
 
-    from experiments.scoring import collect as library
+    from experiments.results import collect as library
 
     root, _, gap = study
     out = root / "collected"

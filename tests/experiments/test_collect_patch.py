@@ -8,7 +8,7 @@ import json
 import pytest
 
 from experiments.collect import main as collect_main
-from experiments.scoring.collect import read_csv
+from experiments.results.collect import read_csv
 from tests.experiments.test_collect import SITE, _gap, _probe_row, _run_collect, _write_rows
 
 OTHER_SITE = "encoder.final"

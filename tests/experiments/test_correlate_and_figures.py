@@ -5,7 +5,7 @@ import pytest
 
 from experiments.correlate import main as correlate_main
 from experiments.reports import plots as figures
-from experiments.scoring.correlation import CorrelationError, correlate
+from experiments.results.correlation import CorrelationError, correlate
 
 # x = 1..4, y = 2, 4, 5, 4: Sxy = 3.5, Sxx = 5, Syy = 4.75 -> r = 3.5 / sqrt(23.75); slope 0.7, intercept 2.0;
 # ranks of y 1, 2.5, 4, 2.5 -> rho = 3 / sqrt(22.5); with 2 degrees of freedom the two-sided p is 1 - |r|.

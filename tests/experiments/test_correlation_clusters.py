@@ -1,4 +1,4 @@
-"""Permutation p and the cluster-aware correlation (experiments.scoring.correlation), by hand."""
+"""Permutation p and the cluster-aware correlation (experiments.results.correlation), by hand."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from experiments.correlate import main as correlate_main
-from experiments.scoring.correlation import MIN_INTERVAL_UNITS, CorrelationError, _pearson_rows, correlate
+from experiments.results.correlation import MIN_INTERVAL_UNITS, CorrelationError, _pearson_rows, correlate
 
 # Fucci et al. 2025: Table 1 test-speaker "All" F1 at each model's final site, Table 2 "All Acc.", en->es, fr, it
 FUCCI_F1 = {"seamless": [51.72, 54.51, 55.63], "zeroswot": [61.80, 61.62, 60.65], "s2t": [93.14, 94.59, 96.19]}

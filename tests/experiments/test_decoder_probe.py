@@ -214,7 +214,7 @@ def test_a_store_whose_manifest_annotates_no_utterance_is_refused(tmp_path):
 
 
 def test_collect_puts_the_rows_in_its_long_table(decoder_store, tmp_path):
-    from experiments.scoring.collect import collect
+    from experiments.results.collect import collect
 
     store, _ = decoder_store
     out = tmp_path / "rows.jsonl"

@@ -9,7 +9,7 @@ import soundfile
 
 from experiments.collect import main as collect_main
 from experiments.embedding_store import main
-from experiments.scoring.collect import read_csv
+from experiments.results.collect import read_csv
 from extract.manifest import Utterance, write_manifest
 from extract.store import ShardReader
 from probing.results import load_rows, save_result

@@ -4,8 +4,8 @@ units, a scatter's title from what its rows share, r with its p, and point label
 import pytest
 
 from experiments.reports import plots
-from experiments.scoring.collect import write_csv
-from experiments.scoring.correlation import shared_values
+from experiments.results.collect import write_csv
+from experiments.results.correlation import shared_values
 
 FIT = {"n": 3, "pearson_r": 0.961, "p_value": 0.1789, "r2": 0.9234, "slope": 1.0, "intercept": 0.0}
 

@@ -1,10 +1,10 @@
-"""Benjamini-Hochberg q-values (experiments.scoring.multiple_testing), by hand."""
+"""Benjamini-Hochberg q-values (experiments.results.multiple_testing), by hand."""
 
 import math
 
 import pytest
 
-from experiments.scoring.multiple_testing import benjamini_hochberg, q_values_by_family
+from experiments.results.multiple_testing import benjamini_hochberg, q_values_by_family
 
 
 def test_q_values_by_hand_with_a_tie_and_a_missing_p():

@@ -29,7 +29,7 @@ import pytest
 
 from experiments.collect import main as collect_main
 from experiments.correlate import main as correlate_main
-from experiments.scoring.collect import read_csv
+from experiments.results.collect import read_csv
 from experiments.scoring.gaps import GAP_SCHEMA, gap_settings
 from experiments.scoring.group_metrics import relative_gap
 from experiments.scoring.mustshe import SCORES_SCHEMA

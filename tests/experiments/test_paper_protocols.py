@@ -80,7 +80,7 @@ def test_the_study_report_correlates_and_draws_each_split_apart(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from experiments.scoring.collect import F1_VS_GAP, F1_VS_MUSTSHE, write_csv
+    from experiments.results.collect import F1_VS_GAP, F1_VS_MUSTSHE, write_csv
     from experiments.study.report import write_correlations, write_figures
 
     results, figures = tmp_path / "results", tmp_path / "figures"

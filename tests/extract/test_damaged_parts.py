@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from extract.interventions import store_content_hash
-from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete, temporary_path
+from extract.stage_options import ExtractOptions
+from extract.store import DamagedPartError, IncompleteStoreError, PartWriter, ShardReader, StoreError, complete_parts, is_complete
+from extract.store.format import temporary_path
 from probing.data import store_identity
 
 SITE = "encoder.layer.0"
@@ -160,7 +162,9 @@ def test_the_extraction_rerun_re_extracts_a_truncated_part_and_says_so(tmp_path,
     out = tmp_path / "s"
 
     def extract():
-        return run_extraction(extractor, manifest, [SITE], out, config={"test": 1}, storage_dtype="float32", utterances_per_part=2, show_progress=False)
+        return run_extraction(
+            extractor, manifest, [SITE], out, config={"test": 1}, show_progress=False, options=ExtractOptions(storage_dtype="float32", utterances_per_part=2)
+        )
 
     extract()
     intact = ShardReader(out).means(SITE)

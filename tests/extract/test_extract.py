@@ -14,8 +14,10 @@ import torch
 from extract.families import FAMILIES, NonFiniteError, UnknownSiteError, tiny_extractor
 from extract.hooks import Site, SiteNotCapturedError, capture
 from extract.manifest import Utterance, write_manifest
-from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction, shard_slice
+from extract.runner import AudioLog, audio_batches, batches_by_seconds, run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import ShardReader, StoreError
+from extract.store.folder import shard_slice
 from tests.corpus import write_corpus
 
 TINY_LAYERS = 2  # every family's tiny random model has two encoder layers (the conventions' test size)
@@ -210,7 +212,7 @@ def test_kill_and_resume_gives_an_identical_store(tmp_path, monkeypatch):
     utterances = _corpus(tmp_path)
     extractor = tiny_extractor("s2t")
     sites = extractor.resolve_sites("all")
-    options = dict(config={"test": 1}, storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3, show_progress=False)
+    options = dict(config={"test": 1}, show_progress=False, options=ExtractOptions(storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3))
     run_extraction(extractor, utterances, sites, tmp_path / "clean", **options)
 
     real_extract, calls = extractor.extract, {"n": 0}
@@ -306,9 +308,8 @@ def test_reader_bulk_access_matches_get_and_survives_pickling(tmp_path):
         ["encoder.layer.0", "encoder.final"],
         tmp_path / "st",
         config={},
-        storage_dtype="float32",
-        utterances_per_part=2,
         show_progress=False,
+        options=ExtractOptions(storage_dtype="float32", utterances_per_part=2),
     )
     reader = ShardReader(tmp_path / "st")
     assert len(reader.parts) == 3 and len(reader) == 5

@@ -7,6 +7,7 @@ from extract.families import tiny_extractor
 from extract.manifest import read_manifest
 from extract.pipeline import BackgroundWriter
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import PartWriter, ShardReader
 from tests.paths import CHECKOUT
 
@@ -24,7 +25,7 @@ def test_the_stage_clock_times_each_stage_and_restores_what_it_wrapped(tmp_path)
     before = (PartWriter.add, PartWriter.close, BackgroundWriter.submit, extract.runner.prefetched, "extract" in vars(extractor))
     clock = bench.StageClock(extractor)
     with clock:
-        run_extraction(extractor, utterances, sites, tmp_path / "store", config={}, show_progress=False, utterances_per_part=2)
+        run_extraction(extractor, utterances, sites, tmp_path / "store", config={}, show_progress=False, options=ExtractOptions(utterances_per_part=2))
     assert set(clock.seconds) == {"next_batch", "extract", "submit", "add", "close"}
     assert all(seconds >= 0 for seconds in clock.seconds.values()) and clock.seconds["extract"] > 0
     assert (PartWriter.add, PartWriter.close, BackgroundWriter.submit, extract.runner.prefetched, "extract" in vars(extractor)) == before

@@ -23,6 +23,7 @@ from extract.jobs import TranscriptionJob
 from extract.manifest import Utterance, write_manifest
 from extract.runner import SettingsMismatchError, check_settings, run_extraction, run_transcription
 from extract.spec import ModelSpec
+from extract.stage_options import ExtractOptions
 from extract.store import ShardReader, StoreError
 from tests.tiny_whisper import tiny_whisper_generator
 
@@ -195,7 +196,7 @@ def test_extraction_records_the_interventions_and_refuses_a_rerun_with_others(tm
     utterances = _utterances(tone)
     steer, other = _saved(tmp_path, _steer(extractor), "a.safetensors"), _saved(tmp_path, _steer(extractor, alpha=2.0), "b.safetensors")
     out = tmp_path / "store"
-    run = dict(config={"model": "tiny"}, storage_dtype="float32", show_progress=False)
+    run = dict(config={"model": "tiny"}, show_progress=False, options=ExtractOptions(storage_dtype="float32"))
     run_extraction(extractor, utterances, ["encoder.layer.0"], out, intervener=Intervener([steer], gender="male"), **run)
     plain = tmp_path / "plain"
     run_extraction(extractor, utterances, ["encoder.layer.0"], plain, **run)
@@ -263,7 +264,7 @@ def test_transcription_runs_with_interventions_and_the_settings_refuse_other_one
 
 def test_the_store_content_hash_follows_the_parts(tmp_path, tone):
     extractor = tiny_extractor("whisper")
-    run = dict(config={}, storage_dtype="float32", show_progress=False, utterances_per_part=2)
+    run = dict(config={}, show_progress=False, options=ExtractOptions(storage_dtype="float32", utterances_per_part=2))
     run_extraction(extractor, _utterances(tone), ["encoder.layer.0"], tmp_path / "a", **run)
     run_extraction(extractor, _utterances(tone)[:2], ["encoder.layer.0"], tmp_path / "b", **run)
     assert store_content_hash(tmp_path / "a") != store_content_hash(tmp_path / "b")

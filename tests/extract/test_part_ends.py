@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +11,11 @@ import pytest
 
 from extract.families import tiny_extractor
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import PartWriter, ShardReader, StoreError, is_complete
 from tests.corpus import write_corpus
 
-OPTIONS = dict(config={"test": 1}, storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3, show_progress=False)
+OPTIONS = dict(config={"test": 1}, show_progress=False, options=ExtractOptions(storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3))
 
 
 def _corpus(tmp_path, count=7):
@@ -213,7 +215,13 @@ def test_the_report_counts_skipped_audio_an_empty_part_and_a_part_another_writer
 
 def test_a_shard_with_no_part_to_write(tmp_path):
     utterances, extractor = _corpus(tmp_path, count=1), tiny_extractor("s2t")
-    report = run_extraction(extractor, utterances, extractor.resolve_sites("all"), tmp_path / "store", **{**OPTIONS, "num_shards": 2, "shard_index": 1})
+    report = run_extraction(
+        extractor,
+        utterances,
+        extractor.resolve_sites("all"),
+        tmp_path / "store",
+        **{**OPTIONS, "options": replace(OPTIONS["options"], num_shards=2, shard_index=1)},
+    )
     assert (report.written, report.resumed, report.parts) == (0, 0, [])
     assert _leftovers(tmp_path / "store") == []
 
@@ -224,6 +232,7 @@ from pathlib import Path
 import numpy as np
 from extract.families import tiny_extractor
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import PartWriter
 from tests.corpus import write_corpus
 
@@ -240,8 +249,8 @@ def close(writer):
     return real_close(writer)
 
 PartWriter.close = close
-run_extraction(extractor, utterances, extractor.resolve_sites("all"), folder / "store", config={"test": 1},
-               storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3, show_progress=False)
+options = ExtractOptions(storage_dtype="float32", batch_seconds=2.0, utterances_per_part=3)
+run_extraction(extractor, utterances, extractor.resolve_sites("all"), folder / "store", options, config={"test": 1}, show_progress=False)
 """
 
 

@@ -6,20 +6,8 @@ import json
 
 import pytest
 
-from extract.records import (
-    DOCUMENTS,
-    FORMATS,
-    Document,
-    GapReport,
-    MustSheScores,
-    ProbeRow,
-    RecordError,
-    StQualityScores,
-    WinoMTResult,
-    read_document,
-    read_version,
-    write_document,
-)
+from experiments.results.records import DOCUMENTS, GapReport, MustSheScores, StQualityScores, WinoMTResult
+from extract.records import FORMATS, Document, ProbeRow, RecordError, read_document, read_version, write_document
 
 PROVENANCE = {"package_version": "0.1.0", "git_commit": "ef243a0"}
 SUBJECT = {
@@ -83,7 +71,7 @@ GAP = {
 
 def test_every_format_s_version_and_the_old_constants_read_from_the_registry():
     from experiments.analysis.contrasts import RESULT_SCHEMA as FEATURE_GAPS_SCHEMA
-    from experiments.scoring.collect import COLLECT_SCHEMA
+    from experiments.results.collect import COLLECT_SCHEMA
     from experiments.scoring.gaps import GAP_SCHEMA
     from experiments.scoring.mustshe import SCORES_SCHEMA as MUSTSHE_SCHEMA
     from experiments.scoring.translation_quality import SCORES_SCHEMA as ST_QUALITY_SCHEMA
@@ -222,8 +210,8 @@ def test_collect_refuses_a_gap_report_of_a_future_version_in_one_line(tmp_path, 
 def test_the_table_records_are_the_columns_collect_writes():
     from dataclasses import fields
 
-    from experiments.scoring.collect import F1_VS_GAP, F1_VS_MUSTSHE, LONG
-    from extract.records import F1VsGapRow, F1VsMustSheRow, LongRow
+    from experiments.results.collect import F1_VS_GAP, F1_VS_MUSTSHE, LONG
+    from experiments.results.records import F1VsGapRow, F1VsMustSheRow, LongRow
 
     assert [f.name for f in fields(F1VsGapRow)] == list(F1_VS_GAP)
     assert [f.name for f in fields(F1VsMustSheRow)] == list(F1_VS_MUSTSHE)
@@ -233,8 +221,8 @@ def test_the_table_records_are_the_columns_collect_writes():
 
 
 def test_a_table_row_round_trips_through_the_csv_collect_writes(tmp_path):
-    from experiments.scoring.collect import F1_VS_GAP, LONG, write_csv
-    from extract.records import F1VsGapRow, LongRow, read_table
+    from experiments.results.collect import F1_VS_GAP, LONG, write_csv
+    from experiments.results.records import F1VsGapRow, LongRow, read_table
 
     gap = F1VsGapRow(
         "whisper-base",
@@ -290,7 +278,7 @@ def test_a_table_row_round_trips_through_the_csv_collect_writes(tmp_path):
 
 def test_a_table_written_before_a_column_was_added_reads_it_as_empty(tmp_path):
     """The control columns of f1_vs_mustshe.csv and long.csv's q_value came after version 1: an older table still reads."""
-    from extract.records import CONTROL_COLUMNS, CONTROLLED, F1VsMustSheRow, read_table
+    from experiments.results.records import CONTROL_COLUMNS, CONTROLLED, F1VsMustSheRow, read_table
     from probing.controls import CONTROLS
 
     assert CONTROLLED == tuple(control for control in CONTROLS if control != "none")
@@ -303,7 +291,7 @@ def test_a_table_written_before_a_column_was_added_reads_it_as_empty(tmp_path):
 
 
 def test_a_table_row_of_a_malformed_cell_or_without_a_column_names_its_line(tmp_path):
-    from extract.records import F1VsMustSheRow, read_table
+    from experiments.results.records import F1VsMustSheRow, read_table
 
     path = tmp_path / "f1_vs_mustshe.csv"
     header = "model,site,site_index,site_role,split,tgt_lang,applied_f1_macro,seeds,category_1_accuracy,probe_runs,mustshe_source"
@@ -349,8 +337,8 @@ def test_a_summary_without_a_record_is_read_with_its_version_checked(tmp_path):
 def test_the_st_quality_and_feature_gaps_writers_write_through_their_records(tmp_path):
     """st_quality's and feature_gaps' documents go through their records (UTF-8, one final newline);
     a file st_quality wrote before (indented, ASCII-escaped, no final newline, no schema) reads as version 1."""
+    from experiments.results.records import FeatureGapsResult
     from experiments.scoring.translation_quality import save_quality_report
-    from extract.records import FeatureGapsResult
 
     scores = {"schema": 1, "subject": SUBJECT, "inputs": INPUTS, "provenance": PROVENANCE, "kind": "st_quality", "groups": {"all": {"bleu": 31.5}}}
     save_quality_report(scores | {"target_language": "é"}, tmp_path / "st" / "quality.json")

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import xxhash
 
-from extract import store
+from extract import __version__
 from extract.interventions import store_content_hash
-from extract.store import PartWriter, StoreError, content_checksum, recorded_checksum
+from extract.stage_options import ExtractOptions
+from extract.store import PartWriter, StoreError, content_checksum, part_attributes, recorded_checksum, writer
 from tests.paths import FIXTURES
 
 SITES = {"b.site": 5, "a.site": 3}  # not in name order: the checksum takes the sites sorted
@@ -67,7 +68,7 @@ def _expected(site_digest) -> str:
     return total.hexdigest()
 
 
-@pytest.mark.parametrize("flush_bytes", [0, store.FLUSH_BYTES])
+@pytest.mark.parametrize("flush_bytes", [0, writer.FLUSH_BYTES])
 def test_the_recorded_checksum_is_one_sha256_over_the_index_and_the_sites_xxh3_128_digests(tmp_path, flush_bytes):
     path = _write(tmp_path / "p.h5", flush_bytes=flush_bytes)
     expected = _expected(lambda data: xxhash.xxh3_128(data).hexdigest())
@@ -75,11 +76,11 @@ def test_the_recorded_checksum_is_one_sha256_over_the_index_and_the_sites_xxh3_1
         assert handle.attrs["data_digest"] == "xxh3_128"
         assert handle.attrs["content_sha256"] == expected == content_checksum(handle)
     assert recorded_checksum(path) == recorded_checksum(path, recompute=True) == expected
-    assert store.part_attributes(path).extra == {}  # the writer's own attribute, not part of the record
+    assert part_attributes(path).extra == {}  # the writer's own attribute, not part of the record
 
 
 def test_a_part_with_sha256_digests_has_no_data_digest_and_verifies_as_before(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "DATA_DIGEST", "sha256")
+    monkeypatch.setattr(writer, "DATA_DIGEST", "sha256")
     path = _write(tmp_path / "p.h5")
     expected = _expected(lambda data: hashlib.sha256(data).hexdigest())
     with h5py.File(path) as handle:
@@ -121,7 +122,7 @@ def test_a_data_digest_this_version_does_not_know_is_refused_in_one_line(tmp_pat
         content_checksum(handle)
     message = str(refused.value)
     assert "\n" not in message and "p.h5" in message and "'blake9'" in message and written_by in message
-    assert f"speech-gender-probing {store.__version__} knows sha256, xxh3_128" in message
+    assert f"speech-gender-probing {__version__} knows sha256, xxh3_128" in message
     with h5py.File(path, "a") as handle:
         del handle.attrs["content_sha256"]
     with pytest.raises(StoreError, match="blake9"):
@@ -161,9 +162,11 @@ def test_a_store_of_sha256_parts_resumed_with_xxh3_128_parts_reads_and_verifies_
     extractor, sites = tiny_extractor("whisper"), ["encoder.layer.0", "encoder.final"]
 
     def extract(folder):
-        run_extraction(extractor, utterances, sites, folder, config={"manifest_sha256": "0" * 64}, utterances_per_part=2, show_progress=False)
+        run_extraction(
+            extractor, utterances, sites, folder, config={"manifest_sha256": "0" * 64}, show_progress=False, options=ExtractOptions(utterances_per_part=2)
+        )
 
-    monkeypatch.setattr(store, "DATA_DIGEST", "sha256")
+    monkeypatch.setattr(writer, "DATA_DIGEST", "sha256")
     extract(tmp_path / "old")
     extract(tmp_path / "resumed")
     store_parts(tmp_path / "resumed")[-1].unlink()  # stopped before its last part

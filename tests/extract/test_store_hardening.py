@@ -19,10 +19,12 @@ import pytest
 import torch
 
 from experiments import extract as cli
+from extract.diskfull import is_disk_full
 from extract.families import tiny_extractor
 from extract.manifest import write_manifest
 from extract.runner import run_extraction
-from extract.store import PartWriter, ShardReader, StoreError, content_checksum, is_disk_full
+from extract.stage_options import ExtractOptions
+from extract.store import PartWriter, ShardReader, StoreError, content_checksum
 from tests.corpus import write_corpus
 from tests.paths import CHECKOUT
 
@@ -99,7 +101,7 @@ def _corpus(tmp_path, seconds=(0.5, 1.13, 0.77, 1.5)):
 def test_keep_padding_extraction_records_the_unpadded_lengths(tmp_path):
     utterances = _corpus(tmp_path)
     sites = ["encoder.embed", "encoder.layer.1", "encoder.final"]
-    options = dict(storage_dtype="float32", show_progress=False, utterances_per_part=3)
+    options = dict(show_progress=False, options=ExtractOptions(storage_dtype="float32", utterances_per_part=3))
     run_extraction(tiny_extractor("whisper"), utterances, sites, tmp_path / "plain", config={"keep_padding": False}, **options)
     padded_extractor = tiny_extractor("whisper", keep_padding=True)
     run_extraction(padded_extractor, utterances, sites, tmp_path / "padded", config={"keep_padding": True}, **options)
@@ -120,6 +122,7 @@ import json, sys, time
 from pathlib import Path
 from extract.manifest import read_manifest
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import StoreError
 from extract.families import tiny_extractor
 
@@ -139,8 +142,8 @@ def extract_after_the_other_writer_is_ready(*args, **kwargs):
 extractor.extract = extract_after_the_other_writer_is_ready
 ready.touch()
 try:
-    report = run_extraction(extractor, read_manifest(manifest), ["encoder.layer.0", "encoder.final"], out, config={"test": 1},
-                            storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10, show_progress=False)
+    options = ExtractOptions(storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10)
+    report = run_extraction(extractor, read_manifest(manifest), ["encoder.layer.0", "encoder.final"], out, options, config={"test": 1}, show_progress=False)
 except StoreError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
@@ -188,10 +191,8 @@ def test_two_processes_writing_one_store_lose_nothing(tmp_path):
         ["encoder.layer.0", "encoder.final"],
         tmp_path / "alone",
         config={"test": 1},
-        storage_dtype="float32",
-        batch_seconds=1.0,
-        utterances_per_part=10,
         show_progress=False,
+        options=ExtractOptions(storage_dtype="float32", batch_seconds=1.0, utterances_per_part=10),
     )
     alone = ShardReader(tmp_path / "alone")
     assert reference.written == len(utterances)
@@ -291,14 +292,30 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
     extractor = tiny_extractor("whisper")
     trained = {"random_init": False, "num_shards": 3}
     for index in range(3):
-        run_extraction(extractor, utterances, [SITE], tmp_path / "store", config=trained, num_shards=3, shard_index=index, show_progress=False)
+        run_extraction(
+            extractor, utterances, [SITE], tmp_path / "store", config=trained, show_progress=False, options=ExtractOptions(num_shards=3, shard_index=index)
+        )
     with pytest.raises(StoreError, match=r"shard0000of0003-part00000.h5.*another configuration.*num_shards: 3 vs 1"):
         run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "num_shards": 1}, show_progress=False)
     with pytest.raises(StoreError, match="random_init: False vs True"):
-        run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "random_init": True}, num_shards=3, show_progress=False)
+        run_extraction(
+            extractor,
+            utterances,
+            [SITE],
+            tmp_path / "store",
+            config={**trained, "random_init": True},
+            show_progress=False,
+            options=ExtractOptions(num_shards=3),
+        )
     assert len(list((tmp_path / "store").glob("*.h5"))) == 3
     run_extraction(
-        extractor, utterances, [SITE], tmp_path / "random", config={**trained, "random_init": True}, num_shards=3, shard_index=1, show_progress=False
+        extractor,
+        utterances,
+        [SITE],
+        tmp_path / "random",
+        config={**trained, "random_init": True},
+        show_progress=False,
+        options=ExtractOptions(num_shards=3, shard_index=1),
     )
     stray = tmp_path / "store" / "shard0001of0003-part00000.h5"
     stray.unlink()
@@ -483,13 +500,13 @@ def test_the_synthetic_store_can_be_padded_like_a_keep_padding_whisper_store(tmp
 
 
 def test_a_part_finished_by_another_writer_after_the_scan_is_not_written_again(tmp_path, monkeypatch):
-    import extract.runner as runner
+    from extract.store import Store
 
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7))
-    options = dict(config={}, utterances_per_part=2, show_progress=False)
+    options = dict(config={}, show_progress=False, options=ExtractOptions(utterances_per_part=2))
     run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     stamps = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}
-    monkeypatch.setattr(runner, "finished_parts", lambda folder: {})  # the scan ran before the other writer finished
+    monkeypatch.setattr(Store, "finished", lambda store: {})  # the scan ran before the other writer finished
     report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "s", **options)
     assert (report.written, report.resumed) == (0, 3)
     assert stamps == {path.name: path.stat().st_mtime_ns for path in (tmp_path / "s").glob("*.h5")}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from extract.manifest import Utterance
-from extract.runner import resume_damage
+from extract.stage_options import ExtractOptions
 from extract.store import (
     DamagedPartError,
     GeneratedTokens,
@@ -22,10 +22,10 @@ from extract.store import (
     ShardReader,
     StoreAttributes,
     TokenPartWriter,
-    expected_parts,
     part_content_damage,
     part_name,
 )
+from extract.store.folder import expected_parts, resume_damage
 from tests.paths import FIXTURES
 
 SITE = "encoder.layer.0"
@@ -235,7 +235,7 @@ def test_s01_s14_a_resumed_extraction_re_extracts_a_part_whose_bytes_or_labels_c
     extractor, utterances = tiny_extractor("whisper"), _utterances(tmp_path / "audio")
     config = {"model": "whisper", "num_shards": 1, "utterances_per_part": 1, "manifest_sha256": "0" * 64}
     store = tmp_path / "s"
-    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
+    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, show_progress=False, options=ExtractOptions(utterances_per_part=1))
     before = ShardReader(store).means("encoder.final")
     part = store / part_name(0, 1, 1)
     if damage == "data":
@@ -244,7 +244,7 @@ def test_s01_s14_a_resumed_extraction_re_extracts_a_part_whose_bytes_or_labels_c
         with h5py.File(part, "a") as handle:
             del handle["meta/gender"]
             handle.create_dataset("meta/gender", data=np.array(["female"], dtype=object), dtype=h5py.string_dtype())
-    report = run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
+    report = run_extraction(extractor, utterances, ["encoder.final"], store, config=config, show_progress=False, options=ExtractOptions(utterances_per_part=1))
     assert f"{part}: damaged part (" in capsys.readouterr().err and report.resumed == 2
     reader = ShardReader(store)
     np.testing.assert_array_equal(reader.means("encoder.final"), before)
@@ -263,10 +263,8 @@ def test_a_store_extracted_now_records_what_makes_it_whole(tmp_path):
         ["encoder.final"],
         tmp_path / "s",
         config=config,
-        num_shards=2,
-        shard_index=0,
-        utterances_per_part=1,
         show_progress=False,
+        options=ExtractOptions(num_shards=2, shard_index=0, utterances_per_part=1),
     )
     with pytest.raises(IncompleteStoreError, match=r"1 of its 3 utterances are missing \(part\(s\) shard0001of0002-part00000\.h5 absent\)"):
         ShardReader(tmp_path / "s")  # shard 1 of 2 not extracted yet
@@ -333,13 +331,15 @@ def test_k01_k03_a_complete_part_beside_its_killed_writer_s_claim_is_refused_the
     extractor, utterances = tiny_extractor("whisper"), _utterances(tmp_path / "audio")
     config = {"model": "whisper", "num_shards": 1, "utterances_per_part": 1, "manifest_sha256": "0" * 64}
     store = tmp_path / "s"
-    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
+    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, show_progress=False, options=ExtractOptions(utterances_per_part=1))
     lock = store / (part_name(0, 1, 1) + ".lock")
     lock.write_text(json.dumps({"host": __import__("socket").gethostname(), "pid": 999_999_999, "since": "2026-12-01T00:00:00+0000"}))
     with pytest.raises(IncompleteStoreError):
         ShardReader(store)
     with pytest.raises(ClaimError, match="stale claim .*--reclaim-stale"):
-        run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False)
-    run_extraction(extractor, utterances, ["encoder.final"], store, config=config, utterances_per_part=1, show_progress=False, reclaim_stale=True)
+        run_extraction(extractor, utterances, ["encoder.final"], store, config=config, show_progress=False, options=ExtractOptions(utterances_per_part=1))
+    run_extraction(
+        extractor, utterances, ["encoder.final"], store, config=config, show_progress=False, reclaim_stale=True, options=ExtractOptions(utterances_per_part=1)
+    )
     assert "reclaimed the stale claim" in capsys.readouterr().err and not lock.exists()
     assert ShardReader(store).partial is None

@@ -12,8 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from extract import store
-from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum
+from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum, writer
 
 SITES = {f"s{index}": 512 for index in range(6)}  # 1024 rows a chunk of float16
 
@@ -109,7 +108,7 @@ def test_a_full_disk_on_a_worker_thread_ends_in_one_line_and_leaves_nothing(tmp_
 
 
 def test_the_parts_bytes_do_not_depend_on_the_threads_timing(tmp_path, monkeypatch):
-    from extract.store import _SiteDigest
+    from extract.store.verify import _SiteDigest
 
     arrays = _arrays(30, seed=4)
     update = _SiteDigest.update
@@ -134,7 +133,7 @@ def test_the_disk_starts_writing_a_part_back_while_it_is_written_and_it_is_whole
         syncs.append(os.fstat(descriptor).st_size)
         return fdatasync(descriptor)
 
-    monkeypatch.setattr(store, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
+    monkeypatch.setattr(writer, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
     monkeypatch.setattr(os, "fdatasync", recorded)
     arrays = _arrays(40, seed=5)
     path = _written(tmp_path / "p.h5", arrays)
@@ -149,7 +148,7 @@ def test_a_failed_early_sync_discards_the_part_in_one_line(tmp_path, monkeypatch
     def full(descriptor):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
+    monkeypatch.setattr(writer, "WRITEBACK_BYTES", 2 * CHUNK_BYTES)
     monkeypatch.setattr(os, "fdatasync", full)
     with pytest.raises(StoreError, match="^disk full while writing p.h5 in .*: the part was discarded") as caught:
         _written(tmp_path / "p.h5", _arrays(40))

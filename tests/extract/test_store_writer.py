@@ -16,6 +16,7 @@ from extract.families import tiny_extractor
 from extract.families.base import NonFiniteError
 from extract.pipeline import BackgroundWriter, prefetched
 from extract.runner import AudioLog, audio_batches
+from extract.stage_options import ExtractOptions
 from extract.store import CHUNK_BYTES, PartWriter, ShardReader, StoreError, content_checksum
 from tests.extract.test_extract import _corpus
 
@@ -227,7 +228,7 @@ def test_bad_audio_after_the_first_batch_is_recorded_in_the_part_and_the_rerun_r
     corrupt = tmp_path / "audio" / "corrupt.wav"
     corrupt.write_bytes(b"RIFF....WAVEjunk")
     utterances.append(Utterance(id="corrupt", audio=str(corrupt), language="en", text="x", gender="male", speaker="s9", split="train"))
-    options = dict(config={}, show_progress=False, batch_size=1)
+    options = dict(config={}, show_progress=False, options=ExtractOptions(batch_size=1))
     report = run_extraction(tiny_extractor("whisper"), utterances, [SITE], tmp_path / "store", **options)
     assert report.written == 6 and [s["id"] for s in report.skipped] == ["corrupt"]
     assert [s["id"] for s in ShardReader(tmp_path / "store").skipped()] == ["corrupt"]

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from experiments.study.schema import CHOICES, TRANSCRIBE_FIELDS
+from experiments.study import study_file
 from experiments.transcribe import main as transcribe_main
 from extract.families.generation import GenerationError, GenerationOptions
 from extract.families.whisper_ct2 import converted_model, import_ctranslate2
@@ -156,9 +156,11 @@ def test_a_missing_ctranslate2_names_the_extra(monkeypatch):
 
 
 def test_the_engine_and_compute_type_are_study_keys():
-    assert {"engine", "compute_type"} <= set(TRANSCRIBE_FIELDS)
-    assert CHOICES["transcribe.engine"] == ("transformers", "ctranslate2")
-    assert CHOICES["transcribe.compute_type"] == ("int8", "int8_float16", "float16", "float32")
+    assert {"engine", "compute_type"} <= set(study_file.Transcribe.model_fields)
+    with pytest.raises(ValueError, match="'onnx' is not one of transformers, ctranslate2"):
+        study_file.Transcribe.model_validate({"engine": "onnx"})
+    with pytest.raises(ValueError, match="'int4' is not one of int8, int8_float16, float16, float32"):
+        study_file.Transcribe.model_validate({"compute_type": "int4"})
 
 
 @pytest.mark.slow

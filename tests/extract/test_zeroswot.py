@@ -14,6 +14,7 @@ from extract.families.errors import RemoteCodeError
 from extract.families.zeroswot import ZeroSwotExtractor, pretrained_loads_made_random, tiny_model, tiny_wav2vec2_ctc
 from extract.manifest import Utterance
 from extract.runner import run_extraction
+from extract.stage_options import ExtractOptions
 from extract.store import ShardReader
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -54,7 +55,9 @@ def test_stored_lengths_shrink_by_two_and_the_remaining_frames_are_unchanged(tmp
         soundfile.write(path, wave, 16_000, subtype="FLOAT")
         utterances.append(Utterance(id=f"u{index}", audio=str(path), language="en", text="x", gender="female" if index % 2 else "male", speaker=f"s{index}"))
     sites = ["post_adapter", "post_adapter_no_special"]
-    run_extraction(tiny_extractor("zeroswot"), utterances, sites, tmp_path / "store", config={}, storage_dtype="float32", show_progress=False)
+    run_extraction(
+        tiny_extractor("zeroswot"), utterances, sites, tmp_path / "store", config={}, show_progress=False, options=ExtractOptions(storage_dtype="float32")
+    )
     reader = ShardReader(tmp_path / "store")
     for utterance_id in reader.ids:
         assert reader.length("post_adapter_no_special", utterance_id) == reader.length("post_adapter", utterance_id) - 2

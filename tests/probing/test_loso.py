@@ -193,7 +193,7 @@ def _row(run_id, split=None, f1_s=70.0):
 
 
 def test_collect_keeps_a_loso_row_apart_from_the_fixed_one(tmp_path):
-    from experiments.scoring.collect import collect
+    from experiments.results.collect import collect
 
     probes = tmp_path / "p.jsonl"
     probes.write_text("".join(json.dumps(row) + "\n" for row in (_row("old"), _row("new", "loso", f1_s=55.0))))  # a row from before split: fixed

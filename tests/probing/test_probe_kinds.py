@@ -132,7 +132,7 @@ def test_a_throwaway_kind_reaches_collect_and_the_study_report_by_its_record(thr
     and in RESULTS.md's table of probe scores without a gap."""
     from types import SimpleNamespace
 
-    from experiments.scoring.collect import collect, write_collected
+    from experiments.results.collect import collect, write_collected
     from experiments.study.report import _files, _probe_section
     from probing.results import save_result
 
@@ -153,7 +153,7 @@ def test_a_throwaway_kind_reaches_collect_and_the_study_report_by_its_record(thr
 def test_two_per_position_kinds_at_one_row_of_f1_vs_gap_are_refused_naming_both(store, tmp_path, monkeypatch):
     """A second per-position kind joins f1_vs_gap.csv as positional does; that table has no probe column,
     so its rows and positional's at one key would be averaged: refused in one error naming both rows."""
-    from experiments.scoring.collect import CollectError, collect
+    from experiments.results.collect import CollectError, collect
     from probing.results import save_result
 
     copy = replace(KINDS["positional"], name="positional-copy")
@@ -179,7 +179,7 @@ def test_a_config_resolves_its_kind_once():
         KINDS.update(registered)
 
 
-@pytest.mark.parametrize("module", ["probing.run", "probing.grid", "experiments.scoring.collect", "experiments.study.report", "experiments.study.schema"])
+@pytest.mark.parametrize("module", ["probing.run", "probing.grid", "experiments.results.collect", "experiments.study.report", "experiments.study.schema"])
 def test_the_modules_that_dispatch_on_kinds_name_none(module):
     """They ask a kind's record (or DEFAULT_KIND for a default): a kind's name spelled in them would
     be a rule that a new kind does not get."""

@@ -33,13 +33,14 @@ from experiments.normalisation.corpus import MODES, apply_to_manifest, fit_from_
 from experiments.normalisation.filters import load_filters
 from experiments.normalisation.transform import GrafnParameters
 from experiments.reports import plots
+from experiments.results.records import GapReport
 from experiments.scoring.gaps import finite_or_null, gap_report, read_hypotheses
 from experiments.scoring.group_metrics import relative_gap
 from extract.audio import load_audio
 from extract.families.generation import GenerationOptions
 from extract.jobs import ExtractionJob, TranscriptionJob, extract, transcribe
 from extract.manifest import read_manifest, write_manifest
-from extract.records import GapReport, read_document, write_document
+from extract.records import read_document, write_document
 from extract.runner import finished_ids
 from extract.store import ShardReader, StoreError
 from probing.grid import run_all

@@ -33,13 +33,14 @@ from pathlib import Path
 from experiments.demo.report import e_header, shown_path
 from experiments.format import number
 from experiments.reports import plots
+from experiments.results.records import GapReport, MustSheScores
 from experiments.scoring.gaps import counts_path, gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import read_definition
 from extract.interventions import InterventionError, load_intervention, store_content_hash
 from extract.jobs import extract, transcribe
 from extract.manifest import read_manifest, write_manifest
-from extract.records import GapReport, MustSheScores, read_document, read_side_rows
+from extract.records import read_document, read_side_rows
 from extract.store import ShardReader
 from probing.erasure import fit
 from probing.grid import run_all

@@ -22,12 +22,13 @@ from experiments.format import number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
 from experiments.reports.plots import paper_style, pyplot, save
+from experiments.results.records import WinoMTResult
 from experiments.scoring.winomt import ASR_KEYS, TRANSLATION_KEYS, evaluate_transcripts, evaluate_translations, read_outputs
 from extract.corpora.winost import read_aggregate
 from extract.families.generation import GenerationOptions
 from extract.jobs import TranscriptionJob, transcribe
 from extract.manifest import read_manifest
-from extract.records import WinoMTResult, read_document
+from extract.records import read_document
 from extract.runner import finished_ids
 
 TRIM_TEMPLATES = 2  # 8 sentences on the trimmed demo

@@ -51,7 +51,7 @@ def gap_kind(options: dict) -> str:
     attribute (``gap_age_teens-thirties``; values that are not letters, digits and dots escaped:
     :func:`extract.attributes.task_file_name`), so that no two comparisons share a file and only the
     female-male reports start ``gap-``."""
-    from experiments.scoring.gaps import gap_task
+    from experiments.results.records import gap_task
     from extract.attributes import task_file_name
 
     if options.get("attribute"):

@@ -31,7 +31,7 @@ def plan(context: Context) -> list[Unit]:
 
 
 def run(context: Context, units: list[Unit]) -> None:
-    from experiments.scoring.collect import collect, write_collected
+    from experiments.results.collect import collect, write_collected
 
     (unit,) = units
     if unit.job is None:

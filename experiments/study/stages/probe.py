@@ -204,7 +204,7 @@ def supersede_probe_rows(context: Context, configs: list) -> None:
     import os
     import shutil
 
-    from experiments.scoring.collect import Probe
+    from experiments.results.collect import Probe
     from extract.claims import Claim
     from extract.supersede import superseded_folder
     from probing.results import load_numbered_rows

@@ -192,7 +192,7 @@ def test_results_md_lists_each_comparison_of_a_gap_of_three_groups_or_more(tmp_p
     """A gap of groups [x, y, z] compares x and y with z: long.csv has its E as
     comparisons.x.gap_relative and comparisons.y.gap_relative (no gap_relative of its own), and
     RESULTS.md's "Other gap comparisons" lists both (it listed two-group comparisons only)."""
-    from experiments.scoring.collect import write_csv
+    from experiments.results.collect import write_csv
     from experiments.study.report import _other_gaps_section
 
     columns = ["kind", "model", "dataset", "language", "task", "metric", "value"]

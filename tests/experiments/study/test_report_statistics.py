@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments.scoring.collect import F1_VS_GAP, write_csv
+from experiments.results.collect import F1_VS_GAP, write_csv
 from experiments.study.report import _gap_section, write_correlations
 
 # site s0: F1_S 60, 70, 80, 90 against E 1, 2.8, 3, 5 (r 0.963; with 2 degrees of freedom p = 1 - r = 0.037);

@@ -764,7 +764,7 @@ def test_loso_probes_reach_the_scatter_and_probe_scores_without_a_gap_are_shown(
 def test_the_site_heatmap_never_averages_fixed_and_loso_rows(tmp_path):
     from types import SimpleNamespace
 
-    from experiments.scoring.collect import LONG, write_csv
+    from experiments.results.collect import LONG, write_csv
     from experiments.study import report
 
     def row(model, split, value, site="encoder.final"):
