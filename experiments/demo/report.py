@@ -14,12 +14,12 @@ import re
 from functools import cache
 from pathlib import Path
 
-import jinja2
 import numpy as np
 
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.format import number
 from experiments.reports import plots as figures
+from experiments.reports.markdown import markdown_templates
 from experiments.scoring.correlation import interval_text
 from experiments.scoring.gaps import GAP_ESTIMATES
 from experiments.scoring.mustshe import sentences_path
@@ -44,11 +44,9 @@ RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row name
 
 
 @cache
-def _templates() -> jinja2.Environment:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("experiments.demo"), undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True
-    )
-    environment.filters.update(number=number, shown=shown_path, mean=_mean)
+def _templates():
+    environment = markdown_templates("experiments.demo")
+    environment.filters.update(shown=shown_path, mean=_mean)
     environment.globals.update(gap_table=gap_table, average_test_length=average_test_length, mdl_lines=mdl_lines, interval_text=interval_text)
     return environment
 
