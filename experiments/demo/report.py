@@ -56,6 +56,11 @@ def render(template: str, **context) -> str:
     return _templates().get_template(template).render(**context)
 
 
+def render_lines(template: str, **context) -> list[str]:
+    """:func:`render` as the list of lines an opt-in stage's section is (:mod:`experiments.demo.extras`)."""
+    return render(template, **context).split("\n")[:-1]
+
+
 class Collected:
     """The demo study's collected results: long.csv's probe rows by what they are about, and each
     run's full row and arrays by the run id long.csv names."""

@@ -26,7 +26,7 @@ import numpy as np
 from experiments.analysis.acoustic import FEATURES, compute_acoustics
 from experiments.analysis.contrasts import error_regression, feature_table, group_contrasts, read_gap_setups, setup_correlations, setup_table
 from experiments.analysis.speakers import HdbscanSettings, agreement, assign_speakers, audio_embeddings, mfcc_statistics, store_embeddings
-from experiments.demo.report import render
+from experiments.demo.report import render_lines
 from experiments.format import number
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
@@ -167,7 +167,7 @@ def run(work) -> list[str]:
         json.dumps(finite_or_null({"contrasts": contrasts, "setups": setup_rows, "correlations": correlations, "regressions": regressions}), indent=1)
     )
     figure = f0_figure(rows, voices, work.out / "analyses_f0")
-    return render(
+    return render_lines(
         "analyses.md.j2",
         **dict(rows=rows, timing=timing, workers=WORKERS, speech=SPEECH, voices=voices, figure=figure[0].name, contrasts=contrasts, by_speaker=by_speaker),
         **dict(setup_rows=setup_rows, regressions=regressions, speakers=speakers, labels=LABELS, n=_number, p=_p, rate_ratio=_rate_ratio),
@@ -176,4 +176,4 @@ def run(work) -> list[str]:
             f"{c['feature']} {_number(c.get('pearson_r'), 2, True)}" if "pearson_r" in c else f"{c['feature']} – ({c['note']})" for c in correlations
         ),
         unreliable=any("reliability_note" in r for r in regressions),
-    ).split("\n")[:-1]
+    )

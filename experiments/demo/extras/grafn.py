@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header, render
+from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header, render_lines
 from experiments.finetuning.tracking import read_history
 from experiments.format import number
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
@@ -290,13 +290,13 @@ def section(reports, notes, spectra_result, probe_scores, histories, commands, f
         else ""
         for condition in CONDITIONS
     }
-    return render(
+    return render_lines(
         "grafn.md.j2",
         **dict(gap_rows=_gap_rows(reports, notes), notes=notes, conditions=CONDITIONS, mode_names=MODE_NAMES, distances=distances, shares=SHARES),
         **dict(reduction_shares=reduction_shares, probe_sites=PROBE_SITES, probe_scores=probe_scores, finetune=FINETUNE, total=total),
         **dict(full_set=GAP_ESTIMATE_LABELS["full"], histories=histories, history_gaps=_history_gaps, commands=commands, figure=figure[0].name),
         seconds=seconds,
-    ).split("\n")[:-1]
+    )
 
 
 def run(work) -> list[str]:
