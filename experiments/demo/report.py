@@ -307,12 +307,6 @@ def write_report(work: Work, trimmed: bool) -> Path:
     return report
 
 
-def _languages_by_id(manifest: Path) -> dict[str, str]:
-    from extract.manifest import read_manifest
-
-    return {utterance.id: utterance.language for utterance in read_manifest(manifest)}
-
-
 def real_voices_section(work: Work, collected: Collected) -> str:
     """The report's section on the real voices: leave-one-speaker-out probes per site against the
     F0 baseline, error rate per voice, E per language with both genders, and what so few voices cannot show;
@@ -384,10 +378,10 @@ def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
     gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
     from experiments.scoring.gaps import counts_path
 
-    languages = _languages_by_id(work.realvoices / "manifest.jsonl")
+    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     errors: dict[tuple[str, str], list[float]] = {}
     for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
-        totals = errors.setdefault((count["speaker"], languages[count["id"]]), [0.0, 0.0])
+        totals = errors.setdefault((count["speaker"], voice_of[count["id"]][1]), [0.0, 0.0])
         totals[0] += count["errors"]
         totals[1] += count["length"]
     return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
