@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from experiments.reports import plots
 from experiments.results.records import GapReport, LongRow, MustSheScores, read_table
@@ -139,9 +139,7 @@ def _draw(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _draw(args), FigureInputError, ResultsError, StoreError)
+main = command_main(build_parser, _draw, FigureInputError, ResultsError, StoreError)
 
 
 def _row(probes: Path, run: str) -> dict:

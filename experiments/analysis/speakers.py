@@ -34,7 +34,6 @@ import numpy as np
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
 from extract.options import option
 
-SOURCE_KINDS = ("speechbrain", "store", "mfcc", "resemblyzer")
 MFCC_COEFFICIENTS = 12
 
 

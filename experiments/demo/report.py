@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Work, real_voices_skipped, tiny_families
 from experiments.format import number
 from experiments.reports import plots as figures
+from experiments.reports.markdown import markdown_templates
 from experiments.results.correlation import interval_text
 from experiments.results.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_table
 from experiments.scoring.gaps import GAP_ESTIMATES
@@ -40,6 +42,24 @@ def tiny_labels() -> dict[str, str]:
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row names in its source
+
+
+@cache
+def _templates():
+    environment = markdown_templates("experiments.demo")
+    environment.filters.update(shown=shown_path, mean=_mean)
+    environment.globals.update(gap_table=gap_table, average_test_length=average_test_length, mdl_lines=mdl_lines, interval_text=interval_text)
+    return environment
+
+
+def render(template: str, **context) -> str:
+    """A Markdown template of ``experiments/demo/templates``, with the report's tables and formatters at hand."""
+    return _templates().get_template(template).render(**context)
+
+
+def render_lines(template: str, **context) -> list[str]:
+    """:func:`render` as the list of lines an opt-in stage's section is (:mod:`experiments.demo.extras`)."""
+    return render(template, **context).split("\n")[:-1]
 
 
 class Collected:
@@ -278,90 +298,55 @@ def write_report(work: Work, trimmed: bool) -> Path:
 
     table = {site: [positional(site, condition)["f1_s"] for condition in CONDITIONS] for site in sites}
     report = out / "report.md"
-    text = _markdown(work, gaps, mustshe, table, real, attention, tiny, f1_rows, (gap_fit, gap_reason), (mustshe_rows, mustshe_fit), len(sentences), trimmed)
-    report.write_text(text + "\n".join(real_voices_section(work, collected)) + "\n")
+    text = render(
+        "report.md.j2",
+        **dict(work=work, trimmed=trimmed, gaps=gaps, mustshe=mustshe, conditions=CONDITIONS, table=table, site=last, last=real, attention=attention),
+        **dict(tiny=tiny, f1_rows=f1_rows, gap_fit=gap_fit, gap_reason=gap_reason, mustshe_rows=mustshe_rows, mustshe_fit=mustshe_fit),
+        confusion_count=len(sentences),
+    )
+    report.write_text(text + real_voices_section(work, collected))
     return report
 
 
-def _languages_by_id(manifest: Path) -> dict[str, str]:
-    from extract.manifest import read_manifest
-
-    return {utterance.id: utterance.language for utterance in read_manifest(manifest)}
-
-
-def real_voices_section(work: Work, collected: Collected) -> list[str]:
+def real_voices_section(work: Work, collected: Collected) -> str:
     """The report's section on the real voices: leave-one-speaker-out probes per site against the
     F0 baseline, error rate per voice, E per language with both genders, and what so few voices cannot show;
     or, when the demo could not fetch them, that they were skipped and how to include them."""
     skipped = real_voices_skipped(work)
-    lines = ["## Real voices (Debian's recorded prompts and narrations)", ""]
     if skipped is not None:
-        return lines + [
-            f"**Skipped**: the real-voice corpus could not be built ({skipped}). To include it, let `apt-get` reach Debian's archive",
-            "(`apt-get update` as root once), then rerun `make demo`: the recipe `python -m experiments.recipes.realvoices` fetches the packages.",
-        ]
+        return render("real_voices.md.j2", skipped=skipped)
     card = json.loads((work.realvoices / "card.json").read_text())
     voices = {(row["speaker"], row["language"]): row for row in card["voices"]}  # a speaker may read two languages
     last = WHISPER_BASE_SITES[-1]
-    f0 = collected.probe("praat-f0", "f0", probe="mean", dataset=REAL, split="loso")
-    f0_control = collected.probe("praat-f0", "f0", probe="mean", control="shuffled", dataset=REAL, split="loso")
-    control = collected.probe("whisper-base", last, probe="mean", control="shuffled", dataset=REAL, split="loso")
-    per_site = {site: collected.probe("whisper-base", site, probe="mean", dataset=REAL, split="loso") for site in WHISPER_BASE_SITES}
-    gap = read_document(work.gap("whisper-base", REAL), GapReport).to_dict()
+
+    def probe(model: str, site: str, control: str = "none") -> dict:
+        return collected.probe(model, site, probe="mean", control=control, dataset=REAL, split="loso")
+
+    f0, per_site = probe("praat-f0", "f0"), {site: probe("whisper-base", site) for site in WHISPER_BASE_SITES}
+    probes = [(f"whisper-base {site}", row) for site, row in per_site.items()]
+    probes += [("F0 alone (Praat: ln median, mean, sd)", f0), (f"shuffled control, whisper-base {last}", probe("whisper-base", last, "shuffled"))]
+    probes += [("shuffled control, F0", probe("praat-f0", "f0", "shuffled"))]
     voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
-    lines += [
-        f"{sum(row['clips'] for row in voices.values())} clips of {len(voices)} real, credited voices ({len({s for s, _ in voices})} speakers; "
-        f"{card['settings']['per_speaker']} clips per voice, "
-        f"seed {card['settings']['seed']}; names, packages, licences and credits in `{shown_path(work.realvoices / 'CARD.md')}`), built by "
-        "`experiments.recipes.realvoices` from Debian packages. **Caveats, before any number**: each language has one to three voices;",
-        "speaker, source (telephone prompts, children's software), language and channel move together, so a probe or a gap here",
-        f"cannot separate gender from any of them; {len(voices)} voices cannot support a finding about women and men. These rows show",
-        "that the pipeline runs on real recordings (real channels, 8 kHz prompts, real F0 spread), where probes are not at ceiling.",
-        "",
-        "### Leave-one-speaker-out probes (mean-pooled logistic probe per site; the F0-only baseline)",
-        "",
-        "Each speaker is held out in turn, the probe trained on the others; macro-F1 pools every fold's predictions. `per-speaker mean`",
-        "is the mean over the held-out speakers of their fold's accuracy (each speaker weighs alike); `per-voice mean` the mean over",
-        "voices of their accuracy from the per-utterance predictions (a speaker reading two languages is two voices, one fold).",
-        "",
-        "| features | macro-F1 | per-speaker mean accuracy | per-voice mean accuracy |",
-        "|---|---|---|---|",
-        *(
-            f"| {name} | {number(row['f1_macro'])} | {number(row['fold_accuracy_mean'])} | "
-            f"{number(_mean(collected_voice_accuracy(collected, row, voice_of)))} |"
-            for name, row in [
-                *((f"whisper-base {site}", row) for site, row in per_site.items()),
-                ("F0 alone (Praat: ln median, mean, sd)", f0),
-                (f"shuffled control, whisper-base {last}", control),
-                ("shuffled control, F0", f0_control),
-            ]
-        ),
-        "",
-        f"Per voice (accuracy over its clips, from the per-utterance predictions of its speaker's fold; whisper-base {last} and F0):",
-        "",
-        "| voice | language | gender | clips | whisper-base | F0 | Whisper base error rate (%, the gap's metric) |",
-        "|---|---|---|---|---|---|---|",
-    ]
     whisper_voices, f0_voices = collected_voice_accuracy(collected, per_site[last], voice_of), collected_voice_accuracy(collected, f0, voice_of)
     rates = voice_error_rates(work)
-    for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0])):
-        lines.append(
-            f"| {voice['name'] or speaker} | {language} | {voice['gender']} | {voice['clips']} | "
-            f"{number(whisper_voices.get((speaker, language)))} | {number(f0_voices.get((speaker, language)))} | "
-            f"{number(rates.get((speaker, language)), 2)} |"
+    voice_rows = [
+        (
+            voice["name"] or speaker,
+            language,
+            voice["gender"],
+            voice["clips"],
+            whisper_voices.get((speaker, language)),
+            f0_voices.get((speaker, language)),
+            rates.get((speaker, language)),
         )
-    lines += ["", "A voice that reads two languages (Allison Smith: en, es) is one speaker: its fold holds out both, and each row scores its own clips."]
-    lines += [
-        "",
-        "### The gap per language (Whisper base)",
-        "",
-        "E(F, M) where a language has voices of both genders (cs, en, fr, it, ru); otherwise the row says which group is missing. With one",
-        "or two voices per group the speaker bootstrap can hardly vary the speakers: read its interval as clip-level noise only.",
-        "",
-        *gap_table({"whisper-base": gap}),
-        "",
+        for (speaker, language), voice in sorted(voices.items(), key=lambda item: (item[0][1], item[1]["gender"], item[0][0]))
     ]
-    return lines
+    return render(
+        "real_voices.md.j2",
+        **dict(skipped=None, work=work, card=card, voices=voices, clips=sum(row["clips"] for row in voices.values()), speakers=len({s for s, _ in voices})),
+        **dict(probes=probes, voice_accuracy=lambda row: collected_voice_accuracy(collected, row, voice_of), last=last, voice_rows=voice_rows),
+        gap=read_document(work.gap("whisper-base", REAL), GapReport).to_dict(),
+    )
 
 
 def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
@@ -394,10 +379,10 @@ def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
     gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
     from experiments.scoring.gaps import counts_path
 
-    languages = _languages_by_id(work.realvoices / "manifest.jsonl")
+    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     errors: dict[tuple[str, str], list[float]] = {}
     for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
-        totals = errors.setdefault((count["speaker"], languages[count["id"]]), [0.0, 0.0])
+        totals = errors.setdefault((count["speaker"], voice_of[count["id"]][1]), [0.0, 0.0])
         totals[0] += count["errors"]
         totals[1] += count["length"]
     return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
@@ -409,123 +394,6 @@ def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:
         (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
         for family, sites in tiny_families().items()
         for site in sites
-    ]
-
-
-def _markdown(work, gaps, mustshe, table, last, attention, tiny, f1_rows, gap_fit, mustshe_pairing, confusion_count, trimmed) -> str:
-    gap_fit, gap_reason = gap_fit
-    mustshe_rows, mustshe_fit = mustshe_pairing
-    site = WHISPER_BASE_SITES[-1]
-    lines = [
-        "# Demo report" + (" (trimmed corpus)" if trimmed else ""),
-        "",
-        "**The voices are synthetic** (Kokoro-82M and espeak-ng, see the corpus card). These numbers show that the pipeline runs end to",
-        "end; they are not a finding about women and men, nor about Whisper.",
-        "",
-        f"Corpus: `{shown_path(work.corpus.root)}`. The demo is a study: `{shown_path(work.study_file)}`, run by `experiments.study` "
-        f"(its own tables and figures: `{shown_path(work.root / 'RESULTS.md')}`). Every number below is read from the study's collected "
-        f"results in `{shown_path(work.layout.results)}` (`long.csv`, `f1_vs_gap.csv`, `f1_vs_mustshe.csv`, `correlations.json`) and its "
-        "behaviour outputs.",
-        f"The Whisper models ran in {work.dtype} (bfloat16 where the CPU or GPU supports it natively, for speed), torch on "
-        f"{work.threads} CPU threads (`--threads`).",
-        "",
-        *reproducibility_lines(),
-        "",
-        "## ASR gaps (bundled Whisper base and tiny.en)",
-        "",
-        *gap_table(gaps),
-        "",
-        "![gaps](gaps.png)",
-        "",
-        "![error distribution](error_distribution_en.png)",
-        "",
-        "## Probes on Whisper base",
-        "",
-        "Per-position logistic probes (first frames up to the longest clip), F1_S = mean F1 over the positions before the average test",
-        "length in speech frames (padding excluded). Random init: the same architecture with random weights. Shuffled control:",
-        "training and dev labels agreeing with the true ones on exactly half of each class, mean of three seeds.",
-        "",
-        "| site | " + " | ".join(CONDITIONS) + " |",
-        "|---|" + "---|" * len(CONDITIONS),
-        *(f"| {name} | " + " | ".join(number(value) for value in values) + " |" for name, values in table.items()),
-        "",
-        f"Average test length (F1_S's span, the dashed line of the per-position figure): {average_test_length(last)}.",
-        "",
-        *mdl_lines(site, last),
-        "",
-        "![heatmap](site_heatmap.png)",
-        "",
-        "![per position](per_position.png)",
-        "",
-        "## Probe F1_S against the gap",
-        "",
-        f"Per-language probes at {site} (each on the utterances of one language) against that model's gap for the language, as "
-        "`experiments.collect` joined them (`f1_vs_gap.csv`); the fit pools the models' points:",
-        "",
-        "| model | language | F1_S | E(F, M) | 95 % CI (speaker bootstrap) |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {row.model} | {row.language} | {number(row.f1_s)} | {number(row.gap_relative)} | {number(row.ci95_low)} .. {number(row.ci95_high)} |"
-            for row in f1_rows
-        ),
-        "",
-        *_fit_lines(gap_fit, gap_reason, "f1_vs_gap"),
-        "",
-        "## Attention probe and MuST-SHE",
-        "",
-        f"Attention probe on Whisper base `{site}` (Adam lr {attention['config']['lr']:g}, at most {attention['config']['max_epochs']} epochs: "
-        f"faster than the paper's 1e-4 on two CPU cores): macro-F1 {number(attention['f1_macro'])} on the demo corpus' test voices, "
-        f"{number(attention['applied_f1_macro'])} on the {attention['applied_to']['scored']} MuST-SHE utterances it is applied to "
-        "(voices outside its training split).",
-        f"MuST-SHE en-es (Whisper base with Spanish forced, not a trained translation direction): category 1 (1F + 1M) coverage "
-        f"{number(mustshe['category_1']['coverage'])}, gender accuracy {number(mustshe['category_1']['accuracy'])}; all categories: "
-        f"coverage {number(mustshe['global']['coverage'])}, accuracy {number(mustshe['global']['accuracy'])} "
-        f"(She {number(mustshe['genders']['She']['accuracy'])}, He {number(mustshe['genders']['He']['accuracy'])}).",
-        "",
-        "The pairing (`f1_vs_mustshe.csv`, from `experiments.collect`) is the probe's macro-F1 on the MuST-SHE speakers (`applied_f1_macro`)",
-        "against category-1 gender accuracy (`category_1.accuracy`), as in Fucci et al. (2025), Figure 1: not the probe's F1 on its own",
-        "test split, nor accuracy over all categories.",
-        "",
-        "| model | site | target | applied_f1_macro | category_1_accuracy |",
-        "|---|---|---|---|---|",
-        *(f"| {row.model} | {row.site} | {row.tgt_lang} | {number(row.applied_f1_macro)} | {number(row.category_1_accuracy)} |" for row in mustshe_rows),
-        "",
-        *_fit_lines(mustshe_fit if "pearson_r" in mustshe_fit else None, mustshe_fit.get("note", "no MuST-SHE pairing"), "f1_vs_mustshe"),
-        "",
-        f"Confusion of the probe's prediction with the gender of the translation on the {confusion_count} MuST-SHE sentences",
-        "(read by voices the probe never trained on):",
-        "",
-        "![confusion](confusion.png)",
-        "",
-        "## Before and after the adapters (random weights)",
-        "",
-        "Tiny SeamlessM4T v2, S2T and a ZeroSwot stand-in with **random weights** (no checkpoint can be downloaded here; the study's",
-        "checkpoint `tiny-random`), on the English utterances: the extraction before/after the adapters and the attention probes run",
-        "end to end. Random features of the waveform can still separate a few synthetic voices, and the test split holds two of them:",
-        "these scores say nothing about the real models.",
-        "",
-        "| model | site | F1 |",
-        "|---|---|---|",
-        *(f"| {model} | {name} | {number(row['f1_macro'])} |" for model, name, row in tiny),
-        "",
-        "![attention](attention_profiles.png)",
-        "",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def reproducibility_lines() -> list[str]:
-    """What makes a rerun identical, and what can still differ on another machine (measured on the
-    2-core CPU the committed report comes from; see the README)."""
-    return [
-        "**Reproducibility.** A rerun from an empty cache on the same machine gives these numbers exactly: every random draw",
-        "is seeded; espeak-ng speaks each utterance in a fresh process with a fixed noise seed (it seeded its female variants'",
-        "breath noise from the clock, which moved this table's female WER between runs); Kokoro's ONNX output does not depend on",
-        "the thread count (1, 2 and 4 gave the same samples); torch runs on the fixed thread count above (an attention probe's",
-        "weights moved by 7e-9 between 1 and 2 threads). On another machine, expect small differences: the Whisper compute dtype",
-        "follows the hardware (bfloat16 with AVX512-BF16 or CUDA, float32 elsewhere; the two differ by up to 1.8 % relative L2",
-        "in encoder.final states, and gave the same 42 transcripts of the trimmed corpus), and CPU or GPU kernels round",
-        "differently by instruction set (not measured here): a probe score or a transcript near a decision boundary can change.",
     ]
 
 
@@ -546,14 +414,3 @@ def shown_path(path: Path) -> str:
 
 def _p(value) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value >= 1e-4 else "< 1e-4"
-
-
-def _fit_lines(fit, reason, figure) -> list[str]:
-    if fit is None:
-        return [f"No correlation: {reason}.", "", f"![{figure}]({figure}.png)"]
-    return [
-        f"n = {fit['n']}: Pearson r {fit['pearson_r']:+.2f} (p {fit['p_value']:.3g}, {interval_text(fit['ci95_r'], fit.get('ci95_note'))}), "
-        f"R² {fit['r2']:.2f}, Spearman {fit['spearman_rho']:+.2f}. With so few points this is a smoke test of the code, not evidence.",
-        "",
-        f"![{figure}]({figure}.png)",
-    ]

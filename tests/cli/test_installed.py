@@ -70,10 +70,10 @@ def test_an_installed_package_keeps_its_cache_out_of_site_packages(installed):
 
 
 @pytest.mark.slow
-def test_the_wheel_carries_every_subpackage(installed):
+def test_the_wheel_carries_every_subpackage_and_the_report_templates(installed):
     _, wheel = installed
     names = zipfile.ZipFile(wheel).namelist()
-    source = {str(p.relative_to(CHECKOUT)) for top in ("extract", "probing", "experiments") for p in (CHECKOUT / top).rglob("*.py")}
+    source = {str(p.relative_to(CHECKOUT)) for top in ("extract", "probing", "experiments") for p in (CHECKOUT / top).rglob("*") if p.suffix in (".py", ".j2")}
     assert source <= set(names), sorted(source - set(names))[:5]
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from experiments.analysis.acoustic import FEATURES, compute_acoustics
 from experiments.analysis.contrasts import error_regression, feature_table, group_contrasts, read_gap_setups, setup_correlations, setup_table
 from experiments.analysis.speakers import HdbscanSettings, agreement, assign_speakers, audio_embeddings, mfcc_statistics, store_embeddings
+from experiments.demo.report import render_lines
 from experiments.format import number
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
@@ -146,6 +147,7 @@ def f0_figure(rows: list[dict], voices: list[dict], out: Path) -> list[Path]:
 
 
 def run(work) -> list[str]:
+    """The section's Markdown lines (rendered from ``templates/analyses.md.j2``)."""
     folder = work.root / "analyses"
     folder.mkdir(parents=True, exist_ok=True)
     rows, timing = acoustic_rows(work, folder)
@@ -165,106 +167,13 @@ def run(work) -> list[str]:
         json.dumps(finite_or_null({"contrasts": contrasts, "setups": setup_rows, "correlations": correlations, "regressions": regressions}), indent=1)
     )
     figure = f0_figure(rows, voices, work.out / "analyses_f0")
-
-    lines = [
-        "## What explains a gap: acoustic features and speaker clustering (synthetic voices)",
-        "",
-        "**Synthetic voices** (Kokoro-82M and espeak-ng): these numbers show that the analyses of Attanasio et al. 2024 §3 and §5 run end to end; "
-        "they are not a finding about speakers. Lexical features are not computed here: no English or Spanish spaCy pipeline is installed offline, "
-        "and every voice reads the same sentences, so the two genders' lexical features are equal by construction.",
-        "",
-        f"Acoustic features of {timing.get('records', len(rows))} records in {_number(timing.get('seconds'), 0)} s "
-        f"({_number(timing.get('seconds_per_1000'), 0)} s per 1000 records, {timing.get('workers', WORKERS)} processes, "
-        f"{'silero-vad speech seconds' if SPEECH == 'vad' else 'seconds of clip'}, "
-        "including model loading). F0: Praat, per-voice floor 0.75 × q25 and ceiling 1.5 × q75 of a 60-700 Hz first pass; intensity: Praat mean "
-        "(energy), dB re 2e-5 with the samples as pascals (a full-scale sine at 91 dB); rates per second of detected speech: "
-        "Whisper-tokenizer tokens, and syllable nuclei (voiced intensity peaks, approximate).",
-    ]
-    nulls = timing.get("nulls") or {}
-    if nulls:
-        lines.append("Null features: " + "; ".join(f"{f}: {n} ({r})" for f, reasons in nulls.items() for r, n in reasons.items()) + ".")
-    lines += ["", "| Voice | Gender | Records | F0 range (Hz) | F0 (Hz) | Intensity (dB) | Tokens/s | Nuclei/s |", "|---|---|---|---|---|---|---|---|"]
-    for v in voices:
-        span = f"{v['range']['floor']:.0f}–{v['range']['ceiling']:.0f}" if "floor" in v["range"] else "–"
-        lines.append(
-            f"| {v['voice']} | {v['gender']} | {v['records']} | {span} | {_number(v['f0_mean_hz'])} | {_number(v['intensity_mean_db'])} "
-            f"| {_number(v['rate_tokens_per_second'], 2)} | {_number(v['rate_nuclei_per_second'], 2)} |"
-        )
-    lines += [
-        "",
-        f"![mean F0 per voice]({figure[0].name})",
-        "",
-        "Female − male per language: records as the unit (the paper's; Welch's t-test and Mann-Whitney U, Holm over the four features), "
-        "and the t-test on per-voice means (the voices, not the records, are the independent units: the record-level p-values are pseudo-replicated).",
-        "",
-        "| Lang | Feature | F mean | M mean | Difference | Cohen's d | Rank-biserial | p (Welch, Holm) | p (U, Holm) | Voices F/M "
-        "| p (Welch on voice means, Holm) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in contrasts:
-        s = by_speaker[(c["language"], c["feature"])]
-        lines.append(
-            f"| {c['language']} | {LABELS[c['feature']]} | {_number(c['mean_a'], 2)} | {_number(c['mean_b'], 2)} | {_number(c['difference'], 2, True)} "
-            f"| {_number(c['cohens_d'], 2, True)} | {_number(c['rank_biserial'], 2, True)} | {_p(c['p_t_adjusted'])} | {_p(c['p_u_adjusted'])} "
-            f"| {s['n_a']}/{s['n_b']} | {_p(s['p_t_adjusted'])} |"
-        )
-    lines += [
-        "",
-        "Feature differences (female − male) against the gap E(F, M) over the demo's setups. **Three points: a correlation over 3 setups means "
-        "nothing** (any two-parameter line nearly fits three points); the rows show the table `python -m experiments.correlate` reads "
-        f"(`{(folder / 'results.json').name}` holds them).",
-        "",
-        f"| Setup | E (%, {setup_rows[0]['gap_estimate'] if setup_rows else ''}) | ΔF0 (Hz) | Δintensity (dB) | Δtokens/s | Δnuclei/s |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in setup_rows:
-        lines.append(
-            f"| {r['setup']} | {_number(r['gap_relative'], 1, True)} | {_number(r['diff_f0_mean_hz'], 1, True)} "
-            f"| {_number(r['diff_intensity_mean_db'], 2, True)} | {_number(r['diff_rate_tokens_per_second'], 2, True)} "
-            f"| {_number(r['diff_rate_nuclei_per_second'], 2, True)} |"
-        )
-    lines += [
-        "",
-        "Pearson r over the 3 setups (meaningless, shown as the pipeline's output): "
-        + "; ".join(f"{c['feature']} {_number(c.get('pearson_r'), 2, True)}" if "pearson_r" in c else f"{c['feature']} – ({c['note']})" for c in correlations)
-        + " (the two English setups share their feature differences: the same records).",
-    ]
-    lines += [
-        "",
-        "Per-utterance Poisson regression of errors on gender (offset log reference length, speaker-clustered errors; rate ratio of female "
-        "against male, alone and with z-scored F0, intensity and token rate held fixed). On these voices F0 nearly determines gender, so "
-        "gender's coefficient with F0 held fixed rests on little independent variation (r(gender, F0) below): with a handful of voices a side, "
-        "the joint model extrapolates and its ratio is not an estimate of anything; read the interval, not the point.",
-        "",
-        "| Setup | Records | Voices | r(gender, F0) | Rate ratio F/M, alone (95% CI) | Rate ratio F/M, with features (95% CI) | McFadden R², with features |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in regressions:
-        note = r.get("note") or r["group_only"].get("note") or r["with_features"].get("note")
-        if note:
-            lines.append(f"| {r['dataset']}/{r['language']}/{r['model']} | {r['records']} | – | – | {note} | | |")
-            continue
-        alone, joint = r["group_only"]["coefficients"]["is_female"], r["with_features"]["coefficients"]["is_female"]
-        lines.append(
-            f"| {r['dataset']}/{r['language']}/{r['model']} | {r['records']} | {r['speakers']}{' †' if 'reliability_note' in r else ''} "
-            f"| {r['gender_feature_correlation']['f0_mean_hz']:+.2f} "
-            f"| {_rate_ratio(alone)} | {_rate_ratio(joint)} "
-            f"| {r['with_features']['pseudo_r2_mcfadden']:.3f} |"
-        )
-    if any("reliability_note" in r for r in regressions):
-        lines += ["", "† fewer than 5 voices in a group: the speaker-clustered intervals rest on too few clusters to be trusted."]
-    lines += [
-        "",
-        "Speaker ids by HDBSCAN (min_cluster_size 2, cosine; per dataset, language and gender, as the paper) from the mean-pooled whisper-base "
-        "states of each site and from MFCC statistics; adjusted Rand index and purity against the true voices (one voice per language scope), "
-        "and the ARI against the sentence read: where it beats the voices' ARI, the clusters group what is said, not who says it.",
-        "",
-        "| Embeddings | Clusters | Noise singletons | True voices | ARI | Purity | ARI against the sentence |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for s in speakers:
-        lines.append(
-            f"| {s['source']} | {s['clusters'] - s['noise']} | {s['noise']} | {s['true_speakers']} | {s['adjusted_rand_index']:.3f} | {s['purity']:.3f} "
-            f"| {s['ari_against_sentence']:.3f} |"
-        )
-    return lines
+    return render_lines(
+        "analyses.md.j2",
+        **dict(rows=rows, timing=timing, workers=WORKERS, speech=SPEECH, voices=voices, figure=figure[0].name, contrasts=contrasts, by_speaker=by_speaker),
+        **dict(setup_rows=setup_rows, regressions=regressions, speakers=speakers, labels=LABELS, n=_number, p=_p, rate_ratio=_rate_ratio),
+        nulls="; ".join(f"{f}: {n} ({r})" for f, reasons in (timing.get("nulls") or {}).items() for r, n in reasons.items()),
+        pearson="; ".join(
+            f"{c['feature']} {_number(c.get('pearson_r'), 2, True)}" if "pearson_r" in c else f"{c['feature']} – ({c['note']})" for c in correlations
+        ),
+        unreliable=any("reliability_note" in r for r in regressions),
+    )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header
+from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header, render_lines
 from experiments.finetuning.tracking import read_history
 from experiments.format import number
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
@@ -285,62 +285,19 @@ def _gap_rows(reports: dict, notes: dict) -> list[str]:
 def section(reports, notes, spectra_result, probe_scores, histories, commands, figure: list[Path], seconds: float, total: int) -> list[str]:
     distances = {condition: spectra_result["conditions"][condition]["distance"] for condition in CONDITIONS}
     reduction = distances["original"]["shape_rms_db"] - distances["gender"]["shape_rms_db"]
-    lines = [
-        "## GRAFN waveform normalisation and gender-balanced fine-tuning (synthetic voices)",
-        "",
-        "**Synthetic voices**: these numbers show that the pipeline runs; they are not a finding about speakers. GRAFN filters were fitted",
-        "on the train split (defaults of `experiments.normalisation.transform.GrafnParameters`) and applied at inference only to the held-out",
-        "voices (dev and test splits, two voices per gender: speaker intervals are unreliable). Whisper base is the bundled model, unchanged.",
-        "",
-        *_gap_rows(reports, notes),
-        "",
-    ]
-    lines += [f"† {note}." for note in notes.values()] + ([""] if notes else [])
-    lines += [
-        "Per-gender long-term average spectrum distance on the held-out audio (smoothed as H(f) is, 100-7000 Hz; shape: level difference removed):",
-        "",
-        "| condition | RMS dB | shape RMS dB | level F − M dB | share of the by-label shape reduction |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for condition in CONDITIONS:
-        d = distances[condition]
-        share = (distances["original"]["shape_rms_db"] - d["shape_rms_db"]) / reduction if reduction > 0 and condition != "original" else None
-        shown = "" if share is None else f"{100 * share:.0f} %"
-        lines.append(f"| {MODE_NAMES[condition]} | {d['rms_db']:.2f} | {d['shape_rms_db']:.2f} | {d['level_db']:+.2f} | {shown} |")
-    lines += [
-        "",
-        "Gender extractability, per-position logistic probes (F1_S, %), Whisper base on the whole corpus before and after GRAFN by gender label:",
-        "",
-        "| site | original | GRAFN |",
-        "|---|---:|---:|",
-        *[f"| {site} | {probe_scores['original'][site]:.1f} | {probe_scores['gender'][site]:.1f} |" for site in PROBE_SITES],
-        "",
-        f"LoRA fine-tuning of Whisper tiny.en (r 32, alpha 64 on q_proj and v_proj; {FINETUNE['max_steps']} steps of {FINETUNE['batch_size']},",
-        f"lr {FINETUNE['lr']:g}; {total} training utterances at each female share; validation on held-out voices reading sentences never trained on;",
-        "step 0 is the untrained model):",
-        "",
-        f"| female share | GRAFN | WER F before → after | WER M before → after | E(F, M) after ({GAP_ESTIMATE_LABELS['full']}) | Δrel after "
-        "| gap F − M after |",
-        "|---:|---|---|---|---:|---:|---:|",
-    ]
-    for share in SHARES:
-        for with_grafn in (False, True):
-            history = histories.get((share, with_grafn))
-            if not history:
-                lines.append(f"| {share:.2f} | {'yes' if with_grafn else 'no'} | not run | | | | |")
-                continue
-            first, last = history[0], history[-1]
-            gap_relative, gap_absolute = _history_gaps(last)
-            lines.append(
-                f"| {share:.2f} | {'yes' if with_grafn else 'no'} | {number(first.get('wer_female'))} → {number(last.get('wer_female'))} | "
-                f"{number(first.get('wer_male'))} → {number(last.get('wer_male'))} | {number(gap_relative, sign=True)} | "
-                f"{number(last.get('delta_rel'), sign=True)} | {number(gap_absolute, sign=True)} |"
-            )
-    if commands:
-        lines += ["", "Runs not done yet (minutes each on 2 CPU cores; this stage does not start them); run these, then rerun the stage:", "", "```bash"]
-        lines += [*commands, "```"]
-    lines += ["", f"![GRAFN]({figure[0].name})", "", f"This stage took {seconds:.0f} s (work already on disk is skipped)."]
-    return lines
+    reduction_shares = {
+        condition: f"{100 * ((distances['original']['shape_rms_db'] - distances[condition]['shape_rms_db']) / reduction):.0f} %"
+        if reduction > 0 and condition != "original"
+        else ""
+        for condition in CONDITIONS
+    }
+    return render_lines(
+        "grafn.md.j2",
+        **dict(gap_rows=_gap_rows(reports, notes), notes=notes, conditions=CONDITIONS, mode_names=MODE_NAMES, distances=distances, shares=SHARES),
+        **dict(reduction_shares=reduction_shares, probe_sites=PROBE_SITES, probe_scores=probe_scores, finetune=FINETUNE, total=total),
+        **dict(full_set=GAP_ESTIMATE_LABELS["full"], histories=histories, history_gaps=_history_gaps, commands=commands, figure=figure[0].name),
+        seconds=seconds,
+    )
 
 
 def run(work) -> list[str]:

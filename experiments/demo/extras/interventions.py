@@ -30,7 +30,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from experiments.demo.report import e_header, shown_path
+from experiments.demo.report import e_header, render_lines
 from experiments.format import number
 from experiments.reports import plots
 from experiments.results.records import GapReport, MustSheScores
@@ -285,38 +285,9 @@ def run(work) -> list[str]:
     figure = _figure(work, probes)
     asr = asr_experiment(work, root, files)
     mustshe = mustshe_experiment(work, root, files)
-    erase, control, final = records["erase-layer2"], records["random-layer2"], records["erase-final"]
-    steer = records["steer-to-female-layer2"]
-    return [
-        "## Interventions: erasing and steering gender inside the encoder (synthetic voices)",
-        "",
-        "**Synthetic voices**: these numbers show that the interventions run end to end, not how Whisper treats women and men.",
-        "",
-        f"Files fitted on the training split of the whisper-base store ({erase['utterances']} utterances, {erase['speakers']} speakers, "
-        f"speech frames only): LEACE at {ERASED_SITE} (rank {erase['rank']}, removes {100 * erase['variance_removed']:.2f} % of the "
-        f"frames' variance), its random-concept control (a random speaker partition balanced within gender, rank {control['rank']}, "
-        f"removes {100 * control['variance_removed']:.2f} %), LEACE at {FINAL_SITE} (rank {final['rank']}, removes "
-        f"{100 * final['variance_removed']:.2f} %), and mean-difference steering at {ERASED_SITE} (alpha 1, |d| = "
-        f"{steer['direction_norm_over_spread']:.2f} x the frames' RMS spread). Files: `{shown_path(root / 'files')}`.",
-        "",
-        f"### (a) Probes after erasure at {ERASED_SITE} (per-position logistic probes on the first {POSITIONS} frames, and logistic probes "
-        "on each utterance's mean frame; test speakers the eraser never saw)",
-        "",
-        "LEACE guarantees that no linear classifier of single frames, pooled over positions, beats a constant on the frames it was "
-        "fitted on; a per-position probe has its own weights at each position and can still read what varies with position.",
-        "",
-        *probe_table(probes),
-        "",
-        f"![F1_S after erasure]({figure.name})",
-        "",
-        f"### (b) ASR with the eraser at {ERASED_SITE} and its random-concept control (held-out speakers: the manifest's dev and test splits)",
-        "",
-        *asr_table(asr),
-        "",
-        "### (c) MuST-SHE en->es (Spanish forced on Whisper base): category-1 accuracy and the gender of category-1 translations per speaker gender",
-        "",
-        *mustshe_table(mustshe),
-        "",
-        "Fucci et al. (2025) predict that weakly encoded gender yields a masculine default: compare the He/She masculine shares "
-        "before and after erasure, against the random-concept control.",
-    ]
+    return render_lines(
+        "interventions.md.j2",
+        **dict(erase=records["erase-layer2"], control=records["random-layer2"], final=records["erase-final"], steer=records["steer-to-female-layer2"]),
+        **dict(erased_site=ERASED_SITE, final_site=FINAL_SITE, positions=POSITIONS, files=root / "files", figure=figure.name),
+        **dict(probe_table=probe_table(probes), asr_table=asr_table(asr), mustshe_table=mustshe_table(mustshe)),
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.demo.report import render_lines
 from experiments.format import number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
@@ -162,46 +163,13 @@ def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
 
 
 def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trimmed: bool) -> list[str]:
-    n = results["reference-fr"]["n"]
-    lines = [
-        "## WinoST-style set: gender in what is said (synthetic voices)",
-        "",
-        f"{n} sentences in WinoMT's pattern written for the demo ({n // 4} templates: each profession pair with he and she, "
-        "half pro- and half anti-stereotypical), read by the demo's synthetic voices"
-        + (" (trimmed demo)" if trimmed else "")
-        + ". The numbers show that the pipeline runs on a handful of synthetic sentences; they are not a finding about Whisper.",
-        "",
-        "Translation (WinoMT's protocol): the entity and its article aligned with eflomal (grow-diag-final-and, each French file "
-        f"aligned with the other as extra parallel text), gender read by {SPACY_MODEL} from the aligned words and their agreeing "
-        "determiners (contracted articles such as au and du included) and adjectives (a determiner's gender decides, else the "
-        "majority of nouns and adjectives); unknown when nothing "
-        "is aligned, nothing is marked or the genders tie. The reference row's misses are the scorer's own (the small pipeline tags "
-        "some nouns of anti-stereotypical forms without gender or with the other one): a ΔS of its size can come from the analyser "
-        "alone. Whisper base does not translate into French: its French comes from forcing the French language token on "
-        "the transcribe task.",
-        "",
-        "| system | accuracy | 95 % CI | F1 male | F1 female | ΔG | acc. pro | acc. anti | ΔS | 95 % CI ΔS | unknown (m / f) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    lines += _table_rows(results, ST_SYSTEMS, _translation_cells)
-    lines += [
-        "",
-        "ASR side (WinoST's side product): a transcript's pronoun is right when its he/she/they-family pronouns are the source's; "
-        "a profession is recognised when its words appear in the transcript.",
-        "",
-        "| system | pronoun accuracy | 95 % CI | profession recognised | pronoun acc. where recognised | pro | anti | ΔS | pronoun acc. male / female |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    lines += _table_rows(results, ASR_SYSTEMS, _transcript_cells)
     png = next(path for path in figure_paths if path.suffix == ".png")
-    lines += [
-        "",
-        f"![WinoST-style set: accuracy and ΔS per system (synthetic voices)]({png.relative_to(out) if png.is_relative_to(out) else png})",
-        "",
-        "Per-sentence readings (aligned words, what spaCy read, why unknown) are in `winomt/results/*.sentences.jsonl` under the demo's "
-        "work folder, the alignments used beside them.",
-    ]
-    return lines
+    return render_lines(
+        "winomt.md.j2",
+        **dict(n=results["reference-fr"]["n"], trimmed=trimmed, spacy_model=SPACY_MODEL, png=png.relative_to(out) if png.is_relative_to(out) else png),
+        translation_rows=_table_rows(results, ST_SYSTEMS, _translation_cells),
+        transcript_rows=_table_rows(results, ASR_SYSTEMS, _transcript_cells),
+    )
 
 
 def run(work) -> list[str]:

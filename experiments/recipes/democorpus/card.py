@@ -13,6 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from experiments.recipes.democorpus.pitch import median_f0
+from experiments.reports.markdown import markdown_templates
 from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.manifest import read_manifest
@@ -75,34 +76,6 @@ def voice_table(utterances, hypotheses: dict[str, str]) -> list[dict]:
     return rows
 
 
-def _markdown(rows: list[dict], examples: list[dict], transcripts: str) -> str:
-    lines = [
-        "# Demo corpus card",
-        "",
-        "**Synthetic voices.** Every recording here is text-to-speech (Kokoro-82M and espeak-ng). "
-        "Numbers computed on this corpus show that the pipeline runs; they are not findings about people.",
-        "",
-        "Gender labels are the labels of the synthesizer voices. Each engine has as many female as male "
-        "voices (Kokoro: 4 and 4, English and Spanish; espeak-ng: 2 and 2, English only), but three of the "
-        "male Kokoro voices are blends of its one male style with 20 % of a female style, and a synthesizer "
-        "is not a population: a probe or a gap on this corpus can reflect the voices rather than gender.",
-        "",
-        f"Every voice must stay under {WER_LIMIT:.0f} % WER with the bundled whisper-base (language forced, greedy, "
-        f"Whisper normalizers); the build fails otherwise. Transcripts: {transcripts}.",
-        "",
-        "| voice | made of | language | gender | split | utterances | WER % | mean s | median F0 Hz |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['voice']} | {r['style']} | {r['language']} | {r['gender']} | {r['split']} | {r['utterances']} "
-            f"| {r['wer']:.1f} | {r['mean_seconds']:.2f} | {r['median_f0_hz']:.0f} |"
-        )
-    lines += ["", "## Example transcripts", "", "| id | reference | whisper-base |", "|---|---|---|"]
-    lines += [f"| {e['id']} | {e['reference']} | {e['hypothesis']} |" for e in examples]
-    return "\n".join(lines) + "\n"
-
-
 def write_card(corpus, hypotheses: dict[str, str] | None = None, transcripts: str | None = None, show_progress: bool = True) -> list[dict]:
     """Measure every voice and write ``CARD.md`` and ``card.json``; raise :class:`VoiceTooHardError`
     when a voice is over :data:`WER_LIMIT`, before ``card.json`` is written (so a rerun measures again).
@@ -120,7 +93,8 @@ def write_card(corpus, hypotheses: dict[str, str] | None = None, transcripts: st
     rows = voice_table(utterances, hypotheses)
     worst = sorted(utterances, key=lambda u: -error_counts(u.text, hypotheses[u.id], u.language).errors)[:6]
     examples = [{"id": u.id, "reference": u.text, "hypothesis": hypotheses[u.id]} for u in worst]
-    (corpus.root / "CARD.md").write_text(_markdown(rows, examples, transcripts), encoding="utf-8")
+    markdown = markdown_templates("experiments.recipes.democorpus").get_template("CARD.md.j2")
+    (corpus.root / "CARD.md").write_text(markdown.render(rows=rows, examples=examples, transcripts=transcripts, wer_limit=WER_LIMIT), encoding="utf-8")
     over = [f"{r['voice']} ({r['language']}): {r['wer']:.1f} %" for r in rows if r["wer"] >= WER_LIMIT]
     if over:
         raise VoiceTooHardError(

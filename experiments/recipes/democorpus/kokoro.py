@@ -104,7 +104,3 @@ def synthesize(text: str, voice: str | tuple[tuple[str, float], ...], espeak_lan
     """Speech for ``text`` in ``voice`` (a style name or a blend of (name, weight)) with phonemes from espeak-ng."""
     mixture = ((voice, 1.0),) if isinstance(voice, str) else voice
     return _engine().speak(phonemize(text, espeak_language), mixture, speed), SAMPLE_RATE
-
-
-def voice_names() -> list[str]:
-    return sorted(_engine().voices)

@@ -253,7 +253,7 @@ def test_without_debian_the_real_voices_are_skipped_in_one_line_and_the_report_s
     work = Work(tmp_path / "work", corpus, tmp_path / "report", "float32", 2)
     reason = build_real_voices(work, trim=True, seed=0)
     assert reason.startswith("apt-get download asterisk-core-sounds-en failed") and real_voices_skipped(work) == reason
-    section = "\n".join(real_voices_section(work, None))
+    section = real_voices_section(work, None)
     assert "**Skipped**: the real-voice corpus could not be built (apt-get download asterisk-core-sounds-en failed" in section
     assert "`apt-get update` as root once" in section
     assert [c["name"] for c in demo_study(work, 250, real=False)["corpora"]] == ["demo", "must_she"]
