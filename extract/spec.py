@@ -18,16 +18,15 @@ import torch
 from extract.device import DTYPE_NAMES, default_device
 from extract.errors import UserError
 from extract.families import FAMILIES, Extractor
-from extract.families.base import RemoteCodeError, seeded
+from extract.families.base import TINY_RANDOM, RemoteCodeError, seeded
 from extract.families.errors import CheckpointError
 from extract.families.generation import GenerationError, GenerationOptions, Generator, quiet_transformers
 from extract.fingerprint import folder_fingerprint
 from extract.provenance import model_label, read_json_object
+from extract.weights import BUNDLED_PREFIX
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name"
-BUNDLED_PREFIX = "bundled-"
-TINY_RANDOM = "tiny-random"  # the family's tiny model built offline from a config, random weights (tests, the demo)
 
 
 class ModelSpecError(UserError, ValueError):

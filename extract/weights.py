@@ -49,6 +49,7 @@ BUNDLED = {
     ),
 }
 
+BUNDLED_PREFIX = "bundled-"  # a checkpoint spelled bundled-SIZE is the bundled SIZE (extract.spec)
 CONVERTER_VERSION = 2  # bump when the conversion changes, so caches are rebuilt (2: the base tokenizer's lost first merge restored)
 FIRST_MERGED_ID = 256  # byte-level BPE: ids 0-255 are the bytes, merge of rank r makes the token of id 256 + r
 

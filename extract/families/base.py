@@ -314,6 +314,9 @@ def lengths_from_mask(mask: torch.Tensor) -> np.ndarray:
     return mask.long().sum(dim=1).cpu().numpy()
 
 
+TINY_RANDOM = "tiny-random"  # the checkpoint of a family's tiny model, built offline from a config with random weights (tests, the demo)
+
+
 def tiny_checkpoint(family: str) -> str:
     """The checkpoint name (and default label) of ``family``'s tiny random model."""
     return f"tiny-random-{family}"

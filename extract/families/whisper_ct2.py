@@ -21,16 +21,19 @@ import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from extract.audio import SAMPLE_RATE
-from extract.families.base import Prepared
+from extract.families.base import TINY_RANDOM, Prepared
 from extract.families.generation import GenerationError, GenerationOptions, check_tokenizer_fits
 from extract.families.whisper import WhisperGenerator
 from extract.paths import cache_dir, id_file_name
-from extract.spec import BUNDLED_PREFIX, TINY_RANDOM, ModelSpec
-from extract.weights import BUNDLED, _package_file
+from extract.weights import BUNDLED, BUNDLED_PREFIX, _package_file
+
+if TYPE_CHECKING:  # the type only: extract.spec loads this module for --engine ctranslate2
+    from extract.spec import ModelSpec
 
 EXTRA = "pip install 'speech-gender-probing[ctranslate2]'"
 
