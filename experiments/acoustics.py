@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.analysis.acoustic import AcousticError, compute_acoustics, side_files
+from experiments.analysis.acoustic import compute_acoustics, side_files
 from experiments.analysis_options import AcousticsOptions
 from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, input_argument
 from experiments.options import add_options, from_args
@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, AcousticError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--{iterations_problem(args.iterations)}")
     if (problem := field_problem(GapOptions, "seed", args.seed)) is not None:
         parser.error(f"--seed {args.seed}: {problem}")
-    return run_cli(lambda: _run(args, groups), LabelError)
+    return run_cli(lambda: _run(args, groups))
 
 
 def attribute_groups(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> tuple[str, ...]:

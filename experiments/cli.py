@@ -31,15 +31,13 @@ from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
 from extract.errors import UserError
 from extract.manifest import normalize_gender
-from extract.records import RecordError
 
 if TYPE_CHECKING:
     from extract.spec import ModelSpec
 
 # errors a user can fix (a malformed or missing input, an unwritable output, an output another
 # process writes), shown as one line: every UserError, and the system's OSError
-# RecordError: a result file of a newer version
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError, RecordError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError)
 
 
 def input_argument(parser, *flags: str, labelled: bool = False, **kwargs) -> argparse.Action:
@@ -357,21 +355,18 @@ def stops_cleanly() -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def run_cli(command: Callable[[], int], *errors: type[BaseException], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None) -> int:
-    """``command()``'s exit status; a user error (:data:`USER_ERRORS`, ``errors`` and what
-    ``lazy_errors()`` returns) becomes :func:`fail`'s one line and status 2, as does an audio file
-    libsndfile cannot read or write (its errors are no OSError). A full disk that no writer named says so.
-    Ctrl-C is one line and status 130 (:func:`interrupted`), SIGTERM status 143; both unwind first
-    (:func:`stops_cleanly`), releasing every claim the command holds.
-
-    ``lazy_errors`` is called only while an exception is handled: naming the errors of the stages
-    that load models imports torch, which a command that loads none (a study's ``--dry-run``) never needs."""
+def run_cli(command: Callable[[], int], *errors: type[BaseException]) -> int:
+    """``command()``'s exit status; a user error (:data:`USER_ERRORS`: every
+    :class:`~extract.errors.UserError`, and ``errors``) becomes :func:`fail`'s one line and status 2,
+    as does an audio file libsndfile cannot read or write (its errors are no OSError). A full disk
+    that no writer named says so. Ctrl-C is one line and status 130 (:func:`interrupted`), SIGTERM
+    status 143; both unwind first (:func:`stops_cleanly`), releasing every claim the command holds."""
     try:
         with stops_cleanly():
             return command()
     except KeyboardInterrupt:
         return interrupted()
-    except _handled(errors, lazy_errors) as error:
+    except _handled(errors) as error:
         return fail(_user_message(error))
 
 
@@ -379,22 +374,21 @@ def command_main(
     build_parser: Callable[[], argparse.ArgumentParser],
     run: Callable[[argparse.Namespace], int],
     *errors: type[BaseException],
-    lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None = None,
 ) -> Callable[[list[str] | None], int]:
     """A command module's ``main(argv=None)`` (``main = command_main(build_parser, _run, ...)``):
     ``run`` on ``argv`` parsed by the module's parser, a user error (:func:`run_cli`, with
-    ``errors`` and ``lazy_errors``) one line and exit status 2."""
+    ``errors``) one line and exit status 2."""
 
     def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
-        return run_cli(lambda: run(args), *errors, lazy_errors=lazy_errors)
+        return run_cli(lambda: run(args), *errors)
 
     return main
 
 
-def _handled(errors: tuple[type[BaseException], ...], lazy_errors: Callable[[], tuple[type[BaseException], ...]] | None) -> tuple[type[BaseException], ...]:
+def _handled(errors: tuple[type[BaseException], ...]) -> tuple[type[BaseException], ...]:
     """The errors :func:`run_cli` turns into one line; evaluated only when an exception is raised."""
-    return (*USER_ERRORS, *errors, *_sound_file_errors(), *(lazy_errors() if lazy_errors else ()))
+    return (*USER_ERRORS, *errors, *_sound_file_errors())
 
 
 def _sound_file_errors() -> tuple[type[BaseException], ...]:

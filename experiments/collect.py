@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, CollectError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

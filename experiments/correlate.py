@@ -38,7 +38,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
-from experiments.results.correlation import PERMUTATIONS, CorrelationError, correlate, interval_text, read_columns, shared_values
+from experiments.results.correlation import PERMUTATIONS, correlate, interval_text, read_columns, shared_values
 from extract.options import option, seed_option
 
 
@@ -133,7 +133,7 @@ def summary_lines(result: dict) -> list[str]:
     return lines
 
 
-main = command_main(build_parser, _run, CorrelationError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

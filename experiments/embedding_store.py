@@ -24,7 +24,6 @@ from experiments.cli import CommandParser, add_device_argument, add_quiet_argume
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
 from extract.options import option
-from extract.store import StoreError
 
 SITE = "embedding"
 FAMILY = "speaker-embedding"
@@ -104,13 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _speaker_errors() -> tuple[type[BaseException], ...]:
-    from experiments.analysis.speakers import SpeakerError  # imported only when an error is handled, as run_cli's lazy errors
-
-    return (SpeakerError,)
-
-
-main = command_main(build_parser, _run, StoreError, lazy_errors=_speaker_errors)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from experiments.analysis_options import F0Options
 from experiments.cli import CommandParser, add_quiet_argument, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.manifest import read_manifest
-from extract.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, F0Error, StoreError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

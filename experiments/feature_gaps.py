@@ -26,7 +26,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.analysis.contrasts import ContrastError
 from experiments.analysis.feature_gap_report import feature_gaps_result, tables, write_feature_gaps
 from experiments.analysis_options import FeatureGapOptions
 from experiments.cli import CommandParser, add_out_argument, input_argument, run_cli, two_groups
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     groups = two_groups(parser, args.groups)
-    return run_cli(lambda: _run(args, groups), ContrastError)
+    return run_cli(lambda: _run(args, groups))
 
 
 if __name__ == "__main__":

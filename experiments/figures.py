@@ -25,6 +25,7 @@ from experiments.cli import CommandParser, command_main, input_argument, output_
 from experiments.options import add_options, from_args
 from experiments.reports import plots
 from experiments.results.records import GapReport, LongRow, MustSheScores, read_table
+from extract.errors import UserError
 from extract.options import option
 from extract.records import read_document, read_side_rows
 from extract.store import ShardReader, StoreError
@@ -33,7 +34,7 @@ from probing.kinds import KINDS
 from probing.results import ResultsError, load_arrays, load_attention, load_predictions, load_rows
 
 
-class FigureInputError(ValueError):
+class FigureInputError(UserError, ValueError):
     """Inputs that do not make the figure asked for (a malformed LABEL=VALUE, no sentence the run predicted)."""
 
 

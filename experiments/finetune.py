@@ -29,7 +29,6 @@ from pathlib import Path
 from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import TRAINING, FinetuneConfig, FinetuneError, run_finetuning
-from experiments.normalisation.transform import GrafnError
 from experiments.options import add_options, from_args, group_of
 from extract.options import option
 
@@ -102,9 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from extract.spec import LOAD_ERRORS  # after parsing: it loads torch, which --help never needs
 
-    return run_cli(lambda: run(args), FinetuneError, GrafnError, *LOAD_ERRORS)
+    return run_cli(lambda: run(args))
 
 
 if __name__ == "__main__":

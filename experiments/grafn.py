@@ -25,7 +25,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
-from experiments.normalisation.transform import GrafnError, GrafnParameters
+from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, from_args
 from extract.options import option
 
@@ -114,7 +114,7 @@ def run_apply(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = run_fit if args.command == "fit" else run_apply
-    return run_cli(lambda: command(args), GrafnError)
+    return run_cli(lambda: command(args))
 
 
 if __name__ == "__main__":

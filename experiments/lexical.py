@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections import Counter
 
-from experiments.analysis.lexical import LexicalError, entity_labels, load_pipeline, write_lexical_rows
+from experiments.analysis.lexical import entity_labels, load_pipeline, write_lexical_rows
 from experiments.analysis_options import LexicalOptions
 from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
@@ -65,7 +65,7 @@ def _write_rows(args: argparse.Namespace, options: LexicalOptions, utterances: l
     return write_lexical_rows(utterances, nlp, options.spacy_model, args.out, options.batch_size, not args.quiet)
 
 
-main = command_main(build_parser, _run, LexicalError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

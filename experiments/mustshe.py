@@ -25,7 +25,7 @@ from pathlib import Path
 from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, command_main, input_argument
 from experiments.options import add_options, from_args
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
-from extract.corpora.must_she import MustSheError, read_definition
+from extract.corpora.must_she import read_definition
 from extract.options import option
 
 
@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, MustSheError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

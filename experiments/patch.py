@@ -32,9 +32,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
 from experiments.options import add_options, from_args
-from experiments.patching.pairs import PairsError
 from experiments.patching.run import PatchOptions, sidecars
-from extract.patching import PatchError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +134,7 @@ def _metric_line(name: str, metric: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The command; a user error (a bad manifest or pairs file, an unknown site, a settings mismatch) ends with one line and exit status 2."""
-    return run_cli(lambda: _main(argv), PairsError, PatchError)
+    return run_cli(lambda: _main(argv))
 
 
 if __name__ == "__main__":

@@ -77,17 +77,15 @@ from experiments.cli import (
     two_groups,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import GridTasks, SchedulingError, add_executor_arguments, executor_options, submit_grid
+from experiments.scheduling import GridTasks, add_executor_arguments, executor_options, submit_grid
 from extract.attributes import LabelError, attribute_task, parse_attribute_task
 from extract.options import option
-from extract.store import StoreError
 from probing.data import TASKS, ProbeError, pair_tasks
 from probing.grid import GridError, expand_grid, read_grid, run_all
-from probing.results import ResultsError, arrays_folder, merge_task_results, task_results_folder
+from probing.results import arrays_folder, merge_task_results, task_results_folder
 from probing.run import ProbeConfig
 
 # errors a user can fix, shown as one ``error:`` line with exit status 2
-PROBE_ERRORS = (GridError, ResultsError, ProbeError, StoreError, SchedulingError)
 
 
 PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups or --attribute; --device: auto by default
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.grid:
         if args.attribute or args.pairs:
             parser.error("--attribute and --pairs describe one run; a grid names its task in options: task: attribute:NAME, or attribute:NAME:A,B for a pair")
-        return run_cli(lambda: _run_grid(args), *PROBE_ERRORS)
+        return run_cli(lambda: _run_grid(args))
     missing = [name for name in (*GIVEN_BY_A_GRID, "out") if getattr(args, name) is None]
     if missing:
         parser.error(f"missing --{', --'.join(missing)} (or pass --grid)")
@@ -176,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--positions must be a positive number of frames, got {args.positions}")
     config = probe_config(parser, args, flag_given(argv, "--groups"))
     if args.pairs:  # the pairs are read from the store inside run_cli: its refusals are one line, as the runs' are
-        return run_cli(lambda: _run(args, _pair_configs(config), Path(args.out), keep_going=True), *PROBE_ERRORS)
-    return run_cli(lambda: _run(args, [config], Path(args.out)), *PROBE_ERRORS)
+        return run_cli(lambda: _run(args, _pair_configs(config), Path(args.out), keep_going=True))
+    return run_cli(lambda: _run(args, [config], Path(args.out)))
 
 
 def _pair_configs(config: ProbeConfig) -> list[ProbeConfig]:

@@ -27,13 +27,14 @@ import numpy as np
 
 from experiments.cli import CommandParser, command_main, input_argument, output_argument
 from experiments.options import add_options, from_args
+from extract.errors import UserError
 from extract.manifest import Utterance, read_manifest, write_manifest
 from extract.options import option, seed_option
 
 GENDERS = ("female", "male")
 
 
-class ProbeDataError(ValueError):
+class ProbeDataError(UserError, ValueError):
     """A sample that cannot be drawn as asked."""
 
 
@@ -117,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, ProbeDataError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from pathlib import Path
 from experiments.analysis.speakers import (
     HdbscanSettings,
     ResemblyzerEncoder,
-    SpeakerError,
     agreement,
     assign_speakers,
     audio_embeddings,
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--min-cluster-size must be at least 2, got {args.min_cluster_size}")
     if args.min_samples is not None and args.min_samples < 1:
         parser.error(f"--min-samples must be at least 1, got {args.min_samples}")
-    return run_cli(lambda: _run(args), SpeakerError)
+    return run_cli(lambda: _run(args))
 
 
 if __name__ == "__main__":

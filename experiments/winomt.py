@@ -35,10 +35,9 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, command_main, fail, input_argument
 from experiments.options import add_options, from_args
-from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, AnalyserError, load_analyser
-from experiments.scoring.winomt import WinoMTError, alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
-from experiments.scoring.word_alignment import SYMMETRISATIONS, AlignmentError, read_parallel
-from extract.corpora.must_she import MustSheError
+from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, load_analyser
+from experiments.scoring.winomt import alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
+from experiments.scoring.word_alignment import SYMMETRISATIONS, read_parallel
 from extract.options import Checked, option, seed_option
 
 
@@ -159,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, WinoMTError, AlignmentError, AnalyserError, MustSheError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
+from extract.errors import UserError
 
-class RecordError(ValueError):
+
+class RecordError(UserError, ValueError):
     """A result file this code cannot read as its format: a newer version, a malformed header."""
 
 

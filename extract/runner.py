@@ -40,6 +40,7 @@ from extract.appendlog import AppendLog, RowKind
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.claims import claim_path
 from extract.diskfull import naming_full_disk
+from extract.errors import UserError
 from extract.fingerprint import compared
 from extract.manifest import Utterance
 from extract.pipeline import BackgroundWriter, in_background, prefetched
@@ -538,7 +539,7 @@ def _flat(settings: dict, prefix: str = "") -> dict:
     return flat
 
 
-class SettingsMismatchError(ValueError):
+class SettingsMismatchError(UserError, ValueError):
     """A transcription file was started with other settings than this run's."""
 
 

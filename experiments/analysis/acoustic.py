@@ -48,6 +48,7 @@ import numpy as np
 from experiments.analysis.contrasts import feature_row_identity
 from extract.appendlog import AppendLog, RowKind
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.errors import UserError
 from extract.manifest import Utterance
 
 FIRST_PASS_FLOOR_HZ, FIRST_PASS_CEILING_HZ = 60.0, 700.0
@@ -311,7 +312,7 @@ def null_counts(rows: Iterable[dict]) -> dict[str, dict[str, int]]:
     return counts
 
 
-class AcousticError(ValueError):
+class AcousticError(UserError, ValueError):
     """An output written with other settings, or a manifest that cannot be analysed."""
 
 

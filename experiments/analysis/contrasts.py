@@ -37,6 +37,7 @@ import numpy as np
 
 from experiments.results.records import DEFAULT_COMPARISON, GapReport
 from experiments.scoring.gaps import RELIABLE_SPEAKERS
+from extract.errors import UserError
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
 from extract.records import RecordError, read_document, schema_version
@@ -55,7 +56,7 @@ MIN_UNITS = 2  # per group: a t-test, a standard deviation and Mann-Whitney's U 
 RESULT_SCHEMA = schema_version("feature_gaps")  # the ``experiments.feature_gaps`` JSON's version (extract.records.FORMATS)
 
 
-class ContrastError(ValueError):
+class ContrastError(UserError, ValueError):
     pass
 
 

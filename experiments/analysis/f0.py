@@ -38,6 +38,7 @@ from experiments.analysis.acoustic import (
     speaker_ranges,
 )
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.errors import UserError
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance
 from extract.store import DamagedPartError, PartWriter, StoreAttributes, comparable_config, complete_parts, part_attributes, utterance_meta
@@ -48,7 +49,7 @@ F0_LABEL = "praat-f0"
 PART = "part-00000.h5"
 
 
-class F0Error(ValueError):
+class F0Error(UserError, ValueError):
     """A store that cannot be written as asked: another configuration in the folder, no record with F0."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from experiments.analysis.contrasts import feature_row_identity
 from experiments.scoring import spacy_pipeline
+from extract.errors import UserError
 
 UNIVERSAL_POS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV"})
@@ -35,7 +36,7 @@ FUNCTION_POS = frozenset({"PRON", "AUX", "CCONJ", "DET", "PART"})  # the paper's
 NOT_WORDS = frozenset({"PUNCT", "SYM", "SPACE"})
 
 
-class LexicalError(ValueError):
+class LexicalError(UserError, ValueError):
     """A pipeline that cannot be loaded or lacks what the features need."""
 
 

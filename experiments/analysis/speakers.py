@@ -32,12 +32,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.errors import UserError
 from extract.options import option
 
 MFCC_COEFFICIENTS = 12
 
 
-class SpeakerError(ValueError):
+class SpeakerError(UserError, ValueError):
     """A source that cannot be read or loaded, or embeddings that do not fit the manifest."""
 
 

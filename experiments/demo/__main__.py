@@ -41,10 +41,8 @@ from __future__ import annotations
 import argparse
 
 from experiments.cli import CommandParser, program_name, run_cli
-from experiments.demo.extras import EXTRA_STAGE_ERRORS
 from experiments.demo.pipeline import DemoOptions, run_demo
 from experiments.options import add_options, from_args
-from experiments.study.runner import study_errors
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     options = from_args(DemoOptions, build_parser().parse_args(argv))
-    return run_cli(lambda: run_demo(options), *EXTRA_STAGE_ERRORS, lazy_errors=study_errors)
+    return run_cli(lambda: run_demo(options))
 
 
 if __name__ == "__main__":

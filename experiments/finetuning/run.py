@@ -33,6 +33,7 @@ from experiments.finetuning.options import MODEL, LoraOptions
 from experiments.finetuning.subsets import SubsetError, draw_subset
 from experiments.normalisation.corpus import MODES
 from experiments.normalisation.filters import file_digest
+from extract.errors import UserError
 from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
 from extract.options import FLOAT32_MAX, LARGEST_LR, option, seed_option
@@ -46,7 +47,7 @@ FILTERS_NAME = "grafn-filters.json"
 DATA, TRAINING = "data", "training"  # --help headings of the options
 
 
-class FinetuneError(ValueError):
+class FinetuneError(UserError, ValueError):
     """A run that cannot start or resume as asked (the message says why and what to do)."""
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.scoring.asr_metrics import normalize
+from extract.errors import UserError
 from extract.manifest import Utterance
 
 GROUPS = ("female", "male")
 
 
-class SubsetError(ValueError):
+class SubsetError(UserError, ValueError):
     """A subset that cannot be drawn as asked (the message says what is short)."""
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from extract.audio import SAMPLE_RATE
+from extract.errors import UserError
 from extract.options import option
 
 if TYPE_CHECKING:  # scipy takes a second to import: the functions that filter import it, so that --help stays fast
@@ -31,7 +32,7 @@ FIELD_TYPES = {
 }
 
 
-class GrafnError(ValueError):
+class GrafnError(UserError, ValueError):
     """GRAFN parameters, filters or inputs that cannot be used (the message says which and why)."""
 
 

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from extract.errors import UserError
+
 if TYPE_CHECKING:
     from extract.corpora.must_she import Entry
     from extract.forced import ForcedText
 
 
-class GradedError(ValueError):
+class GradedError(UserError, ValueError):
     """A reference the graded metric cannot score (the message says why; the row records it)."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.diskfull import write_text_whole
+from extract.errors import UserError
 from extract.manifest import Utterance, iter_json_objects
 
 PAIRINGS = ("cross", "within")
@@ -33,7 +34,7 @@ MATCHES = ("text", "duration")
 SECONDS = ("target_seconds", "source_seconds")  # the numbers of a pair; its other fields are text
 
 
-class PairsError(ValueError):
+class PairsError(UserError, ValueError):
     """A pairs file or a manifest that pairs cannot be formed from or checked against (one line, naming the file and line)."""
 
 

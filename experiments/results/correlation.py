@@ -50,13 +50,15 @@ from pathlib import Path
 
 import numpy as np
 
+from extract.errors import UserError
+
 MIN_ROWS = 3
 MIN_INTERVAL_UNITS = 10  # fewer resampled units than this: the bootstrap interval is flagged (see the module docstring)
 PERMUTATIONS = 10_000
 TIE = 1e-12  # |r| of an arrangement within this of the observed |r| counts as reaching it (the observed one always does)
 
 
-class CorrelationError(ValueError):
+class CorrelationError(UserError, ValueError):
     pass
 
 

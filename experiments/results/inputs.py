@@ -14,6 +14,7 @@ import numpy as np
 
 from experiments.results.records import DEFAULT_COMPARISON, DOCUMENTS, JOINT, LongRow, gap_task
 from extract import records
+from extract.errors import UserError
 from probing.data import DEFAULT_SPLIT
 from probing.results import ResultsError, load_numbered_rows
 
@@ -29,7 +30,7 @@ PROBE_NOT_SCORES = ("schema", "run_id", "store_identity", "subject", "config", "
 PROBE_NOT_SCORES += ("control_seeds", "control_f1_per_seed", "control_split", "mdl_c_grid", "mdl_c_per_block", "mdl_positions", "mdl_control_seed")
 
 
-class CollectError(ValueError):
+class CollectError(UserError, ValueError):
     """Inputs that cannot be joined honestly: a file without its subject, two records claiming one key."""
 
 

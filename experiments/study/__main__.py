@@ -56,7 +56,7 @@ from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, add_executor_arguments, executor_options
 from experiments.study.context import Context
 from experiments.study.joins import join_warnings
-from experiments.study.runner import STAGES, check_subset, describe, plan, print_lines, redo, run, study_errors
+from experiments.study.runner import STAGES, check_subset, describe, plan, print_lines, redo, run
 from experiments.study.schema import StudyError, load_study
 from extract.options import OptionError, option
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     options = from_args(StudyRunOptions, args)
     if args.root is not None and not args.root.strip():
         return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
-    return run_cli(lambda: _run(args, options), StudyError, lazy_errors=study_errors)
+    return run_cli(lambda: _run(args, options))
 
 
 if __name__ == "__main__":

@@ -24,35 +24,6 @@ STAGES = STUDY_STAGES  # in the order a study runs them
 SHOWN = 12  # units listed per stage in the printed plan
 
 
-def study_errors() -> tuple[type[BaseException], ...]:
-    """What a stage raises for a problem the user can fix: one ``error:`` line, exit status 2."""
-    from experiments.analysis.acoustic import AcousticError
-    from experiments.analysis.contrasts import ContrastError
-    from experiments.analysis.f0 import F0Error
-    from experiments.analysis.lexical import LexicalError
-    from experiments.results.collect import CollectError
-    from experiments.results.correlation import CorrelationError
-    from experiments.scheduling import SchedulingError
-    from experiments.scoring.translation_quality import CometUnavailableError
-    from extract.claims import ClaimError
-    from extract.corpora.must_she import MustSheError
-    from extract.families.errors import NonFiniteError
-    from extract.families.generation import LanguageCodeError
-    from extract.interventions import InterventionError
-    from extract.runner import SettingsMismatchError
-    from extract.spec import LOAD_ERRORS
-    from extract.store import StoreError
-    from extract.supersede import SupersedeError
-    from probing.data import ProbeError
-    from probing.grid import GridError
-    from probing.results import ResultsError
-
-    probing, scoring = (GridError, ProbeError, ResultsError), (MustSheError, CollectError, CorrelationError, CometUnavailableError)
-    stages = (*probing, StoreError, NonFiniteError, SettingsMismatchError, *scoring)
-    analyses = (AcousticError, LexicalError, ContrastError)
-    return (StudyError, *stages, F0Error, *analyses, SchedulingError, InterventionError, LanguageCodeError, SupersedeError, ClaimError, *LOAD_ERRORS)
-
-
 def study_stage(name: str) -> StudyStage:
     """The plan and run of the study stage ``name``: ``NAME`` of the module its record in the stage
     table names under ``experiments.study.stages``."""

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from extract import claims
+from extract.errors import UserError
 from extract.manifest import Utterance
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
@@ -36,7 +37,7 @@ TEMPORARY_SUFFIX = ".h5.tmp"
 SITE_DIGEST = "digest"  # format 2: the attribute of ``sites/{site}/data`` holding that site's data digest
 
 
-class StoreError(RuntimeError):
+class StoreError(UserError, RuntimeError):
     pass
 
 

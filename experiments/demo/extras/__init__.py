@@ -13,38 +13,12 @@ from __future__ import annotations
 
 import importlib
 
-from experiments.analysis.acoustic import AcousticError
-from experiments.analysis.contrasts import ContrastError
-from experiments.analysis.speakers import SpeakerError
-from experiments.finetuning.run import FinetuneError
-from experiments.finetuning.subsets import SubsetError
-from experiments.normalisation.transform import GrafnError
-from experiments.scoring.grammatical_gender import AnalyserError
-from experiments.scoring.winomt import WinoMTError
-from experiments.scoring.word_alignment import AlignmentError
-from extract.interventions import InterventionError
-
 EXTRA_STAGES = {
     "winomt": "WinoST-style spoken set: gender accuracy, ΔG and ΔS of Whisper's ASR and forced French output",
     "grafn": "GRAFN waveform normalisation and gender-balanced LoRA fine-tuning: gaps and probes before and after",
     "analyses": "what explains a gap: acoustic and lexical features per voice, t-tests, speaker clustering",
     "interventions": "LEACE erasure and steering inside the encoder: probes, WER gap and MuST-SHE before and after",
 }
-
-# what an opt-in stage raises for a problem the user can fix (a missing spaCy pipeline, a filters or
-# intervention file of another model): one line and exit status 2 from the demo
-EXTRA_STAGE_ERRORS = (
-    AcousticError,
-    ContrastError,
-    SpeakerError,
-    FinetuneError,
-    SubsetError,
-    GrafnError,
-    AnalyserError,
-    WinoMTError,
-    AlignmentError,
-    InterventionError,
-)
 
 
 def run_extra(name: str, work) -> list[str]:

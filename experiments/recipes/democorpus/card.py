@@ -16,12 +16,13 @@ from experiments.recipes.democorpus.pitch import median_f0
 from experiments.reports.markdown import markdown_templates
 from experiments.scoring.asr_metrics import corpus_error_rate, error_counts
 from extract.audio import SAMPLE_RATE, AudioError, load_audio
+from extract.errors import UserError
 from extract.manifest import read_manifest
 
 WER_LIMIT = 30.0
 
 
-class VoiceTooHardError(RuntimeError):
+class VoiceTooHardError(UserError, RuntimeError):
     """A voice of the demo corpus is over the intelligibility limit."""
 
 

@@ -25,6 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from extract.errors import UserError
+
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
 _POS_CHARACTER = 1
@@ -35,7 +37,7 @@ _PUNCTUATION = re.compile(r"([,.;:!?¡¿]+)")
 NOISE_SEED = 1  # espeak-ng's noise generator (breath of the female variants), reseeded before every utterance
 
 
-class EspeakError(RuntimeError):
+class EspeakError(UserError, RuntimeError):
     """espeak-ng could not be loaded or refused a request."""
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from experiments.recipes.democorpus.espeak import phonemize
+from extract.errors import UserError
 from extract.paths import cache_dir
 
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510
 
 
-class KokoroError(RuntimeError):
+class KokoroError(UserError, RuntimeError):
     """Kokoro could not be loaded or cannot speak the request."""
 
 

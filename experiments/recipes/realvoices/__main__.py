@@ -9,9 +9,7 @@ from pathlib import Path
 
 from experiments.cli import CommandParser, add_quiet_argument, command_main, output_argument, program_name
 from experiments.options import add_options, from_args
-from experiments.recipes.realvoices.build import RealVoicesError, build_realvoices
-from experiments.recipes.realvoices.decode import DecoderMissingError
-from experiments.recipes.realvoices.fetch import FetchError
+from experiments.recipes.realvoices.build import build_realvoices
 from experiments.recipes.realvoices.sources import LANGUAGES
 from extract.options import Checked, option, seed_option
 
@@ -59,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run, FetchError, RealVoicesError, DecoderMissingError)
+main = command_main(build_parser, _run)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from experiments.recipes.realvoices.fetch import Unpacked, realvoices_cache, unp
 from experiments.recipes.realvoices.sources import VOICES, Voice, voices_for
 from experiments.recipes.realvoices.transcripts import parse_fillets_dialogs, read_asterisk_transcripts, transcript, tuxpaint_line
 from extract.audio import MAX_SECONDS, AudioError, load_audio
+from extract.errors import UserError
 from extract.manifest import Utterance, write_manifest
 
 MIN_SECONDS = 0.3  # shorter files are clicks and cut words
@@ -40,7 +41,7 @@ MAX_CHARACTERS_PER_SECOND = 30.0
 FIRST_SPLIT_GENDERS = ("female", "male")
 
 
-class RealVoicesError(RuntimeError):
+class RealVoicesError(UserError, RuntimeError):
     """The packages do not hold what the voice table expects (a changed layout or version)."""
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.audio import SAMPLE_RATE, SILENCE_PEAK, AudioCorruptError, AudioSilentError, load_audio
+from extract.errors import UserError
 
 # raw telephone codecs: PyAV's demuxer name, the decoded rate, and bytes per second (the
 # duration of a file without decoding it: G.722 at 64 kbit/s, GSM 06.10 at 33 bytes per 20 ms)
@@ -24,7 +25,7 @@ def source_seconds(path: Path) -> float:
     return float(soundfile.info(str(path)).duration)
 
 
-class DecoderMissingError(RuntimeError):
+class DecoderMissingError(UserError, RuntimeError):
     """PyAV is not installed."""
 
 

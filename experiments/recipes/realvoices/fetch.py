@@ -16,10 +16,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from extract.errors import UserError
 from extract.paths import cache_dir
 
 
-class FetchError(RuntimeError):
+class FetchError(UserError, RuntimeError):
     """A package cannot be fetched or unpacked; the message says what to run."""
 
 
