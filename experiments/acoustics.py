@@ -15,7 +15,6 @@ reason to ``OUT.summary.json``. Rules and references: ``experiments.analysis.aco
 from __future__ import annotations
 
 import argparse
-import sys
 
 from experiments.analysis.acoustic import compute_acoustics, side_files
 from experiments.analysis_options import AcousticsOptions
@@ -63,8 +62,4 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

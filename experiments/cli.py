@@ -374,15 +374,19 @@ def command_main(
     build_parser: Callable[[], argparse.ArgumentParser],
     run: Callable[[argparse.Namespace], int],
     *errors: type[BaseException],
+    module: str = "",
 ) -> Callable[[list[str] | None], int]:
-    """A command module's ``main(argv=None)`` (``main = command_main(build_parser, _run, ...)``):
-    ``run`` on ``argv`` parsed by the module's parser, a user error (:func:`run_cli`, with
-    ``errors``) one line and exit status 2."""
+    """A command module's ``main(argv=None)`` (``main = command_main(build_parser, _run,
+    module=__name__)``, its last line): ``run`` on ``argv`` parsed by the module's parser, a user
+    error (:func:`run_cli`, with ``errors``) one line and exit status 2. When ``module`` is
+    ``"__main__"`` (``python -m experiments.STAGE``), it runs the command and exits with its status."""
 
     def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return run_cli(lambda: run(args), *errors)
 
+    if module == "__main__":
+        sys.exit(main())
     return main
 
 

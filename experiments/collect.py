@@ -28,7 +28,6 @@ records claiming one key are one ``error:`` line naming both, exit status 2. The
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from experiments.cli import CommandParser, command_main, input_argument, output_argument
@@ -70,8 +69,4 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,8 +132,4 @@ def summary_lines(result: dict) -> list[str]:
     return lines
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

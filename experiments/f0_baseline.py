@@ -14,7 +14,6 @@ Definitions: ``experiments.analysis.f0``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from experiments.analysis.f0 import F0_FEATURES, F0_SITE, F0Error, write_f0_store
@@ -52,8 +51,4 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

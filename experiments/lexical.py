@@ -13,7 +13,6 @@ their reason under ``null_reasons``. Definitions: ``experiments.analysis.lexical
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 
 from experiments.analysis.lexical import entity_labels, load_pipeline, write_lexical_rows
@@ -65,8 +64,4 @@ def _write_rows(args: argparse.Namespace, options: LexicalOptions, utterances: l
     return write_lexical_rows(utterances, nlp, options.spacy_model, args.out, options.batch_size, not args.quiet)
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -67,8 +67,4 @@ def _run(args) -> int:
     return 0
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -19,7 +19,6 @@ paper's unbalanced test-generic is scored on a balanced subset).
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,8 +117,4 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _run)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -21,7 +21,6 @@ and target languages), ``inputs`` (path and sha256 of ``--hypotheses``) and ``pr
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,8 +104,4 @@ def _run(args: argparse.Namespace) -> int:
 
 # ValueError: references of unequal counts, COMET without sources; RuntimeError: a COMET model that cannot be loaded,
 # COMET not installed (CometUnavailableError), or COMET failing in the other interpreter
-main = command_main(build_parser, _run, ValueError, RuntimeError)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, ValueError, RuntimeError, module=__name__)
