@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, fail, input_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, command_main, fail, input_argument
 from experiments.decoder.probe import DecoderProbeOptions
 from experiments.options import add_options, from_args
 
@@ -34,8 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     options = from_args(DecoderProbeOptions, args)
     from experiments.decoder.probe import decoder_probe_rows
     from extract.store import StoreError
@@ -61,10 +59,4 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command; a user error (not a decoder-state store, a changed manifest, too few speakers) ends with one line and exit status 2."""
-    return run_cli(lambda: _main(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

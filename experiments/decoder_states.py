@@ -17,7 +17,6 @@ docs/stages/decoder.md.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -26,10 +25,10 @@ from experiments.cli import (
     add_model_stage_arguments,
     add_quiet_argument,
     add_reclaim_stale_argument,
+    command_main,
     fail,
     load_or_exit,
     model_spec,
-    run_cli,
     sigterm_unwinds,
 )
 from experiments.options import add_options, from_args
@@ -49,8 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     from_args(DecoderStatesOptions, args)  # a refused option is one line before anything heavy loads
     manifest, out = Path(args.manifest), Path(args.out)
     if manifest.is_dir():
@@ -97,10 +95,4 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command; a user error (a bad manifest, an unknown site, a family without a text decoder) ends with one line and exit status 2."""
-    return run_cli(lambda: _main(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -9,7 +9,6 @@ Example (GPU)::
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,10 @@ from experiments.cli import (
     add_model_stage_arguments,
     add_quiet_argument,
     add_reclaim_stale_argument,
+    command_main,
     fail,
     load_or_exit,
     model_spec,
-    run_cli,
     sigterm_unwinds,
 )
 from experiments.options import add_options, from_args
@@ -117,8 +116,7 @@ def check_paths(args) -> None:
         raise SystemExit(fail(f"--out {out} is a file; give a folder for the store (it is created if missing)"))
 
 
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     check_paths(args)
     from_args(ExtractOptions, args)  # a refused option is one line before anything heavy loads
     from extract.families import NonFiniteError, UnknownSiteError  # after parsing: they load torch, which --help never needs
@@ -171,11 +169,4 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command; an error of the file system (a full disk while writing, a missing or unreadable
-    file) ends with one line and exit status 2 (:func:`experiments.cli.run_cli`)."""
-    return run_cli(lambda: _main(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -22,12 +22,20 @@ once ``OUT`` holds a row (a run refused before its first batch blocks nothing). 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.cli import CommandParser, add_model_stage_arguments, add_quiet_argument, add_reclaim_stale_argument, fail, load_or_exit, model_spec, run_cli
+from experiments.cli import (
+    CommandParser,
+    add_model_stage_arguments,
+    add_quiet_argument,
+    add_reclaim_stale_argument,
+    command_main,
+    fail,
+    load_or_exit,
+    model_spec,
+)
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, run_tasks, transcription_tasks
 from extract.claims import ClaimError
@@ -60,8 +68,7 @@ def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
         return fail(str(error))
 
 
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     options = from_args(TranscribeOptions, args)  # a refused option is one line before anything heavy loads
     out = Path(args.out)
     if out.is_dir():
@@ -110,10 +117,4 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command; a file-system error ends as :func:`experiments.extract.main`'s do."""
-    return run_cli(lambda: _main(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)
