@@ -5,6 +5,7 @@ resumes to the same store, refuses another configuration, and fails in one line.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from experiments import decoder_states as decoder_cli
 from experiments import transcribe as transcribe_cli
 from extract.manifest import write_manifest
 from extract.store import ShardReader, StoreError, part_ids
+from tests.commands import one_line_error
 from tests.corpus import write_corpus
 from tests.synthetic_store import write_store
 
@@ -28,14 +30,7 @@ def _manifest(tmp_path, count=4):
 BASE = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--task", "asr", "--max-new-tokens", "5", "--quiet"]
 
 
-def _cli_error(argv, capsys) -> str:
-    try:
-        code = decoder_cli.main(argv)
-    except SystemExit as stopped:  # refused while parsing
-        code = stopped.code
-    error = capsys.readouterr().err.strip()
-    assert code == 2 and len(error.splitlines()) == 1, error
-    return error
+_cli_error = partial(one_line_error, decoder_cli.main)  # (argv, capsys): the command's one-line refusal
 
 
 @pytest.fixture(scope="module")
