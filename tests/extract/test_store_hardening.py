@@ -291,32 +291,18 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7))
     extractor = tiny_extractor("whisper")
     trained = {"random_init": False, "num_shards": 3}
+
+    def extract_into(out: str, config: dict, **shards) -> None:
+        run_extraction(extractor, utterances, [SITE], tmp_path / out, config=config, show_progress=False, options=ExtractOptions(**shards))
+
     for index in range(3):
-        run_extraction(
-            extractor, utterances, [SITE], tmp_path / "store", config=trained, show_progress=False, options=ExtractOptions(num_shards=3, shard_index=index)
-        )
+        extract_into("store", trained, num_shards=3, shard_index=index)
     with pytest.raises(StoreError, match=r"shard0000of0003-part00000.h5.*another configuration.*num_shards: 3 vs 1"):
-        run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "num_shards": 1}, show_progress=False)
+        extract_into("store", {**trained, "num_shards": 1})
     with pytest.raises(StoreError, match="random_init: False vs True"):
-        run_extraction(
-            extractor,
-            utterances,
-            [SITE],
-            tmp_path / "store",
-            config={**trained, "random_init": True},
-            show_progress=False,
-            options=ExtractOptions(num_shards=3),
-        )
+        extract_into("store", {**trained, "random_init": True}, num_shards=3)
     assert len(list((tmp_path / "store").glob("*.h5"))) == 3
-    run_extraction(
-        extractor,
-        utterances,
-        [SITE],
-        tmp_path / "random",
-        config={**trained, "random_init": True},
-        show_progress=False,
-        options=ExtractOptions(num_shards=3, shard_index=1),
-    )
+    extract_into("random", {**trained, "random_init": True}, num_shards=3, shard_index=1)
     stray = tmp_path / "store" / "shard0001of0003-part00000.h5"
     stray.unlink()
     shutil.copy(tmp_path / "random" / "shard0001of0003-part00000.h5", stray)
