@@ -20,41 +20,25 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import (
-    CommandParser,
-    add_model_stage_arguments,
-    add_quiet_argument,
-    add_reclaim_stale_argument,
-    command_main,
-    fail,
-    load_or_exit,
-    model_spec,
-    sigterm_unwinds,
-)
-from experiments.options import add_options, from_args
+from experiments.cli import command_main, fail, load_or_exit, sigterm_unwinds
+from experiments.options import from_args
+from experiments.store_stage import build_store_parser, store_model_spec, store_paths_problem
 from extract.manifest import ManifestError
-from extract.stage_options import DecoderStatesOptions, RandomInitOptions
+from extract.stage_options import DecoderStatesOptions
 from extract.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the store, then the options of :class:`DecoderStatesOptions`."""
-    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_stage_arguments(parser, "store folder (decoder sites; rows are generated tokens)")
-    add_options(parser, DecoderStatesOptions)
-    add_options(parser, RandomInitOptions)
-    add_quiet_argument(parser)
-    add_reclaim_stale_argument(parser, "a part of --out")
-    return parser
+    return build_store_parser(__doc__, "store folder (decoder sites; rows are generated tokens)", DecoderStatesOptions)
 
 
 def _run(args: argparse.Namespace) -> int:
     from_args(DecoderStatesOptions, args)  # a refused option is one line before anything heavy loads
+    problem = store_paths_problem(args)
+    if problem:
+        return fail(problem)
     manifest, out = Path(args.manifest), Path(args.out)
-    if manifest.is_dir():
-        return fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)")
-    if out.exists() and not out.is_dir():
-        return fail(f"--out {out} is a file; give a folder for the store (it is created if missing)")
     from extract.decoder import DecoderError, check_family, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
     from extract.decoder_run import DecoderStatesJob, run_decoder_states
     from extract.families import NonFiniteError, UnknownSiteError
@@ -63,8 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_generator
 
-    baseline = from_args(RandomInitOptions, args)
-    spec = model_spec(args, random_init=baseline.random_init, seed=baseline.seed)
+    spec = store_model_spec(args)
     job = from_args(DecoderStatesJob, args, spec=spec, manifest=manifest, out=out)
     try:
         check_family(spec.family)

@@ -14,22 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.cli import (
-    CommandParser,
-    add_model_stage_arguments,
-    add_quiet_argument,
-    add_reclaim_stale_argument,
-    command_main,
-    fail,
-    load_or_exit,
-    model_spec,
-    sigterm_unwinds,
-)
+from experiments.cli import command_main, fail, load_or_exit, sigterm_unwinds
 from experiments.options import add_options, from_args
 from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, extraction_tasks, run_tasks
+from experiments.store_stage import build_store_parser, store_model_spec, store_paths_problem
 from extract.manifest import ManifestError, read_manifest
 from extract.options import option
-from extract.stage_options import ExtractOptions, RandomInitOptions
+from extract.stage_options import ExtractOptions
 from extract.store import StoreError
 
 if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
@@ -48,12 +39,7 @@ class StoreReplacement:
 
 def build_parser() -> argparse.ArgumentParser:
     """The model flags, the manifest and the store, then the options of :class:`ExtractOptions`."""
-    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_stage_arguments(parser, "store folder")
-    add_options(parser, ExtractOptions)
-    add_options(parser, RandomInitOptions)
-    add_quiet_argument(parser)
-    add_reclaim_stale_argument(parser, "a part of --out")
+    parser = build_store_parser(__doc__, "store folder", ExtractOptions)
     add_options(parser, StoreReplacement)
     add_executor_arguments(parser, "one shard of --num-shards, every shard submitted (--shard-index is not used)")
     return parser
@@ -109,11 +95,9 @@ def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
 
 def check_paths(args) -> None:
     """The manifest is a file and the store a folder (the options check themselves: :class:`ExtractOptions`)."""
-    manifest, out = Path(args.manifest), Path(args.out)
-    if manifest.is_dir():
-        raise SystemExit(fail(f"--manifest {manifest} is a folder; give the manifest file (JSONL)"))
-    if out.exists() and not out.is_dir():
-        raise SystemExit(fail(f"--out {out} is a file; give a folder for the store (it is created if missing)"))
+    problem = store_paths_problem(args)
+    if problem:
+        raise SystemExit(fail(problem))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -125,8 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_extractor
 
-    baseline = from_args(RandomInitOptions, args)
-    spec = model_spec(args, random_init=baseline.random_init, seed=baseline.seed)
+    spec = store_model_spec(args)
     job = from_args(ExtractionJob, args, spec=spec, manifest=args.manifest, out=Path(args.out))
     try:
         utterances = read_manifest(job.manifest)[: job.limit]

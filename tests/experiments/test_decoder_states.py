@@ -5,6 +5,7 @@ resumes to the same store, refuses another configuration, and fails in one line.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from experiments import decoder_states as decoder_cli
 from experiments import transcribe as transcribe_cli
 from extract.manifest import write_manifest
 from extract.store import ShardReader, StoreError, part_ids
+from tests.commands import one_line_error
 from tests.corpus import write_corpus
 from tests.synthetic_store import write_store
 
@@ -28,14 +30,7 @@ def _manifest(tmp_path, count=4):
 BASE = ["--family", "whisper", "--checkpoint", "tiny-random", "--device", "cpu", "--task", "asr", "--max-new-tokens", "5", "--quiet"]
 
 
-def _cli_error(argv, capsys) -> str:
-    try:
-        code = decoder_cli.main(argv)
-    except SystemExit as stopped:  # refused while parsing
-        code = stopped.code
-    error = capsys.readouterr().err.strip()
-    assert code == 2 and len(error.splitlines()) == 1, error
-    return error
+_cli_error = partial(one_line_error, decoder_cli.main)  # (argv, capsys): the command's one-line refusal
 
 
 @pytest.fixture(scope="module")
@@ -178,50 +173,24 @@ def test_random_weights_keep_the_checkpoint_s_generation_config():
 
 
 TERMINATED = r"""
-import sys, time
+import sys
 from pathlib import Path
 import extract.decoder_run
 from experiments import decoder_states as cli
+from tests.terminated import hanging_at_third_call
 
-started, real, calls = Path(sys.argv[1]), extract.decoder_run.decoder_states, []
-
-def decode_then_hang(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == 3:  # part 0 is complete, part 1 is half written
-        started.touch()
-        time.sleep(600)
-    return real(*args, **kwargs)
-
-extract.decoder_run.decoder_states = decode_then_hang
+extract.decoder_run.decoder_states = hanging_at_third_call(extract.decoder_run.decoder_states, Path(sys.argv[1]))
 sys.exit(cli.main(sys.argv[2:]))
 """
 
 
 def test_sigterm_discards_the_open_part_and_a_rerun_completes_the_store(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from tests.paths import CHECKOUT
+    from tests.terminated import terminate_halfway
 
     manifest = _manifest(tmp_path)
     out = tmp_path / "s"
     argv = [*BASE, "--manifest", str(manifest), "--out", str(out), "--utterances-per-part", "2", "--batch-size", "1"]
-    started = tmp_path / "started"
-    process = subprocess.Popen(
-        [sys.executable, "-c", TERMINATED, str(started), *argv], stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(CHECKOUT)}
-    )
-    deadline = time.time() + 120
-    while not started.exists():
-        assert process.poll() is None and time.time() < deadline, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 128 + signal.SIGTERM, stderr
-    assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]
-    assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
+    terminate_halfway(TERMINATED, argv, tmp_path / "started", out)
     assert decoder_cli.main(argv) == 0
     reader = ShardReader(out)
     assert reader.ids == ["u0", "u1", "u2", "u3"] and all(len(reader.tokens(u)) == len(reader.get("decoder.final", u)) for u in reader.ids)

@@ -4,6 +4,7 @@ resumes, refuses other settings, and fails in one line; the command end to end o
 
 import json
 import re
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from extract.manifest import Utterance, write_manifest
 from extract.options import OptionError
 from extract.runner import SettingsMismatchError
 from extract.spec import ModelSpec
+from tests.commands import one_line_error
 
 RATE = 16_000
 
@@ -348,14 +350,7 @@ def test_options_refuse_bad_values_in_one_line():
         PatchOptions(sites="")
 
 
-def _cli_error(argv, capsys):
-    try:
-        code = patch_cli.main(argv)
-    except SystemExit as stopped:  # refused while parsing
-        code = stopped.code
-    error = capsys.readouterr().err.strip()
-    assert code == 2 and len(error.splitlines()) == 1, error
-    return error
+_cli_error = partial(one_line_error, patch_cli.main)  # (argv, capsys): the command's one-line refusal
 
 
 def test_the_command_runs_end_to_end_and_refuses_bad_input_in_one_line(tmp_path, capsys):

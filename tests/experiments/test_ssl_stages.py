@@ -14,6 +14,7 @@ from experiments import transcribe as transcribe_cli
 from extract.families import tiny_extractor
 from extract.interventions import Intervener, Intervention, runtime_model_identity
 from extract.manifest import Utterance, write_manifest
+from tests.commands import one_line_error
 
 RATE = 16_000
 DIM = 16  # the tiny model's hidden size
@@ -28,16 +29,6 @@ def _manifest(root, speakers=(("F1", "female"), ("M1", "male"), ("F2", "female")
         soundfile.write(path, rng.normal(0, 0.1, int((0.5 + 0.1 * number) * RATE)).astype(np.float32), RATE)
         utterances.append(Utterance(id=speaker.lower(), audio=str(path), language="fr", text="le chat", gender=gender, speaker=speaker))
     return write_manifest(root / "m.jsonl", utterances)
-
-
-def _one_line_error(main, argv, capsys) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as stopped:
-        code = stopped.code
-    error = capsys.readouterr().err.strip()
-    assert code == 2 and len(error.splitlines()) == 1, error
-    return error
 
 
 def test_ctc_transcripts_have_whispers_rows_and_feed_asr_gap(tmp_path, capsys):
@@ -59,15 +50,15 @@ def test_ctc_transcripts_have_whispers_rows_and_feed_asr_gap(tmp_path, capsys):
 
 def test_translation_and_decoder_states_are_refused_in_one_line(tmp_path, capsys):
     manifest = _manifest(tmp_path)
-    st = _one_line_error(
+    st = one_line_error(
         transcribe_cli.main, [*TINY, "--task", "st", "--tgt-lang", "en", "--manifest", str(manifest), "--out", str(tmp_path / "h.jsonl")], capsys
     )
     assert st == "error: a CTC model has no text decoder and cannot translate: --task asr only (it transcribes the language it was fine-tuned on)"
-    beams = _one_line_error(
+    beams = one_line_error(
         transcribe_cli.main, [*TINY, "--task", "asr", "--num-beams", "4", "--manifest", str(manifest), "--out", str(tmp_path / "b.jsonl")], capsys
     )
     assert beams.startswith("error: CTC decoding is greedy")
-    decoder = _one_line_error(decoder_cli.main, [*TINY, "--task", "asr", "--manifest", str(manifest), "--out", str(tmp_path / "d")], capsys)
+    decoder = one_line_error(decoder_cli.main, [*TINY, "--task", "asr", "--manifest", str(manifest), "--out", str(tmp_path / "d")], capsys)
     assert decoder.startswith("error: ssl has no text decoder in its model (a CTC head reads the encoder's frames")
 
 

@@ -25,10 +25,22 @@ def current():
     return states()
 
 
+def small_fixture(path, keys, *records):
+    """The fixture at ``path``, checked small enough to commit and holding exactly ``keys`` and their
+    means, with what made it (``made_with``) and the ``records`` beside them."""
+    fixture = np.load(path)
+    assert path.stat().st_size < 40_000
+    assert set(fixture.files) == {"made_with", *records, *keys, *(f"{key}/mean" for key in keys)}
+    return fixture
+
+
+def excess_over_tolerance(got, expected):
+    """How far each value lies outside atol + rtol * |expected| (positive: outside)."""
+    return np.abs(got - expected) - (ATOL + RTOL * np.abs(expected))
+
+
 def test_the_fixture_is_small_and_covers_its_sites():
-    fixture = np.load(FIXTURE)
-    assert FIXTURE.stat().st_size < 40_000
-    assert set(fixture.files) == {"made_with", "frames", *SITES, *(f"{site}/mean" for site in SITES)}
+    fixture = small_fixture(FIXTURE, SITES, "frames")
     assert all(fixture[site].dtype == np.float32 and fixture[site].shape == (len(fixture["frames"]), 512) for site in SITES)
 
 
@@ -37,7 +49,7 @@ def test_whisper_base_hidden_states_match_the_fixture(current, key):
     fixture = np.load(FIXTURE)
     assert np.array_equal(current["frames"], fixture["frames"]), "the clip's valid frames changed"
     got, expected = current[key], fixture[key]
-    excess = np.abs(got - expected) - (ATOL + RTOL * np.abs(expected))
+    excess = excess_over_tolerance(got, expected)
     assert excess.max() <= 0, (
         f"{key}: {int((excess > 0).sum())} values outside atol {ATOL} + rtol {RTOL}, worst |diff| {np.abs(got - expected).max():.3g} "
         f"(fixture made with {fixture['made_with']}); if the change is meant, regenerate: {REFRESH}"
@@ -52,10 +64,8 @@ def tiny_current():
 def test_the_tiny_family_fixture_covers_every_family_and_site():
     from extract.families import FAMILY_MODULES, tiny_extractor
 
-    fixture = np.load(TINY_FIXTURE)
-    assert TINY_FIXTURE.stat().st_size < 40_000
     expected = {f"{family}/{site}" for family in FAMILY_MODULES for site in tiny_extractor(family).resolve_sites("all")}
-    assert set(fixture.files) == {"made_with", *expected, *(f"{key}/mean" for key in expected)}
+    fixture = small_fixture(TINY_FIXTURE, expected)
     assert "transformers 4.57" in str(fixture["made_with"])  # made on the legacy stack: the current one is compared with it
 
 
@@ -69,7 +79,7 @@ def test_every_tiny_familys_states_match_the_fixture_made_under_transformers_4_5
             continue
         got, expected = tiny_current[key], fixture[key]
         assert got.shape == expected.shape, key
-        excess = np.abs(got - expected) - (ATOL + RTOL * np.abs(expected))
+        excess = excess_over_tolerance(got, expected)
         if excess.max() > 0:
             worst[key] = float(np.abs(got - expected).max())
     assert not worst, f"outside atol {ATOL} + rtol {RTOL} (fixture made with {fixture['made_with']}): {worst}; if meant, regenerate: {REFRESH}"

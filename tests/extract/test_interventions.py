@@ -25,6 +25,7 @@ from extract.runner import SettingsMismatchError, check_settings, run_extraction
 from extract.spec import ModelSpec
 from extract.stage_options import ExtractOptions
 from extract.store import ShardReader, StoreError
+from tests.commands import one_line_error
 from tests.tiny_whisper import tiny_whisper_generator
 
 DIM = 16  # the tiny Whisper's d_model
@@ -271,27 +272,18 @@ def test_the_store_content_hash_follows_the_parts(tmp_path, tone):
     assert store_content_hash(tmp_path / "a") == store_content_hash(tmp_path / "a")
 
 
-def _cli_error(main, argv, capsys):
-    with pytest.raises(SystemExit) as stopped:
-        code = main(argv)
-        raise SystemExit(code)
-    error = capsys.readouterr().err.strip()
-    assert stopped.value.code == 2 and len(error.splitlines()) == 1, error
-    return error
-
-
 def test_cli_refuses_a_missing_file_and_a_gender_without_files(tmp_path, capsys):
     manifest = tmp_path / "m.jsonl"
     write_manifest(manifest, [Utterance(id="a", audio="a.wav", language="en", text="x", gender="female", speaker="s")])
     base = ["--family", "whisper", "--manifest", str(manifest), "--device", "cpu"]
     missing = tmp_path / "missing.safetensors"
-    error = _cli_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene", str(missing)], capsys)
+    error = one_line_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene", str(missing)], capsys)
     assert error == f"error: {missing}: no such intervention file"
-    error = _cli_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene-gender", "male"], capsys)
+    error = one_line_error(extract_cli.main, [*base, "--out", str(tmp_path / "s"), "--intervene-gender", "male"], capsys)
     assert error == "error: --intervene-gender needs at least one --intervene FILE"
-    error = _cli_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene", str(missing)], capsys)
+    error = one_line_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene", str(missing)], capsys)
     assert error == f"error: {missing}: no such intervention file"
-    error = _cli_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene-gender", "female"], capsys)
+    error = one_line_error(transcribe_cli.main, [*base, "--task", "asr", "--out", str(tmp_path / "h.jsonl"), "--intervene-gender", "female"], capsys)
     assert error == "error: --intervene-gender needs at least one --intervene FILE"
 
 
@@ -301,7 +293,7 @@ def test_cli_refuses_a_file_fitted_on_another_model(tmp_path, capsys, tone, monk
     path = _saved(tmp_path, _steer(tiny_extractor("whisper")))
     monkeypatch.setattr("extract.spec.load_extractor", lambda spec, keep_padding=False: tiny_extractor("seamless"))
     argv = ["--family", "seamless", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s"), "--intervene", str(path), "--quiet"]
-    error = _cli_error(extract_cli.main, argv, capsys)
+    error = one_line_error(extract_cli.main, argv, capsys)
     assert error.startswith(f"error: {path} was fitted on another model or site (family: file 'whisper' vs loaded 'seamless'"), error
 
 
@@ -414,15 +406,15 @@ def test_cli_malformed_records_and_folders_are_one_line(tmp_path, capsys, tone):
     steer = _saved(tmp_path, _steer(tiny_extractor("whisper")))
     text_alpha = _rewritten(tmp_path, steer, "alpha.safetensors", lambda h: h.update(alpha="1"))
     no_model = _rewritten(tmp_path, steer, "model.safetensors", lambda h: h.update(model=None))
-    error = _cli_error(erase_cli.main, ["show", str(text_alpha)], capsys)
+    error = one_line_error(erase_cli.main, ["show", str(text_alpha)], capsys)
     assert error == f"error: {text_alpha}: a steering vector needs a finite alpha (a number), got '1'"
-    error = _cli_error(erase_cli.main, ["show", str(tmp_path)], capsys)
+    error = one_line_error(erase_cli.main, ["show", str(tmp_path)], capsys)
     assert error == f"error: {tmp_path} is a folder; give an intervention file (python -m experiments.erase fit --out FILE)"
     manifest = tmp_path / "m.jsonl"
     write_manifest(manifest, _utterances(tone, 2))
     base = ["--family", "whisper", "--manifest", str(manifest), "--device", "cpu", "--out", str(tmp_path / "s")]
     for path, message in ((text_alpha, "needs a finite alpha"), (no_model, "the record's model must be a mapping, got None")):
-        error = _cli_error(extract_cli.main, [*base, "--intervene", str(path)], capsys)
+        error = one_line_error(extract_cli.main, [*base, "--intervene", str(path)], capsys)
         assert error.startswith(f"error: {path}: ") and message in error, error
 
 

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from extract.stage_options import ExtractOptions
 from extract.store import PartWriter, ShardReader, StoreError, content_checksum
 from tests.corpus import write_corpus
 from tests.paths import CHECKOUT
+from tests.terminated import terminate_halfway
 
 SITE = "encoder.final"
 WHISPER_FRAMES_PER_SECOND = 50.0
@@ -291,32 +291,18 @@ def test_parts_of_another_configuration_are_refused_at_write_time_and_by_the_rea
     utterances = _corpus(tmp_path, seconds=(0.5, 0.6, 0.7))
     extractor = tiny_extractor("whisper")
     trained = {"random_init": False, "num_shards": 3}
+
+    def extract_into(out: str, config: dict, **shards) -> None:
+        run_extraction(extractor, utterances, [SITE], tmp_path / out, config=config, show_progress=False, options=ExtractOptions(**shards))
+
     for index in range(3):
-        run_extraction(
-            extractor, utterances, [SITE], tmp_path / "store", config=trained, show_progress=False, options=ExtractOptions(num_shards=3, shard_index=index)
-        )
+        extract_into("store", trained, num_shards=3, shard_index=index)
     with pytest.raises(StoreError, match=r"shard0000of0003-part00000.h5.*another configuration.*num_shards: 3 vs 1"):
-        run_extraction(extractor, utterances, [SITE], tmp_path / "store", config={**trained, "num_shards": 1}, show_progress=False)
+        extract_into("store", {**trained, "num_shards": 1})
     with pytest.raises(StoreError, match="random_init: False vs True"):
-        run_extraction(
-            extractor,
-            utterances,
-            [SITE],
-            tmp_path / "store",
-            config={**trained, "random_init": True},
-            show_progress=False,
-            options=ExtractOptions(num_shards=3),
-        )
+        extract_into("store", {**trained, "random_init": True}, num_shards=3)
     assert len(list((tmp_path / "store").glob("*.h5"))) == 3
-    run_extraction(
-        extractor,
-        utterances,
-        [SITE],
-        tmp_path / "random",
-        config={**trained, "random_init": True},
-        show_progress=False,
-        options=ExtractOptions(num_shards=3, shard_index=1),
-    )
+    extract_into("random", {**trained, "random_init": True}, num_shards=3, shard_index=1)
     stray = tmp_path / "store" / "shard0001of0003-part00000.h5"
     stray.unlink()
     shutil.copy(tmp_path / "random" / "shard0001of0003-part00000.h5", stray)
@@ -410,24 +396,15 @@ def test_disk_full_is_recognised_as_python_and_hdf5_report_it():
 
 
 TERMINATED_CLI = r"""
-import sys, time
+import sys
 from pathlib import Path
 import extract.spec
 from experiments import extract as cli
 from extract.families import tiny_extractor
+from tests.terminated import hanging_at_third_call
 
-started = Path(sys.argv[1])
 extractor = tiny_extractor("whisper")
-real_extract, calls = extractor.extract, []
-
-def extract_then_hang(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == 3:  # part 0 is complete, part 1 is half written
-        started.touch()
-        time.sleep(600)
-    return real_extract(*args, **kwargs)
-
-extractor.extract = extract_then_hang
+extractor.extract = hanging_at_third_call(extractor.extract, Path(sys.argv[1]))
 extract.spec.load_extractor = lambda spec, **options: extractor
 sys.exit(cli.main(sys.argv[2:]))
 """
@@ -451,15 +428,7 @@ def test_sigterm_discards_the_open_part_and_releases_its_claim(tmp_path):
         "--batch-seconds",
         "1",
     ]
-    started = tmp_path / "started"
-    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
-    process = subprocess.Popen([sys.executable, "-c", TERMINATED_CLI, str(started), *argv], stderr=subprocess.PIPE, text=True, env=env)
-    _wait_for(started, process)
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 128 + signal.SIGTERM, stderr
-    assert [p.name for p in out.glob("*.h5")] == ["shard0000of0001-part00000.h5"]
-    assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
+    terminate_halfway(TERMINATED_CLI, argv, tmp_path / "started", out)
     with mock.patch("extract.spec.load_extractor", lambda spec, **options: tiny_extractor("whisper")):
         assert cli.main(argv) == 0
     assert len(ShardReader(out)) == 4

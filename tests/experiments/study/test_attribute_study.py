@@ -12,6 +12,7 @@ import soundfile
 
 from experiments.study.__main__ import main
 from extract.manifest import Utterance, write_manifest
+from tests.experiments.study.toy_study import toy_study_head
 
 RATE = 16_000
 STUDY = """\
@@ -82,14 +83,9 @@ def test_the_pages_study_file_plans(tmp_path, capsys):
     assert "wb demo-all (engine: espeak,kokoro)" in planned, planned
 
 
-GAPS_STUDY = """\
-name: accents
-out: runs/accents
-device: cpu
-models:
-  - {{name: tiny, family: whisper, checkpoint: tiny-random, sites: [encoder.final]}}
-corpora:
-  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl}}}}
+GAPS_STUDY = (
+    toy_study_head("accents", "en: toy-en.jsonl")
+    + """\
 transcribe: {{max_new_tokens: 4}}
 probes: {{probes: [positional], controls: [none], seeds: [0], positions: 10, task: "attribute:accent:north,south"}}
 behaviour:
@@ -97,6 +93,7 @@ behaviour:
     - {{iterations: 10}}
     - {{attribute: {attribute}, groups: [{groups}], iterations: 10}}
 """
+)
 
 
 def test_a_study_scores_an_attribute_gap_and_collect_joins_it_with_the_attribute_probe(tmp_path, capsys, monkeypatch):

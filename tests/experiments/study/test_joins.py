@@ -8,6 +8,7 @@ from experiments.study.joins import grid_yaml, why_unjoined
 from experiments.study.schema import ProbeGrid
 from extract.manifest import read_manifest, write_manifest
 from tests.experiments.study.test_study import write_four_voices
+from tests.experiments.study.toy_study import toy_study_head
 
 
 def key(model="wb", dataset="rv", language="fr", task="female-male"):
@@ -58,17 +59,13 @@ def test_a_grid_is_shown_as_the_study_file_writes_it():
     )
 
 
-POOLED = """\
-name: pooled
-out: runs/pooled
-device: cpu
-models:
-  - {{name: tiny, family: whisper, checkpoint: tiny-random, sites: [encoder.final]}}
-corpora:
-  - {{name: toy, task: asr, manifests: {{all: toy-all.jsonl}}}}
+POOLED = (
+    toy_study_head("pooled", "all: toy-all.jsonl")
+    + """\
 probes: {{probes: [positional], controls: [none], seeds: [0], positions: 10{options}}}
 behaviour: {{gap: {{iterations: 10}}}}
 """
+)
 
 
 def pooled_study(folder, options="", drop=()):

