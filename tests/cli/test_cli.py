@@ -1,6 +1,7 @@
 """experiments.cli: --out and --tgt-lang with their deprecated aliases, and the one-line error path."""
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,20 @@ def test_a_misspelt_family_gets_no_checkpoint_hint(capsys):
     with pytest.raises(SystemExit):
         main(["--family", "wisper", "--manifest", "m.jsonl", "--out", "out"])
     assert "--checkpoint" not in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_command_main_runs_the_command_and_exits_with_its_status_only_when_its_module_is_the_program(monkeypatch):
+    from experiments.cli import command_main
+
+    monkeypatch.setattr(sys, "argv", ["stage", "--flag", "7"])
+
+    def build():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--flag", type=int)
+        return parser
+
+    main = command_main(build, lambda args: args.flag, module="experiments.stage")  # imported: nothing runs
+    assert main(["--flag", "3"]) == 3
+    with pytest.raises(SystemExit) as exited:
+        command_main(build, lambda args: args.flag, module="__main__")  # python -m: sys.argv's command, its status
+    assert exited.value.code == 7
