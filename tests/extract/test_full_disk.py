@@ -167,16 +167,20 @@ def test_transcription_on_a_full_disk_names_its_output(tmp_path, tone, monkeypat
 
 
 @pytest.mark.parametrize("command", ["transcribe", "extract"])
-def test_the_transcribe_and_extract_commands_end_any_os_error_with_one_line(command, monkeypatch, capsys):
+def test_the_transcribe_and_extract_commands_end_any_os_error_with_one_line(command, capsys):
+    import argparse
     import importlib
+
+    from experiments.cli import command_main
 
     module = importlib.import_module(f"experiments.{command}")
 
-    def full(argv):
+    def full(args):
         raise disk_full("/x/out", "finished work is kept")
 
-    monkeypatch.setattr(module, "_main", full)
-    assert module.main([]) == 2
+    main = command_main(argparse.ArgumentParser, full)
+    assert module.main.__qualname__ == main.__qualname__  # the command's main is command_main's: its run's errors end the same way
+    assert main([]) == 2
     assert capsys.readouterr().err == "error: disk full while writing /x/out: free space and rerun; finished work is kept\n"
 
 

@@ -142,7 +142,7 @@ def test_there_is_one_fail():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef) and node.name == "fail":
                 homes.append(str(path.relative_to(CHECKOUT)))
-    assert homes == ["experiments/cli.py"]
+    assert homes == ["experiments/argkit.py"]
 
 
 def _probe_config(argv):
