@@ -245,7 +245,9 @@ real_close = PartWriter.close
 def close(writer):
     if writer.path.name.endswith("part00000.h5"):
         (folder / "closing").touch()
-        time.sleep(3)  # the first part's end is slow: two interrupts land while it ends
+        deadline = time.monotonic() + 30  # the first part's end lasts until both interrupts have landed (however loaded the machine)
+        while not (folder / "interrupted").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     return real_close(writer)
 
 PartWriter.close = close
@@ -270,6 +272,7 @@ def test_a_second_interrupt_while_a_part_ends_leaves_nothing_a_rerun_trips_on(tm
     for _ in range(2):  # an impatient Ctrl-C, twice
         time.sleep(0.5)
         process.send_signal(signal.SIGINT)
+    (tmp_path / "interrupted").touch()
     assert process.wait(timeout=60) != 0
     assert _leftovers(tmp_path / "store") == []  # no temporary file without its claim: a rerun would refuse it
     utterances, extractor = _corpus(tmp_path), tiny_extractor("s2t")
