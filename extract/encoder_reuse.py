@@ -100,10 +100,12 @@ def keep(model: torch.nn.Module, features: torch.Tensor, outputs: torch.Tensor) 
         return
     weights = active.weights_digest(model)
     for digest, output in zip(_feature_digests(features), outputs):
-        size = output.numel() * output.element_size()
+        key, size = (weights, digest), output.numel() * output.element_size()
+        if key in active.kept:  # the same clip extracted again (another manifest holds it): kept once
+            continue
         if active.bytes + size > active.max_bytes:
             return
-        active.kept[(weights, digest)] = output.detach().clone()
+        active.kept[key] = output.detach().clone()
         active.bytes += size
 
 

@@ -99,6 +99,10 @@ def test_nothing_is_kept_under_interventions_or_past_the_bound(models):
     with reusing_encoder_outputs(max_bytes=one_clip):
         extractor.extract(audios, SITES)
         assert len(encoder_reuse._ACTIVE.kept) == 1 and encoder_reuse._ACTIVE.bytes == one_clip
+    with reusing_encoder_outputs():
+        extractor.extract(audios[:1], SITES)
+        extractor.extract(audios[:1], SITES)  # the same clip again: kept, and counted, once
+        assert len(encoder_reuse._ACTIVE.kept) == 1 and encoder_reuse._ACTIVE.bytes == one_clip
 
 
 def test_an_extraction_stopped_before_the_encoders_end_or_of_random_weights_keeps_nothing(models, monkeypatch):
