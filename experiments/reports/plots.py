@@ -222,7 +222,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
             low, high = entry["bootstrap"].get("ci95") or [None, None]
             top = max(gaps[index], 0.0)
             if low is not None and high is not None:  # drawn around its own centre: the resampled E may lie outside it
-                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="_", color="k", ecolor="k", capsize=4, linewidth=0.8)
+                axis.errorbar(index, (low + high) / 2, yerr=(high - low) / 2, fmt="none", color="k", ecolor="k", capsize=4, linewidth=0.8)
                 top = max(top, high)
             # the value, so that E = 0 (no bar) and a zero-width interval still show; † no or an unreliable interval
             unreliable = low is None or high is None or entry["bootstrap"].get("ci95_note")
