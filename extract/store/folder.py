@@ -166,13 +166,10 @@ class IncompleteStoreError(StoreError):
         self.incompleteness = incompleteness
 
 
-RECORDED_NOT_COMPARED = ("manifest",)  # the manifest's path as given: runs compare its content, manifest_sha256
-
-
 def comparable_config(config: dict) -> dict:
     """A store config or transcription settings as two runs are compared: without what records only
     how a path was spelled (``manifest``; its content is ``manifest_sha256``)."""
-    return {key: value for key, value in config.items() if key not in RECORDED_NOT_COMPARED}
+    return {key: value for key, value in config.items() if key != "manifest"}
 
 
 def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> str | None:
@@ -186,9 +183,8 @@ def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> st
 
 
 def same_configuration(first: dict, second: dict) -> bool:
-    """Whether two stores' configs (:attr:`StoreAttributes.config`) describe one configuration: compared
-    without what records only how a path was spelled (:func:`comparable_config`: one manifest content is
-    one manifest) and by :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
+    """Whether two stores' configs (:attr:`StoreAttributes.config`) describe one configuration, compared as
+    :func:`comparable_config` and :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
     a, b = compared(comparable_config(first), comparable_config(second))
     return a == b
 
