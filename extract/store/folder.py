@@ -213,8 +213,7 @@ def _differences(a: dict, b: dict, prefix: str) -> list[str]:
 def refuse_mixed_configurations(parts: Sequence[Path], attributes: Sequence[StoreAttributes], where) -> None:
     """One store, one configuration: parts (with their decoded ``attributes``) written with different
     ones (a random-init shard beside a trained one, a 1-shard run beside a 3-shard one) are refused,
-    naming parts and differing keys; parts written through two spellings of one checkpoint folder are
-    one (:func:`same_configuration`)."""
+    naming parts and differing keys (configurations compared by :func:`same_configuration`)."""
     configurations: list[tuple[dict, list[Path]]] = []
     for part, recorded in zip(parts, attributes):
         group = next((members for config, members in configurations if same_configuration(config, recorded.config)), None)

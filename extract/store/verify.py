@@ -224,8 +224,7 @@ def is_complete(path: Path) -> bool:
 def index_damage(handle) -> str | None:
     """What is wrong with an open part's index and labels (offsets, speech frames, ids, ``meta/*``)
     against its content checksum, or None. Only a format-2 part can say without reading its data
-    (it records each site's digest); for an older one this is None and :func:`site_damage` checks
-    the whole part, its index included, with its data."""
+    (it records each site's digest); for an older one: None (:func:`site_damage` checks it whole)."""
     recorded = str(handle.attrs.get("content_sha256", ""))
     if part_format(handle) < 2:
         return None
