@@ -136,8 +136,7 @@ class Extractor(ABC):
         return {key: value.to(self.dtype) if value.is_floating_point() else value for key, value in moved.items()}
 
     def resolve_sites(self, requested: list[str] | str) -> list[str]:
-        """Site names in forward order: ``"all"``, names, or ``"every:K"`` (every K-th site from the
-        first, and the last site always: what a store of every layer costs divided by about K)."""
+        """The sites ``requested`` chooses (:func:`select_sites`: ``"all"``, names, ``"every:K"``), in forward order."""
         return select_sites(list(self.site_table()), requested, self.family)
 
     def extract(
@@ -183,13 +182,8 @@ class Extractor(ABC):
             host = {name: _to_host(tensor) for name, tensor in cast.items()}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        results: list[dict[str, np.ndarray]] = [{} for _ in audios]
-        for name in sites:
-            array = host[name].numpy()
-            bounds = np.concatenate([[0], np.cumsum(lengths[name])])
-            for index in range(len(audios)):
-                results[index][name] = array[bounds[index] : bounds[index + 1]]
-        return results
+        split = {name: np.split(host[name].numpy(), np.cumsum(lengths[name])[:-1]) for name in sites}
+        return [{name: split[name][index] for name in sites} for index in range(len(audios))]
 
     def keep_encoder_output(self, inputs: dict[str, torch.Tensor], output, captured: dict[str, torch.Tensor]) -> None:  # noqa: B027 (an optional hook)
         """Where the family's generator can decode from it, keep the encoder's output (``output``, None

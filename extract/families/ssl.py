@@ -41,12 +41,9 @@ moved by up to 2.5, and attention spreads it), so while they run, their input (c
 layer's output (data2vec-audio) is zeroed past each utterance's frames, which is what a lone
 utterance's zero-padded edge gives them (:meth:`SSLExtractor._padding_zeroed`).
 
-**CTC transcription** (:class:`SSLGenerator`): greedy (the best token per frame, frames past the
-utterance's length blanked, repeats merged, blanks removed, then the checkpoint's CTC tokenizer
-turns the tokens into text).
-MMS checkpoints (``adapter_attn_dim`` in the config) load the language adapter of the manifest's
-language (its ISO 639-3 code) or ``--adapter``. There is no text decoder: no ``--task st``, no
-decoder states.
+**CTC transcription** (:class:`SSLGenerator`): greedy (:meth:`SSLGenerator.decode`). MMS checkpoints
+(``adapter_attn_dim`` in the config) load the language adapter of the manifest's language (its ISO
+639-3 code) or ``--adapter``. There is no text decoder: no ``--task st``, no decoder states.
 
 No weights of these models are reachable offline: :meth:`SSLExtractor.load` is the loading code for
 users (hub ids or local folders), and the tests build tiny random configs of each architecture

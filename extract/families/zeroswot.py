@@ -24,9 +24,8 @@ FLORES-200 target code as forced BOS. The decoder is the NLLB model the checkpoi
 authors' fairseq evaluation (``--beam 5``) and Fucci et al.'s code.
 
 The hub model cannot be reached offline: the tiny random model (:func:`tiny_model`) is a stand-in,
-``ZeroSwotStandIn``, with the same module structure (``wav2vec2`` = Wav2Vec2ForCTC,
-``compression_adapter``, ``speech_embedder``), the same output ``(embeddings, attention_mask)`` and,
-like the real speech embedder, a BOS frame prepended and an EOS frame appended to every utterance.
+``ZeroSwotStandIn``, with the module names and the output above and, like the real speech embedder,
+a BOS and an EOS frame around every utterance.
 """
 
 from __future__ import annotations
@@ -56,14 +55,13 @@ from extract.families.base import (
     tiny_checkpoint,
 )
 from extract.families.generation import FLORES_200, GenerationError, GenerationOptions, Generator, language_code, tiny_refusal
+from extract.families.ssl import TINY_CONVOLUTIONS, TINY_SIZES
 from extract.hooks import Site
-
-# NLLB's target codes: FLORES-200 (a code already in that form passes through unchanged).
-LANGUAGE_CODES: dict[str, str] = FLORES_200
 
 
 def nllb_code(language: str) -> str:
-    return language_code(language, LANGUAGE_CODES, r"[a-z]{3}_[A-Z][a-z]{3}", "NLLB", "FLORES-200 code (e.g. 'spa_Latn')")
+    """NLLB's target code: FLORES-200's (a code already in that form passes through unchanged)."""
+    return language_code(language, FLORES_200, r"[a-z]{3}_[A-Z][a-z]{3}", "NLLB", "FLORES-200 code (e.g. 'spa_Latn')")
 
 
 PROCESSOR_CHECKPOINT = "facebook/wav2vec2-large-960h-lv60-self"
@@ -251,13 +249,11 @@ def zeroswot_decoder(extractor: Extractor, given: str | None) -> str:
 class CompressionAdapter(nn.Module):
     """CTC compression: average consecutive frames with the same non-blank argmax prediction."""
 
-    def __init__(self, blank: int = 0):
-        super().__init__()
-        self.blank = blank
+    blank = 0  # the CTC blank token
 
     def forward(self, states: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor):
         predictions = logits.argmax(-1)
-        pooled, counts = [], []
+        pooled = []
         for b in range(states.shape[0]):
             groups, previous = [], None
             for t in range(int(lengths[b])):
@@ -270,8 +266,7 @@ class CompressionAdapter(nn.Module):
             if not groups:
                 groups = [list(range(int(lengths[b])))]
             pooled.append(torch.stack([states[b, g].mean(0) for g in groups]))
-            counts.append(len(groups))
-        width = max(counts)
+        width = max(len(rows) for rows in pooled)
         out = states.new_zeros(states.shape[0], width, states.shape[-1])
         mask = torch.zeros(states.shape[0], width, dtype=torch.long)
         for b, rows in enumerate(pooled):
@@ -304,25 +299,10 @@ class SpeechEmbedder(nn.Module):
 
 
 def tiny_wav2vec2_ctc():
-    """A tiny Wav2Vec2ForCTC (its weights depend on the torch seed in force)."""
+    """A tiny pre-LN Wav2Vec2ForCTC of the ssl family's sizes, with 8 tokens (its weights depend on the torch seed in force)."""
     from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
-    return Wav2Vec2ForCTC(
-        Wav2Vec2Config(
-            vocab_size=8,
-            hidden_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=32,
-            conv_dim=(16, 16),
-            conv_stride=(5, 4),
-            conv_kernel=(10, 8),
-            num_conv_pos_embeddings=16,
-            num_conv_pos_embedding_groups=2,
-            do_stable_layer_norm=True,
-            feat_extract_norm="layer",
-        )
-    )
+    return Wav2Vec2ForCTC(Wav2Vec2Config(**TINY_SIZES | TINY_CONVOLUTIONS | {"vocab_size": 8, "do_stable_layer_norm": True, "feat_extract_norm": "layer"}))
 
 
 class ZeroSwotStandIn(nn.Module):

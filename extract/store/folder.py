@@ -166,13 +166,10 @@ class IncompleteStoreError(StoreError):
         self.incompleteness = incompleteness
 
 
-RECORDED_NOT_COMPARED = ("manifest",)  # the manifest's path as given: runs compare its content, manifest_sha256
-
-
 def comparable_config(config: dict) -> dict:
     """A store config or transcription settings as two runs are compared: without what records only
     how a path was spelled (``manifest``; its content is ``manifest_sha256``)."""
-    return {key: value for key, value in config.items() if key not in RECORDED_NOT_COMPARED}
+    return {key: value for key, value in config.items() if key != "manifest"}
 
 
 def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> str | None:
@@ -186,9 +183,8 @@ def changed_manifest(stored: dict, current: dict, what: str, instead: str) -> st
 
 
 def same_configuration(first: dict, second: dict) -> bool:
-    """Whether two stores' configs (:attr:`StoreAttributes.config`) describe one configuration: compared
-    without what records only how a path was spelled (:func:`comparable_config`: one manifest content is
-    one manifest) and by :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
+    """Whether two stores' configs (:attr:`StoreAttributes.config`) describe one configuration, compared as
+    :func:`comparable_config` and :func:`extract.fingerprint.compared` (two spellings of one checkpoint folder are one model)."""
     a, b = compared(comparable_config(first), comparable_config(second))
     return a == b
 
@@ -217,8 +213,7 @@ def _differences(a: dict, b: dict, prefix: str) -> list[str]:
 def refuse_mixed_configurations(parts: Sequence[Path], attributes: Sequence[StoreAttributes], where) -> None:
     """One store, one configuration: parts (with their decoded ``attributes``) written with different
     ones (a random-init shard beside a trained one, a 1-shard run beside a 3-shard one) are refused,
-    naming parts and differing keys; parts written through two spellings of one checkpoint folder are
-    one (:func:`same_configuration`)."""
+    naming parts and differing keys (configurations compared by :func:`same_configuration`)."""
     configurations: list[tuple[dict, list[Path]]] = []
     for part, recorded in zip(parts, attributes):
         group = next((members for config, members in configurations if same_configuration(config, recorded.config)), None)

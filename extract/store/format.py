@@ -162,46 +162,33 @@ def temporary_path(path: Path) -> Path:
 
 class PartClaim(claims.Claim):
     """An exclusive claim on one part file (:class:`extract.claims.Claim`): ``{part}.lock``, naming host and pid.
-
-    Taking it fails with :class:`ClaimError` when the lock exists. The message says whether its
-    holder still runs (wait for it, or write elsewhere) or is gone (a killed run: check, delete the
-    lock and the temporary file, rerun); a claim is never taken over silently. With
-    ``reclaim_stale`` a claim whose holder ran on this host and is gone (a job killed with SIGKILL
-    and requeued) is taken over, its temporary file deleted, and ``on_reclaim`` is told which one.
-    """
-
-    def __init__(self, part: Path, reclaim_stale: bool = False, on_reclaim=None):
-        self.part = Path(part)
-        super().__init__(self.part, reclaim_stale, on_reclaim)
+    A killed holder leaves its temporary file too: reclaiming the claim (``reclaim_stale``) deletes it."""
 
     def discard_leftovers(self) -> None:
-        temporary_path(self.part).unlink(missing_ok=True)
+        temporary_path(self.target).unlink(missing_ok=True)
 
     def unwritable(self) -> StoreError:
         return StoreError(f"disk full while writing the claim {self.lock}: nothing was written; free space and rerun (complete parts are kept and skipped)")
 
     def refusal(self) -> ClaimError:
-        return _claim_refused(self.part, self.lock)
-
-
-def _claim_refused(part: Path, lock: Path) -> ClaimError:
-    holder = claims.read_holder(lock)
-    if holder is None:
+        part, lock = self.target, self.lock
+        holder = claims.read_holder(lock)
+        if holder is None:
+            return ClaimError(
+                f"{part} is claimed by another writer ({lock} is being created or unreadable); "
+                f"if no other extraction writes to {part.parent}, delete {lock} and rerun"
+            )
+        who = claims.describe_holder(holder)
+        if claims.stale_holder(lock):
+            return ClaimError(
+                f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
+                f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "
+                f"{temporary_path(part).name} if present)"
+            )
         return ClaimError(
-            f"{part} is claimed by another writer ({lock} is being created or unreadable); "
-            f"if no other extraction writes to {part.parent}, delete {lock} and rerun"
+            f"{part} is being written by {who} (claim {lock}): another extraction writes to this --out; "
+            "let it finish and rerun to resume, or use another --out folder"
         )
-    who = claims.describe_holder(holder)
-    if claims.stale_holder(lock):
-        return ClaimError(
-            f"{part}: stale claim {lock} by {who}: that process is gone (a killed run); check that no other job "
-            f"writes to {part.parent}, then rerun with --reclaim-stale (or delete {lock} and "
-            f"{temporary_path(part).name} if present)"
-        )
-    return ClaimError(
-        f"{part} is being written by {who} (claim {lock}): another extraction writes to this --out; "
-        "let it finish and rerun to resume, or use another --out folder"
-    )
 
 
 def _bytes_of(array: np.ndarray) -> memoryview:
@@ -251,11 +238,4 @@ def _first_line(error: BaseException) -> str:
 
 def utterance_meta(utterance: Utterance, seconds: float) -> dict:
     """The per-utterance metadata a store keeps beside its states (its ``meta/*`` columns)."""
-    return {
-        "gender": utterance.gender,
-        "speaker": utterance.speaker,
-        "language": utterance.language,
-        "split": utterance.split,
-        "dataset": utterance.dataset,
-        "duration": seconds,
-    }
+    return {name: getattr(utterance, name) for name in META_FIELDS} | {"duration": seconds}

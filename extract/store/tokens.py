@@ -26,9 +26,8 @@ class GeneratedTokens:
 
     ids: tuple[int, ...]
     pieces: tuple[str, ...]
-    holds_next: tuple[bool, ...] | None = (
-        None  # token k holds leading bytes of the character after its piece (extract.decoder.token_surface); None: a store written before
-    )
+    # token k holds leading bytes of the character after its piece (extract.decoder.token_surface); None: a store written before
+    holds_next: tuple[bool, ...] | None = None
 
     def __post_init__(self):
         if len(self.ids) != len(self.pieces):

@@ -5,11 +5,9 @@ Each site's bytes, in order, have a data digest, xxh3_128 (``xxhash``; the part'
 also an attribute of its ``data``). The part's content checksum, ``content_sha256``, is one
 sha256 over the sites' data digests, offsets and speech frames and the ids, and from format 2 on
 the per-utterance labels (``meta/*``) (:func:`content_checksum`):
-what a part is verified against and what identities of a store are built from (an intervention
-file's ``store``, the probe's fingerprint). :class:`ShardReader` compares them when it reads (the
-index and labels when a store is opened, a site's data the first time a process reads it) and
-refuses a store that lacks parts (:func:`store_incompleteness`); a resumed extraction checks a
-complete part before it skips it (:func:`part_content_damage`). Parts written before the attribute have sha256 data
+what a part is verified against (by :class:`ShardReader`, and by a resumed extraction before it
+skips a part: :func:`part_content_damage`) and what identities of a store are built from (an
+intervention file's ``store``, the probe's fingerprint). Parts written before the attribute have sha256 data
 digests and no ``data_digest``; they verify as they always did. xxh3_128 is a non-cryptographic
 hash: it catches damage (a cut file, a changed byte, another writer), not a forgery, which
 nothing here guards against (a forger would rewrite ``content_sha256`` as well); it costs about a
@@ -32,21 +30,7 @@ import xxhash
 from extract import __version__
 from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, DamagedPartError, StoreError, _bytes_of, _opened, part_format
 
-DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest, by the name a part records
-
-
-class _SiteDigest:
-    """A site's data digest over its bytes in order (``algorithm``: a name in :data:`DATA_DIGESTS`):
-    recorded through the content checksum, and compared with the same digest of the bytes read back."""
-
-    def __init__(self, algorithm: str):
-        self.digest = DATA_DIGESTS[algorithm]()
-
-    def update(self, data: memoryview) -> None:
-        self.digest.update(data)
-
-    def hexdigest(self) -> str:
-        return self.digest.hexdigest()
+DATA_DIGESTS = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}  # a site's data digest (over its bytes in order), by the name a part records
 
 
 @dataclass(frozen=True)
@@ -94,7 +78,7 @@ def _stored_digests(path: Path, layouts: dict[str, _ChunkLayout], algorithm: str
 def _chunks_digest(descriptor: int, layout: _ChunkLayout, algorithm: str) -> str | None:
     if not layout.complete():
         return None
-    digest, block = _SiteDigest(algorithm), bytearray(layout.chunk_rows * layout.row_bytes)
+    digest, block = DATA_DIGESTS[algorithm](), bytearray(layout.chunk_rows * layout.row_bytes)
     for first, offset, _ in layout.chunks:
         wanted = memoryview(block)[: min(layout.chunk_rows, layout.rows - first) * layout.row_bytes]
         if os.preadv(descriptor, [wanted], offset) != len(wanted):
@@ -105,7 +89,7 @@ def _chunks_digest(descriptor: int, layout: _ChunkLayout, algorithm: str) -> str
 
 def _hdf5_digest(dataset, algorithm: str) -> str:
     """The data digest of a site's data read through HDF5, in order, in blocks of about 16 chunks."""
-    digest, step = _SiteDigest(algorithm), max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
+    digest, step = DATA_DIGESTS[algorithm](), max(1, CHUNK_BYTES * 16 // max(1, dataset.shape[1] * dataset.dtype.itemsize))
     for start in range(0, dataset.shape[0], step):
         digest.update(_bytes_of(dataset[start : start + step]))
     return digest.hexdigest()
@@ -240,8 +224,7 @@ def is_complete(path: Path) -> bool:
 def index_damage(handle) -> str | None:
     """What is wrong with an open part's index and labels (offsets, speech frames, ids, ``meta/*``)
     against its content checksum, or None. Only a format-2 part can say without reading its data
-    (it records each site's digest); for an older one this is None and :func:`site_damage` checks
-    the whole part, its index included, with its data."""
+    (it records each site's digest); for an older one: None (:func:`site_damage` checks it whole)."""
     recorded = str(handle.attrs.get("content_sha256", ""))
     if part_format(handle) < 2:
         return None

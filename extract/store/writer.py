@@ -2,25 +2,21 @@
 
 A part is written under a temporary name opened in exclusive-create mode, under its claim.
 On close what the closed file holds is compared with what was written (the index through the
-content checksum, the data through each site's data digest); only then is ``complete`` set and the file renamed, so
-a reader never sees half a part, nor a part another process overwrote. The part is then flushed
-to the disk (``fsync``) before its rename, and the rename itself after it, so a power cut leaves
-either no part or a whole one under the final name.
+content checksum, the data through each site's data digest); only then is ``complete`` set and the
+file renamed, so a reader never sees half a part, nor a part another process overwrote. The part is
+flushed to the disk (``fsync``) before its rename, and the rename itself after it, so a power cut
+leaves either no part or a whole one under the final name.
 
 Speed (``benchmarks/store_writer.py``): states are copied into per-site buffers of whole chunks;
 a full buffer goes to a worker thread (one a site, at most one a core and 8), which hashes its
-bytes and writes it straight to the file (a chunk
-written partly would be read back and rewritten, since the writer keeps no chunk cache), so that
-sites are hashed beside the writes and the calling thread only checks and copies. The
-writes keep the order the buffers were handed over in: a part's bytes do not depend on the threads.
-HDF5 itself runs one call at a time (h5py holds one lock for the process), at the speed of a
-``pwrite`` of the same chunk. The read-back verification at close reads each chunk with ``pread``
-at the offset the file's chunk index gives (no copy through HDF5) and compares each site's data
-digest, on the worker threads, while the part is flushed to the disk. That flush waits for the
-part's last bytes only: the disk's writeback starts while the part is written (an ``fdatasync``
-once :data:`WRITEBACK_BYTES` more were written, on a thread of its own: :class:`_Writeback`),
-where the kernel would start it at its dirty limit, after the whole part. Memory: two buffers a
-site, ``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
+bytes and writes it straight to the file (a chunk written partly would be read back and rewritten,
+since the writer keeps no chunk cache), so the calling thread only checks and copies. The writes
+keep the order the buffers were handed over in: a part's bytes do not depend on the threads. HDF5
+itself runs one call at a time (h5py holds one lock for the process), at the speed of a ``pwrite``
+of the same chunk. The verification at close reads each chunk with ``pread`` at the offset the
+file's chunk index gives (no copy through HDF5), on the worker threads, while the part is flushed to
+the disk; that flush waits for the part's last bytes only (:class:`_Writeback`). Memory: two buffers
+a site, ``flush_bytes`` in all (64 MiB by default; at least two chunks of 1 MiB a site).
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ import numpy as np
 
 from extract.diskfull import is_disk_full
 from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, PartClaim, StoreAttributes, StoreError, _bytes_of, _first_line, temporary_path
-from extract.store.verify import _ChunkLayout, _content_digest, _index_digest, _meta_columns, _recorded_site_digests, _SiteDigest, _stored_digests
+from extract.store.verify import DATA_DIGESTS, _ChunkLayout, _content_digest, _index_digest, _meta_columns, _recorded_site_digests, _stored_digests
 
 FLUSH_BYTES = 64 << 20  # buffered states (all sites) before they are written in whole chunks
 WRITEBACK_BYTES = 64 << 20  # bytes handed to the file between two syncs started while a part is written
@@ -54,8 +50,6 @@ class PartWriter:
     raises :class:`StoreError` naming the part. Chunks are written through to the file (no chunk
     cache): HDF5 then reports a failed write from the call that made it, not later while it frees
     a dataset, where it could only print tracebacks and leave a broken file that crashes the process.
-    Added states are copied into buffers of whole chunks and written when one fills (see the
-    module's notes on speed).
     """
 
     def __init__(
@@ -117,7 +111,7 @@ class PartWriter:
         self.meta: dict[str, list] = {name: [] for name in (*META_FIELDS, "duration")}
         self.offsets: dict[str, list[int]] = {site: [0] for site in self.site_dims}
         self.speech: dict[str, list[int]] = {site: [] for site in self.site_dims}
-        self.digests = {site: _SiteDigest(self.data_digest) for site in self.site_dims}
+        self.digests = {site: DATA_DIGESTS[self.data_digest]() for site in self.site_dims}
         self.pending: dict[str, Future] = {}  # each site's last buffer, being hashed and written
         self.last_written: threading.Event | None = None  # set once the buffer handed over last is written
 
@@ -177,11 +171,8 @@ class PartWriter:
 
     def _hash_and_append(self, site: str, rows: np.ndarray, previous: threading.Event | None, written: threading.Event) -> None:
         """A worker's task: the rows' bytes into the site's digest, then into the file once the
-        buffer handed over before this one is written (and counted towards the next early sync,
-        :class:`_Writeback`). The hashing runs beside other sites' tasks; the writes keep the order
-        the buffers were handed over in, so the file's bytes do not depend on the threads' timing
-        (HDF5 takes one call at a time anyway). Tasks start in the order they were submitted, so
-        the one waited for is running or done."""
+        buffer handed over before this one is written, so the file's bytes do not depend on the
+        threads' timing. Tasks start in the order they were submitted, so the one waited for is running or done."""
         try:
             self.digests[site].update(_bytes_of(rows))
             if previous is not None:
@@ -269,12 +260,9 @@ class PartWriter:
         return expected
 
     def _verify_and_mark_complete(self, expected: str) -> None:
-        """Read the closed part back and compare it with what was written, while the disk takes it (fsync).
-
-        The data is compared through each site's data digest (the one recorded), computed again from
-        the bytes read straight from the chunks the file's index points to, on the worker threads
-        (see :func:`_stored_digests`); the index (offsets, speech frames, ids) through the content
-        checksum recomputed from what the file holds with the sites' digests as written."""
+        """Read the closed part back and compare it with what was written, while the disk takes it (fsync):
+        each site's data digest computed again from the chunks (:func:`_stored_digests`), the index
+        through the content checksum recomputed from what the file holds."""
         import h5py
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="part-sync") as syncer:

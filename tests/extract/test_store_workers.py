@@ -108,19 +108,26 @@ def test_a_full_disk_on_a_worker_thread_ends_in_one_line_and_leaves_nothing(tmp_
 
 
 def test_the_parts_bytes_do_not_depend_on_the_threads_timing(tmp_path, monkeypatch):
-    from extract.store.verify import _SiteDigest
+    from extract.store.verify import DATA_DIGESTS
 
     arrays = _arrays(30, seed=4)
-    update = _SiteDigest.update
+    digest = DATA_DIGESTS["xxh3_128"]
     parts = []
     for seed in (0, 1):
         delays = np.random.default_rng(seed)
 
-        def slowed(self, data, delays=delays):  # one site's hashing late, then another's
-            time.sleep(float(delays.uniform(0, 0.004)))
-            return update(self, data)
+        class Slowed:  # one site's hashing late, then another's
+            def __init__(self):
+                self.digest = digest()
 
-        monkeypatch.setattr(_SiteDigest, "update", slowed)
+            def update(self, data, delays=delays):
+                time.sleep(float(delays.uniform(0, 0.004)))
+                self.digest.update(data)
+
+            def hexdigest(self):
+                return self.digest.hexdigest()
+
+        monkeypatch.setitem(DATA_DIGESTS, "xxh3_128", Slowed)
         parts.append(_written(tmp_path / f"p{seed}.h5", arrays).read_bytes())
     assert parts[0] == parts[1]
 
