@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -255,6 +255,10 @@ class ShardReader:
                 states = self._finite(data[first : first + int(speech[position])].astype(np.float32), part, site, ids[position])
                 out[position] = states.mean(axis=0)
         return out
+
+    def iter_utterances(self, site: str, ids: Iterable[str] | None = None):
+        for utterance_id in self._ids if ids is None else ids:
+            yield utterance_id, self.get(site, utterance_id)
 
     def tokens(self, utterance_id: str) -> GeneratedTokens:
         """The generated tokens a decoder-state store (``experiments.decoder_states``) aligns with each
