@@ -151,14 +151,15 @@ class Job:
     range_reason: str = ""
 
 
-def _load(job: Job) -> np.ndarray:
-    return load_audio(job.audio, job.offset, job.duration, max_seconds=MAX_SECONDS["asr"]).samples
+def asr_samples(record) -> np.ndarray:
+    """A record's (a :class:`Job`, an :class:`~extract.manifest.Utterance`) first 30 s, as the ASR models see it."""
+    return load_audio(record.audio, record.offset, record.duration, max_seconds=MAX_SECONDS["asr"]).samples
 
 
 def first_pass_job(job: Job) -> tuple[str, np.ndarray]:
     """(id, voiced first-pass F0 values); unreadable or too short audio gives none."""
     try:
-        samples = _load(job)
+        samples = asr_samples(job)
     except AudioError:
         return job.id, np.zeros(0)
     if len(samples) < MIN_SECONDS * SAMPLE_RATE:
@@ -218,7 +219,7 @@ def _second_pass(job: Job) -> dict:
     features = dict.fromkeys(FEATURES)
     details = {"seconds": None, "speech_seconds": None, "tokens": job.tokens, "f0_floor_hz": job.floor, "f0_ceiling_hz": job.ceiling}
     try:
-        samples = _load(job)
+        samples = asr_samples(job)
     except AudioError as error:
         return {
             "features": features,
@@ -280,14 +281,21 @@ def speaker_ranges(first_pass: dict[str, np.ndarray], keys: dict[str, str]) -> d
     return ranges
 
 
-def settings(speech: str, range_by: str, tokenizer: str) -> dict:
-    """Everything that changes a value; a resumed output must have been written with the same."""
+def pitch_range_settings(range_by: str) -> dict:
+    """The settings of the two-pass pitch range, shared by the acoustic features and the F0 store."""
     return {
         "first_pass_hz": [FIRST_PASS_FLOOR_HZ, FIRST_PASS_CEILING_HZ],
         "range_rule": f"floor = {FLOOR_FACTOR} q25, ceiling = {CEILING_FACTOR} q75 of the pooled first-pass F0 (De Looze & Hirst 2008)",
         "range_by": range_by,
         "min_range_frames": MIN_RANGE_FRAMES,
         "pitch_time_step": PITCH_TIME_STEP,
+    }
+
+
+def settings(speech: str, range_by: str, tokenizer: str) -> dict:
+    """Everything that changes a value; a resumed output must have been written with the same."""
+    return {
+        **pitch_range_settings(range_by),
         "intensity_min_pitch_hz": INTENSITY_MIN_PITCH_HZ,
         "intensity_averaging": "energy",
         "speech_seconds": "silero-vad" if speech == "vad" else "clip duration",

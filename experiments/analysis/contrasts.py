@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.results.records import DEFAULT_COMPARISON, GapReport
-from experiments.scoring.gaps import RELIABLE_SPEAKERS
+from experiments.scoring.gaps import RELIABLE_SPEAKERS, counts_path
 from extract.errors import UserError
 from extract.manifest import ManifestError, read_keyed_rows
 from extract.provenance import joined
@@ -239,8 +239,7 @@ def read_gap_setups(gaps: Sequence[tuple[str, Path]]) -> list[dict]:
             languages, groups = report.languages, tuple(report.body["settings"]["groups"])
         except (KeyError, TypeError) as error:
             raise ContrastError(f"{path}: not an experiments.asr_gap report ({type(error).__name__}: {error})") from None
-        counts_path = path.with_suffix(".counts.jsonl")
-        counts = [row for _, row in read_keyed_rows(counts_path, required=("language", "errors", "length", "speaker", "gender"), what="count row")]
+        counts = [row for _, row in read_keyed_rows(counts_path(path), required=("language", "errors", "length", "speaker", "gender"), what="count row")]
         for language, entry in sorted(languages.items()):
             if entry.get("gap_relative") is None:
                 continue

@@ -25,19 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.analysis.acoustic import (
-    FIRST_PASS_CEILING_HZ,
-    FIRST_PASS_FLOOR_HZ,
-    MIN_RANGE_FRAMES,
-    MIN_SECONDS,
-    PITCH_TIME_STEP,
-    RANGE_BY,
-    first_pass_f0,
-    pitch_values,
-    range_key,
-    speaker_ranges,
-)
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from experiments.analysis.acoustic import MIN_SECONDS, RANGE_BY, asr_samples, first_pass_f0, pitch_range_settings, pitch_values, range_key, speaker_ranges
+from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError
 from extract.errors import UserError
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance
@@ -61,26 +50,13 @@ def f0_statistics(voiced_hz: np.ndarray) -> np.ndarray:
 
 def f0_settings(range_by: str) -> dict:
     """Everything that changes a feature value, recorded in the store's configuration."""
-    return {
-        "features": list(F0_FEATURES),
-        "first_pass_hz": [FIRST_PASS_FLOOR_HZ, FIRST_PASS_CEILING_HZ],
-        "range_rule": "floor = 0.75 q25, ceiling = 1.5 q75 of the pooled first-pass F0 (De Looze & Hirst 2008)",
-        "range_by": range_by,
-        "min_range_frames": MIN_RANGE_FRAMES,
-        "pitch_time_step": PITCH_TIME_STEP,
-        "max_seconds": MAX_SECONDS["asr"],
-        "min_seconds": MIN_SECONDS,
-    }
-
-
-def _samples(utterance: Utterance) -> np.ndarray:
-    return load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=MAX_SECONDS["asr"]).samples
+    return {"features": list(F0_FEATURES), **pitch_range_settings(range_by), "max_seconds": MAX_SECONDS["asr"], "min_seconds": MIN_SECONDS}
 
 
 def _first_pass(utterance: Utterance) -> tuple[np.ndarray, str]:
     """(voiced first-pass F0 values, why there are none: empty when there are some)."""
     try:
-        samples = _samples(utterance)
+        samples = asr_samples(utterance)
     except AudioError as error:
         return np.zeros(0), f"no usable audio ({type(error).__name__}: {error.problem})"
     if len(samples) < MIN_SECONDS * SAMPLE_RATE:
@@ -106,7 +82,7 @@ def utterance_f0(utterances: Sequence[Utterance], range_by: str = "speaker", sho
         if problems[utterance.id] or "reason" in found:
             skipped.append({"id": utterance.id, "reason": problems[utterance.id] or found["reason"]})
             continue
-        samples = _samples(utterance)
+        samples = asr_samples(utterance)
         _, frequencies = pitch_values(samples, found["floor"], found["ceiling"])
         voiced = frequencies[frequencies > 0]
         if len(voiced) == 0:

@@ -123,9 +123,6 @@ class WhisperLora(L.LightningModule):
             set_random_state(self.resumed_random_state)
             self.resumed_random_state = None
 
-    def adapter_state(self) -> dict[str, torch.Tensor]:
-        return {name: value.detach().clone() for name, value in self.model.named_parameters() if LORA_MARKER in name}
-
 
 def save_checkpoint(trainer: L.Trainer, path: Path) -> None:
     """The trainer's checkpoint at ``path``, written to a temporary name and renamed: a kill while

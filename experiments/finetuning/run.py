@@ -32,12 +32,11 @@ import numpy as np
 from experiments.finetuning.options import MODEL, LoraOptions
 from experiments.finetuning.subsets import SubsetError, draw_subset
 from experiments.normalisation.corpus import MODES
-from experiments.normalisation.filters import file_digest
 from extract.errors import UserError
 from extract.fingerprint import FINGERPRINT, compared
 from extract.manifest import read_manifest
 from extract.options import FLOAT32_MAX, LARGEST_LR, option, seed_option
-from extract.provenance import provenance
+from extract.provenance import file_sha256, provenance
 
 if TYPE_CHECKING:  # torch and Lightning load with these: imported where a run trains, so that --help stays fast
     from experiments.finetuning.module import WhisperLora
@@ -117,13 +116,12 @@ def _utterances(config: FinetuneConfig):
     validation = read_manifest(config.val_manifest) if config.val_manifest else [u for u in rows if u.split == config.val_split]
     if config.language:
         pool, validation = [u for u in pool if u.language == config.language], [u for u in validation if u.language == config.language]
+    in_language = f" in language {config.language!r}" if config.language else ""
     if not pool:
-        raise FinetuneError(
-            f"{config.manifest}: no utterance in split {config.train_split!r}" + (f" in language {config.language!r}" if config.language else "")
-        )
+        raise FinetuneError(f"{config.manifest}: no utterance in split {config.train_split!r}{in_language}")
     if not validation:
         where = config.val_manifest or f"{config.manifest} split {config.val_split!r}"
-        raise FinetuneError(f"no validation utterance in {where}" + (f" in language {config.language!r}" if config.language else ""))
+        raise FinetuneError(f"no validation utterance in {where}{in_language}")
     if config.val_size is not None:
         validation = balanced_sample(validation, config.val_size, config.seed)
     return pool, validation
@@ -152,7 +150,7 @@ def _settings(config: FinetuneConfig, training_ids: list[str]) -> dict:
     return {
         "config": config.to_json(),
         FINGERPRINT: ModelSpec("whisper", config.checkpoint, config.revision).fingerprint(),
-        "grafn_sha256": file_digest(config.grafn) if config.grafn else None,
+        "grafn_sha256": file_sha256(config.grafn) if config.grafn else None,
         "seeds": {"subset": config.seed, "lightning": config.seed},
         "training_ids": training_ids,
     }

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.normalisation.calibration import fit_filters, utterance_gain
-from experiments.normalisation.filters import GROUPS, GrafnFilters, file_digest, load_filters
+from experiments.normalisation.filters import GROUPS, GrafnFilters, load_filters
 from experiments.normalisation.transform import GrafnError, GrafnParameters, grafn, normalisation_problem
 from experiments.recipes.democorpus.pitch import median_f0
 from extract.appendlog import AppendLog, RowKind
@@ -40,6 +40,7 @@ from extract.audio import SAMPLE_RATE, AudioError, load_audio
 from extract.diskfull import naming_full_disk
 from extract.manifest import Utterance, read_manifest, write_manifest
 from extract.paths import id_file_name
+from extract.provenance import file_sha256
 
 MODES = ("gender", "predicted", "utterance")
 SETTINGS_FILE = "grafn-apply.json"
@@ -240,7 +241,7 @@ def apply_to_manifest(
         naming_full_disk(audio_dir / DONE_FILE, KEPT_ON_FAILURE),
         AppendLog(audio_dir / DONE_FILE, DONE_ROWS, reclaim_stale) as log,  # one run per audio folder; a cut record is redone
     ):
-        _check_settings(audio_dir, {"filters_sha256": file_digest(filters_path), "mode": mode, "manifest": str(Path(manifest).resolve())})
+        _check_settings(audio_dir, {"filters_sha256": file_sha256(filters_path), "mode": mode, "manifest": str(Path(manifest).resolve())})
         done = _finished(audio_dir, log.rows)
         report = ApplyReport(total=len(utterances), resumed=sum(u.id in done for u in utterances), by_filter=Counter())
         for utterance in tqdm(utterances, desc=f"GRAFN ({mode})", unit="utt", disable=not show_progress):
@@ -266,18 +267,13 @@ def apply_to_manifest(
     bad = {entry["id"]: entry["problem"] for entry in report.bad_audio}
     for utterance in utterances:
         record = done.get(utterance.id)
-        if record is None:
-            rows.append(
-                replace(
-                    utterance,
-                    audio=_relative(utterance.audio, out.parent),
-                    extra=utterance.extra | {"grafn": {"mode": mode, "filter": None, "reason": f"audio error: {bad[utterance.id]}"}},
-                )
-            )
-            continue
-        if record["file"] is None:
-            report.passed_through.setdefault(record["grafn"]["reason"], []).append(utterance.id)
-            rows.append(replace(utterance, audio=_relative(utterance.audio, out.parent), extra=utterance.extra | {"grafn": record["grafn"]}))
+        if record is None or record["file"] is None:
+            if record is None:
+                grafn = {"mode": mode, "filter": None, "reason": f"audio error: {bad[utterance.id]}"}
+            else:
+                grafn = record["grafn"]
+                report.passed_through.setdefault(grafn["reason"], []).append(utterance.id)
+            rows.append(replace(utterance, audio=_relative(utterance.audio, out.parent), extra=utterance.extra | {"grafn": grafn}))
             continue
         report.by_filter[record["grafn"]["filter"]] += 1
         audio = _relative(audio_dir / record["file"], out.parent)

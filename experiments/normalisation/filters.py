@@ -3,7 +3,6 @@ spectrum and gain, the calibration counts and the pitch rule's threshold. Never 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +108,3 @@ def load_filters(path: str | Path) -> GrafnFilters:
         return filters_from_json(record)
     except GrafnError as error:
         raise GrafnError(f"{path}: {error}") from None
-
-
-def file_digest(path: str | Path) -> str:
-    """SHA-256 of a file's bytes: which filters a normalised corpus or a model was made with."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -67,7 +67,7 @@ class Pair:
             raise PairsError(f"{where}: not a patch pair (kind {record.get('kind')!r}); give a pairs file a patch run wrote (OUT.pairs.jsonl)")
         fix = "give a pairs file a patch run wrote (OUT.pairs.jsonl)"
         schema = record.get("schema", 1)
-        if not _is_whole(schema):
+        if not isinstance(schema, int) or isinstance(schema, bool):
             raise PairsError(f"{where}: schema {schema!r} is not a whole number; {fix}")
         if schema > PAIR_SCHEMA:
             raise PairsError(f"{where}: a patch pair of schema {record['schema']}, newer than this code reads ({PAIR_SCHEMA}); update the package")
@@ -86,10 +86,6 @@ class Pair:
         if pair.match not in MATCHES:
             raise PairsError(f"{where}: match {pair.match!r} is not one of {', '.join(MATCHES)}; {fix}")
         return pair
-
-
-def _is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def utterance_seconds(utterance: Utterance) -> float:

@@ -115,8 +115,7 @@ def _seed_groups(probes: Iterable[Probe], key) -> dict[tuple, list[Probe]]:
 
 
 def _probe_site_cells(model: str, dataset, language, site: str, task: str, split: str, members) -> dict:
-    """The probe side of a row joined per site (:class:`experiments.results.records.ProbeSiteCells`): the key, and
-    the members' site index, site role, mean F1_S and seeds."""
+    """The probe side of a row joined per site (:class:`experiments.results.records.ProbeSiteCells`)."""
     return {
         "model": model,
         "dataset": dataset,
@@ -129,6 +128,11 @@ def _probe_site_cells(model: str, dataset, language, site: str, task: str, split
         "f1_s": _mean(members, "f1_s"),
         "seeds": _seeds(members),
     }
+
+
+def _site_order(row: dict) -> tuple:
+    """A joined row's sites in forward order (a site without an index first), then by name."""
+    return row["site_index"] if row["site_index"] is not None else -1, row["site"]
 
 
 def _mean(probes: list[Probe], score: str) -> float | None:
@@ -176,10 +180,7 @@ def join_gaps(probes: Sequence[Probe], gaps: dict[tuple, tuple[Document, str, di
     for (model, dataset, language, task), (document, _, _) in gaps.items():
         if (model, dataset, language, task) not in used:
             unmatched["gaps_without_probe"].append({"model": model, "dataset": dataset, "language": language, "task": task, "source": str(document)})
-    return sorted(
-        rows,
-        key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]),
-    )
+    return sorted(rows, key=lambda r: (r["model"], str(r["dataset"]), r["language"], r["task"], r["split"], *_site_order(r)))
 
 
 def per_position_groups(probes: Sequence[Probe]) -> dict[tuple, list[Probe]]:
@@ -229,13 +230,9 @@ def control_groups(probes: Iterable[Probe], key) -> dict[tuple, dict[str, list[P
 
 
 def control_cells(controls: dict[str, list[Probe]], score: str, real: float | None = None) -> dict:
-    """A joined row's ``f1_control_C`` and ``selectivity_C`` for each control C of
-    :data:`extract.CONTROLLED` (None where the key has no such run). The control's score is
-    its ``score`` averaged over its seeds. Without ``real``, the selectivity is the control rows' own
-    (their ``selectivity``: the real labels' F1 minus the control's on the split the control was
-    scored on, which for the speaker control is a within-speaker split), averaged over seeds; with
-    ``real`` (the row's mean applied F1) it is ``real`` minus the control's applied F1: both probes
-    predict the same other store."""
+    """A joined row's ``f1_control_C`` and ``selectivity_C`` for each control C of :data:`CONTROLLED`
+    (None where the key has no such run), as the module docstring defines them: without ``real`` the
+    control rows' own selectivity, with ``real`` (the row's mean applied F1) ``real`` minus the control's."""
     cells = {}
     for control in CONTROLLED:
         members = controls.get(control) or []
@@ -297,13 +294,11 @@ def join_mustshe(probes: Sequence[Probe], documents: Sequence[Document], unmatch
             unmatched["applied_probes_without_mustshe"].append(
                 {"model": key[0], "site": key[1], "task": key[2], "applied_to": key[3], "split": key[4], "runs": _runs(members)}
             )
-    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["split"], r["site_index"] if r["site_index"] is not None else -1, r["site"]))
+    return sorted(rows, key=lambda r: (r["model"], str(r["tgt_lang"]), r["split"], *_site_order(r)))
 
 
 def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unmatched: dict[str, list[dict]]) -> list[dict]:
-    """``f1_vs_patch.csv``'s rows: each per-position probe of the gender task at a site (F1_S averaged
-    over seeds, as in ``f1_vs_gap.csv``) beside its model's patching effect at that site, by (model,
-    dataset, language, site); the keys without a partner go to ``unmatched``."""
+    """``f1_vs_patch.csv``'s rows (see the module docstring); the keys without a partner go to ``unmatched``."""
     rows, used = [], set()
     for (model, dataset, language, site, task, split), members in per_position_groups(probes).items():
         if task != PATCH_PROBE_TASK:
@@ -335,18 +330,7 @@ def join_patch(probes: Sequence[Probe], sites: dict[tuple, list[PatchSite]], unm
             unmatched["patch_without_probe"] += [
                 {"model": key[0], "dataset": key[1], "language": key[2], "site": key[3], "task": p.subject["task"], "source": str(p.document)} for p in partners
             ]
-    return sorted(
-        rows,
-        key=lambda r: (
-            r["model"],
-            str(r["dataset"]),
-            str(r["language"]),
-            r["patch_task"],
-            r["split"],
-            r["site_index"] if r["site_index"] is not None else -1,
-            r["site"],
-        ),
-    )
+    return sorted(rows, key=lambda r: (r["model"], str(r["dataset"]), str(r["language"]), r["patch_task"], r["split"], *_site_order(r)))
 
 
 def collect(
@@ -371,11 +355,11 @@ def collect(
     if not rows:
         raise CollectError(f"no probe row of {', '.join(map(str, probe_paths))} records its subject (rows written before it are left out); rerun the probes")
     inputs.check_probe_keys(rows)
-    gap_documents = [inputs.read_document("asr_gap", path, "asr_gap") for path in gap_paths]
+    gap_documents = [inputs.read_document("asr_gap", path) for path in gap_paths]
     entries = inputs.gap_entries(gap_documents)
-    mustshe_documents = [inputs.read_document("mustshe", path, "mustshe") for path in mustshe_paths]
+    mustshe_documents = [inputs.read_document("mustshe", path) for path in mustshe_paths]
     inputs.check_document_keys(mustshe_documents, "MuST-SHE results")
-    winomt_documents = [inputs.read_document("winomt", path, "winomt") for path in winomt_paths]
+    winomt_documents = [inputs.read_document("winomt", path) for path in winomt_paths]
     inputs.check_document_keys(winomt_documents, "WinoMT results")
     sites = inputs.patch_sites([inputs.read_patch_summary(path) for path in patch_paths])
     result.f1_vs_gap = join_gaps(rows, entries, result.unmatched)

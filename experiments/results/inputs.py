@@ -79,9 +79,7 @@ class Probe:
 
     @property
     def site_role(self) -> str | None:
-        """The probed site's role in its model (``final``, ``pre_adapter``, ``final_variant``, ``layer``:
-        :meth:`extract.families.base.Family.site_role`), ``baseline`` for the F0 and speaker-embedding baselines, None for a
-        store that does not record a known family (an empty cell)."""
+        """The probed site's role in its model (the collect module docstring's ``site_role``; None: an empty cell)."""
         family = self.subject.get("family")
         if family in BASELINE_FAMILIES:
             return BASELINE_ROLE
@@ -96,7 +94,6 @@ class Probe:
 
     @property
     def key(self) -> tuple:
-        """(model, dataset, language, site, probe, control, seed, task, applied_to, split)."""
         config, subject = self.config, self.subject
         return (
             subject["model"],
@@ -199,10 +196,10 @@ def _check_kind(kind: str, doc: dict, path: Path) -> None:
         raise CollectError(f"{path}: {article} {kind} result without its {expected['holds']!r} scores; rerun python -m experiments.{expected['command']}")
 
 
-def read_document(kind: str, path: Path, command: str) -> Document:
-    """A behaviour result written by ``command``, which must carry its ``subject`` with a model label,
-    be of ``kind`` (:func:`_check_kind`) and of a version this code reads (its record,
-    :data:`extract.DOCUMENTS`)."""
+def read_document(kind: str, path: Path) -> Document:
+    """A behaviour result of ``kind`` (:func:`_check_kind`), written by its command (:data:`DOCUMENT_KINDS`): it must
+    carry its ``subject`` with a model label and be of a version this code reads (its record, :data:`DOCUMENTS`)."""
+    command = DOCUMENT_KINDS[kind]["command"]
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -339,7 +336,7 @@ def read_patch_summary(path: Path) -> Document:
     first = _first_row(path)
     if isinstance(first, dict) and first.get("kind") == "patch_row":
         raise CollectError(f"{path}:1: a patch row, not a patch summary; give --patch {path}.summary.json (the run's per-site effects)")
-    document = read_document("patch_summary", path, "patch")
+    document = read_document("patch_summary", path)
     _check_patch_summary(document)
     return document
 
@@ -447,8 +444,7 @@ def patch_sites(documents: Sequence[Document]) -> dict[tuple, list[PatchSite]]:
 
 
 def patch_long_rows(patch: PatchSite) -> list[dict]:
-    """``long.csv``'s rows of one site of a patch summary: per pairing its counts and effect, then
-    cross minus within and its interval (``ci95_low``, ``ci95_high``)."""
+    """``long.csv``'s rows of one site of a patch summary: per pairing its counts and effect, then cross minus within and its interval."""
     subject, low_high = patch.subject, patch.interval
     scores = {pairing: patch.entry["pairings"][pairing] for pairing in PATCH_PAIRINGS if pairing in patch.entry["pairings"]}
     scores |= {"cross_minus_within": patch.entry.get("cross_minus_within"), "ci95_low": low_high[0], "ci95_high": low_high[1]}

@@ -201,14 +201,6 @@ def stratified_sample_sums(group: Group, n: int, iterations: int, rng: np.random
     return errors, lengths
 
 
-def stratified_sample_masks(group: Group, n: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
-    """The same draws as :func:`stratified_sample_sums` (same generator state) as ``[iterations, N]`` masks."""
-    masks = np.zeros((iterations, len(group)), dtype=bool)
-    for members, chosen in _stratified_draws(group, n, iterations, rng):
-        masks[:, members.ravel()] = chosen.reshape(iterations, -1)
-    return masks
-
-
 @dataclass
 class Resampled:
     iterations: int
@@ -294,7 +286,8 @@ def full_set_gaps(frame: GroupMetricFrame, a: str, b: str) -> dict[str, float]:
     """The gaps of group ``a`` against ``b`` on all their records, under the names of the gap report:
     E (``gap_relative_full``; undefined, NaN or infinite, when ``b`` makes no error), the absolute
     difference (``gap_absolute``) and Δrel (``delta_rel``)."""
-    return {"gap_relative_full": frame.relative_gap(a, b), "gap_absolute": frame.difference(a, b), "delta_rel": frame.delta_rel(a, b)}
+    names = {"gap_relative_full": "relative_gap", "gap_absolute": "difference", "delta_rel": "delta_rel"}
+    return {key: frame.compare(name, a, b) for key, name in names.items()}
 
 
 def score_language(
@@ -426,12 +419,9 @@ def gap_report(
     compare: str = DEFAULT_COMPARISON,
     attribute: AttributeLabels | None = None,
 ) -> tuple[dict, list[dict]]:
-    """Every language of ``rows`` scored (:func:`score_language`): the report and the per-utterance
-    counts, each tagged with its language. The report (``schema`` :data:`GAP_SCHEMA`) is headed by
-    its subject (the rows' model label, dataset and languages, and what the transcription's settings
-    file beside ``hypotheses`` recorded), the identity of ``hypotheses`` (the rows' file) and the
-    code's provenance (:func:`extract.provenance.identified`), then its settings. The speaker-bootstrap
-    intervals are of ``compare`` (default E).
+    """Every language of ``rows`` scored (:func:`score_language`): the report (headed as
+    :func:`extract.provenance.identified` heads it, ``hypotheses`` its input, then its settings) and the
+    per-utterance counts, each tagged with its language.
 
     With ``attribute``, the rows are grouped by its values (``groups`` are values of it): rows
     without one are left out, counted per language in ``unlabelled``; the report's ``labels`` names
@@ -527,8 +517,7 @@ def finite_or_null(value):
 
 
 def save_gap_report(report: dict, counts: list[dict], out: Path) -> Path:
-    """Writes :func:`gap_report`'s report to ``out`` (JSON, undefined numbers as null) and its
-    per-utterance counts beside it; returns the counts path (``OUT.counts.jsonl``)."""
+    """Writes :func:`gap_report`'s report to ``out`` (JSON, undefined numbers as null) and its counts beside it (:func:`counts_path`, returned)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     write_document(GapReport.from_dict(finite_or_null(report), str(out)), out)
     counts_file = counts_path(out)

@@ -13,8 +13,7 @@ gender and overall go through the group-metrics frame.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from experiments.scoring.group_metrics import GroupMetricFrame
 from extract.corpora.must_she import SPEAKER_GENDERS, Entry, MustSheError, category_number
 from extract.manifest import align_by_id, iter_text_lines, read_keyed_rows
 from extract.provenance import hypotheses_file_subject, identified
-from extract.records import schema_version, write_document
+from extract.records import schema_version, write_document, write_side_rows
 
 COUNT_KEYS = ("terms", "found", "correct", "wrong")
 SCORES_SCHEMA = schema_version("mustshe")  # the scores JSON's version (extract.records.FORMATS); files without ``schema`` read as version 1
@@ -42,7 +41,7 @@ class Counts:
         coverage = 100.0 * self.found / self.terms if self.terms else 0.0
         judged = self.correct + self.wrong
         accuracy = 100.0 * self.correct / judged if self.found and judged else 0.0
-        return {"terms": self.terms, "found": self.found, "correct": self.correct, "wrong": self.wrong, "coverage": coverage, "accuracy": accuracy}
+        return {**asdict(self), "coverage": coverage, "accuracy": accuracy}
 
 
 def _take(tokens: list[str], form: str) -> bool:
@@ -107,18 +106,8 @@ def sentence_rows(entries: list[Entry], hypotheses: list[str], language: str, pr
     rows = []
     for tokens, entry in zip(tokenize(hypotheses, language, pretokenized), entries):
         counts = sentence_counts(tokens, entry)
-        rows.append(
-            {
-                "id": entry.id,
-                "gender": entry.gender,
-                "category": entry.category,
-                "terms": counts.terms,
-                "found": counts.found,
-                "correct": counts.correct,
-                "wrong": counts.wrong,
-                "translation_gender": translation_gender(entry, counts),
-            }
-        )
+        cells = {"id": entry.id, "gender": entry.gender, "category": entry.category, **asdict(counts)}
+        rows.append(cells | {"translation_gender": translation_gender(entry, counts)})
     return rows
 
 
@@ -176,10 +165,8 @@ def read_hypotheses(path: Path, entries: list[Entry]) -> tuple[list[str], list[s
 def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokenized: bool = False, definition: Path | None = None) -> tuple[dict, list[dict]]:
     """The scores (:func:`score_sentences`) and per-sentence rows of the hypotheses in ``path``
     (:func:`read_hypotheses`); ids the definition lacks are not scored, and listed in the scores'
-    ``unmatched_hypotheses`` (count and ids). The scores (``schema`` :data:`SCORES_SCHEMA`) are
-    headed by their subject (``tgt_lang`` ``language``; for transcribe's rows their model label,
-    dataset and languages, and what their settings file recorded), the identities of ``definition``
-    (the TSV the entries came from) and ``path``, and the code's provenance."""
+    ``unmatched_hypotheses`` (count and ids). The scores are headed by :func:`extract.provenance.identified`
+    (``tgt_lang`` ``language`` in their subject; ``definition``, the TSV the entries came from, and ``path`` their inputs)."""
     hypotheses, unmatched = read_hypotheses(path, entries)
     rows = sentence_rows(entries, hypotheses, language, pretokenized)
     subject = hypotheses_file_subject(path) | {"tgt_lang": language}
@@ -189,16 +176,14 @@ def score_hypotheses(entries: list[Entry], path: Path, language: str, pretokeniz
     return result, rows
 
 
-def sentences_path(out: Path) -> Path:
-    """Where :func:`save_scores` writes the per-sentence rows of ``out`` (``OUT.sentences.jsonl``, ``OUT``'s suffix replaced)."""
+def sentences_path(out: str | Path) -> Path:
+    """Where the per-sentence rows of a MuST-SHE or WinoMT result ``out`` go (``OUT.sentences.jsonl``, ``OUT``'s suffix replaced)."""
+    out = Path(out)
     return out.with_name(out.stem + ".sentences.jsonl")
 
 
 def save_scores(result: dict, rows: list[dict], out: Path) -> Path:
-    """Writes the scores to ``out`` (JSON) and the per-sentence rows beside it; returns the rows'
-    path (``OUT.sentences.jsonl``)."""
+    """Writes the scores to ``out`` (JSON) and the per-sentence rows beside it (:func:`sentences_path`, returned)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     write_document(MustSheScores.from_dict(result, str(out)), out)
-    sentences = sentences_path(out)
-    sentences.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    return sentences
+    return write_side_rows(rows, sentences_path(out))

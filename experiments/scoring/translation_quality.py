@@ -176,10 +176,8 @@ def evaluate(rows: list[dict], scorer: Scorer | None = None, target_language: st
 
 
 def quality_report(rows: list[dict], hypotheses: Path, scorer: Scorer | None = None, comet_model: str | None = None) -> dict:
-    """The ``experiments.st_quality`` document of the rows of a hypotheses file (:func:`read_rows`):
-    :func:`evaluate`'s groups, the target language and the COMET model (None without COMET), headed
-    by its ``schema``, ``subject`` (the rows' model label, dataset, languages and target languages),
-    ``inputs`` and ``provenance``."""
+    """The ``experiments.st_quality`` document of the rows of a hypotheses file (:func:`read_rows`): :func:`evaluate`'s
+    groups, the target language and the COMET model (None without COMET), headed by :func:`extract.provenance.identified`."""
     language = target_language(rows, hypotheses)
     result = {"groups": evaluate(rows, scorer, language), "target_language": language, "comet_model": comet_model if scorer is not None else None}
     return identified(result, SCORES_SCHEMA, [hypotheses], hypotheses_subject(rows, hypotheses), kind="st_quality")

@@ -39,7 +39,7 @@ import numpy as np
 from experiments.results.records import WinoMTResult
 from experiments.scoring.grammatical_gender import UNKNOWN, GenderAnalyser
 from experiments.scoring.group_metrics import GroupMetricFrame, Members
-from experiments.scoring.mustshe import read_hypotheses
+from experiments.scoring.mustshe import read_hypotheses, sentences_path
 from experiments.scoring.word_alignment import Links, align, read_alignments, tokens, write_alignments
 from extract.corpora.winost import GOLD_GENDERS, Sentence, read_aggregate
 from extract.errors import UserError
@@ -293,12 +293,6 @@ def _columns(rows: list[dict], extra: dict[str, str]) -> dict[str, np.ndarray]:
     return columns
 
 
-def _frames(rows: list[dict], columns, summary) -> tuple[GroupMetricFrame, GroupMetricFrame]:
-    by_gender = GroupMetricFrame(summary, columns, [row["gold"] for row in rows], groups=GOLD_GENDERS)
-    by_stereotype = GroupMetricFrame(summary, columns, [row["stereotype"] for row in rows], groups=STEREOTYPES)
-    return by_gender, by_stereotype
-
-
 def score_translation_rows(rows: list[dict], iterations: int = 1000, seed: int = 0) -> dict:
     """WinoMT's scores of :func:`translation_rows` (keys in the module docstring), per gold gender and
     stereotype set, with sentence-bootstrap intervals (``iterations`` 0: none)."""
@@ -322,7 +316,8 @@ def _grouped_scores(rows: list[dict], fields: dict, summary, metric, keys, itera
     if not rows:
         raise WinoMTError("no sentences to score")
     columns = _columns(rows, fields)
-    by_gender, by_stereotype = _frames(rows, columns, summary)
+    by_gender = GroupMetricFrame(summary, columns, [row["gold"] for row in rows], groups=GOLD_GENDERS)
+    by_stereotype = GroupMetricFrame(summary, columns, [row["stereotype"] for row in rows], groups=STEREOTYPES)
     result = {**{key: _value(value) for key, value in metric(by_gender.all.columns).items()}, "n": len(rows)}
     if head is not None:
         result |= head(by_gender)
@@ -336,18 +331,11 @@ def _grouped_scores(rows: list[dict], fields: dict, summary, metric, keys, itera
 
 
 def save_result(result: dict, rows: list[dict], out: str | Path) -> Path:
-    """Writes the result to ``out`` (JSON) and the per-sentence rows beside it; returns the rows'
-    path (``OUT.sentences.jsonl``)."""
+    """Writes the result to ``out`` (JSON) and the per-sentence rows beside it (:func:`sentences_path`, returned)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_document(WinoMTResult.from_dict(result, str(out)), out)
     return write_side_rows(rows, sentences_path(out))
-
-
-def sentences_path(out: str | Path) -> Path:
-    """Where the per-sentence rows of ``out`` are saved (``OUT.sentences.jsonl``, ``OUT``'s suffix replaced)."""
-    out = Path(out)
-    return out.with_name(out.stem + ".sentences.jsonl")
 
 
 def alignments_path(out: str | Path) -> Path:

@@ -7,10 +7,10 @@ import pytest
 from experiments.scoring.asr_metrics import error_counts, normalize
 from experiments.scoring.gaps import (
     Group,
+    _stratified_draws,
     error_rate,
     published_resampling,
     stratified_allocation,
-    stratified_sample_masks,
     stratified_sample_sums,
 )
 from experiments.scoring.group_metrics import delta_rel, relative_gap, speaker_bootstrap_interval
@@ -82,6 +82,14 @@ def _texts(seed=0, n=60):
     hypotheses = [" ".join(w for w in r.split() if rng.random() > 0.2) + (" um" if rng.random() < 0.3 else "") for r in references]
     speakers = [f"s{i % 7}" for i in range(n)]
     return references, hypotheses, speakers
+
+
+def stratified_sample_masks(group: Group, n: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
+    """The same draws as :func:`stratified_sample_sums` (same generator state) as ``[iterations, N]`` masks."""
+    masks = np.zeros((iterations, len(group)), dtype=bool)
+    for members, chosen in _stratified_draws(group, n, iterations, rng):
+        masks[:, members.ravel()] = chosen.reshape(iterations, -1)
+    return masks
 
 
 def test_resampled_rates_equal_recomputing_jiwer_on_each_sample():

@@ -36,10 +36,10 @@ def test_groups_default_to_every_label_in_order_of_first_appearance():
 
 def test_gaps_between_two_groups_by_hand():
     frame = _frame()
-    assert frame.difference("female", "male") == pytest.approx(-15.0)
-    assert frame.relative_gap("female", "male") == pytest.approx(-50.0)  # 100 (15 - 30) / 30
-    assert frame.delta_rel("female", "male") == pytest.approx(-200 / 3)  # 100 (15 - 30) / 22.5
-    assert frame.relative_gap("male", "female") == pytest.approx(100.0)
+    assert frame.compare("difference", "female", "male") == pytest.approx(-15.0)
+    assert frame.compare("relative_gap", "female", "male") == pytest.approx(-50.0)  # 100 (15 - 30) / 30
+    assert frame.compare("delta_rel", "female", "male") == pytest.approx(-200 / 3)  # 100 (15 - 30) / 22.5
+    assert frame.compare("relative_gap", "male", "female") == pytest.approx(100.0)
 
 
 def test_an_empty_group_is_evaluated_only_when_asked():
