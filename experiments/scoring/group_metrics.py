@@ -222,6 +222,15 @@ class GroupMetricFrame:
         """The comparison ``name`` (:data:`COMPARISONS`) of group ``a``'s value with ``b``'s."""
         return comparison(name)(self.evaluate(a), self.evaluate(b))
 
+    def difference(self, a: Hashable, b: Hashable) -> float:
+        return self.compare("difference", a, b)
+
+    def relative_gap(self, a: Hashable, b: Hashable) -> float:
+        return self.compare("relative_gap", a, b)
+
+    def delta_rel(self, a: Hashable, b: Hashable) -> float:
+        return self.compare("delta_rel", a, b)
+
     def speaker_count(self, group: Hashable) -> int:
         return self.members(group).speaker_count
 

@@ -59,6 +59,7 @@ def _counts(errors_a, errors_b, speakers=3):
 def test_the_frame_gives_each_comparison_by_name():
     frame = error_rate_frame(_counts([3, 3, 3, 3, 3, 3], [1, 1, 1, 1, 1, 1]), ("female", "male"))  # 30 % against 10 %
     assert {name: frame.compare(name, "female", "male") for name in COMPARISONS} == {"relative_gap": 200.0, "delta_rel": 100.0, "difference": 20.0}
+    assert (frame.relative_gap("female", "male"), frame.delta_rel("female", "male"), frame.difference("female", "male")) == (200.0, 100.0, 20.0)
     with pytest.raises(ValueError, match="unknown comparison 'ratio'; choose from relative_gap, delta_rel, difference"):
         frame.compare("ratio", "female", "male")
 
