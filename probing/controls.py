@@ -84,7 +84,7 @@ def speaker_labels(speakers: np.ndarray, seed: int, labels: np.ndarray | None = 
     return mapping
 
 
-def within_speaker_assignment(speakers: np.ndarray, seed: int, shares: dict[str, float] = WITHIN_SPEAKER_SHARES) -> np.ndarray:
+def within_speaker_assignment(speakers: np.ndarray, seed: int) -> np.ndarray:
     """``"train"``/``"dev"``/``"test"`` per utterance, dividing every speaker's utterances (seeded):
     ``round(share * count)`` to test and dev, at least one to test from 2 utterances and one to dev
     from 3, and always at least one to train; a speaker with one utterance goes to train."""
@@ -94,8 +94,8 @@ def within_speaker_assignment(speakers: np.ndarray, seed: int, shares: dict[str,
     for name in sorted(set(speakers.tolist())):
         members = rng.permutation(np.flatnonzero(speakers == name))
         count = len(members)
-        n_test = min(max(1, round(shares["test"] * count)), count - 1) if count >= 2 else 0
-        n_dev = min(max(1, round(shares["dev"] * count)), count - n_test - 1) if count >= 3 else 0
+        n_test = min(max(1, round(WITHIN_SPEAKER_SHARES["test"] * count)), count - 1) if count >= 2 else 0
+        n_dev = min(max(1, round(WITHIN_SPEAKER_SHARES["dev"] * count)), count - n_test - 1) if count >= 3 else 0
         assignment[members[:n_test]] = "test"
         assignment[members[n_test : n_test + n_dev]] = "dev"
     return assignment
@@ -124,9 +124,8 @@ def selectivity(f1_real: float, f1_control: float) -> float:
 
 
 def split_labels(splits: ProbeSplits, control: str, seed: int) -> dict[str, np.ndarray]:
-    """Each split's labels, true or a control's: ``shuffled`` replaces train and dev labels (dev selects
-    models: attention early stopping, the sampled position), test stays true; ``speaker`` labels every
-    split by a random class per speaker, balanced within each gender (meant for the within-speaker split)."""
+    """Each split's labels, true or a control's (see the module's docstring): ``shuffled`` replaces train and
+    dev labels (dev selects models: attention early stopping, the sampled position); ``speaker`` every split's."""
     labels = {name: getattr(splits, name).labels.copy() for name in ("train", "dev", "test")}
     if control == "shuffled":
         rng = np.random.default_rng(seed)

@@ -8,19 +8,12 @@ column :func:`attribute_column` that :func:`probe_metadata` adds from the manife
 value are left out. Classes are numbered in the order of :attr:`ProbeSplits.class_names` (the
 attribute's values sorted, or the two named with the first as class 1, as ``female-male``).
 
-Splits follow the manifest's train/dev/test when present; otherwise they are speaker-disjoint
-(80/20 train/test by speaker, dev carved from the train speakers). Each split is balanced by
-downsampling the larger classes, spreading the kept utterances over its speakers.
-Manifest splits are checked, not trusted: a speaker in train and in dev or test is an error unless
-explicitly allowed.
+Splits (:func:`make_splits`) follow the manifest's train/dev/test when present, checked, not trusted;
+otherwise they are speaker-disjoint (80/20 train/test by speaker, dev carved from the train speakers).
+Each split is balanced by downsampling the larger classes (:func:`_balance`).
 
-Leave one speaker out (:func:`leave_one_speaker_out`), for corpora with too few voices for fixed
-speaker-disjoint splits holding both genders (the real voices: 15 speakers): one fold per speaker,
-whose test split is every utterance of that speaker (one class, not balanced) and whose train split
-is every other speaker (balanced as above); the manifest's splits are not used. Probes that select
-on a dev split (the attention probe's early stopping, the sampled probe's fraction) get one more
-training speaker per class held out as dev, drawn per fold from the seed; the others train on all
-remaining speakers and have no dev split.
+Leave one speaker out (:func:`leave_one_speaker_out`) is for corpora with too few voices for fixed
+speaker-disjoint splits holding both genders (the real voices: 15 speakers).
 """
 
 from __future__ import annotations
@@ -179,7 +172,7 @@ def _labelled(metadata: dict[str, list], ids: list[str], task: str, language: st
     classes = named or tuple(sorted({value for value in values[keep].tolist() if value is not None}))
     keep &= np.isin(values, np.array(classes, dtype=object))
     index = np.flatnonzero(keep)
-    where = f" in language {language}" if language else ""
+    where = _in(language)
     if not classes:
         raise ProbeError(f"no utterance{where} has a value of extra.{column.split(':', 1)[1]}")
     if len(index) == 0:
@@ -205,12 +198,9 @@ def make_splits(
     allow_shared_speakers: bool = False,
     dev_needed: bool = True,
 ) -> ProbeSplits:
-    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded.
-
-    Manifest splits sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``;
-    the shared speakers are then listed in ``ProbeSplits.shared_speakers``. ``dev_needed`` false (a
-    kind that selects nothing on dev, :attr:`probing.kinds.ProbeKind.selects_on_dev`): where a class
-    has one speaker too few for a dev split, there is none (see :func:`_speaker_disjoint`).
+    """Splits for ``task`` from store metadata (``ShardReader.metadata()``), seeded. Manifest splits
+    sharing a speaker with train raise :class:`ProbeError` unless ``allow_shared_speakers``; the shared
+    speakers are then listed in ``ProbeSplits.shared_speakers``. ``dev_needed``: see :func:`_speaker_disjoint`.
 
     What the fixed split needs, per gender and language: without train/test in the manifest, 3
     speakers (one to test, one for dev, one to train; 2 without ``dev_needed``); with the manifest's
@@ -326,7 +316,8 @@ def leave_one_speaker_out(
     metadata: dict[str, list], ids: list[str], task: str = "female-male", seed: int = 0, language: str | None = None, dev: bool = False
 ) -> list[Fold]:
     """One :class:`Fold` per speaker of ``task``'s classes, in speaker order: test is every utterance
-    of the speaker, train every other speaker's (balanced); with ``dev``, one training speaker per
+    of the speaker (one class, not balanced), train every other speaker's (balanced); the manifest's
+    splits are not used. With ``dev`` (probes that select on a dev split), one training speaker per
     class, drawn from ``(seed, fold number)``, is held out as a balanced dev split. Each class needs
     two speakers (three with ``dev``), so that every fold trains on both; a speaker labelled with
     both classes is refused (its fold would have no single class to score)."""
@@ -371,12 +362,8 @@ def leave_one_speaker_out(
 def speakers_shared_with_train(split_of: np.ndarray, speakers: np.ndarray) -> dict[str, list[str]]:
     """Speakers of dev and test that also occur in train (only the splits that share any)."""
     train = set(speakers[split_of == "train"].tolist())
-    shared = {}
-    for name in ("dev", "test"):
-        common = sorted(train & set(speakers[split_of == name].tolist()))
-        if common:
-            shared[name] = common
-    return shared
+    common = {name: sorted(train & set(speakers[split_of == name].tolist())) for name in ("dev", "test")}
+    return {name: names for name, names in common.items() if names}
 
 
 def shared_speakers_message(shared: dict[str, list[str]], shown: int = 10) -> str:
@@ -507,11 +494,8 @@ def config_store_identity(config) -> str:
 
 
 def store_subject(reader, language: str | None = None) -> dict:
-    """What a store's probe rows are about, copied from the store: ``model`` (its label), ``family``,
-    ``checkpoint``, ``revision``, ``manifest_sha256``, and the ``dataset`` and ``language`` of the
-    utterances probed (``language``: the probe's language filter, else the store's languages; several
-    values joined with ``+``). A store written before labels existed gets the default label of its
-    family and checkpoint (:func:`extract.provenance.model_label`)."""
+    """A row's ``subject`` (:mod:`probing.results`), copied from the store. A store written before labels
+    existed gets the default label of its family and checkpoint (:func:`extract.provenance.model_label`)."""
     info = reader.info
     config = info.config
     family = info.family or None
@@ -530,8 +514,7 @@ def store_subject(reader, language: str | None = None) -> dict:
 
 
 def partial_record(reader, applied=None) -> dict:
-    """A row's ``partial`` (``{used, expected}`` utterances) when its store was read incomplete on
-    purpose (``allow_partial``), and ``applied_partial`` for its ``apply_to`` store; nothing when whole."""
+    """A row's ``partial`` and ``applied_partial`` (:mod:`probing.results`); nothing when the stores are whole."""
     record = {"partial": reader.partial.record()} if reader.partial is not None else {}
     if applied is not None and applied.partial is not None:
         record["applied_partial"] = applied.partial.record()

@@ -19,11 +19,6 @@ COPIES_PER_CHUNK = 3  # a chunk's features, their standardized copy, and the MDL
 BASE_GB = 1.0  # the interpreter, torch, scikit-learn and the metadata: what a run holds before any features
 
 
-def positional(reader, site: str, ids: list[str], positions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``positions`` frames (``[N, P, D]``, zero-padded) and each utterance's stored frames (capped at P)."""
-    return reader.leading(site, positions, ids)
-
-
 class PositionMajorFile:
     """The first ``positions`` frames of ``utterances`` utterances on disk, position-major
     (``[P, N, D]``, raw, in the store's float dtype), so that a chunk of positions is one contiguous read.
@@ -116,13 +111,9 @@ def pooled(reader, site: str, ids: list[str], how: str) -> np.ndarray:
     return np.stack(rows)
 
 
-def sequences(reader, site: str, ids: list[str]) -> list[np.ndarray]:
-    """Each utterance's speech frames, the attention probe's input."""
-    return list(speech_states(reader, site, ids))
-
-
 class Standardizer:
-    """Per position and dimension (``[P, D]``) statistics over the valid training rows."""
+    """Per position and dimension (``[P, D]``) statistics over the valid training rows, applied to
+    features ``[N, P, D]``, or with one position's statistics (:meth:`fit_sequences`) to a sequence ``[T, D]``."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray):
         self.mean, self.scale = mean, scale
@@ -138,9 +129,7 @@ class Standardizer:
             column = x[:, position, :].astype(np.float64)
             mean[position] = weights[:, position] @ column / count[position]
             variance[position] = weights[:, position] @ np.square(column - mean[position]) / count[position]
-        scale = np.sqrt(variance)
-        scale[scale < 1e-12] = 1.0  # a constant dimension carries nothing; leave it centred
-        return cls(mean.astype(np.float32), scale.astype(np.float32))
+        return cls._from_variance(mean, variance)
 
     @classmethod
     def fit_sequences(cls, sequences: list[np.ndarray]) -> Standardizer:
@@ -168,19 +157,16 @@ class Standardizer:
             count = total
         if mean is None:
             raise ValueError("no frames to standardize with")
-        scale = np.sqrt(squares / count)
-        scale[scale < 1e-12] = 1.0
-        return cls(mean.astype(np.float32)[None], scale.astype(np.float32)[None])
+        return cls._from_variance(mean[None], (squares / count)[None])
+
+    @classmethod
+    def _from_variance(cls, mean: np.ndarray, variance: np.ndarray) -> Standardizer:
+        scale = np.sqrt(variance)
+        scale[scale < 1e-12] = 1.0  # a constant dimension carries nothing; leave it centred
+        return cls(mean.astype(np.float32), scale.astype(np.float32))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.scale).astype(np.float32, copy=False)
-
-    def sequences(self, sequences: list[np.ndarray]) -> list[np.ndarray]:
-        return [self.frames(s) for s in sequences]
-
-    def frames(self, states: np.ndarray) -> np.ndarray:
-        """One sequence ``[T, D]`` with the (single-position) statistics of :meth:`fit_sequences`."""
-        return ((states - self.mean[0]) / self.scale[0]).astype(np.float32)
 
 
 def sequence_bytes(reader, site: str, ids: list[str]) -> int:

@@ -21,18 +21,9 @@ from extract.claims import Claim
 from extract.device import default_device
 from extract.errors import UserError
 from extract.store import ShardReader, StoreError
+from probing import results
 from probing.data import ProbeError
 from probing.kinds import DEFAULT_KIND, probe_kind
-from probing.results import (
-    arrays_folder,
-    check_results_path,
-    drop_cut_result_line,
-    finished_ids,
-    load_rows,
-    save_result,
-    task_results_file,
-    task_rows,
-)
 from probing.run import ProbeConfig, run_probe
 
 GRID_KEYS = ("out", "stores", "sites", "probes", "controls", "seeds", "options")
@@ -173,9 +164,8 @@ def check_store(path: str, what: str = "store") -> None:
 
 
 def _describe(row: dict) -> str:
-    """A run's scores as its progress line prints them, each named with its unit: F1_S for a
-    per-position probe (the headline; its pooled F1 is beside it in the row), F1 for the others,
-    then the control's selectivity and MDL's compression where the row has them."""
+    """A run's scores as its progress line prints them, each with its unit (a per-position probe's
+    headline F1_S alone: its pooled F1 is beside it in the row)."""
     if "f1_s" in row:
         parts = [f"F1_S {row['f1_s']:.1f} % (macro-F1 averaged over speech positions; 50: chance)"]
     else:
@@ -197,8 +187,8 @@ def _scope(config: ProbeConfig) -> str:
 def pending(configs: list[ProbeConfig], out: Path) -> tuple[list[ProbeConfig], int]:
     """The configs without a current row in ``out`` or in its unmerged task files, and how many of
     them have a row computed on a store that has changed since."""
-    rows = (load_rows(out) if out.exists() else {}) | task_rows(out)
-    finished = finished_ids(configs, rows)
+    rows = (results.load_rows(out) if out.exists() else {}) | results.task_rows(out)
+    finished = results.finished_ids(configs, rows)
     todo = [config for config in configs if config.run_id() not in finished]
     return todo, sum(config.run_id() in rows for config in todo)
 
@@ -225,16 +215,16 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
     computing the same runs into it is refused; ``reclaim_stale`` takes over the claim of a killed one).
     With ``keep_going`` (runs that do not depend on each other, e.g. an attribute's pairs), a run that
     fails is reported and the others still run; the error at the end counts and names the failures."""
-    check_results_path(out)
+    results.check_results_path(out)
     for store in sorted({c.store for c in configs}):
         check_store(store)
     for store in sorted({c.apply_to for c in configs if c.apply_to}):
         check_store(store, "--apply-to store")
-    target = out if task is None else task_results_file(out, task)
+    target = out if task is None else results.task_results_file(out, task)
     target.parent.mkdir(parents=True, exist_ok=True)
     with Claim(target, reclaim_stale, note_on_stderr):
         for path in dict.fromkeys((out, target)):
-            drop_cut_result_line(path)
+            results.drop_cut_result_line(path)
         todo, stale = pending(configs, out)
         print(
             f"[probe] {len(configs)} runs, {len(configs) - len(todo)} already in {out}, {len(todo)} to do"
@@ -252,12 +242,12 @@ def run_all(configs: list[ProbeConfig], out: Path, task: int | None = None, recl
                 failed.append(message)
                 print(f"[probe] {number}/{len(todo)} not probed: {message}", flush=True)
                 continue
-            save_result(result, target, arrays_to=out)
+            results.save_result(result, target, arrays_to=out)
             print(
                 f"[probe] {number}/{len(todo)} {config.probe} {config.site}{_scope(config)}{_task_shown(config)} control={config.control} seed={config.seed}: "
                 f"{_describe(result.row)} ({time.time() - started:.1f} s)",
                 flush=True,
             )
-    print(f"[probe] results: {out}; arrays: {arrays_folder(out)}")
+    print(f"[probe] results: {out}; arrays: {results.arrays_folder(out)}")
     if failed:
         raise ProbeError(f"{len(failed)} of {len(todo)} runs could not be probed (the others' rows are written; listed above): {failed[0]}")

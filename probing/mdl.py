@@ -149,8 +149,6 @@ def online_code(
 ) -> OnlineCode:
     """``fit(indices) -> model`` trains a fresh probe; ``probabilities(model, indices) -> [n, P]`` gives P(class 1).
 
-    ``order``: ``speaker`` (blocks of whole speakers) or ``random`` (the paper's; module docstring).
-
     ``fit_many(list of index arrays) -> models`` may replace ``fit`` to train every block's probe in
     one go (the batched logistic probes do). ``valid [N, P]`` marks the positions that exist for
     each example (all true for sequence probes). With ``grid`` (sorted, most regularised first),
@@ -176,8 +174,10 @@ def online_code(
     if grid is not None and (not candidates or list(candidates) != sorted(candidates)):
         raise ValueError(f"the guard's grid must be non-empty and sorted, most regularised first; got {grid}")
     bits = np.zeros((len(candidates), len(coded), valid.shape[1]))
+    prefixes = [seen for seen, _ in coded]
     for index, value in enumerate(candidates if coded else []):
-        models = _fit_blocks([seen for seen, _ in coded], fit, fit_many, *([] if grid is None else [value]))
+        given = [] if grid is None else [value]
+        models = fit_many(prefixes, *given) if fit_many else [fit(seen, *given) for seen in prefixes]
         for number, (model, (_, block)) in enumerate(zip(models, coded)):
             bits[index, number] = _block_bits(model, block, labels, valid, probabilities)
     online += mixture_bits(bits.sum(axis=1))
@@ -187,10 +187,6 @@ def online_code(
         chosen[coded_numbers] = np.asarray(candidates, dtype=float)[prequential_choice(bits)]
     uniform = valid.sum(axis=0) * np.log2(CLASSES)
     return OnlineCode(online, uniform.astype(float), ends, uniform_blocks, chosen, tuple(candidates) if grid is not None else (), order)
-
-
-def _fit_blocks(prefixes: list[np.ndarray], fit, fit_many, *value) -> list:
-    return fit_many(prefixes, *value) if fit_many else [fit(seen, *value) for seen in prefixes]
 
 
 def _block_bits(model, block: np.ndarray, labels: np.ndarray, valid: np.ndarray, probabilities) -> np.ndarray:
@@ -221,7 +217,6 @@ def online_code_logistic(
     valid: np.ndarray,
     speakers: np.ndarray,
     seed: int = 0,
-    fractions=DEFAULT_FRACTIONS,
     c_grid: Sequence | None = DEFAULT_C_GRID,
     order: str = "speaker",
     **fit_options,
@@ -267,7 +262,6 @@ def online_code_logistic(
         None,
         lambda model, idx: model.probabilities(x[idx]),
         seed=seed,
-        fractions=fractions,
         fit_many=fit_blocks,
         grid=c_grid,
         order=order,

@@ -1,9 +1,10 @@
-"""Probe modules: ``(x [B, T, D], lengths [B]) -> logits``. Training lives in :mod:`probing.train`."""
+"""Probe modules; training lives in :mod:`probing.train`."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -15,10 +16,9 @@ def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 class PositionalLogistic(nn.Module):
     """One binary logistic classifier per position, all positions in one batched linear map.
 
-    ``x [B, P, D] -> logits [H, B, P]``; weights ``[H, P, D]``, biases ``[H, P]``. ``H`` independent
-    heads share one pass over ``x`` (the MDL blocks, or a probe and its controls), which turns the
-    per-position matrix-vector products into matrix products. Positions beyond an utterance's length
-    produce logits that the loss and the metrics mask out.
+    Weights ``[H, P, D]``, biases ``[H, P]``: ``H`` independent heads share one pass over ``x`` (the
+    MDL blocks, or a probe and its controls), which turns the per-position matrix-vector products into
+    matrix products. Positions beyond an utterance's length produce logits that the loss masks out.
     """
 
     def __init__(self, positions: int, dim: int, heads: int = 1):
@@ -26,12 +26,9 @@ class PositionalLogistic(nn.Module):
         self.weight = nn.Parameter(torch.zeros(heads, positions, dim))
         self.bias = nn.Parameter(torch.zeros(heads, positions))
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.einsum("bpd,hpd->hbp", x, self.weight) + self.bias[:, None, :]
-
     def position_major(self, x_by_position: torch.Tensor) -> torch.Tensor:
-        """The same logits from ``x`` laid out ``[P, B, D]``, as ``[P, B, H]``: one contiguous matrix
-        product per position, no copy of ``x`` (what training uses, since it evaluates many times)."""
+        """Logits ``[P, B, H]`` of ``x`` laid out ``[P, B, D]``: one contiguous matrix product per position,
+        no copy of ``x`` (training evaluates it many times)."""
         return torch.bmm(x_by_position, self.weight.permute(1, 2, 0)) + self.bias.T[:, None, :]
 
 
@@ -61,8 +58,6 @@ class AttentionProbe(nn.Module):
 
 def interpolate_weights(weights: list, points: int = 100):
     """Resample each utterance's attention weights (its valid length) to ``points`` values, for mean ± std curves."""
-    import numpy as np
-
     grid = np.linspace(0.0, 1.0, points)
     out = np.empty((len(weights), points))
     for row, w in enumerate(weights):

@@ -13,27 +13,8 @@ import numpy as np
 from extract.options import LARGEST_LR, field_problem, option, seed_option
 from extract.paths import canonical_path
 from extract.records import ProbeRow, schema_version
-from probing import controls, features, metrics
-from probing.data import (
-    DEFAULT_SPLIT,
-    SPLITS,
-    Fold,
-    ProbeError,
-    ProbeSplits,
-    applied_attribute,
-    applied_store_speakers_shared,
-    config_store_identity,
-    leave_one_speaker_out,
-    make_splits,
-    partial_record,
-    probe_metadata,
-    refuse_an_applied_store_without_the_site,
-    speaker_disjoint_refusal,
-    speaker_stratified_splits,
-    store_subject,
-    task_attribute,
-    task_labels,
-)
+from probing import controls, data, features, metrics
+from probing.data import DEFAULT_SPLIT, SPLITS, Fold, ProbeError, ProbeSplits
 from probing.kinds import DEFAULT_KIND, KINDS, ProbeKind, probe_kind, refuse_what_the_store_lacks
 from probing.mdl import MDL_ORDERS
 
@@ -48,29 +29,12 @@ RESOURCE_FIELDS = ("device", "memory_gb", "loader_workers")  # left out of the r
 LABEL_FIELDS = ("labels",)
 
 
-def check_training_options(max_epochs: int, lr: float, c: float, max_iter: int) -> None:
-    """The training options of every probe run (``experiments.probe``'s flags, a grid's or a study's
-    options): an epoch limit of 0 would score an untrained probe, a NaN learning rate fails inside
-    the optimiser. :class:`ProbeError` names the option."""
-    if max_epochs < 1:
-        raise ProbeError(f"max_epochs must be at least 1 (0 epochs would score an untrained probe), got {max_epochs}")
-    if max_iter < 1:
-        raise ProbeError(f"max_iter must be at least 1, got {max_iter}")
-    for name, value in (("lr", lr), ("c", c)):
-        if not (math.isfinite(value) and value > 0):
-            raise ProbeError(f"{name} must be a finite positive number, got {value}")
-    if lr > LARGEST_LR:
-        raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {lr}")
-
-
 @dataclass(frozen=True)
 class ProbeConfig:
-    """One probe run: which store and site, which kind of probe (``probe``, a name in
-    :data:`probing.kinds.KINDS`), control, seed, split and training options. Its fields are the
-    options of ``speech-gender probe``, of a grid file's ``options`` and of a study's probe grids
-    (``experiments.options`` derives the flags; ``docs/stages/probing.md`` says what each does). A
-    config that cannot run (an unknown kind or control, an option its kind does not take) is refused
-    when it is made (:meth:`__post_init__`), with a :class:`probing.data.ProbeError`."""
+    """One probe run. Its fields are the options of ``speech-gender probe``, of a grid file's ``options``
+    and of a study's probe grids (``experiments.options`` derives the flags; ``docs/stages/probing.md``
+    says what each does). A config that cannot run (an unknown kind or control, an option its kind
+    does not take) is refused when it is made, with a :class:`probing.data.ProbeError`."""
 
     store: str = option(help="the store the probe learns from", role="input")
     site: str = option(help="the site of the store the probe reads")
@@ -105,7 +69,6 @@ class ProbeConfig:
     allow_shared_speakers: bool = option(
         False, "allow manifest dev/test splits or the --apply-to store to share speakers with the training split (recorded in the row)"
     )
-    # "loso": one fold per speaker, pooled (_loso_run); "stratified": speakers shared (Attanasio et al.); the default is left out of the run id
     split: str = option(
         DEFAULT_SPLIT,
         "fixed (default): the manifest's train/dev/test, else speaker-disjoint 70/10/20; loso: leave one speaker out, "
@@ -113,11 +76,9 @@ class ProbeConfig:
         "speaker's utterances spread 70/10/20 over train/dev/test, speakers shared (Attanasio et al. 2024, B.3)",
         choices=SPLITS,
     )
-    # logistic MDL: the Bayesian mixture over a C grid (probing.mdl); false: every block at the fixed c, unguarded
-    # (scikit-learn's defaults, as Attanasio et al.); the default is left out of the run id
+    # false: scikit-learn's defaults, as Attanasio et al. (probing.mdl says why the default guards)
     mdl_guard: bool = option(True, "logistic MDL: every block at the fixed C = 1, no mixture over a C grid", flag="--no-mdl-guard")
-    # MDL's transmission order: blocks of whole speakers (the default, left out of the run id), or the examples in a seeded random
-    # order with blocks cut exactly at the fractions (Voita & Titov 2020; Attanasio et al. 2024, B.3)
+    # random: Voita & Titov 2020; Attanasio et al. 2024, B.3
     mdl_order: str = option(
         "speaker",
         "MDL: speaker (default): examples grouped by speaker, block ends moved to speaker boundaries; random: examples in a "
@@ -140,7 +101,7 @@ class ProbeConfig:
     def __post_init__(self):
         kind = probe_kind(self.probe)
         object.__setattr__(self, "_kind", kind)  # resolved once; not a field, so neither the run id nor the row holds it
-        column, _ = task_labels(self.task)
+        column, _ = data.task_labels(self.task)
         if column == "gender" and self.labels:
             raise ProbeError(f"labels gives an attribute's manifest, and task {self.task} reads gender from the store: leave labels out")
         if self.control not in controls.CONTROLS:
@@ -154,7 +115,15 @@ class ProbeConfig:
         if self.apply_to and not kind.applies_to_other_stores:
             applying = " or ".join(name for name, other in KINDS.items() if other.applies_to_other_stores)
             raise ProbeError(f"apply_to works with the {applying} probe only, not {self.probe!r}")
-        check_training_options(self.max_epochs, self.lr, self.c, self.max_iter)
+        if self.max_epochs < 1:
+            raise ProbeError(f"max_epochs must be at least 1 (0 epochs would score an untrained probe), got {self.max_epochs}")
+        if self.max_iter < 1:
+            raise ProbeError(f"max_iter must be at least 1, got {self.max_iter}")
+        for name, value in (("lr", self.lr), ("c", self.c)):
+            if not (math.isfinite(value) and value > 0):  # a NaN learning rate would fail inside the optimiser
+                raise ProbeError(f"{name} must be a finite positive number, got {value}")
+        if self.lr > LARGEST_LR:
+            raise ProbeError(f"lr must be at most {LARGEST_LR:.3g} (Adam's first step, lr / (1 - β1), is a float32), got {self.lr}")
         if self.memory_gb <= 0:
             raise ProbeError(f"memory_gb must be a positive budget in GB, got {self.memory_gb}")
         if self.loader_workers < 0:
@@ -178,19 +147,12 @@ class ProbeConfig:
         are one run; what they hold is the row's ``store_identity``. DataLoader workers do change an
         attention probe's training slightly (measured: probabilities within 0.02; Lightning's epoch
         loop ends differently when the last batch is full), so a run with workers has its own id;
-        without workers the field is left out. So are the default ``split``, ``mdl_guard`` and
-        ``mdl_order``: a run from before leave-one-speaker-out, the unguarded MDL or the MDL order
-        option existed keeps its id."""
-        identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS + LABEL_FIELDS}
+        without workers the field is left out. So are ``split``, ``mdl_guard``, ``mdl_order`` and
+        ``allow_partial`` at their defaults: a run from before leave-one-speaker-out, the unguarded MDL
+        or the MDL order option existed keeps its id."""
+        at_default = {"split": DEFAULT_SPLIT, "mdl_guard": True, "mdl_order": "speaker", "allow_partial": False}
+        identity = {k: v for k, v in asdict(self).items() if k not in RESOURCE_FIELDS + LABEL_FIELDS and (k, v) not in at_default.items()}
         identity |= {"store": canonical_path(self.store), "apply_to": canonical_path(self.apply_to) if self.apply_to else None}
-        if self.split == DEFAULT_SPLIT:
-            del identity["split"]
-        if self.mdl_guard:
-            del identity["mdl_guard"]
-        if self.mdl_order == "speaker":
-            del identity["mdl_order"]
-        if not self.allow_partial:
-            del identity["allow_partial"]
         if self.loader_workers:
             identity["loader_workers"] = self.loader_workers
         return hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -228,9 +190,8 @@ class ProbeResult:
 
 
 def refuse_many_classes(config: ProbeConfig, classes: tuple[str, ...]) -> None:
-    """Three classes or more are probed by a multiclass kind (:attr:`probing.kinds.ProbeKind.multiclass`)
-    on a fixed or stratified split, without a control or MDL (each defined for two classes): any other
-    combination is refused in one line naming ``--pairs`` (one binary probe per pair of classes)."""
+    """Three classes or more are probed by a multiclass kind on a fixed or stratified split, without a control
+    or MDL; any other combination is refused in one line naming ``--pairs`` (one binary probe per pair)."""
     if len(classes) <= 2:
         return
     what = f"{config.task} has {len(classes)} classes ({', '.join(classes)})"
@@ -300,7 +261,7 @@ def _loso_run(config: ProbeConfig, reader, metadata: dict, runner) -> tuple[dict
     run's arrays: accuracy per any grouping of utterances, e.g. per voice where a speaker reads two
     languages. Returns the splits' description and (scores, arrays, attention)."""
     kind = config.kind
-    folds = leave_one_speaker_out(metadata, reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
+    folds = data.leave_one_speaker_out(metadata, reader.ids, config.task, config.seed, config.language, dev=bool(kind.selects_on_dev))
     refuse_many_classes(config, folds[0].splits.class_names)
     real = ("none", config.seed)
     labellings = [real] if config.control == "none" else [(config.control, s) for s in controls.control_seeds(config.seed)] + [real]
@@ -315,8 +276,7 @@ def _loso_run(config: ProbeConfig, reader, metadata: dict, runner) -> tuple[dict
                     attention[key].extend(values)
     tested = [i for fold in folds for i in fold.splits.test.ids]
     mean_test_length, stored_positions = features.mean_lengths(reader, config.site, tested)
-    names = folds[0].splits.class_names
-    pooled = {labelling: _pooled_scores(config, folds, found, mean_test_length, names) for labelling, found in outcomes.items()}
+    pooled = {labelling: _pooled_scores(config, folds, found, mean_test_length) for labelling, found in outcomes.items()}
     shown = [labelling for labelling in labellings if labelling != real] or [real]
     scores = controls.mean_scores([pooled[labelling][0] for labelling in shown])
     scores["fold_accuracy_mean"] = float(np.mean([pooled[labelling][0]["fold_accuracy_mean"] for labelling in shown]))
@@ -365,8 +325,9 @@ def _fold_outcome(config: ProbeConfig, fold: Fold, scores: dict, arrays: dict) -
     return outcome
 
 
-def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict], mean_test_length: float, names: tuple[str, str]) -> tuple[dict, dict]:
+def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict], mean_test_length: float) -> tuple[dict, dict]:
     """The row scores and ``test_*`` arrays of one labelling's folds, pooled (:func:`metrics.single_class_scores`)."""
+    names = folds[0].splits.class_names
     width = max(len(outcome["count"]) for outcome in outcomes)
     correct, count = np.zeros((len(folds), width)), np.zeros((len(folds), width))
     for k, outcome in enumerate(outcomes):
@@ -382,9 +343,7 @@ def _pooled_scores(config: ProbeConfig, folds: list[Fold], outcomes: list[dict],
 
 
 def _fold_entry(fold: Fold, outcomes: list[dict]) -> dict:
-    """A fold's entry in the row's ``folds``: speaker, class, utterances, speakers trained on, dev
-    speakers where a dev split was held out, accuracy (the mean over control seeds for a control run)
-    and what the fold's run chose (the first seed's)."""
+    """A fold's entry in the row's ``folds``; for a control run, ``accuracy`` is the mean over control seeds and what it chose the first seed's."""
     entry = {
         "speaker": fold.speaker,
         "class": fold.splits.class_names[fold.label],
@@ -422,13 +381,13 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     refuse_what_the_store_lacks(config.kind, reader.info.config, config.store, config.positions)
     other = ShardReader(config.apply_to, allow_partial=config.allow_partial) if config.apply_to else None
     if other:
-        refuse_an_applied_store_without_the_site(config, reader, other)
+        data.refuse_an_applied_store_without_the_site(config, reader, other)
         refuse_what_the_store_lacks(config.kind, other.info.config, config.apply_to, config.positions)
     runner = config.kind.runner
     shared, only_shared = {}, {}
-    metadata, labelled = probe_metadata(config, reader)
-    if other and task_attribute(config.task) is not None:
-        applied_attribute(config, other)  # its labels refused before the probe trains, not after
+    metadata, labelled = data.probe_metadata(config, reader)
+    if other and data.task_attribute(config.task) is not None:
+        data.applied_attribute(config, other)  # its labels refused before the probe trains, not after
     if config.split == "loso":
         sizes, (scores, arrays, attention) = _loso_run(config, reader, metadata, runner)
         if labelled:
@@ -436,16 +395,16 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     else:
         probed, dev_needed = (metadata, reader.ids, config.task, config.seed, config.language), bool(config.kind.selects_on_dev)
         if config.split == "stratified":
-            splits = speaker_stratified_splits(*probed)
-            if refused := speaker_disjoint_refusal(*probed, dev_needed):
+            splits = data.speaker_stratified_splits(*probed)
+            if refused := data.speaker_disjoint_refusal(*probed, dev_needed):
                 only_shared = {"shared_speakers_only": f"runs only with speakers shared between train and test: {refused}"}
         else:
-            splits = make_splits(*probed, config.allow_shared_speakers, dev_needed)
+            splits = data.make_splits(*probed, config.allow_shared_speakers, dev_needed)
         refuse_many_classes(config, splits.class_names)
         if labelled:
             labelled["classes"] = list(splits.class_names)
         shared = dict(splits.shared_speakers)
-        applied_shared = applied_store_speakers_shared(config, splits, other) if other else []
+        applied_shared = data.applied_store_speakers_shared(config, splits, other) if other else []
         if applied_shared:
             shared["apply_to"] = applied_shared
         if config.control == "none":
@@ -456,15 +415,15 @@ def run_probe(config: ProbeConfig, reader=None) -> ProbeResult:
     row = ProbeRow(
         schema=ROW_SCHEMA,
         run_id=config.run_id(),
-        store_identity=config_store_identity(config),
-        subject=store_subject(reader, config.language),
+        store_identity=data.config_store_identity(config),
+        subject=data.store_subject(reader, config.language),
         site_index=reader.sites.index(config.site),
         config=row_config(config),
         seed=config.seed,
         splits=sizes,
         rest={
             **labelled,
-            **partial_record(reader, other),
+            **data.partial_record(reader, other),
             **({"shared_speakers": shared} if shared else {}),
             **only_shared,
             **scores,

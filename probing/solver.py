@@ -12,8 +12,8 @@ processes and not threads).
 
 Each problem ``b`` minimises ``(sum_i m_bi logloss(y_bi, x_bi . w_b + c_b) + ||w_b||^2 / (2C)) / n_b``,
 scikit-learn's ``LogisticRegression(C)`` objective (unpenalised intercept) divided by its ``n_b``
-valid examples, and stops when the largest gradient entry is at most ``tol`` (scikit-learn's lbfgs
-uses the same test at 1e-4 on the same mean objective).
+valid examples, and stops when the largest gradient entry is at most :data:`TOL` (scikit-learn's
+lbfgs uses the same test at 1e-4 on the same mean objective).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import ctypes
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,7 +35,7 @@ import torch.nn.functional as F
 HISTORY = 10
 ARMIJO = 1e-4
 MAX_BACKTRACKS = 30
-DEFAULT_TOL = 1e-4
+TOL = 1e-4
 CACHE_BYTES = 8 << 20  # per chunk of positions: within the L3 cache share of one core
 SPAN = 32  # positions per run of warm starts, the unit the worker processes share out
 T = TypeVar("T")
@@ -66,7 +67,6 @@ def solve(
     mask: torch.Tensor,
     c: float | torch.Tensor = 1.0,
     start: torch.Tensor | None = None,
-    tol: float = DEFAULT_TOL,
     max_iter: int = 1000,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``B`` independent problems: ``x [B, n, D]``, ``y [B, n]`` (0/1), ``mask [B, n]`` (1: the example
@@ -84,7 +84,7 @@ def solve(
     iterations = torch.zeros(batch, dtype=torch.long)
     stalled = torch.zeros(batch, dtype=torch.bool)
     for _ in range(max_iter):
-        active = (gradient.abs().amax(1) > tol) & ~stalled
+        active = (gradient.abs().amax(1) > TOL) & ~stalled
         if not bool(active.any()):
             break
         iterations += active
@@ -139,15 +139,9 @@ def _two_loop(gradient, steps, changes, rhos):
     return q.neg_()
 
 
-def chunk_size(n: int, dim: int, cache_bytes: int = CACHE_BYTES) -> int:
-    """Positions per chunk so that one chunk's float32 features, ``chunk x n x D``, fit ``cache_bytes``."""
-    return max(1, int(cache_bytes // max(1, n * dim * 4)))
-
-
-def workers() -> int:
-    """Worker processes by default: the cores this process may use, at most torch's thread count
-    (so ``torch.set_num_threads`` or ``OMP_NUM_THREADS`` limits them too)."""
-    return max(1, min(len(os.sched_getaffinity(0)), torch.get_num_threads()))
+def chunk_size(n: int, dim: int) -> int:
+    """Positions per chunk so that one chunk's float32 features, ``chunk x n x D``, fit :data:`CACHE_BYTES`."""
+    return max(1, int(CACHE_BYTES // max(1, n * dim * 4)))
 
 
 def fit_positions(
@@ -155,7 +149,6 @@ def fit_positions(
     y: np.ndarray,
     mask: np.ndarray,
     c: float = 1.0,
-    tol: float = DEFAULT_TOL,
     max_iter: int = 1000,
     chunk: int | None = None,
     threads: int | None = None,
@@ -175,8 +168,8 @@ def fit_positions(
         for begin in range(span.start, span.stop, chunk):
             end = min(begin + chunk, span.stop)
             start = None if previous is None else previous[-1:].expand(end - begin, -1)
-            x_chunk, mask_chunk = position_major(x, begin, end), _mask_chunk(mask, None, begin, end)
-            previous = _solve_into(part, range(begin - span.start, end - span.start), x_chunk, labels, mask_chunk, c, start, tol, max_iter)
+            x_chunk, mask_chunk = position_major(x, begin, end), position_major(mask, begin, end)
+            previous = _solve_into(part, range(begin - span.start, end - span.start), x_chunk, labels, mask_chunk, c, start, max_iter)
         return part
 
     return _joined(map_spans(run, positions, threads), dim)
@@ -188,10 +181,8 @@ def fit_prefixes(
     mask: np.ndarray,
     prefixes: list[np.ndarray],
     c: float = 1.0,
-    tol: float = DEFAULT_TOL,
     max_iter: int = 1000,
     threads: int | None = None,
-    cache_bytes: int = CACHE_BYTES,
 ) -> list[Solution]:
     """Per-position probes trained on each of the nested ``prefixes`` (index arrays into ``x [N, P, D]``,
     each the start of the next: the training sets of an online code), one :class:`Solution` each.
@@ -209,7 +200,7 @@ def fit_prefixes(
     def run(span: range) -> list[Solution]:
         parts = [_zeros(len(span), dim) for _ in prefixes]
         for number, rows in enumerate(prefixes):
-            chunk = chunk_size(len(rows), dim, cache_bytes)
+            chunk = chunk_size(len(rows), dim)
             y_rows = torch.as_tensor(labels[rows], dtype=torch.float32)
             for begin in range(span.start, span.stop, chunk):
                 end = min(begin + chunk, span.stop)
@@ -218,8 +209,8 @@ def fit_prefixes(
                 if number:
                     before = parts[number - 1]
                     start = torch.from_numpy(np.concatenate([before.weight[local], before.bias[local, None]], axis=1))
-                x_rows = position_major(x, begin, end, rows)
-                _solve_into(parts[number], range(local.start, local.stop), x_rows, y_rows, _mask_chunk(mask, rows, begin, end), c, start, tol, max_iter)
+                x_rows, mask_rows = position_major(x, begin, end, rows), position_major(mask, begin, end, rows)
+                _solve_into(parts[number], range(local.start, local.stop), x_rows, y_rows, mask_rows, c, start, max_iter)
         return parts
 
     per_span = map_spans(run, positions, threads)
@@ -237,50 +228,42 @@ def _joined(parts: list[Solution], dim: int) -> Solution:
 
 
 def position_major(x: np.ndarray, begin: int, end: int, rows: np.ndarray | None = None) -> torch.Tensor:
-    """Positions ``begin:end`` of ``x [N, P, D]`` (the given rows only) as a contiguous float32 ``[B, n, D]``."""
+    """Positions ``begin:end`` of ``x [N, P, D]`` (or of a mask ``[N, P]``; the given rows only) as a contiguous float32 ``[B, n, D]``."""
     part = x[:, begin:end] if rows is None else x[rows, begin:end]
     return torch.from_numpy(np.ascontiguousarray(np.swapaxes(part, 0, 1), dtype=np.float32))
 
 
-def _mask_chunk(mask: np.ndarray, rows, begin: int, end: int) -> torch.Tensor:
-    part = np.asarray(mask)[:, begin:end] if rows is None else np.asarray(mask)[rows, begin:end]
-    return torch.from_numpy(np.ascontiguousarray(part.T, dtype=np.float32))
-
-
-def _solve_into(solution: Solution, span: range, x, y, mask, c, start, tol, max_iter) -> torch.Tensor:
-    theta, used = solve(x, y.expand(len(span), -1), mask, c, start, tol, max_iter)
+def _solve_into(solution: Solution, span: range, x, y, mask, c, start, max_iter) -> torch.Tensor:
+    theta, used = solve(x, y.expand(len(span), -1), mask, c, start, max_iter)
     solution.weight[span.start : span.stop] = theta[:, :-1].numpy()
     solution.bias[span.start : span.stop] = theta[:, -1].numpy()
     solution.iterations[span.start : span.stop] = used.numpy()
     return theta
 
 
-def spans(total: int, length: int = SPAN) -> list[range]:
-    """``range(total)`` in runs of ``length``: fixed whatever the number of threads, so that warm starts
+def spans(total: int) -> list[range]:
+    """``range(total)`` in runs of :data:`SPAN`: fixed whatever the number of threads, so that warm starts
     (which restart at each run) and hence results do not depend on it."""
-    return [range(begin, min(begin + length, total)) for begin in range(0, total, length)]
+    return [range(begin, min(begin + SPAN, total)) for begin in range(0, total, SPAN)]
 
 
-class _intra_op_threads:
+@contextmanager
+def _intra_op_threads(count: int) -> Iterator[None]:
     """Sets torch's intra-op threads for a block: one while this process solves spans alone, since
     OpenMP threads spinning at barriers on a busy 2-core machine make small kernels ten times slower."""
-
-    def __init__(self, count: int):
-        self.count = count
-
-    def __enter__(self):
-        self.saved = torch.get_num_threads()
-        torch.set_num_threads(self.count)
-
-    def __exit__(self, *exc_info):
-        torch.set_num_threads(self.saved)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def worker_count(total: int, threads: int | None = None) -> int:
-    """Processes :func:`map_spans` runs for ``range(total)``: ``threads`` (default :func:`workers`), never
-    more than the cores this process may use (more would take turns on them, each evicting the others'
-    chunks from the cache) nor than the spans."""
-    return max(1, min(threads or workers(), len(os.sched_getaffinity(0)), len(spans(total))))
+    """Processes :func:`map_spans` runs for ``range(total)``: ``threads`` (default torch's thread count, so
+    ``torch.set_num_threads`` or ``OMP_NUM_THREADS`` limits them too), never more than the cores this process
+    may use (more would take turns on them, each evicting the others' chunks from the cache) nor than the spans."""
+    return max(1, min(threads or torch.get_num_threads(), len(os.sched_getaffinity(0)), len(spans(total))))
 
 
 def map_spans(function: Callable[[range], T], total: int, threads: int | None = None) -> list[T]:

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from probing.lightning_import import L
-from probing.modules import AttentionProbe, PositionalLogistic, length_mask
+from probing.modules import AttentionProbe, PositionalLogistic
 
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 
@@ -60,19 +60,6 @@ def _trainer(device: str, max_epochs: int, callbacks=(), seed: int = 0) -> L.Tra
         num_sanity_val_steps=0,
         deterministic=False,
     )
-
-
-class _Single(Dataset):
-    """A dataset of one item: the whole training set, for full-batch optimisation."""
-
-    def __init__(self, *tensors):
-        self.tensors = tensors
-
-    def __len__(self):
-        return 1
-
-    def __getitem__(self, index):
-        return self.tensors
 
 
 class LogisticSystem(L.LightningModule):
@@ -126,22 +113,20 @@ def fit_logistic_heads(
     pairs each head trains on (padding, or examples outside an MDL block's training prefix).
     """
     system = LogisticSystem(x.shape[1], x.shape[2], heads=y.shape[0], c=c, max_iter=max_iter)
-    data = _Single(
+    whole = (
         torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 0, 1), dtype=np.float32)),
         torch.from_numpy(np.ascontiguousarray(np.asarray(y).T, dtype=np.float32)),
         torch.from_numpy(np.ascontiguousarray(np.transpose(mask, (2, 1, 0)), dtype=np.float32)),
     )
-    with quiet_lightning():
-        _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader(data, batch_size=None))
+    with quiet_lightning():  # one batch, the whole training set: full-batch L-BFGS
+        _trainer(device, max_epochs=1, seed=seed).fit(system, DataLoader([whole], batch_size=None))
     weight, bias = system.probe.weight.detach().cpu(), system.probe.bias.detach().cpu()
     return [FittedLogistic(weight[h], bias[h]) for h in range(y.shape[0])]
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0, max_iter: int = 1000, device: str = "cpu", seed: int = 0) -> FittedLogistic:
-    """L2 logistic regression per position: ``x [N, P, D]``, ``y [N]``, ``mask [N, P]`` (valid positions).
-
-    On the CPU: :func:`probing.solver.fit_positions` (chunks, warm starts, one process per core; deterministic,
-    so ``seed`` changes nothing); elsewhere one batched Lightning fit over every position."""
+    """L2 logistic regression per position: ``x [N, P, D]``, ``y [N]``, ``mask [N, P]`` (valid positions); on
+    the CPU by :func:`probing.solver.fit_positions` (deterministic: ``seed`` changes nothing)."""
     if device == "cpu":
         from probing.solver import fit_positions
 
@@ -151,10 +136,8 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float = 1.0,
 
 
 def fit_multinomial(x: np.ndarray, y: np.ndarray, c: float = 1.0, max_iter: int = 1000):
-    """L2 multinomial logistic regression on ``x [N, D]`` with class numbers ``y [N]`` (three classes
-    or more): scikit-learn's ``LogisticRegression(C=c)`` with L-BFGS, the objective the binary probes
-    solve per position, over K classes (softmax). Deterministic; returns the fitted estimator
-    (``predict`` gives class numbers)."""
+    """L2 multinomial logistic regression (three classes or more): scikit-learn's ``LogisticRegression(C=c)``,
+    the binary probes' objective over K classes (softmax), deterministic; its ``predict`` gives class numbers."""
     from sklearn.linear_model import LogisticRegression
 
     return LogisticRegression(C=c, max_iter=max_iter).fit(np.asarray(x, dtype=np.float64), np.asarray(y))
@@ -185,12 +168,7 @@ class StoreSequenceDataset(Dataset):
 
     def __getitem__(self, index):
         states = self.reader.get(self.site, self.ids[index])[: int(self.lengths[index])]
-        return (self.scaler.frames(states) if self.scaler is not None else states), int(self.labels[index])
-
-
-def as_dataset(data) -> Dataset:
-    """A ``Dataset`` of (sequence, label), or ``(sequences, labels)`` held in memory."""
-    return data if isinstance(data, Dataset) else SequenceDataset(*data)
+        return (self.scaler(states) if self.scaler is not None else states), int(self.labels[index])
 
 
 def sequence_loader(data: Dataset, batch_size: int, workers: int = 0, shuffle: bool = False, generator=None) -> DataLoader:
@@ -292,7 +270,7 @@ def fit_attention(
     :class:`StoreSequenceDataset`, read in batches by ``workers`` DataLoader processes (0: the main
     process); labels are class numbers ``0 .. classes - 1`` (a K-class softmax head, cross-entropy
     over K). Early stopping needs a non-empty dev set."""
-    train, dev = as_dataset(train), as_dataset(dev)
+    train, dev = (data if isinstance(data, Dataset) else SequenceDataset(*data) for data in (train, dev))
     if not len(dev):
         raise ValueError("the attention probe needs a dev split for early stopping")
     L.seed_everything(seed, verbose=False)
@@ -306,6 +284,3 @@ def fit_attention(
         trainer = _trainer(device, max_epochs, callbacks=[keep, stop], seed=seed)
         trainer.fit(system, train_loader, dev_loader)
     return FittedAttention(system.probe.cpu(), keep.epoch, trainer.current_epoch)
-
-
-__all__ = ["fit_logistic", "fit_multinomial", "fit_attention", "FittedLogistic", "FittedAttention", "length_mask"]

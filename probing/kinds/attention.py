@@ -12,10 +12,9 @@ from probing.mdl import online_code
 
 
 def run(config, reader, splits, labels):
-    """Attention pooling trained with early stopping on the dev split. Three classes or more: a K-class
-    softmax head, each test utterance predicted as its most probable class and scored by macro F1 over
-    every class (:func:`probing.metrics.multiclass_summary`); the attention output's ``probabilities``
-    are then ``[N, K]`` (two classes: P(class 1), ``[N]``)."""
+    """Three classes or more: a K-class softmax head, each test utterance predicted as its most probable
+    class (:func:`_scores`); the attention output's ``probabilities`` are then ``[N, K]`` (two classes:
+    P(class 1), ``[N]``)."""
     from torch.utils.data import Subset
 
     from probing.train import fit_attention
@@ -69,9 +68,9 @@ def _sequence_data(config, reader, splits, labels):
     ids = {n: getattr(splits, n).ids for n in ("train", "dev", "test")}
     held = sum(features.sequence_bytes(reader, config.site, ids[n]) for n in ids)
     if 2 * held <= (config.memory_gb - features.BASE_GB) * 2**30:
-        seqs = {n: features.sequences(reader, config.site, ids[n]) for n in ids}
+        seqs = {n: list(features.speech_states(reader, config.site, ids[n])) for n in ids}
         scaler = features.Standardizer.fit_sequences(seqs["train"]) if config.standardize else None
-        return {n: SequenceDataset(scaler.sequences(seqs[n]) if scaler else seqs[n], labels[n]) for n in ids}, scaler
+        return {n: SequenceDataset([scaler(s) for s in seqs[n]] if scaler else seqs[n], labels[n]) for n in ids}, scaler
     scaler = features.Standardizer.fit_stream(features.speech_states(reader, config.site, ids["train"])) if config.standardize else None
     return {n: StoreSequenceDataset(reader, config.site, ids[n], labels[n], scaler) for n in ids}, scaler
 

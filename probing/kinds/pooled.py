@@ -20,8 +20,6 @@ def fit_pooled(config, reader, splits, labels) -> logistic.Fit:
 
 
 def run(config, reader, splits, labels):
-    """A logistic regression on the states pooled over speech frames (multinomial for three classes
-    or more: :func:`_multiclass`)."""
     if len(splits.class_names) > 2:
         return _multiclass(config, reader, splits, labels)
     fitted = fit_pooled(config, reader, splits, labels)

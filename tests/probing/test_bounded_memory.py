@@ -21,7 +21,7 @@ def store(tmp_path_factory):
 def test_a_range_of_positions_is_the_slice_of_the_leading_frames(store):
     reader = ShardReader(store)
     ids = reader.ids[::3]
-    whole, lengths = features.positional(reader, SITE, ids, 40)
+    whole, lengths = reader.leading(SITE, 40, ids)
     for begin, end in ((0, 7), (7, 33), (33, 40), (38, 45)):
         part = reader.frames(SITE, begin, end, ids)
         np.testing.assert_array_equal(part[:, : max(0, min(end, 40) - begin)], whole[:, begin:end])
@@ -32,7 +32,7 @@ def test_a_range_of_positions_is_the_slice_of_the_leading_frames(store):
 
 def test_streaming_statistics_equal_the_two_pass_ones(store):
     reader = ShardReader(store)
-    sequences = features.sequences(reader, SITE, reader.ids)
+    sequences = list(features.speech_states(reader, SITE, reader.ids))
     streamed = features.Standardizer.fit_stream(iter(sequences))
     held = features.Standardizer.fit_sequences(sequences)
     np.testing.assert_allclose(streamed.mean, held.mean, atol=1e-6)
@@ -93,7 +93,7 @@ def test_bad_budgets_are_refused():
 def test_the_position_major_scratch_file_holds_the_leading_frames(store, tmp_path):
     reader = ShardReader(store)
     ids = reader.ids[:17]
-    whole, _ = features.positional(reader, SITE, ids, 40)
+    whole, _ = reader.leading(SITE, 40, ids)
     scratch = features.write_position_major(reader, SITE, ids, 40, tmp_path, block_bytes=5 * 40 * 6 * 4)  # five utterances per block
     try:
         assert (tmp_path / "positions.bin").stat().st_size == 40 * 17 * 6 * 4  # float32 store: float32 scratch

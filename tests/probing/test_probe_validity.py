@@ -375,5 +375,5 @@ def test_pooled_and_attention_inputs_cover_speech_frames_only(tmp_path):
     np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "mean")[0, 0], [3.0, 5.0])
     np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "max")[0, 0], [5.0, 9.0])
     np.testing.assert_allclose(features.pooled(reader, SITE, ["u"], "sampled")[0], [[1, 2], [1, 2], [3, 4], [5, 9], [5, 9]])
-    (sequence,) = features.sequences(reader, SITE, ["u"])
+    (sequence,) = features.speech_states(reader, SITE, ["u"])
     np.testing.assert_allclose(sequence, states[:3])

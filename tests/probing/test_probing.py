@@ -156,8 +156,8 @@ def test_positional_probes_agree_with_scikit_learn(signal_at_start):
     reader = ShardReader(signal_at_start)
     splits = make_splits(reader.metadata(), reader.ids, seed=0)
     width = result.row["positions_used"]
-    x_train, l_train = features.positional(reader, config.site, splits.train.ids, width)
-    x_test, l_test = features.positional(reader, config.site, splits.test.ids, width)
+    x_train, l_train = reader.leading(config.site, width, splits.train.ids)
+    x_test, l_test = reader.leading(config.site, width, splits.test.ids)
     m_train, m_test = features.valid_mask(l_train, width), features.valid_mask(l_test, width)
     scaler = features.Standardizer.fit(x_train, m_train)
     x_train, x_test = scaler(x_train), scaler(x_test)
