@@ -86,7 +86,6 @@ class ActivationBatches:
 
     @property
     def batches_per_epoch(self) -> int:
-        """Batches in one pass over the frames."""
         whole, rest = divmod(self.frames, self.batch_size)
         return whole + (1 if rest and not self.drop_last else 0)
 

@@ -56,7 +56,6 @@ class AudioSilentError(AudioError):
 class Audio:
     samples: np.ndarray  # float32, mono, SAMPLE_RATE
     source_seconds: float  # length of the requested slice before trimming
-    trimmed: bool
     notes: dict = field(default_factory=dict)  # what was changed or noticed (see the module docstring)
 
     @property
@@ -108,11 +107,10 @@ def load_audio(
     if float(np.max(np.abs(samples))) < SILENCE_PEAK:
         raise AudioSilentError(path, f"all samples below {SILENCE_PEAK} (silent)")
     source_seconds = len(samples) / SAMPLE_RATE
-    trimmed = max_seconds is not None and source_seconds > max_seconds
-    if trimmed:
+    if max_seconds is not None and source_seconds > max_seconds:
         samples = samples[: int(max_seconds * SAMPLE_RATE)]
         notes["trimmed"] = {"from_seconds": round(source_seconds, 3), "to_seconds": round(len(samples) / SAMPLE_RATE, 3)}
-    return Audio(samples=np.ascontiguousarray(samples, dtype=np.float32), source_seconds=source_seconds, trimmed=trimmed, notes=notes)
+    return Audio(samples=np.ascontiguousarray(samples, dtype=np.float32), source_seconds=source_seconds, notes=notes)
 
 
 def wav_header_frames(path: Path) -> int | None:

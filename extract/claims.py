@@ -176,9 +176,8 @@ def stale_holder(lock: Path) -> dict | None:
 def _pid_reused(holder: dict, pid: int) -> bool:
     """Whether live process ``pid`` is another process than the one that wrote ``holder``."""
     booted = boot_id()
-    if holder.get("boot_id") is not None and booted is not None:
-        if holder["boot_id"] != booted:
-            return True
+    if holder.get("boot_id") is not None and booted is not None and holder["boot_id"] != booted:
+        return True
     started = process_start_ticks(pid)
     if started is None:
         return False  # nothing to compare: the pid alone says alive

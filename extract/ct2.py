@@ -45,9 +45,6 @@ class CT2Model:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.variables[self.aliases.get(name, name)]
 
-    def __contains__(self, name: str) -> bool:
-        return self.aliases.get(name, name) in self.variables
-
     def scalar(self, name: str) -> int:
         return int(self[name].reshape(()))
 
@@ -59,11 +56,7 @@ class _Cursor:
         self.source = source
 
     def take(self, fmt: str):
-        size = struct.calcsize("<" + fmt)
-        if self.offset + size > len(self.buffer):
-            raise CT2FormatError(f"{self.source}: truncated at byte {self.offset}")
-        values = struct.unpack_from("<" + fmt, self.buffer, self.offset)
-        self.offset += size
+        values = struct.unpack("<" + fmt, self.raw(struct.calcsize("<" + fmt)))
         return values if len(values) > 1 else values[0]
 
     def raw(self, nbytes: int) -> memoryview:

@@ -25,6 +25,7 @@ tokens forced through the logits after it (S2T's target-language BOS:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,19 +177,11 @@ def token_surface(tokenizer, ids: list[int]) -> tuple[tuple[str, ...], tuple[boo
     ends, holds_next = [0], []
     for count in range(1, len(ids) + 1):
         prefix = tokenizer.decode(ids[:count], skip_special_tokens=True)
-        common = _common_prefix(prefix, text)
+        common = len(os.path.commonprefix([prefix, text]))
         ends.append(max(ends[-1], common))
         holds_next.append(REPLACEMENT in prefix[common:])
     ends[-1] = len(text)
     return tuple(text[start:end] for start, end in zip(ends[:-1], ends[1:])), tuple(holds_next)
-
-
-def _common_prefix(first: str, second: str) -> int:
-    length = min(len(first), len(second))
-    for index in range(length):
-        if first[index] != second[index]:
-            return index
-    return length
 
 
 def decoder_states(generator: Generator, audios: list[np.ndarray], sites: list[str], language: str, task: str, tgt_lang: str | None) -> list[DecodedUtterance]:

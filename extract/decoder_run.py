@@ -120,7 +120,5 @@ def _write_part(generator: Generator, job: DecoderStatesJob, sites: list[str], p
         if writer is not None:
             writer.abort()
         raise
-    report.written += written
-    report.skipped.extend(log.skipped)
-    report.audio_notes.update(log.notes)
+    report.add(written, log)
     return closed

@@ -17,7 +17,6 @@ DEVICE = re.compile(r"(cpu|cuda|mps)(:[0-9]+)?")
 
 
 def default_device() -> str:
-    """``cuda`` when a GPU is visible, else ``cpu``."""
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

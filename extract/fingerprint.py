@@ -21,7 +21,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from extract.paths import cache_dir
-from extract.provenance import read_json_object
+from extract.provenance import file_sha256, read_json_object
 
 MODEL_FILES = (
     "*config*.json",  # config, generation_config, preprocessor_config, tokenizer_config, ...
@@ -92,20 +92,12 @@ def _cached_sha256(files: list[Path]) -> dict[Path, dict]:
         stamp = _stamp(path)
         entry = cache.get(key)
         if not (isinstance(entry, dict) and {k: entry.get(k) for k in stamp} == stamp and isinstance(entry.get("sha256"), str)):
-            entry = stamp | {"sha256": _sha256(path)}
+            entry = stamp | {"sha256": file_sha256(path)}
             cache[key], changed = entry, True
         entries[path] = entry
     if changed:
         _write_cache(cache_path, cache)
     return entries
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_cache(path: Path, cache: dict) -> None:

@@ -47,7 +47,6 @@ class _StopForward(Exception):
 @dataclass
 class Capture:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    stopped_early: bool = False
 
 
 def _first_tensor(value) -> torch.Tensor:
@@ -102,7 +101,6 @@ def capture(model: nn.Module, sites: dict[str, Site], stop_early: bool = True) -
             try:
                 output = fn(*args, **kwargs)
             except _StopForward:
-                result.stopped_early = True
                 output = None
             missing = [name for name in sites if name not in result.tensors]
             if missing:

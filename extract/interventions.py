@@ -45,6 +45,7 @@ import numpy as np
 
 from extract.errors import UserError
 from extract.fingerprint import FINGERPRINT  # compared instead of the checkpoint's spelling when the file or the model has one
+from extract.provenance import file_sha256
 
 if TYPE_CHECKING:
     import torch
@@ -63,14 +64,6 @@ class InterventionError(UserError, ValueError):
     """An intervention file that cannot be used as given: malformed, or fitted on another model or site."""
 
 
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def store_content_hash(path: str | Path) -> str:
     """One sha256 over the complete parts of a store: each part's name and the content checksum its
     writer recorded (``content_sha256``; recomputed from the data for a part written before it existed)."""
@@ -83,9 +76,7 @@ def store_content_hash(path: str | Path) -> str:
 
 
 def store_model_identity(reader, site: str) -> dict:
-    """What a store records about the model behind ``site``: family, checkpoint (the model id the
-    extractor reported), the model's fingerprint (None for a store written without one), revision,
-    random init and its seed, the site's module, hidden size, frame rate and compute dtype."""
+    """What a store records about the model behind ``site`` (the fingerprint None for a store written without one)."""
     info = reader.info
     config = info.config
     random_init = bool(config.get("random_init", False))
@@ -151,7 +142,7 @@ class Intervention:
         if self.kind == "steer":
             if self.target not in GENDERS:
                 raise InterventionError(f"a steering vector needs a target gender ({' or '.join(GENDERS)}), got {self.target!r}")
-            if not _is_real(self.alpha) or not np.isfinite(self.alpha):
+            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not np.isfinite(self.alpha):
                 raise InterventionError(f"a steering vector needs a finite alpha (a number), got {self.alpha!r}")
             step = float(np.abs(self.alpha * self.tensors["direction"].astype(np.float64)).max(initial=0.0))
             if step > float(np.finfo(np.float32).max):  # a Python float: numpy 2 would cast step to float32 first
@@ -171,24 +162,12 @@ class Intervention:
 
     def apply(self, states: np.ndarray) -> np.ndarray:
         """The edit on an array ``[..., D]`` (float64 arithmetic; the hook does the same in torch)."""
-        x = np.asarray(states, dtype=np.float64)
-        if self.kind == "steer":
-            return x + self.alpha * self.tensors["direction"].astype(np.float64)
-        left, right, bias = (self.tensors[name].astype(np.float64) for name in ("proj_left", "proj_right", "bias"))
-        return x - ((x - bias) @ right.T) @ left.T
+        operands = {name: np.asarray(value, dtype=np.float64) for name, value in _operands(self).items()}
+        return _apply(self, operands, np.asarray(states, dtype=np.float64))
 
     def header(self) -> dict:
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "kind": self.kind,
-            "site": self.site,
-            "model": self.model,
-            "store": self.store,
-            "alpha": self.alpha,
-            "target": self.target,
-            "fit": self.fit,
-        }
+        recorded = ("kind", "site", "model", "store", "alpha", "target", "fit")  # the record's keys besides its format and digest
+        return {"format": FORMAT, "version": VERSION} | {key: getattr(self, key) for key in recorded}
 
     def save(self, path: str | Path) -> Path:
         """The tensors (float32) and the record with its :func:`record_digest`, written to a temporary
@@ -305,11 +284,6 @@ def record_digest(header: dict, tensors: dict[str, np.ndarray]) -> str:
 
 def _method_of(kind: str) -> str:
     return next(method for method, made in METHODS.items() if made == kind)
-
-
-def _is_real(value) -> bool:
-    """A real number of a record: an int or float, not a bool or a string."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check_model(intervention: Intervention, extractor, where: str, random_init: bool = False, seed: int | None = None) -> None:
@@ -449,7 +423,8 @@ def _operands(intervention: Intervention) -> dict[str, np.ndarray]:
     return intervention.tensors
 
 
-def _apply(intervention: Intervention, values: dict[str, torch.Tensor], states: torch.Tensor) -> torch.Tensor:
+def _apply(intervention: Intervention, values: dict, states: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+    """The edit in torch (the hook) or numpy (:meth:`Intervention.apply`), which share its arithmetic."""
     if intervention.kind == "steer":
         return states + values["step"]
     return states - ((states - values["bias"]) @ values["proj_right"].T) @ values["proj_left"].T

@@ -60,8 +60,7 @@ class ExtractionJob(ExtractOptions):
 
 def model_config(spec: ModelSpec, checkpoint: str, fingerprint: str | None) -> dict:
     """The keys of a store's config that say which model wrote it, shared by every store writer
-    (extraction, decoder states), so that a resume compares the model the same way in each: the
-    family, the checkpoint as loaded and its fingerprint, the dtype, random init and its seed."""
+    (extraction, decoder states), so that a resume compares the model the same way in each."""
     return {
         "model": spec.family,
         "checkpoint": checkpoint,
@@ -74,8 +73,7 @@ def model_config(spec: ModelSpec, checkpoint: str, fingerprint: str | None) -> d
 
 
 def manifest_config(manifest: Path, limit: int | None, num_shards: int, utterances_per_part: int) -> dict:
-    """The keys of a store's config that say which utterances went into which part: the manifest
-    (compared by its content, ``manifest_sha256``), ``--limit``, the sharding and the part size."""
+    """The keys of a store's config that say which utterances went into which part (the manifest by its content)."""
     return {
         "limit": limit,
         "num_shards": num_shards,
@@ -136,20 +134,8 @@ class TranscriptionJob:
         decoding = GenerationOptions(
             options.num_beams, options.max_new_tokens, options.decoder, options.translate_by_forcing, options.adapter, options.engine, options.compute_type
         )
-        return cls(
-            spec,
-            manifest,
-            out,
-            options.task,
-            tgt_lang=options.tgt_lang,
-            name=options.label,
-            options=decoding,
-            batch_seconds=options.batch_seconds,
-            max_seconds=options.max_seconds,
-            limit=options.limit,
-            interventions=options.interventions,
-            intervene_gender=options.intervene_gender,
-        )
+        shared = ("tgt_lang", "batch_seconds", "max_seconds", "limit", "interventions", "intervene_gender")  # named alike in both
+        return cls(spec, manifest, out, options.task, name=options.label, options=decoding, **{key: getattr(options, key) for key in shared})
 
     def intervener(self) -> Intervener | None:
         return load_intervener(self.interventions, self.intervene_gender)

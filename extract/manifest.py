@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from extract.diskfull import naming_full_disk
+from extract.diskfull import write_whole
 from extract.errors import UserError
 
 GENDERS = ("female", "male", "other", "unknown")
@@ -150,20 +150,14 @@ def _refuse_control_characters(name: str, value: object) -> None:
             raise ValueError(f"{name} {value!r} holds a control character (U+{ord(character):04X} at position {position}); use printable text")
 
 
-def checked_file(path: str | Path) -> Path:
-    """``path`` as a Path, or :class:`ManifestError` when it is missing or a directory."""
+def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line with its ending)`` of a UTF-8 text file, streamed; a UTF-8 byte-order
+    mark is dropped. A missing file, a folder and bytes that are not UTF-8 raise :class:`ManifestError`."""
     path = Path(path)
     if path.is_dir():
         raise ManifestError(path, None, "is a directory; give the path of a file")
     if not path.exists():
         raise ManifestError(path, None, "no such file")
-    return path
-
-
-def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line number, line with its ending)`` of a UTF-8 text file, streamed; a UTF-8 byte-order
-    mark is dropped. Bytes that are not UTF-8 raise :class:`ManifestError` naming the file and line."""
-    path = checked_file(path)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -281,20 +275,17 @@ def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
     """Write utterances as JSONL through a temporary file, so a reader never sees half a manifest."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    seen = set()
-    try:
-        with naming_full_disk(path, "it was not written and an earlier version is unchanged"), temporary.open("w", encoding="utf-8") as handle:
+
+    def write(temporary: Path) -> None:
+        seen = set()
+        with temporary.open("w", encoding="utf-8") as handle:
             for utterance in utterances:
                 if utterance.id in seen:
                     raise ValueError(f"duplicate id {utterance.id!r} while writing {path}")
                 seen.add(utterance.id)
                 handle.write(json.dumps(utterance.to_json(), ensure_ascii=False) + "\n")
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    temporary.replace(path)
-    return path
+
+    return write_whole(path, write)
 
 
 def iter_manifest(paths: Iterable[str | Path]) -> Iterator[Utterance]:

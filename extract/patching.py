@@ -292,12 +292,10 @@ def patched(
 ) -> Iterator[dict[str, PatchReport]]:
     """While inside, the forward passes of ``extractor``'s model (a batch of ``len(sources)`` targets
     of ``samples`` input samples each) have their states at every one of ``sites`` overwritten by the
-    sources' (:func:`patched_bounds`), all in the same pass: a later site runs on the earlier sites'
-    patched states, then has its own frames replaced. ``own``: the targets' own frames at the sites in
-    a batch padded to its longest (:func:`target_frames`; None: every frame a site has); ``component``:
-    what is overwritten at each site (:func:`component_table`; the sources must hold the same). Each site's
-    hook must run exactly once inside (one generation: its encoder runs once); the reports yielded
-    (one per site) are filled when they have."""
+    sources' (:func:`patched_bounds`; several sites: the module docstring). ``own``: :func:`target_frames`
+    (None: every frame a site has); the sources must hold ``component``. Each site's hook must run
+    exactly once inside (one generation: its encoder runs once); the reports yielded (one per site)
+    are filled when they have."""
     from extract.hooks import edit
 
     if not sites:

@@ -1,8 +1,6 @@
 """The one audio batch loop (load, group, batch by total seconds sorted by length), and the two runs
 built on it: extraction (hooked forward -> part files) and transcription (generate -> JSONL rows).
 
-Extraction: manifest -> batches by total seconds -> hooked forward -> part files.
-
 Resumable: the manifest's slice for one shard is cut into parts of fixed size in manifest order;
 a part whose file is complete is skipped on a rerun, a part cut short by an interruption is
 written again from the start. Since the order inside a part is a deterministic sort, a killed and
@@ -15,9 +13,8 @@ claim left by a killed process is reported with what to delete, and taken over o
 caller asks (``reclaim_stale``: a requeued job after SIGKILL), with a note. Complete parts
 of another configuration in the folder are refused before anything is written.
 
-Transcription appends one row per utterance to a hypotheses file opened with
-:func:`hypotheses_log` (``extract.appendlog``): one writer at a time, a last line cut by a kill
-removed and redone, and a file that holds something other than hypothesis rows refused.
+Transcription appends one row per utterance to a hypotheses file opened with :func:`hypotheses_log`
+(one writer at a time, a cut last line redone, another kind of file refused: ``extract.appendlog``).
 """
 
 from __future__ import annotations
@@ -93,6 +90,12 @@ class ExtractionReport:
     parts: list[str] = field(default_factory=list)
     audio_notes: dict[str, dict] = field(default_factory=dict)  # id -> what loading changed (see extract.audio)
 
+    def add(self, written: int, log: AudioLog) -> None:
+        """Counts a part this run wrote."""
+        self.written += written
+        self.skipped.extend(log.skipped)
+        self.audio_notes.update(log.notes)
+
 
 def batches_by_seconds(durations: list[float], batch_seconds: float, sort_by: list[float] | None = None) -> list[list[int]]:
     """Indices sorted by (``sort_by`` or duration, position), cut into batches whose total duration
@@ -146,8 +149,7 @@ def audio_batches(
 
 
 def load_utterance_audio(utterances: list[Utterance], max_seconds: float, log: AudioLog, bar=None) -> dict[str, np.ndarray]:
-    """Samples of every usable utterance by id; the rest are logged as skipped (``log.skipped``:
-    id, audio, error, message), and what loading changed in ``log.notes``."""
+    """Samples of every usable utterance by id; the rest, and what loading changed, go to ``log``."""
     audio = {}
     for utterance in utterances:
         try:
@@ -201,9 +203,8 @@ def run_extraction(
     (``ExtractionJob.store_config`` does), since probes read them there.
 
     With ``intervener``, its interventions edit the model's states while it runs (checked against
-    the model first; random init and seed are read from ``config``), and their records (file, sha256,
-    kind, site, alpha, gender) are added to ``config`` as ``interventions``: stored in every part's
-    attributes, and a rerun with other interventions is refused like any other configuration change."""
+    the model first; random init and seed are read from ``config``), and :meth:`Intervener.records` are
+    added to ``config`` as ``interventions`` (in every part's attributes: a rerun with others is refused)."""
     from tqdm.auto import tqdm
 
     options = options or ExtractOptions()
@@ -226,10 +227,8 @@ def run_extraction(
 
 
 def store_attributes(extractor: Extractor, table: dict, frame_rates: dict[str, float], storage_dtype: str, config: dict) -> StoreAttributes:
-    """What every part of a store records of what wrote it: the model (checkpoint, revision, family,
-    dtype), each site's module from ``table`` and its frame rate (the keys of ``frame_rates`` are the
-    sites stored), the storage dtype, ``config`` and the code's provenance. Shared by every store
-    writer (extraction, decoder states)."""
+    """What every part of a store records of what wrote it (the keys of ``frame_rates`` are the sites
+    stored). Shared by every store writer (extraction, decoder states)."""
     return StoreAttributes(
         model_id=extractor.checkpoint,
         revision=extractor.revision or "",
@@ -353,8 +352,7 @@ def parts_to_write(store: Store, utterances: list[Utterance]) -> tuple[list[tupl
 
 
 def resume_part(path: Path, part: list[Utterance], report: ExtractionReport) -> None:
-    """Counts the complete part ``path`` (its utterances, skipped ones and audio notes), checked by
-    :meth:`Store.resumable`, in ``report`` as already done."""
+    """Counts the complete part ``path`` (checked by :meth:`Store.resumable`) in ``report`` as already done."""
     attributes = part_attributes(path)
     skipped = attributes.skipped or []
     report.resumed += len(part) - len(skipped)
@@ -402,12 +400,7 @@ def _write_part(extractor, part, sites, path, attributes, options: ExtractOption
             writer.abort()  # a failed write was already discarded, with its message (see PartWriter)
         raise
 
-    def record() -> None:
-        report.written += written_here
-        report.skipped.extend(log.skipped)
-        report.audio_notes.update(log.notes)
-
-    return EndingPart(in_background(partial(_end_part, background, writer)), record)
+    return EndingPart(in_background(partial(_end_part, background, writer)), partial(report.add, written_here, log))
 
 
 def _end_part(background: BackgroundWriter, writer: PartWriter) -> Path:
@@ -490,10 +483,7 @@ def run_transcription(
 
 
 def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: str | None, model: str, audio_notes: dict | None = None) -> dict:
-    """One transcription row: id, reference (transcript for ASR, reference translation for ST),
-    hypothesis, gender, speaker, language, model (the label), task, tgt_lang, dataset (the
-    manifest's, "" when it has none); for ST the source transcript; the audio notes where loading
-    noted something."""
+    """One transcription row; ``model`` is the label, ``dataset`` the manifest's ("" when it has none)."""
     row = {
         "id": utterance.id,
         "reference": utterance.text if task == "asr" else utterance.translation,
@@ -514,14 +504,12 @@ def hypothesis_row(utterance: Utterance, hypothesis: str, task: str, tgt_lang: s
 
 
 def hypotheses_log(path: Path, reclaim_stale: bool = False) -> AppendLog:
-    """A hypotheses file opened for one writer (:class:`extract.appendlog.AppendLog`): claimed, a
-    last line cut by a kill removed, a file of another kind (a manifest, a report) refused."""
+    """A hypotheses file opened for one writer (:class:`extract.appendlog.AppendLog`)."""
     return AppendLog(path, HYPOTHESIS_ROWS, reclaim_stale)
 
 
 def finished_ids(path: Path) -> set[str]:
-    """Ids already in a hypotheses file (read under its claim; a last line cut short by a kill is
-    removed, so it is redone)."""
+    """Ids already in a hypotheses file (read under its claim: a cut last line is redone)."""
     if not path.exists():
         return set()
     with hypotheses_log(path) as hypotheses:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from extract.claims import CLAIM_SUFFIX
+from extract.claims import CLAIM_SUFFIX, claim_path
 from extract.errors import UserError
 
 SUPERSEDED = ".superseded"
@@ -38,7 +38,7 @@ def superseded_folder(root: Path) -> Path:
 
 def claims_in(path: Path) -> list[Path]:
     """The claims (``*.lock``) on ``path`` or inside it."""
-    found = [lock for lock in [path.with_name(path.name + CLAIM_SUFFIX)] if lock.exists()]
+    found = [lock for lock in [claim_path(path)] if lock.exists()]
     if path.is_dir():
         found += sorted(path.rglob(f"*{CLAIM_SUFFIX}"))
     return found

@@ -1,10 +1,4 @@
-"""What every corpus recipe shares: the result type, the row collector and the native-file readers.
-
-Each recipe reads a corpus in the layout its distributors ship and returns an
-:class:`AdapterResult`: the utterances, and the rows whose audio file is missing (reported and
-counted, never dropped silently). A malformed row raises :class:`ManifestError` naming the file
-and line.
-"""
+"""What every corpus recipe shares (:mod:`extract.corpora`): the result type, the row collector and the native-file readers."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ from extract.corpora.base import AdapterResult, Collector, Recipe, argument, rea
 
 
 def common_voice(tsv: str | Path, language: str, clips_dir: str | Path | None = None, split: str | None = None) -> AdapterResult:
-    """Common Voice ``{train,dev,test,validated}.tsv`` with ``client_id, path, sentence, gender``; clips in ``clips/``."""
     tsv = Path(tsv)
     clips = Path(clips_dir) if clips_dir else tsv.parent / "clips"
     split = split_from_name(tsv) if split is None else split

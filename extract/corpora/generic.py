@@ -8,6 +8,8 @@ from pathlib import Path
 from extract.corpora.base import AdapterResult, Collector, Recipe, argument, read_tsv
 from extract.manifest import iter_json_objects
 
+KEYS = ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation")  # the manifest keys a file may give
+
 
 def generic_tsv(tsv: str | Path, columns: Mapping[str, str] | None = None, **defaults) -> AdapterResult:
     """A TSV with a header; ``columns`` maps manifest keys to column names (identity by default).
@@ -17,9 +19,7 @@ def generic_tsv(tsv: str | Path, columns: Mapping[str, str] | None = None, **def
     """
     tsv = Path(tsv)
     columns = dict(columns or {})
-    mapping = {
-        key: columns.get(key, key) for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation")
-    }
+    mapping = {key: columns.get(key, key) for key in KEYS}
     required = [mapping[key] for key in ("id", "audio", "text", "gender", "speaker") if key not in defaults]
     collector = Collector(tsv)
     for line, row in read_tsv(tsv, required):
@@ -42,7 +42,7 @@ def generic_jsonl(path: str | Path, columns: Mapping[str, str] | None = None, **
     for line, row in iter_json_objects(path):
         fields = dict(defaults)
         used = set()
-        for key in ("id", "audio", "language", "text", "gender", "speaker", "split", "dataset", "offset", "duration", "translation"):
+        for key in KEYS:
             name = columns.get(key, key)
             if name in row:
                 fields[key] = row[name]

@@ -44,9 +44,7 @@ def must_c(
     source_language: str = "en",
     split: str | None = None,
 ) -> AdapterResult:
-    """MuST-C ``data/{split}/txt/{split}.yaml`` segments over ``data/{split}/wav/*.wav`` talks.
-
-    Transcripts and translations come from ``{split}.{src}`` and ``{split}.{tgt}``, line-aligned with
+    """Transcripts and translations come from ``{split}.{src}`` and ``{split}.{tgt}``, line-aligned with
     the segments; speaker gender from the talk's pronoun in a MuST-Speaker-style TSV (a talk that
     is not listed gets ``unknown``).
     """

@@ -78,7 +78,7 @@ def test_each_file_is_hashed_once_then_read_from_the_cache(tmp_path, monkeypatch
     def no_hashing(path):
         raise AssertionError(f"{path} was hashed again")
 
-    monkeypatch.setattr(fingerprint, "_sha256", no_hashing)
+    monkeypatch.setattr(fingerprint, "file_sha256", no_hashing)
     assert fingerprint.folder_fingerprint(tmp_path / "." / "w") == first
     (folder / "config.json").touch()  # a new modification time: hashed again
     with pytest.raises(AssertionError, match="config.json was hashed again"):
