@@ -86,15 +86,9 @@ def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
     return run_tasks(executor, "extract", tasks, finished, rerun_hint)
 
 
-def check_paths(args) -> None:
-    """The manifest is a file and the store a folder (the options check themselves: :class:`ExtractOptions`)."""
-    problem = store_paths_problem(args)
-    if problem:
-        raise SystemExit(fail(problem))
-
-
 def _run(args: argparse.Namespace) -> int:
-    check_paths(args)
+    if problem := store_paths_problem(args):  # the manifest is a file and the store a folder
+        raise SystemExit(fail(problem))
     from_args(ExtractOptions, args)  # a refused option is one line before anything heavy loads
     from extract.jobs import ExtractionJob, extract  # after parsing: it loads torch, which --help never needs
     from extract.runner import audio_notes_summary, print_skipped
