@@ -296,21 +296,8 @@ def add_groups_argument(
 
 
 def _stop_on_sigterm(signum, frame) -> NoReturn:
+    """SIGTERM (a cancelled job, ``kill``) unwinds like Ctrl-C; the process ends with status 128 + 15."""
     raise SystemExit(128 + signum)
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Within it, SIGTERM (a cancelled job, ``kill``) unwinds like Ctrl-C: ``finally`` blocks and
-    ``with`` exits run, so the part being written is discarded and its claim released, and the
-    process ends with status 128 + 15. The previous handler is restored after; off the main thread
-    (where Python cannot install a handler) nothing changes."""
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a command stopped by Ctrl-C (130), as a shell reports it
@@ -337,20 +324,23 @@ def interrupted() -> int:
 @contextmanager
 def stops_cleanly() -> Iterator[None]:
     """Within it, Ctrl-C raises KeyboardInterrupt once (:func:`_interrupt_once`) and SIGTERM unwinds
-    (:func:`sigterm_unwinds`): ``finally`` blocks and ``with`` exits run either way, so every claim and
-    lock is released. The handlers before are restored after, unless Ctrl-C ended the command."""
+    (:func:`_stop_on_sigterm`): ``finally`` blocks and ``with`` exits run either way, so the part being
+    written is discarded and every claim and lock is released. The handlers before are restored after
+    (SIGINT's unless Ctrl-C ended the command); off the main thread, where Python cannot install a
+    handler, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGINT, _interrupt_once)
+    previous_sigterm = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     stopped = False
     try:
-        with sigterm_unwinds():
-            yield
+        yield
     except KeyboardInterrupt:
         stopped = True
         raise
     finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
         if not stopped:
             signal.signal(signal.SIGINT, previous)
 
@@ -412,18 +402,14 @@ def _user_message(error: BaseException) -> str:
     return str(error)
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which model to load (:class:`extract.stage_options.ModelOptions`) and where to run it (``--device``)."""
+def add_model_stage_arguments(parser: argparse.ArgumentParser, out_help: str, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
+    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``, ``patch``): which model
+    to load (:class:`extract.stage_options.ModelOptions`), where it runs (``--device``), ``--manifest`` and ``--out``
+    (``sidecars``: written beside it)."""
     from extract.stage_options import ModelOptions
 
     add_options(parser, ModelOptions)
     add_device_argument(parser)
-
-
-def add_model_stage_arguments(parser: argparse.ArgumentParser, out_help: str, sidecars: Callable[[Path], list[Path]] | None = None) -> None:
-    """What a stage that runs a model on a manifest reads and writes (``extract``, ``transcribe``, ``patch``): the
-    model flags (:func:`add_model_arguments`), ``--manifest`` and ``--out`` (``sidecars``: written beside it)."""
-    add_model_arguments(parser)
     input_argument(parser, "--manifest", required=True)
     output_argument(parser, "--out", required=True, help=out_help, sidecars=sidecars)
 
@@ -437,7 +423,7 @@ def add_device_argument(parser: argparse.ArgumentParser, default: str | None = A
 def model_spec(args: argparse.Namespace, random_init: bool = False, seed: int = 0) -> ModelSpec:
     """The spec the model flags name. A ``--checkpoint`` that is neither a folder nor a hub id is
     one line and exit status 2, before anything loads."""
-    from extract.spec import ModelSpec, ModelSpecError  # loads torch: see add_model_arguments
+    from extract.spec import ModelSpec, ModelSpecError  # loads torch: imported where a model runs
 
     try:
         spec = ModelSpec(args.family, args.checkpoint, args.revision, args.dtype, args.device, random_init, args.trust_remote_code, seed)
@@ -452,7 +438,7 @@ Loaded = TypeVar("Loaded")
 
 def load_or_exit(load: Callable[[], Loaded], spec: ModelSpec) -> Loaded:
     """``load()`` (an extractor or a generator), or one line saying why it cannot be loaded, exit status 2."""
-    from extract.spec import LOAD_ERRORS  # loads torch: see add_model_arguments
+    from extract.spec import LOAD_ERRORS  # loads torch: imported where a model runs
 
     try:
         return load()

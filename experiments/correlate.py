@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
+from experiments.format import number
 from experiments.options import add_options, from_args
 from experiments.results.correlation import PERMUTATIONS, correlate, interval_text, read_columns, shared_values
 from extract.options import option, seed_option
@@ -105,10 +106,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _r(value) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
-
-
 def summary_lines(result: dict) -> list[str]:
     """What the console says of a correlation: r with its p-values and interval, and with clusters the
     cluster-aware numbers (their intervals only where there are enough clusters)."""
@@ -125,8 +122,8 @@ def summary_lines(result: dict) -> list[str]:
         head = f"{result['n_clusters']} clusters by {result.get('cluster_by', 'label')}: " + ("" if note else f"r{intervals['ci95_r_cluster']}, ")
         lines.append(
             head
-            + f"r between cluster means {_r(result['r_between'])}{intervals['ci95_r_between']}, "
-            + f"r within clusters {_r(result['r_within'])}{intervals['ci95_r_within']}"
+            + f"r between cluster means {number(result['r_between'], 3, sign=True)}{intervals['ci95_r_between']}, "
+            + f"r within clusters {number(result['r_within'], 3, sign=True)}{intervals['ci95_r_within']}"
             + (f"; cluster-bootstrap intervals not meaningful: {note}" if note else "")
         )
     return lines

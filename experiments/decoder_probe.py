@@ -19,7 +19,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, command_main, fail, input_argument
+from experiments.cli import CommandParser, add_out_argument, command_main, input_argument
 from experiments.decoder.probe import DecoderProbeOptions
 from experiments.options import add_options, from_args
 
@@ -36,25 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     options = from_args(DecoderProbeOptions, args)
     from experiments.decoder.probe import decoder_probe_rows
-    from extract.store import StoreError
-    from probing.data import ProbeError
-    from probing.results import ResultsError, append_lines, check_results_path, load_rows
+    from probing.results import append_lines, check_results_path, load_rows
 
     out = Path(args.out)
     written = 0
-    try:
-        check_results_path(out)
-        done = set(load_rows(out)) if out.exists() else set()
-        for row in decoder_probe_rows(args.store, options, done):
-            append_lines(out, [json.dumps(row)])
-            written += 1
-            words = row["words"]
-            print(
-                f"  {row['config']['site']} {row['config']['probe']}: F1 {row['f1_macro']:.1f} "
-                f"({row['splits']['test']['utterances']} test utterances; {words['with_word_located']} of {words['annotated']} annotated have a gendered word)"
-            )
-    except (ProbeError, StoreError, ResultsError) as error:
-        return fail(str(error))
+    check_results_path(out)
+    done = set(load_rows(out)) if out.exists() else set()
+    for row in decoder_probe_rows(args.store, options, done):
+        append_lines(out, [json.dumps(row)])
+        written += 1
+        words = row["words"]
+        print(
+            f"  {row['config']['site']} {row['config']['probe']}: F1 {row['f1_macro']:.1f} "
+            f"({row['splits']['test']['utterances']} test utterances; {words['with_word_located']} of {words['annotated']} annotated have a gendered word)"
+        )
     print(f"[decoder_probe] wrote {written} rows to {out} ({len(done)} already there)")
     return 0
 

@@ -20,12 +20,10 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments.cli import command_main, fail, load_or_exit, sigterm_unwinds
+from experiments.cli import command_main, fail, load_or_exit
 from experiments.options import from_args
 from experiments.store_stage import build_store_parser, store_model_spec, store_paths_problem
-from extract.manifest import ManifestError
 from extract.stage_options import DecoderStatesOptions
-from extract.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,35 +37,26 @@ def _run(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
     manifest, out = Path(args.manifest), Path(args.out)
-    from extract.decoder import DecoderError, check_family, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
+    from extract.decoder import check_family, resolve_decoder_sites  # after parsing: they load torch, which --help never needs
     from extract.decoder_run import DecoderStatesJob, run_decoder_states
-    from extract.families import NonFiniteError, UnknownSiteError
-    from extract.families.generation import GenerationError, LanguageCodeError
     from extract.manifest import read_manifest
     from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_generator
 
     spec = store_model_spec(args)
     job = from_args(DecoderStatesJob, args, spec=spec, manifest=manifest, out=out)
-    try:
-        check_family(spec.family)
-        utterances = read_manifest(manifest)[: job.limit]
-    except (DecoderError, ManifestError, OSError) as error:
-        return fail(str(error))
+    check_family(spec.family)
+    utterances = read_manifest(manifest)[: job.limit]
     generator = load_or_exit(lambda: load_generator(spec, job.decoding), spec)
-    try:
-        sites = resolve_decoder_sites(generator.extractor, "all" if job.sites == "all" else list(job.sites))
-        print(
-            f"[decoder_states] {job.label or spec.label()}: {spec.family} {generator.extractor.checkpoint}{' (random init)' if spec.random_init else ''} "
-            f"on {spec.device}, {job.task}"
-            f"{f' into {job.tgt_lang}' if job.task == 'st' else ''}; {len(sites)} decoder sites; shard {job.shard_index + 1}/{job.num_shards} "
-            f"of {len(utterances)} utterances -> {out}"
-        )
-        started = time.time()
-        with sigterm_unwinds():  # a cancelled job unwinds like Ctrl-C: the part being written is discarded
-            report = run_decoder_states(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, generator=generator)
-    except (DecoderError, UnknownSiteError, GenerationError, LanguageCodeError, StoreError, NonFiniteError) as error:
-        return fail(str(error))
+    sites = resolve_decoder_sites(generator.extractor, "all" if job.sites == "all" else list(job.sites))
+    print(
+        f"[decoder_states] {job.label or spec.label()}: {spec.family} {generator.extractor.checkpoint}{' (random init)' if spec.random_init else ''} "
+        f"on {spec.device}, {job.task}"
+        f"{f' into {job.tgt_lang}' if job.task == 'st' else ''}; {len(sites)} decoder sites; shard {job.shard_index + 1}/{job.num_shards} "
+        f"of {len(utterances)} utterances -> {out}"
+    )
+    started = time.time()
+    report = run_decoder_states(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, generator=generator)
     elapsed = time.time() - started
     print(
         f"[decoder_states] wrote {report.written} utterances in {elapsed:.1f} s; {report.resumed} already done; "

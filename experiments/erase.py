@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, fail, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, command_main, fail, input_argument, output_argument
 from experiments.options import add_options, from_args
 from extract.options import option, seed_option
 
@@ -100,15 +99,8 @@ def show_command(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from extract.interventions import InterventionError
-    from extract.store import StoreError
-    from probing.data import ProbeError
-
-    args = build_parser().parse_args(argv)
-    command = fit_command if args.command == "fit" else show_command
-    return run_cli(lambda: command(args), InterventionError, StoreError, ProbeError)
+def _run(args: argparse.Namespace) -> int:
+    return fit_command(args) if args.command == "fit" else show_command(args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.cli import command_main, fail, load_or_exit, sigterm_unwinds
+from experiments.cli import command_main, fail, load_or_exit
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, extraction_tasks, run_tasks
+from experiments.scheduling import add_executor_arguments, executor_options, extraction_tasks, run_tasks
 from experiments.store_stage import build_store_parser, store_model_spec, store_paths_problem
-from extract.manifest import ManifestError, read_manifest
+from extract.manifest import read_manifest
 from extract.options import option
 from extract.stage_options import ExtractOptions
-from extract.store import StoreError
 
 if TYPE_CHECKING:  # the model modules load torch: imported where a model runs, so that --help stays fast
     from extract.jobs import ExtractionJob
@@ -55,7 +54,7 @@ def overwrite(args, inputs: list[str | Path]) -> None:
     parts), for a folder that is not a store (anything in it but parts and claims), for the folder the
     command runs in (``--out .``) or one holding it, and for a folder holding one of ``inputs`` (the
     manifest, the checkpoint, intervention files the run reads)."""
-    from extract.supersede import SupersedeError, set_aside
+    from extract.supersede import set_aside
 
     out = Path(args.out)
     if not (out.is_dir() and any(out.iterdir())):
@@ -75,47 +74,30 @@ def overwrite(args, inputs: list[str | Path]) -> None:
         raise SystemExit(
             fail(f"--overwrite --out {args.out}: {store} is not a store (it holds {shown}); --overwrite sets aside a store's folder only: give that folder")
         )
-    try:
-        aside = set_aside([store], store.parent)
-    except SupersedeError as error:
-        raise SystemExit(fail(str(error))) from None
+    aside = set_aside([store], store.parent)
     print(f"[extract] --overwrite: the earlier store set aside -> {aside / store.name}")
 
 
 def submit_shards(args, job: ExtractionJob, utterances: int) -> int:
     """``--executor``: one submitit task per unfinished shard (a SLURM job array), waited for and reported."""
     rerun_hint = "rerun the same command: complete shards are skipped, unfinished ones resume from their complete parts"
-    try:
-        executor = executor_options(args, args.device)
-        tasks, finished = extraction_tasks(job, utterances, args.reclaim_stale)
-        return run_tasks(executor, "extract", tasks, finished, rerun_hint)
-    except SchedulingError as error:
-        return fail(str(error))
-
-
-def check_paths(args) -> None:
-    """The manifest is a file and the store a folder (the options check themselves: :class:`ExtractOptions`)."""
-    problem = store_paths_problem(args)
-    if problem:
-        raise SystemExit(fail(problem))
+    executor = executor_options(args, args.device)
+    tasks, finished = extraction_tasks(job, utterances, args.reclaim_stale)
+    return run_tasks(executor, "extract", tasks, finished, rerun_hint)
 
 
 def _run(args: argparse.Namespace) -> int:
-    check_paths(args)
+    if problem := store_paths_problem(args):  # the manifest is a file and the store a folder
+        raise SystemExit(fail(problem))
     from_args(ExtractOptions, args)  # a refused option is one line before anything heavy loads
-    from extract.families import NonFiniteError, UnknownSiteError  # after parsing: they load torch, which --help never needs
-    from extract.interventions import InterventionError
-    from extract.jobs import ExtractionJob, extract
+    from extract.jobs import ExtractionJob, extract  # after parsing: it loads torch, which --help never needs
     from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_extractor
 
     spec = store_model_spec(args)
     job = from_args(ExtractionJob, args, spec=spec, manifest=args.manifest, out=Path(args.out))
-    try:
-        utterances = read_manifest(job.manifest)[: job.limit]
-        intervener = job.intervener()
-    except (ManifestError, OSError, InterventionError) as error:
-        return fail(str(error))
+    utterances = read_manifest(job.manifest)[: job.limit]
+    intervener = job.intervener()
     replacing = from_args(StoreReplacement, args).overwrite
     inputs = [job.manifest, *job.interventions, *([args.checkpoint] if args.checkpoint and Path(args.checkpoint).exists() else [])]
     if args.executor:
@@ -123,10 +105,7 @@ def _run(args: argparse.Namespace) -> int:
             overwrite(args, inputs)
         return submit_shards(args, job, len(utterances))
     extractor = load_or_exit(lambda: load_extractor(spec, keep_padding=job.keep_padding), spec)
-    try:
-        sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
-    except UnknownSiteError as error:
-        return fail(str(error))
+    sites = extractor.resolve_sites("all" if job.sites == "all" else list(job.sites))
     if replacing:  # the run can run: only now is the earlier store moved
         overwrite(args, inputs)
     print(
@@ -136,11 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     for record in intervener.records() if intervener else []:
         print(f"[extract] intervention {record['kind']} at {record['site']} from {record['path']} on {record['gender']} utterances")
     started = time.time()
-    try:
-        with sigterm_unwinds():
-            _, report = extract(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, extractor=extractor)
-    except (StoreError, NonFiniteError, InterventionError) as error:
-        return fail(str(error))
+    _, report = extract(job, show_progress=not args.quiet, reclaim_stale=args.reclaim_stale, extractor=extractor)
     elapsed = time.time() - started
     print(
         f"[extract] wrote {report.written} utterances in {elapsed:.1f} s ({report.written / max(elapsed, 1e-9):.2f} utt/s); "

@@ -16,7 +16,6 @@ The correlation scatter is ``experiments.correlate --plot``.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,10 @@ from experiments.results.records import GapReport, LongRow, MustSheScores, read_
 from extract.errors import UserError
 from extract.options import option
 from extract.records import read_document, read_side_rows
-from extract.store import ShardReader, StoreError
+from extract.store import ShardReader
 from probing.data import DEFAULT_SPLIT, SPLITS
 from probing.kinds import KINDS
-from probing.results import ResultsError, load_arrays, load_attention, load_predictions, load_rows
+from probing.results import load_arrays, load_attention, load_predictions, load_rows
 
 
 class FigureInputError(UserError, ValueError):
@@ -140,9 +139,6 @@ def _draw(args: argparse.Namespace) -> int:
     return 0
 
 
-main = command_main(build_parser, _draw, FigureInputError, ResultsError, StoreError)
-
-
 def _row(probes: Path, run: str) -> dict:
     rows = load_rows(probes)
     if run not in rows:
@@ -242,5 +238,4 @@ FIGURES = {
 }
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _draw, module=__name__)

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, add_reclaim_stale_argument, fail, output_argument, run_cli
+from experiments.cli import CommandParser, add_device_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, fail, output_argument
 from experiments.finetuning.options import LoraOptions
 from experiments.finetuning.run import TRAINING, FinetuneConfig, FinetuneError, run_finetuning
 from experiments.options import add_options, from_args, group_of
@@ -99,11 +99,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    return run_cli(lambda: run(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+main = command_main(build_parser, run, module=__name__)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, input_argument, output_argument, run_cli
+from experiments.cli import CommandParser, add_out_argument, add_quiet_argument, add_reclaim_stale_argument, command_main, input_argument, output_argument
 from experiments.normalisation.corpus import DONE_FILE, MODES, apply_to_manifest, fit_from_manifest, run_files
 from experiments.normalisation.transform import GrafnParameters
 from experiments.options import add_options, from_args
@@ -111,11 +111,8 @@ def run_apply(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    command = run_fit if args.command == "fit" else run_apply
-    return run_cli(lambda: command(args))
+def _run(args: argparse.Namespace) -> int:
+    return run_fit(args) if args.command == "fit" else run_apply(args)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+main = command_main(build_parser, _run, module=__name__)

@@ -30,18 +30,12 @@ from typing import Any
 from experiments.argkit import CommaList, FileRole, add_renamed_argument, fail
 from extract.options import Option, OptionError, check_options, declared, default_of
 
-NONE = type(None)
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
 
 def _base(hint: Any) -> tuple[Any, bool]:
     """The type a field holds besides None, and whether None is allowed (``int | None`` -> int, True)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        kinds = [kind for kind in typing.get_args(hint) if kind is not NONE]
-        return (kinds[0] if len(kinds) == 1 else hint), NONE in typing.get_args(hint)  # several kinds: a string the field's checks read
+        kinds = [kind for kind in typing.get_args(hint) if kind is not types.NoneType]
+        return (kinds[0] if len(kinds) == 1 else hint), types.NoneType in typing.get_args(hint)  # several kinds: a string the field's checks read
     return hint, False
 
 
@@ -65,7 +59,7 @@ def add_options(parser, cls: type, skip: tuple[str, ...] = (), optional: tuple[s
     """Adds a flag to ``parser`` (a parser or an argument group) for each option of ``cls`` but ``skip``;
     those in ``optional`` are not required even without a default (the command may get them another
     way: ``probe --grid`` names the store and site in its file)."""
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     for item, declaration in options_of(cls, skip):
         _add_option(group_of(parser, declaration.group), item, declaration, hints[item.name], item.name in optional)
 
@@ -118,7 +112,7 @@ def from_args(cls: type, args: argparse.Namespace, skip: tuple[str, ...] = (), *
     """``cls`` built from the parsed flags of its options (but ``skip``) and ``given`` values (which
     win over a flag of the same name); a value it refuses is one ``error:`` line naming the flags,
     exit status 2."""
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     values = {}
     for item, _ in options_of(cls, skip):
         value = getattr(args, item.name)

@@ -63,9 +63,7 @@ def _main(argv: list[str] | None) -> int:
     if out.is_dir():
         return fail(f"--out {out} is a folder; give the path of the patch rows JSONL file")
     from experiments.patching.run import PatchJob, run_patching  # after parsing: the model code loads torch, which --help never needs
-    from extract.families.errors import UnknownSiteError
-    from extract.families.generation import GenerationError, LanguageCodeError
-    from extract.runner import SettingsMismatchError, print_skipped
+    from extract.runner import print_skipped
     from extract.spec import load_generator
 
     spec = model_spec(args)
@@ -88,16 +86,13 @@ def _main(argv: list[str] | None) -> int:
             print(f"[patch] no {' or '.join(missing)} pairs {where}: the summary has no cross - within")
 
     started = time.time()
-    try:
-        report = run_patching(
-            job,
-            show_progress=not args.quiet,
-            reclaim_stale=args.reclaim_stale,
-            load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
-            announce=announce,
-        )
-    except (UnknownSiteError, GenerationError, LanguageCodeError, SettingsMismatchError) as error:
-        return fail(str(error))
+    report = run_patching(
+        job,
+        show_progress=not args.quiet,
+        reclaim_stale=args.reclaim_stale,
+        load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
+        announce=announce,
+    )
     print(f"[patch] wrote {report.written} rows in {time.time() - started:.1f} s; {len(report.skipped)} pairs skipped for bad audio (a rerun retries them)")
     print_skipped(report.skipped, "pair")
     unpatched = sum(value.get("not_patched", 0) for entry in report.summary["sites"].values() for value in entry["pairings"].values())

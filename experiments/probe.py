@@ -85,9 +85,6 @@ from probing.grid import GridError, expand_grid, read_grid, run_all
 from probing.results import arrays_folder, merge_task_results, task_results_folder
 from probing.run import ProbeConfig
 
-# errors a user can fix, shown as one ``error:`` line with exit status 2
-
-
 PROBE_FLAGS_BY_HAND = ("task", "device")  # task: --groups or --attribute; --device: auto by default
 GIVEN_BY_A_GRID = ("store", "site")  # required of a single run (main), not with --grid
 

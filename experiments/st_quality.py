@@ -82,10 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     options = from_args(StQualityOptions, args)
     rows = read_rows(args.hypotheses)
     target_language(rows, args.hypotheses)  # bad rows and several target languages are refused before COMET loads
-    try:
-        gpus, devices = comet_devices(args.device, options.gpus)
-    except ValueError as error:
-        return fail(str(error))
+    gpus, devices = comet_devices(args.device, options.gpus)
     if options.no_comet and (options.comet or options.comet_python):
         return fail(f"--no-comet with {'--comet' if options.comet else '--comet-python'}: choose one")
     scorer = None

@@ -6,9 +6,8 @@ package that defines ``main(argv)`` and runs it under ``if __name__ == "__main__
 (``experiments.recipes.realvoices`` -> ``realvoices``). A new command is its module and one line of
 the table; a command module the table lacks is caught by ``tests/cli/test_entry_point.py``. Listing
 reads the table and each module's docstring from its file (no stage is imported, so it is instant);
-the reference imports each stage and formats its parser (``build_parser()``, or ``_parser()``
-where a module still has that name) at a fixed width, so it does not depend on the terminal it is
-made in.
+the reference imports each stage and formats its parser (``build_parser()``) at a fixed width, so it
+does not depend on the terminal it is made in.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ PACKAGE_FOLDER = Path(__file__).resolve().parent
 PROGRAM = "speech-gender"  # the console script ([project.scripts] in pyproject.toml)
 SUMMARY_WIDTH = 80  # characters of a stage's summary in the listing (with the names: under 100 columns)
 REFERENCE_WIDTH = 100  # columns of the help texts in docs/cli.md
-PARSER_FUNCTIONS = ("build_parser", "_parser")  # the parser of a stage; `_parser` is the older name
 # "``python -m experiments.X ARGS``", optionally "(what ``make x`` runs)", then ":" opens a stage's docstring
 COMMAND_PREFIX = re.compile(r"^``python -m [\w.]+[^`]*``\s*(\([^)]*\))?\s*:\s*")
 
@@ -160,11 +158,10 @@ def run(stage: Stage, argv: list[str], program: str) -> int:
 def parser_of(stage: Stage, program: str = PROGRAM) -> argparse.ArgumentParser:
     """The stage's argument parser, built as ``PROGRAM STAGE`` would build it."""
     module = stage.load()
-    build = next((getattr(module, name) for name in PARSER_FUNCTIONS if hasattr(module, name)), None)
-    if build is None:
-        raise StageError(f"{stage.path}: no {' or '.join(f'{name}()' for name in PARSER_FUNCTIONS)} to document the stage with; add build_parser()")
+    if not hasattr(module, "build_parser"):
+        raise StageError(f"{stage.path}: no build_parser() to document the stage with; add build_parser()")
     with program_name(f"{program} {stage.name}"):
-        parser = build()
+        parser = module.build_parser()
     parser.prog = f"{program} {stage.name}"  # a parser may name itself (realvoices: python -m ...); the reference uses one name
     return parser
 

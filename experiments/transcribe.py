@@ -37,9 +37,8 @@ from experiments.cli import (
     model_spec,
 )
 from experiments.options import add_options, from_args
-from experiments.scheduling import SchedulingError, add_executor_arguments, executor_options, run_tasks, transcription_tasks
-from extract.claims import ClaimError
-from extract.manifest import ManifestError, read_manifest
+from experiments.scheduling import add_executor_arguments, executor_options, run_tasks, transcription_tasks
+from extract.manifest import read_manifest
 from extract.provenance import settings_path
 from extract.stage_options import TranscribeOptions
 
@@ -60,12 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def submit_transcription(args, job: TranscriptionJob, ids: list[str]) -> int:
     """``--executor``: the transcription as one submitit task, unless ``--out`` already holds every id."""
-    try:
-        executor = executor_options(args, args.device)
-        tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
-        return run_tasks(executor, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
-    except (SchedulingError, ManifestError, ClaimError) as error:
-        return fail(str(error))
+    executor = executor_options(args, args.device)
+    tasks, finished = transcription_tasks(job, ids, args.reclaim_stale)
+    return run_tasks(executor, "transcribe", tasks, finished, "rerun the same command: ids already in --out are skipped")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -73,19 +69,14 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         return fail(f"--out {out} is a folder; give the path of the hypotheses JSONL file")
-    from extract.families.generation import GenerationError  # after parsing: it loads torch, which --help never needs
-    from extract.interventions import InterventionError
-    from extract.jobs import TranscriptionJob, transcribe
-    from extract.runner import SettingsMismatchError, audio_notes_summary, print_skipped
+    from extract.jobs import TranscriptionJob, transcribe  # after parsing: it loads torch, which --help never needs
+    from extract.runner import audio_notes_summary, print_skipped
     from extract.spec import load_generator
 
     spec = model_spec(args)
     job = TranscriptionJob.of(options, spec, Path(args.manifest), out)
-    try:
-        job.intervener()  # the files are checked before anything is claimed
-        utterances = read_manifest(job.manifest)[: job.limit]
-    except (ManifestError, OSError, InterventionError) as error:
-        return fail(str(error))
+    job.intervener()  # the files are checked before anything is claimed
+    utterances = read_manifest(job.manifest)[: job.limit]
     load_or_exit(spec.resolved_checkpoint, spec)
     if args.executor:
         return submit_transcription(args, job, [u.id for u in utterances])
@@ -97,16 +88,13 @@ def _run(args: argparse.Namespace) -> int:
         )
 
     started = time.time()
-    try:
-        report = transcribe(
-            job,
-            show_progress=not args.quiet,
-            reclaim_stale=args.reclaim_stale,
-            load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
-            announce=announce,
-        )
-    except (ManifestError, SettingsMismatchError, ClaimError, GenerationError, InterventionError) as error:
-        return fail(str(error))
+    report = transcribe(
+        job,
+        show_progress=not args.quiet,
+        reclaim_stale=args.reclaim_stale,
+        load=lambda spec, decoding: load_or_exit(lambda: load_generator(spec, decoding), spec),
+        announce=announce,
+    )
     elapsed = time.time() - started
     print(
         f"[transcribe] wrote {report.written} rows in {elapsed:.1f} s; {len(report.skipped)} skipped for bad audio (a rerun retries them); "

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argument, command_main, fail, input_argument
+from experiments.format import number
 from experiments.options import add_options, from_args
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, load_analyser
 from experiments.scoring.winomt import alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
@@ -86,19 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _spacy_model(options: WinoMTOptions, tgt_lang: str) -> str | None:
-    return options.spacy_model or DEFAULT_SPACY_MODELS.get(tgt_lang)
-
-
-def _show(value) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
 def _print_st(result: dict, out: Path, sentences: Path) -> None:
-    print(f"[winomt] accuracy {_show(result['accuracy'])}, F1 male {_show(result['f1_male'])}, F1 female {_show(result['f1_female'])}")
-    print(f"[winomt] ΔG {_show(result['delta_g'])}")
-    print(f"[winomt] pro {_show(result['accuracy_pro'])} (n={result['n_pro']}), anti {_show(result['accuracy_anti'])} (n={result['n_anti']})")
-    print(f"[winomt] ΔS {_show(result['delta_s'])}")
+    print(f"[winomt] accuracy {number(result['accuracy'])}, F1 male {number(result['f1_male'])}, F1 female {number(result['f1_female'])}")
+    print(f"[winomt] ΔG {number(result['delta_g'])}")
+    print(f"[winomt] pro {number(result['accuracy_pro'])} (n={result['n_pro']}), anti {number(result['accuracy_anti'])} (n={result['n_anti']})")
+    print(f"[winomt] ΔS {number(result['delta_s'])}")
     unknown = ", ".join(f"{gender} {count}" for gender, count in result["unknown"].items())
     alignments = Path(result["settings"]["alignments_used"]).name
     print(f"[winomt] {result['n']} sentences, unknown gender read: {unknown}; wrote {out}, {sentences.name} and {alignments}")
@@ -106,11 +99,11 @@ def _print_st(result: dict, out: Path, sentences: Path) -> None:
 
 def _print_asr(result: dict, out: Path, sentences: Path) -> None:
     print(
-        f"[winomt] ASR: pronoun accuracy {_show(result['pronoun_accuracy'])}, profession recognised {_show(result['profession_accuracy'])}, "
-        f"pronoun accuracy where recognised {_show(result['pronoun_accuracy_profession_recognised'])}"
+        f"[winomt] ASR: pronoun accuracy {number(result['pronoun_accuracy'])}, profession recognised {number(result['profession_accuracy'])}, "
+        f"pronoun accuracy where recognised {number(result['pronoun_accuracy_profession_recognised'])}"
     )
-    print(f"[winomt] pronoun accuracy pro {_show(result['pronoun_accuracy_pro'])}, anti {_show(result['pronoun_accuracy_anti'])}")
-    print(f"[winomt] pronoun ΔS {_show(result['pronoun_delta_s'])}; {result['n']} sentences; wrote {out} and {sentences.name}")
+    print(f"[winomt] pronoun accuracy pro {number(result['pronoun_accuracy_pro'])}, anti {number(result['pronoun_accuracy_anti'])}")
+    print(f"[winomt] pronoun ΔS {number(result['pronoun_delta_s'])}; {result['n']} sentences; wrote {out} and {sentences.name}")
 
 
 def _warn(result: dict, args: argparse.Namespace) -> None:
@@ -132,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.tgt_lang:
         return fail("--task st needs --tgt-lang (the language of the translations)")
-    model = _spacy_model(options, args.tgt_lang)
+    model = options.spacy_model or DEFAULT_SPACY_MODELS.get(args.tgt_lang)
     if model is None:
         return fail(f"no default spaCy pipeline for --tgt-lang {args.tgt_lang}; give --spacy-model (a pipeline with a morphologizer)")
     extra = read_parallel(args.extra_parallel) if args.extra_parallel else ()

@@ -36,7 +36,6 @@ naming the file and key, exit status 2; a failed submitted task is reported with
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,11 +45,11 @@ from experiments.cli import (
     add_device_argument,
     add_quiet_argument,
     add_reclaim_stale_argument,
+    command_main,
     fail,
     input_argument,
     output_argument,
     program_name,
-    run_cli,
 )
 from experiments.options import add_options, from_args
 from experiments.scheduling import GridTasks, add_executor_arguments, executor_options
@@ -124,9 +123,12 @@ def _write_placeholders(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
+def _run(args: argparse.Namespace) -> int:
     from extract.device import default_device, device_problem
 
+    options = from_args(StudyRunOptions, args)
+    if args.root is not None and not args.root.strip():
+        return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
     if args.placeholders:
         return _write_placeholders(args)
     started = time.time()
@@ -163,14 +165,4 @@ def _run(args: argparse.Namespace, options: StudyRunOptions) -> int:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    options = from_args(StudyRunOptions, args)
-    if args.root is not None and not args.root.strip():
-        return fail("--root needs a folder, and got none: is the shell variable it names unset or empty (e.g. export DATA=~/data first)?")
-    return run_cli(lambda: _run(args, options))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(build_parser, _run, module=__name__)

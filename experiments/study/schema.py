@@ -254,12 +254,16 @@ class _Reader:
         self.missing: list[tuple[str, Path]] = []  # (key, path) of every input file that does not exist, said at once
 
     def input_file(self, value, where: str) -> Path:
-        """A manifest or MuST-SHE definition: like :meth:`file`, but one that does not exist is noted
-        (:meth:`check_missing` names them all in one line) instead of ending the check at the first."""
-        if isinstance(value, str) and value and not self.resolve(value).exists():
-            self.missing.append((where, self.resolve(value)))
-            return self.resolve(value)
-        return self.file(value, where)
+        """A manifest or MuST-SHE definition; one that does not exist is noted (:meth:`check_missing`
+        names them all in one line) instead of ending the check at the first."""
+        if not isinstance(value, str) or not value:
+            raise self.error(where, f"expected a path, got {shown(value)}")
+        path = self.resolve(value)
+        if not path.exists():
+            self.missing.append((where, path))
+        elif not path.is_file():
+            raise self.error(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
+        return path
 
     def check_missing(self, shown: int = 3) -> None:
         """Every missing input file at once (a paper's study names 49), with what to do."""
@@ -275,14 +279,6 @@ class _Reader:
 
     def error(self, where: str, message: str) -> StudyError:
         return StudyError(f"{self.path}: {where}: {message}")
-
-    def file(self, value, where: str) -> Path:
-        if not isinstance(value, str) or not value:
-            raise self.error(where, f"expected a path, got {shown(value)}")
-        path = self.resolve(value)
-        if not path.is_file():
-            raise self.error(where, f"{path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"))
-        return path
 
     def resolve(self, value: str) -> Path:
         path = Path(value).expanduser()
@@ -331,7 +327,8 @@ def load_study(path: str | Path, root: str | Path | None = None) -> Study:
     corpora = _corpora(reader, study.corpora)
     reader.check_missing()
     f0 = _f0(reader, study.baselines, models, corpora)
-    probes = _grids(reader, study.probes, isinstance(document.get("probes"), list), models, corpora, f0)
+    where = "probes[{}]" if isinstance(document.get("probes"), list) else "probes"  # one grid (a mapping) or a list of grids
+    probes = tuple(_probes(reader, grid, models, corpora, f0, where.format(index)) for index, grid in enumerate(study.probes or ()))
     models = tuple(_transcribed_corpora(reader, model, index, corpora) for index, model in enumerate(models))
     gaps = _gaps(reader, study.behaviour.gap, isinstance((document.get("behaviour") or {}).get("gap"), list), corpora)
     st_quality = study.behaviour.st_quality.model_dump() if study.behaviour.st_quality is not None else None
@@ -578,13 +575,6 @@ def _f0(reader: _Reader, baselines: Baselines, models: tuple[Model, ...], corpor
     f0 = baselines.f0.model_dump()
     f0["corpora"] = _scored(reader, f0["corpora"], corpora, "asr", "baselines.f0.corpora")
     return f0
-
-
-def _grids(
-    reader: _Reader, grids: list[Grid] | None, listed: bool, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None
-) -> tuple[ProbeGrid, ...]:
-    """``probes``: one grid (a mapping) or a list of grids (``listed``), each checked."""
-    return tuple(_probes(reader, grid, models, corpora, f0, f"probes[{index}]" if listed else "probes") for index, grid in enumerate(grids or ()))
 
 
 def _probes(reader: _Reader, grid: Grid, models: tuple[Model, ...], corpora: tuple[Corpus, ...], f0: dict | None, where: str) -> ProbeGrid:

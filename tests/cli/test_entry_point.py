@@ -203,9 +203,8 @@ def test_every_stage_and_subcommand_names_itself_speech_gender_stage_through_the
     """One program name in every usage line (the reference's anchors follow it: ``cli.md#study-run``)."""
     for stage in stage_list.stages():
         module = stage.load()
-        build = next(getattr(module, name) for name in stage_list.PARSER_FUNCTIONS if hasattr(module, name))
         with stage_list.program_name(f"speech-gender {stage.name}"):
-            parser = build()
+            parser = module.build_parser()
         for current in [parser, *stage_list.subcommands(parser)]:
             assert current.prog.startswith(f"speech-gender {stage.name}"), (stage.name, current.prog)
 
