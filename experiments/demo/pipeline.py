@@ -11,7 +11,7 @@ from pathlib import Path
 
 from experiments.demo.extras import EXTRA_STAGES, run_extra
 from experiments.demo.report import write_report
-from experiments.demo.work import Work, build_real_voices, context, write_corpus_card, write_study
+from experiments.demo.work import Work, build_real_voices, context, log, write_corpus_card, write_study
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.study.runner import STAGES, describe, plan, print_lines, run
@@ -93,10 +93,6 @@ def report_folder(out: Path | None, root: Path) -> Path:
     """Where the figures and report go: ``--out``, else inside the work folder (in the cache), so
     that a user's ``make demo`` leaves the checkout's committed figures alone."""
     return out or root / "report"
-
-
-def log(message: str) -> None:
-    print(f"[demo] {message}", flush=True)
 
 
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:

@@ -157,11 +157,10 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
     ]
     for model, result in gaps.items():
         for language, entry in result["languages"].items():
-            groups = entry["groups"]
+            rates = " | ".join(number(entry["groups"].get(group, {}).get("error_rate"), 2) for group in ("female", "male"))
             if entry.get("missing_groups"):
                 lines.append(
-                    f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
-                    f"{number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
+                    f"| {model} | {language} | {entry['metric'].upper()} | {rates} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
                 )
                 continue
             bootstrap = entry.get("bootstrap", {})
@@ -171,8 +170,7 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
                 speakers = bootstrap.get("speakers", {})
                 interval += f" (unreliable: {' / '.join(str(n) for n in speakers.values())} speakers)"
             lines.append(
-                f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
-                f"{number(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {number(entry.get('gap_relative'))} | "
+                f"| {model} | {language} | {entry['metric'].upper()} | {rates} | {interval} | {number(entry.get('gap_relative'))} | "
                 f"{gap_estimate_name(entry)} | {_p(bootstrap.get('p_value'))} |"
             )
     lines += [
@@ -327,8 +325,12 @@ def real_voices_section(work: Work, collected: Collected) -> str:
     probes += [("F0 alone (Praat: ln median, mean, sd)", f0), (f"shuffled control, whisper-base {last}", probe("whisper-base", last, "shuffled"))]
     probes += [("shuffled control, F0", probe("praat-f0", "f0", "shuffled"))]
     voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
-    whisper_voices, f0_voices = collected_voice_accuracy(collected, per_site[last], voice_of), collected_voice_accuracy(collected, f0, voice_of)
-    rates = voice_error_rates(work)
+
+    def accuracy(row: dict) -> dict[tuple[str, str], float]:
+        arrays = collected.arrays(row)
+        return voice_accuracy(arrays["test_ids"].tolist(), arrays["test_correct"], voice_of)
+
+    whisper_voices, f0_voices, rates = accuracy(per_site[last]), accuracy(f0), voice_error_rates(work, voice_of)
     voice_rows = [
         (
             voice["name"] or speaker,
@@ -344,7 +346,7 @@ def real_voices_section(work: Work, collected: Collected) -> str:
     return render(
         "real_voices.md.j2",
         **dict(skipped=None, work=work, card=card, voices=voices, clips=sum(row["clips"] for row in voices.values()), speakers=len({s for s, _ in voices})),
-        **dict(probes=probes, voice_accuracy=lambda row: collected_voice_accuracy(collected, row, voice_of), last=last, voice_rows=voice_rows),
+        **dict(probes=probes, voice_accuracy=accuracy, last=last, voice_rows=voice_rows),
         gap=read_document(work.gap("whisper-base", REAL), GapReport).to_dict(),
     )
 
@@ -358,12 +360,6 @@ def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[t
     return {voice: 100.0 * float(np.mean(found)) for voice, found in outcomes.items()}
 
 
-def collected_voice_accuracy(collected: Collected, row: dict, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
-    """:func:`voice_accuracy` of one leave-one-speaker-out run of the demo's results."""
-    arrays = collected.arrays(row)
-    return voice_accuracy(arrays["test_ids"].tolist(), arrays["test_correct"], voice_of)
-
-
 def _voices_by_id(manifest: Path) -> dict[str, tuple[str, str]]:
     from extract.manifest import read_manifest
 
@@ -374,12 +370,11 @@ def _mean(values: dict) -> float | None:
     return float(np.mean(list(values.values()))) if values else None
 
 
-def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
+def voice_error_rates(work: Work, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
     """Error rate per (speaker, language) of Whisper base on the real voices, in percent, from the
     gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
     from experiments.scoring.gaps import counts_path
 
-    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     errors: dict[tuple[str, str], list[float]] = {}
     for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
         totals = errors.setdefault((count["speaker"], voice_of[count["id"]][1]), [0.0, 0.0])

@@ -21,6 +21,7 @@ from experiments.study.schema import load_study
 from experiments.study.stages.extract import extraction_job
 from experiments.study.stages.probe import probe_configs as study_probe_configs
 from experiments.study.stages.transcribe import transcription_job
+from extract.manifest import read_manifest, write_manifest
 
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY
@@ -28,6 +29,12 @@ WHISPER_BASE_SITES = ("encoder.embed", *(f"encoder.layer.{index}" for index in r
 ASR, MUSTSHE, REAL = "demo", "must_she", "realvoices"  # the demo's corpora (the datasets its manifests' rows record)
 REAL_PER_SPEAKER = {False: 6, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the 20-minute budget
 POOLED = f"{ASR}-all"  # the part name of the pooled English and Spanish manifest
+HELD_OUT = ("dev", "test")  # the manifest splits whose speakers no probe, intervention file or GRAFN filter is fitted on
+
+
+def log(message: str, stage: str = "") -> None:
+    """One line of the demo's progress: ``[demo]``, or ``[demo:STAGE]`` from an opt-in stage."""
+    print(f"[demo{':' + stage if stage else ''}] {message}", flush=True)
 
 
 def tiny_families() -> dict[str, list[str]]:
@@ -190,11 +197,7 @@ def transcription_jobs(work: Work) -> dict:
     ctx = context(work)
     named = {"whisper-base": ("whisper-base", POOLED, None), "whisper-tiny.en": ("whisper-tiny.en", POOLED, None)}
     named["whisper-base-mustshe-es"] = ("whisper-base", f"{MUSTSHE}-en-es", "es")
-    jobs = {}
-    for name, (model, part, target) in named.items():
-        chosen, corpus, chosen_part = _model_part(ctx.study, model, part)
-        jobs[name] = transcription_job(ctx, chosen, corpus, chosen_part, target)
-    return jobs
+    return {name: transcription_job(ctx, *_model_part(ctx.study, model, part), target) for name, (model, part, target) in named.items()}
 
 
 def probe_configs(work: Work) -> list:
@@ -252,6 +255,13 @@ def real_voices_skipped(work: Work) -> str | None:
 
     skipped = work.realvoices / "skipped.json"
     return json.loads(skipped.read_text())["reason"] if skipped.exists() else None
+
+
+def held_out_manifest(manifest: Path, out: Path) -> Path:
+    """The utterances of ``manifest``'s :data:`HELD_OUT` speakers, written to ``out`` once."""
+    if not out.exists():
+        write_manifest(out, [u for u in read_manifest(manifest) if u.split in HELD_OUT])
+    return out
 
 
 def find_config(configs: list, store: Path, site: str, probe: str = "positional", control: str = "none", language: str | None = None):

@@ -165,14 +165,6 @@ def gap_mark(entry: dict) -> str:
     return _significance(entry["bootstrap"].get("p_value"))
 
 
-GAP_AXIS_LABEL = "E(F, M): relative WER gap (%)\n>0: worse for women"
-
-
-def gap_axis_label(results: dict[str, dict]) -> str:
-    """The y label of :func:`gap_bars`: E in words, with its sign (the estimate is in :func:`gap_estimate_note`)."""
-    return GAP_AXIS_LABEL
-
-
 def gap_estimate_note(results: dict[str, dict]) -> str:
     """The estimate the ``gap_relative`` values are (from the JSON), for :func:`gap_bars`'s footnote."""
     names = {
@@ -230,7 +222,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
             axis.annotate(text, (index, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=FONT_SIZE - 2)
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
-    axes[0, 0].set_ylabel(gap_axis_label(results))
+    axes[0, 0].set_ylabel(axis_label("gap_relative"))  # E in words with its sign; the estimate is in the footnote
     perfect, undefined = no_error_languages(results), undefined_gap_languages(results)
     figure.supxlabel(
         f"{gap_estimate_note(results)}; error bars: 95 % speaker-bootstrap interval\n(† none, or too few speakers for a reliable one)\n"

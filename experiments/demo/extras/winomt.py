@@ -16,9 +16,12 @@ redraws the table and the figure. The voices are synthetic: the numbers show tha
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from experiments.demo.report import render_lines
+from experiments.demo.work import log as demo_log
+from experiments.demo.work import whisper
 from experiments.format import number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
@@ -40,10 +43,7 @@ ST_SYSTEMS = {
     "reference-fr": "hand-written French reference (the scorer's ceiling)",
 }
 ASR_SYSTEMS = {"whisper-base": "Whisper base ASR", "whisper-tiny.en": "Whisper tiny.en ASR"}
-
-
-def log(message: str) -> None:
-    print(f"[demo:winomt] {message}", flush=True)
+log = partial(demo_log, stage="winomt")
 
 
 def _corpus_settings(work) -> dict:
@@ -56,26 +56,18 @@ def _voices(work):
 
 
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
-    from experiments.demo.work import whisper
-
-    options = GenerationOptions(num_beams=1, max_new_tokens=128)
-    hyps = work.root / "winomt" / "hyps"
+    runs = {"whisper-base": ("bundled-base", None), "whisper-tiny.en": ("bundled-tiny.en", None), "whisper-base-fr": ("bundled-base", "fr")}
     return {
-        "whisper-base": TranscriptionJob(
-            whisper(work, "bundled-base"), winost_set.manifest, hyps / "whisper-base.jsonl", "asr", name="whisper-base", options=options
-        ),
-        "whisper-tiny.en": TranscriptionJob(
-            whisper(work, "bundled-tiny.en"), winost_set.manifest, hyps / "whisper-tiny.en.jsonl", "asr", name="whisper-tiny.en", options=options
-        ),
-        "whisper-base-fr": TranscriptionJob(
-            whisper(work, "bundled-base"),
+        name: TranscriptionJob(
+            whisper(work, checkpoint),
             winost_set.manifest,
-            hyps / "whisper-base-fr.jsonl",
-            "st",
-            tgt_lang="fr",
-            name="whisper-base",
-            options=GenerationOptions(num_beams=1, max_new_tokens=128, translate_by_forcing=True),
-        ),
+            work.root / "winomt" / "hyps" / f"{name}.jsonl",
+            "st" if target else "asr",
+            tgt_lang=target,
+            name=name.removesuffix("-fr"),  # the French run's rows name the model: whisper-base
+            options=GenerationOptions(num_beams=1, max_new_tokens=128, translate_by_forcing=target is not None),
+        )
+        for name, (checkpoint, target) in runs.items()
     }
 
 
