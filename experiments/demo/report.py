@@ -96,13 +96,6 @@ class Collected:
         return load_attention(self.work.layout.probes, row["run_id"])[1]
 
 
-def _frame_rate(store: Path, site: str) -> float:
-    """Frames per second of ``site``, as the store recorded it at extraction."""
-    from extract.store import ShardReader
-
-    return ShardReader(store).info.frame_rate(site)
-
-
 def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
     """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
     constant points, the scatter alone and the reason."""
@@ -216,6 +209,8 @@ def pooled_language(gaps: dict[str, dict]) -> str:
 
 
 def write_report(work: Work, trimmed: bool) -> Path:
+    from extract.store import ShardReader
+
     out = work.out
     out.mkdir(parents=True, exist_ok=True)
     collected = Collected(work)
@@ -239,7 +234,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
         control=control_arrays["test_f1_macro"],
         mdl_bits=arrays.get("mdl_online_bits"),
         uniform_bits=arrays.get("mdl_uniform_bits"),
-        frame_rate=_frame_rate(Path(real["config"]["store"]), last),
+        frame_rate=ShardReader(Path(real["config"]["store"])).info.frame_rate(last),  # as the store recorded it at extraction
         title=f"whisper-base {last} (synthetic voices)",
     )
 

@@ -60,14 +60,6 @@ class Work:
         return self.root / "demo.yaml"
 
     @property
-    def stores(self) -> Path:
-        return self.root / "stores"
-
-    @property
-    def hyps(self) -> Path:
-        return self.root / "hyps"
-
-    @property
     def layout(self) -> Layout:
         """The study's own layout of ``root``: its probe rows (``layout.probes``), collected tables
         (``layout.results``: ``long.csv``, ``f1_vs_gap.csv``, ``correlations.json``, ...)."""
@@ -80,14 +72,14 @@ class Work:
 
     def store(self, model: str, corpus: str = ASR) -> Path:
         """The store of ``model`` on a pooled corpus (``stores/MODEL/CORPUS-all``)."""
-        return self.stores / model / f"{corpus}-all"
+        return self.root / "stores" / model / f"{corpus}-all"
 
     def gap(self, model: str, corpus: str = ASR) -> Path:
         """The gap report of ``model`` on a pooled corpus (one entry per language)."""
         return self.root / "behaviour" / model / f"gap-{corpus}-all.json"
 
     def hypotheses(self, model: str, corpus: str = ASR) -> Path:
-        return self.hyps / model / f"{corpus}-all.jsonl"
+        return self.root / "hyps" / model / f"{corpus}-all.jsonl"
 
     @property
     def mustshe(self) -> Path:
