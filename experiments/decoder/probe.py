@@ -1,26 +1,14 @@
 """Speaker gender from the decoder's states at MuST-SHE's gendered words (``speech-gender decoder_probe``).
 
-Reads a decoder-state store (``experiments.decoder_states``) and the manifest it was extracted
-from (its MuST-SHE annotations: ``extra.category``, ``extra.genderterms``). For each utterance the
-gendered words are found in its hypothesis and mapped to its token rows
-(:mod:`experiments.decoder.words`); an utterance with at least one located word is an example, labelled
-with its speaker's gender. Per decoder site two probes run on the same utterances and split:
-
-- ``gendered-words``: the mean over the utterance's gendered words of each word's mean over its
-  tokens' rows (``--position emitting``: the states that generated the tokens; ``reading``: the
-  states one step later, that have read them);
-- ``all-tokens``: the mean over every generated token's row (the end-of-sequence row included),
-  the comparison: whether the words carry more than the sentence as a whole.
-
-One example per utterance, so that the split is the probes' own: speaker-disjoint and balanced by
-gender (:func:`probing.data.make_splits`, the manifest's train/dev/test where it gives them); a
-logistic probe (L2, C = ``--c``, standardized with the training split's statistics) is trained by
-the CPU solver (:func:`probing.solver.fit_positions`) and scored on test by macro F1. One row per
-site and probe (a probe row, :mod:`probing.results`: ``subject``, ``config`` with ``site``, ``probe``,
-``control`` none, ``seed`` and ``task`` female-male, so ``collect`` puts them in ``long.csv``),
-with ``words``: utterances annotated, with a word found, with a word located in the tokens, without
-one (counted, and the first ids), the words found and those not located; a rerun skips the rows
-already in ``--out``.
+An utterance of a decoder-state store whose manifest row carries its MuST-SHE annotation, with at
+least one of its gendered words located in its token rows (:mod:`experiments.decoder.words`), is an
+example labelled with its speaker's gender: one per utterance, so that the split is the probes' own
+(speaker-disjoint, balanced by gender). Per decoder site two probes run on the same utterances and split:
+``gendered-words`` (the mean over the utterance's words) and ``all-tokens`` (the mean over every
+generated token's row, the end-of-sequence row included: whether the words carry more than the
+sentence as a whole). One probe row per site and probe (:mod:`probing.results`; ``control`` none and
+``task`` female-male, so ``collect`` puts them in ``long.csv``), with ``words``, the counts of
+:class:`Examples`. The protocol, step by step: docs/stages/decoder.md.
 """
 
 from __future__ import annotations
@@ -75,7 +63,9 @@ class DecoderProbeOptions:
 
 @dataclass
 class Examples:
-    """The utterances probed and what the words of each are, with the counts a row reports."""
+    """The utterances probed and what the words of each are, with the counts a row reports (``words``:
+    utterances annotated, with a word found, with a word located in the tokens, without one and the
+    first :data:`SHOWN_IDS` of their ids, the words found and those not located)."""
 
     ids: list[str]
     words: dict[str, UtteranceWords]
