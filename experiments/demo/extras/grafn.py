@@ -64,10 +64,8 @@ def normalise(work, folder: Path) -> dict[str, Path]:
     filters = folder / "filters.json"
     if not filters.exists():
         fit_from_manifest(work.corpus.manifest, GrafnParameters(), split="train", show_progress=False)[0].save(filters)
-    manifests = {
-        "corpus-gender": folder / "manifests" / "corpus-gender.jsonl",
-        "original": held_out_manifest(work.corpus.manifest, folder / "manifests" / "held-out.jsonl"),
-    }
+    manifests = {"corpus-gender": folder / "manifests" / "corpus-gender.jsonl"}
+    manifests["original"] = held_out_manifest(work.corpus.manifest, folder / "manifests" / "held-out.jsonl")
     apply_to_manifest(filters, work.corpus.manifest, folder / "audio" / "corpus-gender", manifests["corpus-gender"], "gender", show_progress=False)
     for mode in MODES:
         manifests[mode] = folder / "manifests" / f"held-out-{mode}.jsonl"
