@@ -46,15 +46,6 @@ ASR_SYSTEMS = {"whisper-base": "Whisper base ASR", "whisper-tiny.en": "Whisper t
 log = partial(demo_log, stage="winomt")
 
 
-def _corpus_settings(work) -> dict:
-    return json.loads((work.corpus.root / "build.json").read_text())
-
-
-def _voices(work):
-    names = set(_corpus_settings(work)["voices"])
-    return tuple(voice for voice in VOICES if voice.name in names)
-
-
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
     runs = {"whisper-base": ("bundled-base", None), "whisper-tiny.en": ("bundled-tiny.en", None), "whisper-base-fr": ("bundled-base", "fr")}
     return {
@@ -165,10 +156,11 @@ def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trim
 
 
 def run(work) -> list[str]:
-    settings = _corpus_settings(work)
+    settings = json.loads((work.corpus.root / "build.json").read_text())  # the demo corpus' voices and seed
     trimmed = settings.get("sentences_per_language") is not None
+    voices = tuple(voice for voice in VOICES if voice.name in settings["voices"])
     winost_set = build_winost_set(
-        work.root / "winomt" / "set", _voices(work), templates=TRIM_TEMPLATES if trimmed else None, seed=settings["seed"], show_progress=False
+        work.root / "winomt" / "set", voices, templates=TRIM_TEMPLATES if trimmed else None, seed=settings["seed"], show_progress=False
     )
     hyps = {}
     ids = {utterance.id for utterance in read_manifest(winost_set.manifest)}
