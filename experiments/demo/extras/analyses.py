@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -45,18 +45,12 @@ REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second")
 CLUSTERING = HdbscanSettings(min_cluster_size=2, metric="cosine")  # the paper's
 
 
-def _lazy_token_counter():
-    """The Whisper tokenizer, loaded on the first record that needs it (a rerun with nothing to do never loads it)."""
-    counter = []
+@cache
+def _token_counter():
+    """The Whisper tokenizer's counter, loaded by the first record that needs it (a rerun with nothing to do never loads it)."""
+    from experiments.scoring.dataset_stats import whisper_token_counter
 
-    def count(text: str) -> int:
-        if not counter:
-            from experiments.scoring.dataset_stats import whisper_token_counter
-
-            counter.append(whisper_token_counter(TOKENIZER))
-        return counter[0](text)
-
-    return count
+    return whisper_token_counter(TOKENIZER)
 
 
 def acoustic_rows(work, folder: Path) -> tuple[list[dict], dict]:
@@ -64,7 +58,9 @@ def acoustic_rows(work, folder: Path) -> tuple[list[dict], dict]:
     out, timing_path = folder / "acoustic.jsonl", folder / "acoustic.timing.json"
     utterances = read_manifest(work.corpus.manifest)
     started = time.time()
-    summary = compute_acoustics(utterances, out, _lazy_token_counter(), TOKENIZER, speech=SPEECH, range_by="speaker", workers=WORKERS, show_progress=False)
+    summary = compute_acoustics(
+        utterances, out, lambda text: _token_counter()(text), TOKENIZER, speech=SPEECH, range_by="speaker", workers=WORKERS, show_progress=False
+    )
     if summary["computed_now"] == len(utterances):
         seconds = time.time() - started
         timing = {"records": len(utterances), "seconds": seconds, "seconds_per_1000": 1000 * seconds / len(utterances), "workers": WORKERS}
