@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, replace
+from itertools import cycle, islice
 from pathlib import Path
 
 import numpy as np
@@ -229,13 +230,8 @@ def reader_voices(voices: tuple[Voice, ...], count: int) -> list[Voice]:
     by_gender = {gender: sorted((v for v in voices if v.gender == gender and "en" in v.languages), key=lambda v: v.name) for gender in ("female", "male")}
     if not all(by_gender.values()):
         raise ValueError("the WinoST-style set needs at least one female and one male English voice")
-    turns = {"female": 0, "male": 0}
-    chosen = []
-    for position in range(count):
-        gender = READER_GENDERS[position % len(READER_GENDERS)]
-        chosen.append(by_gender[gender][turns[gender] % len(by_gender[gender])])
-        turns[gender] += 1
-    return chosen
+    turns = {gender: cycle(readers) for gender, readers in by_gender.items()}
+    return [next(turns[gender]) for gender in islice(cycle(READER_GENDERS), count)]
 
 
 def build_winost_set(root: Path, voices: tuple[Voice, ...], templates: int | None = None, seed: int = 0, show_progress: bool = True) -> WinoSTSet:
