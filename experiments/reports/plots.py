@@ -148,12 +148,6 @@ def per_position(
     return save(figure, out)
 
 
-def _significance(p_value) -> str:
-    if p_value is None or not np.isfinite(p_value):
-        return ""
-    return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
-
-
 def gap_mark(entry: dict) -> str:
     """The published t-test's mark for one ``asr_gap`` language entry, shown only where the
     speaker-bootstrap interval excludes 0 and rests on enough speakers: the t-test is
@@ -162,7 +156,10 @@ def gap_mark(entry: dict) -> str:
     low, high = entry["bootstrap"].get("ci95") or [None, None]
     if low is None or high is None or low <= 0 <= high or entry["bootstrap"].get("ci95_note"):
         return ""
-    return _significance(entry["bootstrap"].get("p_value"))
+    p_value = entry["bootstrap"].get("p_value")
+    if p_value is None or not np.isfinite(p_value):
+        return ""
+    return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
 
 
 def gap_estimate_note(results: dict[str, dict]) -> str:
