@@ -97,8 +97,8 @@ def report_folder(out: Path | None, root: Path) -> Path:
 
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
-        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES, measure=False)
-    return build_demo_corpus(default_root(seed), seed=seed, measure=False)  # the card comes from the study's transcripts
+        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES)
+    return build_demo_corpus(default_root(seed), seed=seed)
 
 
 def _timed(name: str, stage):

@@ -215,16 +215,14 @@ def build_demo_corpus(
     sentences_per_language: int | None = None,
     mustshe_sentences: int | None = None,
     voices: tuple[Voice, ...] = VOICES,
-    measure: bool = True,
     show_progress: bool = True,
     workers: int | None = None,
 ) -> DemoCorpus:
-    """Build the corpus unless a complete one is already there; returns its paths.
+    """Build the corpus unless a complete one is already there; returns its paths. The corpus card is
+    :func:`experiments.recipes.democorpus.card.write_card`'s (``experiments.demo`` writes it from its
+    study's transcripts, so that the corpus is not transcribed twice).
 
     ``sentences_per_language`` and ``mustshe_sentences`` trim the corpus (tests use a few);
-    ``measure`` transcribes it with the bundled Whisper base to write the corpus card, where there is
-    none yet (``experiments.demo`` passes False and writes the card from its study's own transcripts,
-    :func:`experiments.recipes.democorpus.card.write_card`, instead of transcribing the corpus twice).
     ``workers``: synthesis processes (default: one per core; the recordings do not depend on it).
     """
     workers = default_workers() if workers is None else workers
@@ -240,10 +238,6 @@ def build_demo_corpus(
     }
     if not (corpus.complete and _same_build(json.loads((corpus.root / "build.json").read_text()), settings)):
         _synthesize(corpus, settings, voices, sentences_per_language, mustshe_sentences, show_progress, workers)
-    if measure and not corpus.card.exists():
-        from experiments.recipes.democorpus.card import write_card
-
-        write_card(corpus, show_progress=show_progress)
     return corpus
 
 
