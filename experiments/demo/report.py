@@ -285,7 +285,6 @@ def write_report(work: Work, trimmed: bool) -> Path:
         [predicted[s["id"]] for s in sentences],
         [s["translation_gender"] for s in sentences],
         out / "confusion",
-        classes=("female", "male"),
         title="MuST-SHE (voices the probe never trained on)",
     )
 

@@ -155,19 +155,19 @@ def write_study(work: Work, positions: int, real: bool = False) -> Path:
     return work.study_file
 
 
-def whisper(work: Work, checkpoint: str, random_init: bool = False):
+def whisper(work: Work, checkpoint: str):
     """A bundled Whisper model in the demo's compute dtype (the default device), as the study loads it."""
     from extract.spec import ModelSpec
 
-    return ModelSpec("whisper", checkpoint, dtype=work.dtype, random_init=random_init)
+    return ModelSpec("whisper", checkpoint, dtype=work.dtype)
 
 
-def context(work: Work, show_progress: bool = False):
+def context(work: Work):
     """The study context of the demo's study file (written by :func:`write_study`)."""
     from extract.spec import default_device
 
     study = load_study(work.study_file)
-    return Context(study, study.device or default_device(), show_progress=show_progress)
+    return Context(study, study.device or default_device(), show_progress=False)
 
 
 def _model_part(study, model: str, part: str):
