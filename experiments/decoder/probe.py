@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from experiments.decoder.words import POSITIONS, UtteranceWords, shifted, utterance_features, utterance_words
+from extract.manifest import read_manifest
 from extract.options import check_options, option, seed_option
 from extract.paths import canonical_path
-from probing.data import ProbeError, make_splits
+from extract.provenance import file_sha256, provenance
+from probing.data import ProbeError, make_splits, store_identity, store_subject
 
 PROBES = ("gendered-words", "all-tokens")
 CATEGORIES = ("1", "all")
@@ -88,9 +90,6 @@ def _entry(utterance):
 def annotated_manifest(reader, given: Path | None) -> dict:
     """The manifest rows by id: ``given``, else the store's recorded manifest, refused (in one line)
     when its content is not what the store was extracted from."""
-    from extract.manifest import read_manifest
-    from extract.provenance import file_sha256
-
     config = reader.info.config
     path = Path(given or config.get("manifest") or "")
     if not path.is_file():
@@ -155,9 +154,7 @@ def _fit_and_score(x: dict[str, np.ndarray], y: dict[str, np.ndarray], c: float,
 
 def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str] = frozenset()):
     """Yields one probe row per site and probe, those whose run id is in ``done`` left out."""
-    from extract.provenance import provenance
     from extract.store import ShardReader
-    from probing.data import store_identity, store_subject
 
     reader = ShardReader(store, allow_partial=options.allow_partial)
     config = reader.info.config

@@ -20,10 +20,12 @@ from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Wo
 from experiments.format import number
 from experiments.reports import plots as figures
 from experiments.reports.markdown import markdown_templates
-from experiments.results.correlation import interval_text
+from experiments.results.correlation import CorrelationError, correlate, interval_text
 from experiments.results.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_table
-from experiments.scoring.gaps import GAP_ESTIMATES
+from experiments.scoring.gaps import GAP_ESTIMATES, counts_path
 from experiments.scoring.mustshe import sentences_path
+from extract.manifest import read_manifest
+from extract.paths import CACHE_ENV, cache_dir, source_checkout
 from extract.records import read_document, read_side_rows, read_versioned
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
@@ -99,8 +101,6 @@ class Collected:
 def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
     """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
     constant points, the scatter alone and the reason."""
-    from experiments.results.correlation import CorrelationError, correlate
-
     try:
         fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(table), "points": labels}
         out_json.write_text(json.dumps(fit, indent=2) + "\n")
@@ -355,8 +355,6 @@ def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[t
 
 
 def _voices_by_id(manifest: Path) -> dict[str, tuple[str, str]]:
-    from extract.manifest import read_manifest
-
     return {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(manifest)}
 
 
@@ -367,8 +365,6 @@ def _mean(values: dict) -> float | None:
 def voice_error_rates(work: Work, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
     """Error rate per (speaker, language) of Whisper base on the real voices, in percent, from the
     gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
-    from experiments.scoring.gaps import counts_path
-
     errors: dict[tuple[str, str], list[float]] = {}
     for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
         totals = errors.setdefault((count["speaker"], voice_of[count["id"]][1]), [0.0, 0.0])
@@ -390,8 +386,6 @@ def shown_path(path: Path) -> str:
     """A path as the committed report may show it, naming no machine's folders: relative to the
     source checkout when inside one, else under ``$SPEECH_GENDER_CACHE`` when inside a cache that
     variable chose, else as it is."""
-    from extract.paths import CACHE_ENV, cache_dir, source_checkout
-
     path, checkout = Path(path).resolve(), source_checkout()
     if checkout and path.is_relative_to(checkout):
         return str(path.relative_to(checkout))

@@ -12,6 +12,7 @@ a job here is the job the study ran.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,8 +202,6 @@ def write_corpus_card(work: Work) -> bool:
     """The demo corpus's card (per-voice WER, pitch, duration; the build's intelligibility limit)
     from the study's Whisper base transcripts of the corpus, so the corpus is not transcribed twice.
     Written when missing or older than those transcripts; returns whether it was written."""
-    import json
-
     from experiments.recipes.democorpus.card import write_card
 
     hypotheses = work.hypotheses("whisper-base")
@@ -219,8 +218,6 @@ def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
     in ``WORK/realvoices``, kept when its card records these settings. Returns None when built, else
     the reason it was skipped (``apt-get`` cannot reach the Debian archive, or no G.722 decoder),
     also written to ``WORK/realvoices/skipped.json`` for the report."""
-    import json
-
     from experiments.recipes.realvoices.build import build_realvoices
     from experiments.recipes.realvoices.decode import DecoderMissingError
     from experiments.recipes.realvoices.fetch import FetchError
@@ -243,8 +240,6 @@ def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
 
 def real_voices_skipped(work: Work) -> str | None:
     """Why the demo's last run left the real voices out (None: they are in)."""
-    import json
-
     skipped = work.realvoices / "skipped.json"
     return json.loads(skipped.read_text())["reason"] if skipped.exists() else None
 

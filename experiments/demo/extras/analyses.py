@@ -31,6 +31,7 @@ from experiments.format import number
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import read_manifest
+from extract.store import ShardReader
 
 WORKERS = 2
 SPEECH = "vad"  # seconds of speech by silero-vad
@@ -91,8 +92,6 @@ def clustering(work, folder: Path) -> list[dict]:
         return json.loads(path.read_text())
     utterances = read_manifest(work.corpus.manifest)
     store = work.store("whisper-base")
-    from extract.store import ShardReader
-
     reader = ShardReader(store)
     sites = list(reader.sites)
     reader.close()
