@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.correlation import MIN_ROWS
 from experiments.results.records import F1VsMustSheRow
 from experiments.scoring.gaps import GAP_ESTIMATES
+from extract.diskfull import write_whole
 from extract.paths import canonical_path
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
@@ -87,8 +89,6 @@ def figure_paths(out: str | Path) -> list[Path]:
 def save(figure, out: str | Path) -> list[Path]:
     """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``, each whole or not at all
     (through a temporary file: a run killed while it saves leaves no half-written figure)."""
-    from extract.diskfull import write_whole
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = figure_paths(out)
@@ -300,8 +300,6 @@ def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str,
     al.'s 3 models, also the cluster-aware p and r); else ``reason`` (why there is none, e.g. the
     correlation's note). The statistics go above the axes, where no point's label can cover them; a
     label is written on the side of its point that faces the middle, so it stays inside the axes."""
-    from experiments.results.correlation import MIN_ROWS
-
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.8, 3.2), layout="constrained")
     axis.scatter(xs, ys, color="C0", zorder=3)
