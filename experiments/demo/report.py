@@ -76,9 +76,8 @@ class Collected:
     def probe(
         self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
     ) -> dict:
-        """The probe row of (model, site, probe, control, language) on the demo corpus (split fixed,
-        seed 0, no apply_to unless it is the attention probe applied to MuST-SHE); ``language``: the
-        subject language (``en+es`` for the pooled store)."""
+        """The one probe run of these settings at seed 0 that long.csv names; ``language``: the subject
+        language (``en+es`` for the pooled store; None: any)."""
         wanted = (model, dataset, site, probe, control, split, 0)
         found = {
             RUN_ID.search(row.source).group(1)
