@@ -97,19 +97,6 @@ class Collected:
         return load_attention(self.work.layout.probes, row["run_id"])[1]
 
 
-def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
-    """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
-    constant points, the scatter alone and the reason."""
-    try:
-        fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(table), "points": labels}
-        out_json.write_text(json.dumps(fit, indent=2) + "\n")
-        reason = None
-    except CorrelationError as error:
-        fit, reason = None, str(error)
-    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot, reason=reason or "")
-    return fit, reason
-
-
 def _gap_estimate(entry: dict) -> str:
     estimate = entry.get("gap_estimate")
     if estimate not in GAP_ESTIMATES:
@@ -253,17 +240,17 @@ def write_report(work: Work, trimmed: bool) -> Path:
         )
 
     # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
-    f1_rows = [row for row in read_table(work.layout.results / "f1_vs_gap.csv", F1VsGapRow) if row.site == last and row.gap_relative is not None]
-    gap_fit, gap_reason = _correlate(
-        out / "correlation_f1_gap.json",
-        out / "f1_vs_gap",
-        [f"{row.model} {row.language}" for row in f1_rows],
-        [row.f1_s for row in f1_rows],
-        [row.gap_relative for row in f1_rows],
-        "probe F1_S (%)",
-        f"E(F, M) (%), {estimate}",
-        work.layout.results / "f1_vs_gap.csv",
-    )
+    # (its JSON names the table; with too few or constant points, the scatter alone and the reason)
+    f1_table = work.layout.results / "f1_vs_gap.csv"
+    f1_rows = [row for row in read_table(f1_table, F1VsGapRow) if row.site == last and row.gap_relative is not None]
+    xs, ys, labels = [row.f1_s for row in f1_rows], [row.gap_relative for row in f1_rows], [f"{row.model} {row.language}" for row in f1_rows]
+    try:
+        gap_fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(f1_table), "points": labels}
+        (out / "correlation_f1_gap.json").write_text(json.dumps(gap_fit, indent=2) + "\n")
+        gap_reason = None
+    except CorrelationError as error:
+        gap_fit, gap_reason = None, str(error)
+    figures.scatter_with_fit(xs, ys, labels, gap_fit, "probe F1_S (%)", f"E(F, M) (%), {estimate}", out / "f1_vs_gap", reason=gap_reason or "")
 
     # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
     attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
@@ -287,7 +274,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
         title="MuST-SHE (voices the probe never trained on)",
     )
 
-    table = {site: [positional(site, condition)["f1_s"] for condition in CONDITIONS] for site in sites}
+    table = {site: [scores[(site, condition)] for condition in CONDITIONS] for site in sites}
     report = out / "report.md"
     text = render(
         "report.md.j2",
