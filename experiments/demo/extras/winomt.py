@@ -145,16 +145,6 @@ def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
     return save(figure_, out)
 
 
-def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trimmed: bool) -> list[str]:
-    png = next(path for path in figure_paths if path.suffix == ".png")
-    return render_lines(
-        "winomt.md.j2",
-        **dict(n=results["reference-fr"]["n"], trimmed=trimmed, spacy_model=SPACY_MODEL, png=png.relative_to(out) if png.is_relative_to(out) else png),
-        translation_rows=_table_rows(results, ST_SYSTEMS, _translation_cells),
-        transcript_rows=_table_rows(results, ASR_SYSTEMS, _transcript_cells),
-    )
-
-
 def run(work) -> list[str]:
     settings = json.loads((work.corpus.root / "build.json").read_text())  # the demo corpus' voices and seed
     trimmed = settings.get("sentences_per_language") is not None
@@ -171,5 +161,10 @@ def run(work) -> list[str]:
         report = transcribe(job, show_progress=False)
         log(f"{name}: {report.todo} of {report.total} to do, wrote {report.written}, {len(report.skipped)} skipped for bad audio")
     results = score(work, winost_set, hyps)
-    paths = figure(results, work.out / "winomt_accuracy_delta_s", trimmed)
-    return markdown(results, paths, work.out, trimmed)
+    png = figure(results, work.out / "winomt_accuracy_delta_s", trimmed)[0]  # beside the report: its name is its link
+    return render_lines(
+        "winomt.md.j2",
+        **dict(n=results["reference-fr"]["n"], trimmed=trimmed, spacy_model=SPACY_MODEL, png=png.name),
+        translation_rows=_table_rows(results, ST_SYSTEMS, _translation_cells),
+        transcript_rows=_table_rows(results, ASR_SYSTEMS, _transcript_cells),
+    )
