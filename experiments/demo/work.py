@@ -251,7 +251,7 @@ def held_out_manifest(manifest: Path, out: Path) -> Path:
     return out
 
 
-def find_config(configs: list, store: Path, site: str, probe: str = "positional", control: str = "none", language: str | None = None):
-    """The one run of ``configs`` on ``store`` at ``site`` with this probe, control and language filter."""
-    (config,) = [c for c in configs if Path(c.store) == Path(store) and c.site == site and c.probe == probe and c.control == control and c.language == language]
+def find_config(configs: list, store: Path, site: str, probe: str = "positional"):
+    """The one run of ``configs`` on ``store`` at ``site`` with this probe, without a control or a language filter."""
+    (config,) = [c for c in configs if Path(c.store) == Path(store) and c.site == site and c.probe == probe and c.control == "none" and c.language is None]
     return config
