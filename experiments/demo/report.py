@@ -304,7 +304,7 @@ def real_voices_section(work: Work, collected: Collected) -> str:
     probes = [(f"whisper-base {site}", row) for site, row in per_site.items()]
     probes += [("F0 alone (Praat: ln median, mean, sd)", f0), (f"shuffled control, whisper-base {last}", probe("whisper-base", last, "shuffled"))]
     probes += [("shuffled control, F0", probe("praat-f0", "f0", "shuffled"))]
-    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
+    voice_of = {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(work.realvoices / "manifest.jsonl")}
 
     def accuracy(row: dict) -> dict[tuple[str, str], float]:
         arrays = collected.arrays(row)
@@ -338,10 +338,6 @@ def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[t
     for utterance, right in zip(ids, correct):
         outcomes.setdefault(voice_of[str(utterance)], []).append(float(right))
     return {voice: 100.0 * float(np.mean(found)) for voice, found in outcomes.items()}
-
-
-def _voices_by_id(manifest: Path) -> dict[str, tuple[str, str]]:
-    return {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(manifest)}
 
 
 def _mean(values: dict) -> float | None:
