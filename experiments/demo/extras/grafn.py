@@ -271,17 +271,7 @@ def _gap_rows(reports: dict, notes: dict) -> list[str]:
     return lines
 
 
-def run(work) -> list[str]:
-    started = time.time()
-    folder = work.root / "grafn"
-    manifests = normalise(work, folder)
-    log("normalised audio ready")
-    rows, notes = transcripts(work, folder, manifests)
-    reports = gaps(folder, rows)
-    spectra_result = spectra(folder, manifests)
-    probe_scores = probes(work, folder, manifests)
-    histories, total, commands = finetune_grid(work, folder)
-    figure = draw(work, spectra_result, reports, histories)
+def section(reports, notes, spectra_result, probe_scores, histories, commands, figure: list[Path], seconds: float, total: int) -> list[str]:
     distances = {condition: spectra_result["conditions"][condition]["distance"] for condition in CONDITIONS}
     reduction = distances["original"]["shape_rms_db"] - distances["gender"]["shape_rms_db"]
     reduction_shares = {
@@ -295,5 +285,19 @@ def run(work) -> list[str]:
         **dict(gap_rows=_gap_rows(reports, notes), notes=notes, conditions=CONDITIONS, mode_names=MODE_NAMES, distances=distances, shares=SHARES),
         **dict(reduction_shares=reduction_shares, probe_sites=PROBE_SITES, probe_scores=probe_scores, finetune=FINETUNE, total=total),
         **dict(full_set=GAP_ESTIMATE_LABELS["full"], histories=histories, history_gaps=_history_gaps, commands=commands, figure=figure[0].name),
-        seconds=time.time() - started,
+        seconds=seconds,
     )
+
+
+def run(work) -> list[str]:
+    started = time.time()
+    folder = work.root / "grafn"
+    manifests = normalise(work, folder)
+    log("normalised audio ready")
+    rows, notes = transcripts(work, folder, manifests)
+    reports = gaps(folder, rows)
+    spectra_result = spectra(folder, manifests)
+    probe_scores = probes(work, folder, manifests)
+    histories, total, commands = finetune_grid(work, folder)
+    figure = draw(work, spectra_result, reports, histories)
+    return section(reports, notes, spectra_result, probe_scores, histories, commands, figure, time.time() - started, total)
