@@ -118,11 +118,6 @@ def e_header(entries, *units: str) -> str:
     return f"E(F, M) ({', '.join([*units, *labels])})" if units or labels else "E(F, M)"
 
 
-def gap_estimate_names(gaps: dict[str, dict]) -> str:
-    """Every estimate named in these asr_gap results, for a figure title or axis."""
-    return ", ".join(sorted({gap_estimate_name(entry) for result in gaps.values() for entry in result["languages"].values()}))
-
-
 def _crosses_zero(ci) -> bool:
     return ci[0] is not None and ci[1] is not None and ci[0] <= 0 <= ci[1]
 
@@ -189,11 +184,6 @@ def mdl_lines(site: str, row: dict) -> list[str]:
     ]
 
 
-def pooled_language(gaps: dict[str, dict]) -> str:
-    """The subject language of a probe on the pooled store: its languages joined (``en+es``)."""
-    return "+".join(sorted(gaps["whisper-base"]["languages"]))
-
-
 def write_report(work: Work, trimmed: bool) -> Path:
     from extract.store import ShardReader
 
@@ -202,7 +192,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     collected = Collected(work)
     gaps = {name: read_document(work.gap(name), GapReport).to_dict() for name in ("whisper-base", "whisper-tiny.en")}
     mustshe = read_document(work.mustshe, MustSheScores).to_dict()
-    pooled = pooled_language(gaps)
+    pooled = "+".join(sorted(gaps["whisper-base"]["languages"]))  # the subject language of a probe on the pooled store: en+es
     sites, last = list(WHISPER_BASE_SITES), WHISPER_BASE_SITES[-1]
 
     def positional(site: str, condition: str) -> dict:
@@ -229,7 +219,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     figures.site_heatmap(scores, sites, list(CONDITIONS), out / "site_heatmap", title="whisper-base: F1_S per site (synthetic voices)")
 
     # gaps and error distributions
-    estimate = gap_estimate_names(gaps)
+    estimate = ", ".join(sorted({gap_estimate_name(entry) for result in gaps.values() for entry in result["languages"].values()}))
     figures.gap_bars(gaps, out / "gaps", title=f"{estimate} on the demo corpus (synthetic voices)")
     for language, entry in gaps["whisper-base"]["languages"].items():
         figures.error_distribution(
