@@ -247,7 +247,11 @@ def write_report(work: Work, trimmed: bool) -> Path:
     mustshe_rows = read_table(work.layout.results / "f1_vs_mustshe.csv", F1VsMustSheRow)
     mustshe_fit = read_versioned(work.layout.results / "correlations.json", "study_tables")["f1_vs_mustshe"] or {}
     figures.f1_vs_mustshe(mustshe_rows, mustshe_fit, "attention-probe F1 on MuST-SHE (%)", "MuST-SHE category-1 accuracy (%)", out / "f1_vs_mustshe")
-    tiny = tiny_attention(collected)
+    tiny = [  # (model, site, row) of the attention probes on the tiny random models, in the families' order
+        (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
+        for family, sites in tiny_families().items()
+        for site in sites
+    ]
     profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
     for model, site, row in tiny:
         profiles[f"{tiny_labels()[model.removeprefix(TINY_PREFIX)]} {site} (random weights)"] = collected.attention_weights(row)
@@ -343,15 +347,6 @@ def voice_error_rates(work: Work, voice_of: dict[str, tuple[str, str]]) -> dict[
         totals[0] += count["errors"]
         totals[1] += count["length"]
     return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
-
-
-def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:
-    """(model, site, row) of the attention probes on the tiny random models, in the families' order."""
-    return [
-        (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
-        for family, sites in tiny_families().items()
-        for site in sites
-    ]
 
 
 def shown_path(path: Path) -> str:
