@@ -1,26 +1,14 @@
 """Speaker gender from the decoder's states at MuST-SHE's gendered words (``speech-gender decoder_probe``).
 
-Reads a decoder-state store (``experiments.decoder_states``) and the manifest it was extracted
-from (its MuST-SHE annotations: ``extra.category``, ``extra.genderterms``). For each utterance the
-gendered words are found in its hypothesis and mapped to its token rows
-(:mod:`experiments.decoder.words`); an utterance with at least one located word is an example, labelled
-with its speaker's gender. Per decoder site two probes run on the same utterances and split:
-
-- ``gendered-words``: the mean over the utterance's gendered words of each word's mean over its
-  tokens' rows (``--position emitting``: the states that generated the tokens; ``reading``: the
-  states one step later, that have read them);
-- ``all-tokens``: the mean over every generated token's row (the end-of-sequence row included),
-  the comparison: whether the words carry more than the sentence as a whole.
-
-One example per utterance, so that the split is the probes' own: speaker-disjoint and balanced by
-gender (:func:`probing.data.make_splits`, the manifest's train/dev/test where it gives them); a
-logistic probe (L2, C = ``--c``, standardized with the training split's statistics) is trained by
-the CPU solver (:func:`probing.solver.fit_positions`) and scored on test by macro F1. One row per
-site and probe (a probe row, :mod:`probing.results`: ``subject``, ``config`` with ``site``, ``probe``,
-``control`` none, ``seed`` and ``task`` female-male, so ``collect`` puts them in ``long.csv``),
-with ``words``: utterances annotated, with a word found, with a word located in the tokens, without
-one (counted, and the first ids), the words found and those not located; a rerun skips the rows
-already in ``--out``.
+An utterance of a decoder-state store whose manifest row carries its MuST-SHE annotation, with at
+least one of its gendered words located in its token rows (:mod:`experiments.decoder.words`), is an
+example labelled with its speaker's gender: one per utterance, so that the split is the probes' own
+(speaker-disjoint, balanced by gender). Per decoder site two probes run on the same utterances and split:
+``gendered-words`` (the mean over the utterance's words) and ``all-tokens`` (the mean over every
+generated token's row, the end-of-sequence row included: whether the words carry more than the
+sentence as a whole). One probe row per site and probe (:mod:`probing.results`; ``control`` none and
+``task`` female-male, so ``collect`` puts them in ``long.csv``), with ``words``, the counts of
+:class:`Examples`. The protocol, step by step: docs/stages/decoder.md.
 """
 
 from __future__ import annotations
@@ -33,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from experiments.decoder.words import POSITIONS, UtteranceWords, shifted, utterance_features, utterance_words
+from extract.manifest import read_manifest
 from extract.options import check_options, option, seed_option
 from extract.paths import canonical_path
-from probing.data import ProbeError, make_splits
+from extract.provenance import file_sha256, provenance
+from probing.data import ProbeError, make_splits, store_identity, store_subject
 
 PROBES = ("gendered-words", "all-tokens")
 CATEGORIES = ("1", "all")
@@ -75,7 +65,9 @@ class DecoderProbeOptions:
 
 @dataclass
 class Examples:
-    """The utterances probed and what the words of each are, with the counts a row reports."""
+    """The utterances probed and what the words of each are, with the counts a row reports (``words``:
+    utterances annotated, with a word found, with a word located in the tokens, without one and the
+    first :data:`SHOWN_IDS` of their ids, the words found and those not located)."""
 
     ids: list[str]
     words: dict[str, UtteranceWords]
@@ -98,9 +90,6 @@ def _entry(utterance):
 def annotated_manifest(reader, given: Path | None) -> dict:
     """The manifest rows by id: ``given``, else the store's recorded manifest, refused (in one line)
     when its content is not what the store was extracted from."""
-    from extract.manifest import read_manifest
-    from extract.provenance import file_sha256
-
     config = reader.info.config
     path = Path(given or config.get("manifest") or "")
     if not path.is_file():
@@ -165,9 +154,7 @@ def _fit_and_score(x: dict[str, np.ndarray], y: dict[str, np.ndarray], c: float,
 
 def decoder_probe_rows(store: Path, options: DecoderProbeOptions, done: set[str] = frozenset()):
     """Yields one probe row per site and probe, those whose run id is in ``done`` left out."""
-    from extract.provenance import provenance
     from extract.store import ShardReader
-    from probing.data import store_identity, store_subject
 
     reader = ShardReader(store, allow_partial=options.allow_partial)
     config = reader.info.config

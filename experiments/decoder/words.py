@@ -1,16 +1,13 @@
 """MuST-SHE's gendered words in a generated translation, and the decoder states at them.
 
 A decoder-state store (``experiments.decoder_states``) holds one row per generated token with the
-token's surface string (``ShardReader.tokens``). For an utterance whose manifest row carries its
-MuST-SHE annotation (``extra.category``, ``extra.genderterms``), the gender-marked words are found
-in the hypothesis as the MuST-SHE scorer finds them (:func:`experiments.scoring.mustshe.matched_terms`:
-Moses tokens, lower-cased, each term's correct form and then its wrong form taking the first token
-of that form not taken yet); each found word is placed in the text (:func:`word_spans`), and its
-tokens are those whose characters overlap it (:func:`tokens_of_span`: a word split into subwords
-has several, a token holding a word and its punctuation counts for the word, and a byte token
-holding part of one of its characters counts too, in stores that record ``holds_next``; a store
-written before has no such flags, and such a token, whose piece is empty, is missed there). A word's state is
-the mean of its tokens' rows; an utterance's, the mean over its words (:func:`utterance_features`).
+token's surface string (``ShardReader.tokens``). The gender-marked words of an utterance's MuST-SHE
+annotation (``extra.category``, ``extra.genderterms``) are found in the hypothesis as the MuST-SHE
+scorer finds them (:func:`experiments.scoring.mustshe.matched_terms`) and placed in the text
+(:func:`word_spans`); a word's rows are those of the tokens that overlap it (:func:`tokens_of_span`;
+a store written before ``holds_next`` misses a byte token holding part of one of its characters,
+whose piece is empty). A word's state is the mean of its tokens' rows; an utterance's, the mean over
+its words (:func:`utterance_features`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from experiments.demo.extras import EXTRA_STAGES, run_extra
 from experiments.demo.report import write_report
-from experiments.demo.work import Work, build_real_voices, context, write_corpus_card, write_study
+from experiments.demo.work import Work, build_real_voices, context, log, write_corpus_card, write_study
 from experiments.recipes.democorpus.build import CORPUS_VERSION, DemoCorpus, build_demo_corpus, default_root
 from experiments.recipes.democorpus.voices import TRIM_VOICES
 from experiments.study.runner import STAGES, describe, plan, print_lines, run
@@ -95,14 +95,10 @@ def report_folder(out: Path | None, root: Path) -> Path:
     return out or root / "report"
 
 
-def log(message: str) -> None:
-    print(f"[demo] {message}", flush=True)
-
-
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
-        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES, measure=False)
-    return build_demo_corpus(default_root(seed), seed=seed, measure=False)  # the card comes from the study's transcripts
+        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES)
+    return build_demo_corpus(default_root(seed), seed=seed)
 
 
 def _timed(name: str, stage):

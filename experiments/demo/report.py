@@ -20,10 +20,12 @@ from experiments.demo.work import ASR, REAL, TINY_PREFIX, WHISPER_BASE_SITES, Wo
 from experiments.format import number
 from experiments.reports import plots as figures
 from experiments.reports.markdown import markdown_templates
-from experiments.results.correlation import interval_text
+from experiments.results.correlation import CorrelationError, correlate, interval_text
 from experiments.results.records import F1VsGapRow, F1VsMustSheRow, GapReport, LongRow, MustSheScores, read_table
-from experiments.scoring.gaps import GAP_ESTIMATES
+from experiments.scoring.gaps import GAP_ESTIMATES, counts_path
 from experiments.scoring.mustshe import sentences_path
+from extract.manifest import read_manifest
+from extract.paths import CACHE_ENV, cache_dir, source_checkout
 from extract.records import read_document, read_side_rows, read_versioned
 from probing.mdl import uniform_block_count
 from probing.results import load_arrays, load_attention, load_rows
@@ -74,9 +76,8 @@ class Collected:
     def probe(
         self, model: str, site: str, probe: str = "positional", control: str = "none", language: str | None = None, dataset: str = ASR, split: str = "fixed"
     ) -> dict:
-        """The probe row of (model, site, probe, control, language) on the demo corpus (split fixed,
-        seed 0, no apply_to unless it is the attention probe applied to MuST-SHE); ``language``: the
-        subject language (``en+es`` for the pooled store)."""
+        """The one probe run of these settings at seed 0 that long.csv names; ``language``: the subject
+        language (``en+es`` for the pooled store; None: any)."""
         wanted = (model, dataset, site, probe, control, split, 0)
         found = {
             RUN_ID.search(row.source).group(1)
@@ -94,28 +95,6 @@ class Collected:
 
     def attention_weights(self, row: dict) -> list[np.ndarray]:
         return load_attention(self.work.layout.probes, row["run_id"])[1]
-
-
-def _frame_rate(store: Path, site: str) -> float:
-    """Frames per second of ``site``, as the store recorded it at extraction."""
-    from extract.store import ShardReader
-
-    return ShardReader(store).info.frame_rate(site)
-
-
-def _correlate(out_json: Path, plot: Path, labels: list[str], xs, ys, xlabel: str, ylabel: str, table: Path):
-    """``correlate`` on the rows of ``table`` drawn (its JSON names the table); with too few or
-    constant points, the scatter alone and the reason."""
-    from experiments.results.correlation import CorrelationError, correlate
-
-    try:
-        fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(table), "points": labels}
-        out_json.write_text(json.dumps(fit, indent=2) + "\n")
-        reason = None
-    except CorrelationError as error:
-        fit, reason = None, str(error)
-    figures.scatter_with_fit(xs, ys, labels, fit, xlabel, ylabel, plot, reason=reason or "")
-    return fit, reason
 
 
 def _gap_estimate(entry: dict) -> str:
@@ -139,11 +118,6 @@ def e_header(entries, *units: str) -> str:
     return f"E(F, M) ({', '.join([*units, *labels])})" if units or labels else "E(F, M)"
 
 
-def gap_estimate_names(gaps: dict[str, dict]) -> str:
-    """Every estimate named in these asr_gap results, for a figure title or axis."""
-    return ", ".join(sorted({gap_estimate_name(entry) for result in gaps.values() for entry in result["languages"].values()}))
-
-
 def _crosses_zero(ci) -> bool:
     return ci[0] is not None and ci[1] is not None and ci[0] <= 0 <= ci[1]
 
@@ -157,11 +131,10 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
     ]
     for model, result in gaps.items():
         for language, entry in result["languages"].items():
-            groups = entry["groups"]
+            rates = " | ".join(number(entry["groups"].get(group, {}).get("error_rate"), 2) for group in ("female", "male"))
             if entry.get("missing_groups"):
                 lines.append(
-                    f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
-                    f"{number(groups.get('male', {}).get('error_rate'), 2)} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
+                    f"| {model} | {language} | {entry['metric'].upper()} | {rates} | n/a | n/a (no {' or '.join(entry['missing_groups'])} voice) | n/a | n/a |"
                 )
                 continue
             bootstrap = entry.get("bootstrap", {})
@@ -171,8 +144,7 @@ def gap_table(gaps: dict[str, dict]) -> list[str]:
                 speakers = bootstrap.get("speakers", {})
                 interval += f" (unreliable: {' / '.join(str(n) for n in speakers.values())} speakers)"
             lines.append(
-                f"| {model} | {language} | {entry['metric'].upper()} | {number(groups.get('female', {}).get('error_rate'), 2)} | "
-                f"{number(groups.get('male', {}).get('error_rate'), 2)} | {interval} | {number(entry.get('gap_relative'))} | "
+                f"| {model} | {language} | {entry['metric'].upper()} | {rates} | {interval} | {number(entry.get('gap_relative'))} | "
                 f"{gap_estimate_name(entry)} | {_p(bootstrap.get('p_value'))} |"
             )
     lines += [
@@ -212,18 +184,15 @@ def mdl_lines(site: str, row: dict) -> list[str]:
     ]
 
 
-def pooled_language(gaps: dict[str, dict]) -> str:
-    """The subject language of a probe on the pooled store: its languages joined (``en+es``)."""
-    return "+".join(sorted(gaps["whisper-base"]["languages"]))
-
-
 def write_report(work: Work, trimmed: bool) -> Path:
+    from extract.store import ShardReader
+
     out = work.out
     out.mkdir(parents=True, exist_ok=True)
     collected = Collected(work)
     gaps = {name: read_document(work.gap(name), GapReport).to_dict() for name in ("whisper-base", "whisper-tiny.en")}
     mustshe = read_document(work.mustshe, MustSheScores).to_dict()
-    pooled = pooled_language(gaps)
+    pooled = "+".join(sorted(gaps["whisper-base"]["languages"]))  # the subject language of a probe on the pooled store: en+es
     sites, last = list(WHISPER_BASE_SITES), WHISPER_BASE_SITES[-1]
 
     def positional(site: str, condition: str) -> dict:
@@ -241,7 +210,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
         control=control_arrays["test_f1_macro"],
         mdl_bits=arrays.get("mdl_online_bits"),
         uniform_bits=arrays.get("mdl_uniform_bits"),
-        frame_rate=_frame_rate(Path(real["config"]["store"]), last),
+        frame_rate=ShardReader(Path(real["config"]["store"])).info.frame_rate(last),  # as the store recorded it at extraction
         title=f"whisper-base {last} (synthetic voices)",
     )
 
@@ -250,7 +219,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     figures.site_heatmap(scores, sites, list(CONDITIONS), out / "site_heatmap", title="whisper-base: F1_S per site (synthetic voices)")
 
     # gaps and error distributions
-    estimate = gap_estimate_names(gaps)
+    estimate = ", ".join(sorted({gap_estimate_name(entry) for result in gaps.values() for entry in result["languages"].values()}))
     figures.gap_bars(gaps, out / "gaps", title=f"{estimate} on the demo corpus (synthetic voices)")
     for language, entry in gaps["whisper-base"]["languages"].items():
         figures.error_distribution(
@@ -261,24 +230,28 @@ def write_report(work: Work, trimmed: bool) -> Path:
         )
 
     # probe F1_S against the gap: collect's rows at the last site, one point per (model, language), across models
-    f1_rows = [row for row in read_table(work.layout.results / "f1_vs_gap.csv", F1VsGapRow) if row.site == last and row.gap_relative is not None]
-    gap_fit, gap_reason = _correlate(
-        out / "correlation_f1_gap.json",
-        out / "f1_vs_gap",
-        [f"{row.model} {row.language}" for row in f1_rows],
-        [row.f1_s for row in f1_rows],
-        [row.gap_relative for row in f1_rows],
-        "probe F1_S (%)",
-        f"E(F, M) (%), {estimate}",
-        work.layout.results / "f1_vs_gap.csv",
-    )
+    # (its JSON names the table; with too few or constant points, the scatter alone and the reason)
+    f1_table = work.layout.results / "f1_vs_gap.csv"
+    f1_rows = [row for row in read_table(f1_table, F1VsGapRow) if row.site == last and row.gap_relative is not None]
+    xs, ys, labels = [row.f1_s for row in f1_rows], [row.gap_relative for row in f1_rows], [f"{row.model} {row.language}" for row in f1_rows]
+    try:
+        gap_fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(f1_table), "points": labels}
+        (out / "correlation_f1_gap.json").write_text(json.dumps(gap_fit, indent=2) + "\n")
+        gap_reason = None
+    except CorrelationError as error:
+        gap_fit, gap_reason = None, str(error)
+    figures.scatter_with_fit(xs, ys, labels, gap_fit, "probe F1_S (%)", f"E(F, M) (%), {estimate}", out / "f1_vs_gap", reason=gap_reason or "")
 
     # attention probe: its F1 on MuST-SHE against category-1 accuracy (collect's pairing), attention profiles, confusion on MuST-SHE
     attention = collected.probe("whisper-base", last, probe="attention", language=pooled)
     mustshe_rows = read_table(work.layout.results / "f1_vs_mustshe.csv", F1VsMustSheRow)
     mustshe_fit = read_versioned(work.layout.results / "correlations.json", "study_tables")["f1_vs_mustshe"] or {}
     figures.f1_vs_mustshe(mustshe_rows, mustshe_fit, "attention-probe F1 on MuST-SHE (%)", "MuST-SHE category-1 accuracy (%)", out / "f1_vs_mustshe")
-    tiny = tiny_attention(collected)
+    tiny = [  # (model, site, row) of the attention probes on the tiny random models, in the families' order
+        (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
+        for family, sites in tiny_families().items()
+        for site in sites
+    ]
     profiles = {"whisper-base encoder.final": collected.attention_weights(attention)}
     for model, site, row in tiny:
         profiles[f"{tiny_labels()[model.removeprefix(TINY_PREFIX)]} {site} (random weights)"] = collected.attention_weights(row)
@@ -292,11 +265,10 @@ def write_report(work: Work, trimmed: bool) -> Path:
         [predicted[s["id"]] for s in sentences],
         [s["translation_gender"] for s in sentences],
         out / "confusion",
-        classes=("female", "male"),
         title="MuST-SHE (voices the probe never trained on)",
     )
 
-    table = {site: [positional(site, condition)["f1_s"] for condition in CONDITIONS] for site in sites}
+    table = {site: [scores[(site, condition)] for condition in CONDITIONS] for site in sites}
     report = out / "report.md"
     text = render(
         "report.md.j2",
@@ -326,9 +298,13 @@ def real_voices_section(work: Work, collected: Collected) -> str:
     probes = [(f"whisper-base {site}", row) for site, row in per_site.items()]
     probes += [("F0 alone (Praat: ln median, mean, sd)", f0), (f"shuffled control, whisper-base {last}", probe("whisper-base", last, "shuffled"))]
     probes += [("shuffled control, F0", probe("praat-f0", "f0", "shuffled"))]
-    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
-    whisper_voices, f0_voices = collected_voice_accuracy(collected, per_site[last], voice_of), collected_voice_accuracy(collected, f0, voice_of)
-    rates = voice_error_rates(work)
+    voice_of = {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(work.realvoices / "manifest.jsonl")}
+
+    def accuracy(row: dict) -> dict[tuple[str, str], float]:
+        arrays = collected.arrays(row)
+        return voice_accuracy(arrays["test_ids"].tolist(), arrays["test_correct"], voice_of)
+
+    whisper_voices, f0_voices, rates = accuracy(per_site[last]), accuracy(f0), voice_error_rates(work, voice_of)
     voice_rows = [
         (
             voice["name"] or speaker,
@@ -344,7 +320,7 @@ def real_voices_section(work: Work, collected: Collected) -> str:
     return render(
         "real_voices.md.j2",
         **dict(skipped=None, work=work, card=card, voices=voices, clips=sum(row["clips"] for row in voices.values()), speakers=len({s for s, _ in voices})),
-        **dict(probes=probes, voice_accuracy=lambda row: collected_voice_accuracy(collected, row, voice_of), last=last, voice_rows=voice_rows),
+        **dict(probes=probes, voice_accuracy=accuracy, last=last, voice_rows=voice_rows),
         gap=read_document(work.gap("whisper-base", REAL), GapReport).to_dict(),
     )
 
@@ -358,28 +334,13 @@ def voice_accuracy(ids, correct, voice_of: dict[str, tuple[str, str]]) -> dict[t
     return {voice: 100.0 * float(np.mean(found)) for voice, found in outcomes.items()}
 
 
-def collected_voice_accuracy(collected: Collected, row: dict, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
-    """:func:`voice_accuracy` of one leave-one-speaker-out run of the demo's results."""
-    arrays = collected.arrays(row)
-    return voice_accuracy(arrays["test_ids"].tolist(), arrays["test_correct"], voice_of)
-
-
-def _voices_by_id(manifest: Path) -> dict[str, tuple[str, str]]:
-    from extract.manifest import read_manifest
-
-    return {utterance.id: (utterance.speaker, utterance.language) for utterance in read_manifest(manifest)}
-
-
 def _mean(values: dict) -> float | None:
     return float(np.mean(list(values.values()))) if values else None
 
 
-def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
+def voice_error_rates(work: Work, voice_of: dict[str, tuple[str, str]]) -> dict[tuple[str, str], float]:
     """Error rate per (speaker, language) of Whisper base on the real voices, in percent, from the
     gap report's per-utterance counts (the language's metric: WER, or CER where it is scored so)."""
-    from experiments.scoring.gaps import counts_path
-
-    voice_of = _voices_by_id(work.realvoices / "manifest.jsonl")
     errors: dict[tuple[str, str], list[float]] = {}
     for count in read_side_rows(counts_path(work.gap("whisper-base", REAL)), GapReport):
         totals = errors.setdefault((count["speaker"], voice_of[count["id"]][1]), [0.0, 0.0])
@@ -388,21 +349,10 @@ def voice_error_rates(work: Work) -> dict[tuple[str, str], float]:
     return {speaker: 100.0 * wrong / length for speaker, (wrong, length) in errors.items() if length}
 
 
-def tiny_attention(collected: Collected) -> list[tuple[str, str, dict]]:
-    """(model, site, row) of the attention probes on the tiny random models, in the families' order."""
-    return [
-        (f"{TINY_PREFIX}{family}", site, collected.probe(f"{TINY_PREFIX}{family}", site, probe="attention"))
-        for family, sites in tiny_families().items()
-        for site in sites
-    ]
-
-
 def shown_path(path: Path) -> str:
     """A path as the committed report may show it, naming no machine's folders: relative to the
     source checkout when inside one, else under ``$SPEECH_GENDER_CACHE`` when inside a cache that
     variable chose, else as it is."""
-    from extract.paths import CACHE_ENV, cache_dir, source_checkout
-
     path, checkout = Path(path).resolve(), source_checkout()
     if checkout and path.is_relative_to(checkout):
         return str(path.relative_to(checkout))

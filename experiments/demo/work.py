@@ -12,6 +12,7 @@ a job here is the job the study ran.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from experiments.study.schema import load_study
 from experiments.study.stages.extract import extraction_job
 from experiments.study.stages.probe import probe_configs as study_probe_configs
 from experiments.study.stages.transcribe import transcription_job
+from extract.manifest import read_manifest, write_manifest
 
 ATTENTION = {"lr": 1e-3, "max_epochs": 40}  # faster than the paper's 1e-4 on 2 CPU cores; stated in the report
 TINY_PREFIX = "tiny-random-"  # the model label of a family's tiny random model: tiny-random-FAMILY
@@ -28,6 +30,12 @@ WHISPER_BASE_SITES = ("encoder.embed", *(f"encoder.layer.{index}" for index in r
 ASR, MUSTSHE, REAL = "demo", "must_she", "realvoices"  # the demo's corpora (the datasets its manifests' rows record)
 REAL_PER_SPEAKER = {False: 6, True: 3}  # real-voice clips per voice, full demo and --trim: what fits the 20-minute budget
 POOLED = f"{ASR}-all"  # the part name of the pooled English and Spanish manifest
+HELD_OUT = ("dev", "test")  # the manifest splits whose speakers no probe, intervention file or GRAFN filter is fitted on
+
+
+def log(message: str, stage: str = "") -> None:
+    """One line of the demo's progress: ``[demo]``, or ``[demo:STAGE]`` from an opt-in stage."""
+    print(f"[demo{':' + stage if stage else ''}] {message}", flush=True)
 
 
 def tiny_families() -> dict[str, list[str]]:
@@ -53,14 +61,6 @@ class Work:
         return self.root / "demo.yaml"
 
     @property
-    def stores(self) -> Path:
-        return self.root / "stores"
-
-    @property
-    def hyps(self) -> Path:
-        return self.root / "hyps"
-
-    @property
     def layout(self) -> Layout:
         """The study's own layout of ``root``: its probe rows (``layout.probes``), collected tables
         (``layout.results``: ``long.csv``, ``f1_vs_gap.csv``, ``correlations.json``, ...)."""
@@ -73,14 +73,14 @@ class Work:
 
     def store(self, model: str, corpus: str = ASR) -> Path:
         """The store of ``model`` on a pooled corpus (``stores/MODEL/CORPUS-all``)."""
-        return self.stores / model / f"{corpus}-all"
+        return self.root / "stores" / model / f"{corpus}-all"
 
     def gap(self, model: str, corpus: str = ASR) -> Path:
         """The gap report of ``model`` on a pooled corpus (one entry per language)."""
         return self.root / "behaviour" / model / f"gap-{corpus}-all.json"
 
     def hypotheses(self, model: str, corpus: str = ASR) -> Path:
-        return self.hyps / model / f"{corpus}-all.jsonl"
+        return self.root / "hyps" / model / f"{corpus}-all.jsonl"
 
     @property
     def mustshe(self) -> Path:
@@ -156,19 +156,19 @@ def write_study(work: Work, positions: int, real: bool = False) -> Path:
     return work.study_file
 
 
-def whisper(work: Work, checkpoint: str, random_init: bool = False):
+def whisper(work: Work, checkpoint: str):
     """A bundled Whisper model in the demo's compute dtype (the default device), as the study loads it."""
     from extract.spec import ModelSpec
 
-    return ModelSpec("whisper", checkpoint, dtype=work.dtype, random_init=random_init)
+    return ModelSpec("whisper", checkpoint, dtype=work.dtype)
 
 
-def context(work: Work, show_progress: bool = False):
+def context(work: Work):
     """The study context of the demo's study file (written by :func:`write_study`)."""
     from extract.spec import default_device
 
     study = load_study(work.study_file)
-    return Context(study, study.device or default_device(), show_progress=show_progress)
+    return Context(study, study.device or default_device(), show_progress=False)
 
 
 def _model_part(study, model: str, part: str):
@@ -190,11 +190,7 @@ def transcription_jobs(work: Work) -> dict:
     ctx = context(work)
     named = {"whisper-base": ("whisper-base", POOLED, None), "whisper-tiny.en": ("whisper-tiny.en", POOLED, None)}
     named["whisper-base-mustshe-es"] = ("whisper-base", f"{MUSTSHE}-en-es", "es")
-    jobs = {}
-    for name, (model, part, target) in named.items():
-        chosen, corpus, chosen_part = _model_part(ctx.study, model, part)
-        jobs[name] = transcription_job(ctx, chosen, corpus, chosen_part, target)
-    return jobs
+    return {name: transcription_job(ctx, *_model_part(ctx.study, model, part), target) for name, (model, part, target) in named.items()}
 
 
 def probe_configs(work: Work) -> list:
@@ -206,8 +202,6 @@ def write_corpus_card(work: Work) -> bool:
     """The demo corpus's card (per-voice WER, pitch, duration; the build's intelligibility limit)
     from the study's Whisper base transcripts of the corpus, so the corpus is not transcribed twice.
     Written when missing or older than those transcripts; returns whether it was written."""
-    import json
-
     from experiments.recipes.democorpus.card import write_card
 
     hypotheses = work.hypotheses("whisper-base")
@@ -224,8 +218,6 @@ def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
     in ``WORK/realvoices``, kept when its card records these settings. Returns None when built, else
     the reason it was skipped (``apt-get`` cannot reach the Debian archive, or no G.722 decoder),
     also written to ``WORK/realvoices/skipped.json`` for the report."""
-    import json
-
     from experiments.recipes.realvoices.build import build_realvoices
     from experiments.recipes.realvoices.decode import DecoderMissingError
     from experiments.recipes.realvoices.fetch import FetchError
@@ -248,13 +240,18 @@ def build_real_voices(work: Work, trim: bool, seed: int) -> str | None:
 
 def real_voices_skipped(work: Work) -> str | None:
     """Why the demo's last run left the real voices out (None: they are in)."""
-    import json
-
     skipped = work.realvoices / "skipped.json"
     return json.loads(skipped.read_text())["reason"] if skipped.exists() else None
 
 
-def find_config(configs: list, store: Path, site: str, probe: str = "positional", control: str = "none", language: str | None = None):
-    """The one run of ``configs`` on ``store`` at ``site`` with this probe, control and language filter."""
-    (config,) = [c for c in configs if Path(c.store) == Path(store) and c.site == site and c.probe == probe and c.control == control and c.language == language]
+def held_out_manifest(manifest: Path, out: Path) -> Path:
+    """The utterances of ``manifest``'s :data:`HELD_OUT` speakers, written to ``out`` once."""
+    if not out.exists():
+        write_manifest(out, [u for u in read_manifest(manifest) if u.split in HELD_OUT])
+    return out
+
+
+def find_config(configs: list, store: Path, site: str, probe: str = "positional"):
+    """The one run of ``configs`` on ``store`` at ``site`` with this probe, without a control or a language filter."""
+    (config,) = [c for c in configs if Path(c.store) == Path(store) and c.site == site and c.probe == probe and c.control == "none" and c.language is None]
     return config

@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.correlation import MIN_ROWS
 from experiments.results.records import F1VsMustSheRow
 from experiments.scoring.gaps import GAP_ESTIMATES
+from extract.diskfull import write_whole
 from extract.paths import canonical_path
 from probing.data import DEFAULT_SPLIT
 from probing.kinds import headline
@@ -87,8 +89,6 @@ def figure_paths(out: str | Path) -> list[Path]:
 def save(figure, out: str | Path) -> list[Path]:
     """``out`` without or with a suffix: writes ``out.png`` and ``out.pdf``, each whole or not at all
     (through a temporary file: a run killed while it saves leaves no half-written figure)."""
-    from extract.diskfull import write_whole
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = figure_paths(out)
@@ -148,12 +148,6 @@ def per_position(
     return save(figure, out)
 
 
-def _significance(p_value) -> str:
-    if p_value is None or not np.isfinite(p_value):
-        return ""
-    return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
-
-
 def gap_mark(entry: dict) -> str:
     """The published t-test's mark for one ``asr_gap`` language entry, shown only where the
     speaker-bootstrap interval excludes 0 and rests on enough speakers: the t-test is
@@ -162,15 +156,10 @@ def gap_mark(entry: dict) -> str:
     low, high = entry["bootstrap"].get("ci95") or [None, None]
     if low is None or high is None or low <= 0 <= high or entry["bootstrap"].get("ci95_note"):
         return ""
-    return _significance(entry["bootstrap"].get("p_value"))
-
-
-GAP_AXIS_LABEL = "E(F, M): relative WER gap (%)\n>0: worse for women"
-
-
-def gap_axis_label(results: dict[str, dict]) -> str:
-    """The y label of :func:`gap_bars`: E in words, with its sign (the estimate is in :func:`gap_estimate_note`)."""
-    return GAP_AXIS_LABEL
+    p_value = entry["bootstrap"].get("p_value")
+    if p_value is None or not np.isfinite(p_value):
+        return ""
+    return "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
 
 
 def gap_estimate_note(results: dict[str, dict]) -> str:
@@ -230,7 +219,7 @@ def gap_bars(results: dict[str, dict], out, title: str = "") -> list[Path]:
             axis.annotate(text, (index, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=FONT_SIZE - 2)
         axis.axhline(0, color="k", linewidth=0.6)
         axis.set_title(dataset)
-    axes[0, 0].set_ylabel(gap_axis_label(results))
+    axes[0, 0].set_ylabel(axis_label("gap_relative"))  # E in words with its sign; the estimate is in the footnote
     perfect, undefined = no_error_languages(results), undefined_gap_languages(results)
     figure.supxlabel(
         f"{gap_estimate_note(results)}; error bars: 95 % speaker-bootstrap interval\n(† none, or too few speakers for a reliable one)\n"
@@ -311,8 +300,6 @@ def scatter_with_fit(xs, ys, labels, fit: dict | None, xlabel: str, ylabel: str,
     al.'s 3 models, also the cluster-aware p and r); else ``reason`` (why there is none, e.g. the
     correlation's note). The statistics go above the axes, where no point's label can cover them; a
     label is written on the side of its point that faces the middle, so it stays inside the axes."""
-    from experiments.results.correlation import MIN_ROWS
-
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(3.8, 3.2), layout="constrained")
     axis.scatter(xs, ys, color="C0", zorder=3)

@@ -296,7 +296,7 @@ def test_gap_figure_names_the_estimate_and_marks_only_intervals_clear_of_zero(tm
     from experiments.reports import plots as figures
 
     results = {"cv": {"languages": {"en": _entry(-5.0, 8.0, 1e-20), "it": _entry(1.0, 2.0, 1e-20, gap=2.5), "ja": {"gap_relative": None}}}}
-    assert figures.gap_axis_label(results) == "E(F, M): relative WER gap (%)\n>0: worse for women"
+    assert figures.axis_label("gap_relative") == "E(F, M): relative WER gap (%)\n>0: worse for women"
     assert figures.gap_estimate_note(results) == "bars: E on the resampled means (Attanasio et al. 2024)"
     mixed = {**results, "fleurs": {"languages": {"en": _entry(1.0, 8.0, 0.03, estimate="full")}}}
     assert figures.gap_estimate_note(mixed) == "bars: E on the full set / E on the resampled means (Attanasio et al. 2024)"

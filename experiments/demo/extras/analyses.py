@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from experiments.format import number
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import read_manifest
+from extract.store import ShardReader
 
 WORKERS = 2
 SPEECH = "vad"  # seconds of speech by silero-vad
@@ -45,18 +46,12 @@ REGRESSION = ("f0_mean_hz", "intensity_mean_db", "rate_tokens_per_second")
 CLUSTERING = HdbscanSettings(min_cluster_size=2, metric="cosine")  # the paper's
 
 
-def _lazy_token_counter():
-    """The Whisper tokenizer, loaded on the first record that needs it (a rerun with nothing to do never loads it)."""
-    counter = []
+@cache
+def _token_counter():
+    """The Whisper tokenizer's counter, loaded by the first record that needs it (a rerun with nothing to do never loads it)."""
+    from experiments.scoring.dataset_stats import whisper_token_counter
 
-    def count(text: str) -> int:
-        if not counter:
-            from experiments.scoring.dataset_stats import whisper_token_counter
-
-            counter.append(whisper_token_counter(TOKENIZER))
-        return counter[0](text)
-
-    return count
+    return whisper_token_counter(TOKENIZER)
 
 
 def acoustic_rows(work, folder: Path) -> tuple[list[dict], dict]:
@@ -64,7 +59,9 @@ def acoustic_rows(work, folder: Path) -> tuple[list[dict], dict]:
     out, timing_path = folder / "acoustic.jsonl", folder / "acoustic.timing.json"
     utterances = read_manifest(work.corpus.manifest)
     started = time.time()
-    summary = compute_acoustics(utterances, out, _lazy_token_counter(), TOKENIZER, speech=SPEECH, range_by="speaker", workers=WORKERS, show_progress=False)
+    summary = compute_acoustics(
+        utterances, out, lambda text: _token_counter()(text), TOKENIZER, speech=SPEECH, range_by="speaker", workers=WORKERS, show_progress=False
+    )
     if summary["computed_now"] == len(utterances):
         seconds = time.time() - started
         timing = {"records": len(utterances), "seconds": seconds, "seconds_per_1000": 1000 * seconds / len(utterances), "workers": WORKERS}
@@ -95,8 +92,6 @@ def clustering(work, folder: Path) -> list[dict]:
         return json.loads(path.read_text())
     utterances = read_manifest(work.corpus.manifest)
     store = work.store("whisper-base")
-    from extract.store import ShardReader
-
     reader = ShardReader(store)
     sites = list(reader.sites)
     reader.close()

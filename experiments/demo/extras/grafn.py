@@ -21,11 +21,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from experiments.demo.report import GAP_ESTIMATE_LABELS, e_header, render_lines
+from experiments.demo.work import HELD_OUT, extraction_jobs, held_out_manifest, transcription_jobs, whisper
+from experiments.demo.work import log as demo_log
 from experiments.finetuning.tracking import read_history
 from experiments.format import number
 from experiments.normalisation.calibration import group_spectra, spectrum_distance
@@ -49,22 +52,11 @@ from probing.run import ProbeConfig
 
 PROBE_SITES = ("encoder.embed", "encoder.final")  # the first and last: each positional probe takes a minute on 2 busy cores
 POSITIONS = 250  # as the main demo's positional probes
-HELD_OUT = ("dev", "test")
 SHARES = (0.25, 0.5, 0.75)
 FINETUNE = {"max_steps": 8, "batch_size": 4, "lr": 1e-3, "warmup_steps": 2}  # the grid runs: a few minutes each on 2 CPU cores
 CONDITIONS = ("original", *MODES)
 MODE_NAMES = {"original": "original audio", "gender": "GRAFN by gender label", "predicted": "GRAFN by pitch-rule gender", "utterance": "GRAFN per utterance"}
-
-
-def log(message: str) -> None:
-    print(f"[demo:grafn] {message}", flush=True)
-
-
-def _held_out_manifest(work, folder: Path) -> Path:
-    path = folder / "manifests" / "held-out.jsonl"
-    if not path.exists():
-        write_manifest(path, [u for u in read_manifest(work.corpus.manifest) if u.split in HELD_OUT])
-    return path
+log = partial(demo_log, stage="grafn")
 
 
 def normalise(work, folder: Path) -> dict[str, Path]:
@@ -72,7 +64,8 @@ def normalise(work, folder: Path) -> dict[str, Path]:
     filters = folder / "filters.json"
     if not filters.exists():
         fit_from_manifest(work.corpus.manifest, GrafnParameters(), split="train", show_progress=False)[0].save(filters)
-    manifests = {"corpus-gender": folder / "manifests" / "corpus-gender.jsonl", "original": _held_out_manifest(work, folder)}
+    manifests = {"corpus-gender": folder / "manifests" / "corpus-gender.jsonl"}
+    manifests["original"] = held_out_manifest(work.corpus.manifest, folder / "manifests" / "held-out.jsonl")
     apply_to_manifest(filters, work.corpus.manifest, folder / "audio" / "corpus-gender", manifests["corpus-gender"], "gender", show_progress=False)
     for mode in MODES:
         manifests[mode] = folder / "manifests" / f"held-out-{mode}.jsonl"
@@ -86,8 +79,6 @@ def _filters_of(manifest: Path) -> dict[str, str | None]:
 
 def transcripts(work, folder: Path, manifests: dict[str, Path]) -> tuple[dict[str, list[dict]], dict[str, str]]:
     """Whisper base hypotheses of the held-out ids per condition, and notes on conditions that reuse another's."""
-    from experiments.demo.work import transcription_jobs, whisper
-
     main = transcription_jobs(work)["whisper-base"]
     ids = {u.id for u in read_manifest(manifests["original"])}
     rows = {"original": [row for row in read_hypotheses(main.out) if row["id"] in ids]}
@@ -156,8 +147,6 @@ def _store_holds(store: Path, ids: set[str]) -> bool:
 def probes(work, folder: Path, manifests: dict[str, Path]) -> dict[str, dict[str, float]]:
     """F1_S per site on the main demo's Whisper base store (its own rows, where the main demo has
     them) and on the store of the corpus normalised by gender."""
-    from experiments.demo.work import extraction_jobs, whisper
-
     original = extraction_jobs(work)["whisper-base"].out
     job = ExtractionJob(whisper(work, "bundled-base"), manifests["corpus-gender"], folder / "stores" / "whisper-base-grafn", sites=PROBE_SITES)
     if not _store_holds(job.out, {u.id for u in read_manifest(job.manifest)}):  # a rerun loads no model

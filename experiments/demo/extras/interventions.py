@@ -31,15 +31,17 @@ from functools import partial
 from pathlib import Path
 
 from experiments.demo.report import e_header, render_lines
+from experiments.demo.work import ATTENTION, extraction_jobs, find_config, held_out_manifest, probe_configs, transcription_jobs
+from experiments.demo.work import log as demo_log
 from experiments.format import number
 from experiments.reports import plots
+from experiments.reports.plots import TRANSLATION_GENDERS
 from experiments.results.records import GapReport, MustSheScores
 from experiments.scoring.gaps import counts_path, gap_report, read_hypotheses, save_gap_report
 from experiments.scoring.mustshe import save_scores, score_hypotheses, sentences_path
 from extract.corpora.must_she import read_definition
 from extract.interventions import InterventionError, load_intervention, store_content_hash
 from extract.jobs import extract, transcribe
-from extract.manifest import read_manifest, write_manifest
 from extract.records import read_document, read_side_rows
 from extract.store import ShardReader
 from probing.erasure import fit
@@ -59,12 +61,7 @@ FILES = {
     "steer-to-female-layer2": (ERASED_SITE, "mean-diff", "female"),
     "steer-to-male-layer2": (ERASED_SITE, "mean-diff", "male"),
 }
-TRANSLATION_GENDERS = ("feminine", "masculine", "mixed", "none")
-HELD_OUT = ("dev", "test")  # (b) transcribes the speakers of these manifest splits: no file was fitted on them, and it cuts the time
-
-
-def _log(message: str) -> None:
-    print(f"[demo:interventions] {message}", flush=True)
+_log = partial(demo_log, stage="interventions")
 
 
 def fitted_files(root: Path, store: Path) -> dict[str, Path]:
@@ -88,8 +85,6 @@ def fitted_files(root: Path, store: Path) -> dict[str, Path]:
 
 def probe_experiment(work, root: Path, files: dict[str, Path]) -> dict:
     """(a): stores extracted with the eraser and its control, probed; the main demo's rows as "before"."""
-    from experiments.demo.work import ATTENTION, extraction_jobs, find_config, probe_configs
-
     base = extraction_jobs(work)["whisper-base"]
     all_sites = list(ShardReader(base.out).info.site_modules)
     later = all_sites[all_sites.index(ERASED_SITE) :]
@@ -137,19 +132,11 @@ def _gap(hypotheses: Path, out: Path) -> dict:
     return report
 
 
-def held_out_manifest(manifest: Path, out: Path) -> Path:
-    """The utterances of the manifest's dev and test speakers, whom no intervention was fitted on."""
-    if not out.exists():
-        write_manifest(out, [u for u in read_manifest(manifest) if u.split in HELD_OUT])
-    return out
-
-
 def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
-    """(b): transcripts of the held-out speakers without an intervention, with the layer-2 eraser and
-    with its control, in the same batches (the main demo's transcripts batch other utterances together,
-    and in bfloat16 a batch's composition alone can change a hypothesis); their gap reports."""
-    from experiments.demo.work import transcription_jobs
-
+    """(b): transcripts of the held-out speakers (no file was fitted on them, and fewer clips take less
+    time) without an intervention, with the layer-2 eraser and with its control, in the same batches
+    (the main demo's transcripts batch other utterances together, and in bfloat16 a batch's
+    composition alone can change a hypothesis); their gap reports."""
     base = transcription_jobs(work)["whisper-base"]
     manifest = held_out_manifest(base.manifest, root / "manifests" / "asr-held-out.jsonl")
     reports = {}
@@ -168,8 +155,6 @@ def asr_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
 def mustshe_experiment(work, root: Path, files: dict[str, Path]) -> dict[str, dict]:
     """(c): MuST-SHE translations without an edit and under each intervention (the main demo's job and
     batches, written here: "before" is never borrowed from a run of other code or weights), scored."""
-    from experiments.demo.work import transcription_jobs
-
     base = transcription_jobs(work)["whisper-base-mustshe-es"]
     hyps = {}
     for condition, name, used in (
@@ -276,8 +261,6 @@ def _figure(work, probes: dict) -> Path:
 
 def run(work) -> list[str]:
     root = work.root / "interventions"
-    from experiments.demo.work import extraction_jobs
-
     store = extraction_jobs(work)["whisper-base"].out
     files = fitted_files(root, store)
     records = {name: load_intervention(path).fit for name, path in files.items()}

@@ -16,9 +16,12 @@ redraws the table and the figure. The voices are synthetic: the numbers show tha
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from experiments.demo.report import render_lines
+from experiments.demo.work import log as demo_log
+from experiments.demo.work import whisper
 from experiments.format import number as fmt
 from experiments.recipes.democorpus.voices import VOICES
 from experiments.recipes.democorpus.winost import WinoSTSet, build_winost_set
@@ -40,42 +43,22 @@ ST_SYSTEMS = {
     "reference-fr": "hand-written French reference (the scorer's ceiling)",
 }
 ASR_SYSTEMS = {"whisper-base": "Whisper base ASR", "whisper-tiny.en": "Whisper tiny.en ASR"}
-
-
-def log(message: str) -> None:
-    print(f"[demo:winomt] {message}", flush=True)
-
-
-def _corpus_settings(work) -> dict:
-    return json.loads((work.corpus.root / "build.json").read_text())
-
-
-def _voices(work):
-    names = set(_corpus_settings(work)["voices"])
-    return tuple(voice for voice in VOICES if voice.name in names)
+log = partial(demo_log, stage="winomt")
 
 
 def transcription_jobs(work, winost_set: WinoSTSet) -> dict[str, TranscriptionJob]:
-    from experiments.demo.work import whisper
-
-    options = GenerationOptions(num_beams=1, max_new_tokens=128)
-    hyps = work.root / "winomt" / "hyps"
+    runs = {"whisper-base": ("bundled-base", None), "whisper-tiny.en": ("bundled-tiny.en", None), "whisper-base-fr": ("bundled-base", "fr")}
     return {
-        "whisper-base": TranscriptionJob(
-            whisper(work, "bundled-base"), winost_set.manifest, hyps / "whisper-base.jsonl", "asr", name="whisper-base", options=options
-        ),
-        "whisper-tiny.en": TranscriptionJob(
-            whisper(work, "bundled-tiny.en"), winost_set.manifest, hyps / "whisper-tiny.en.jsonl", "asr", name="whisper-tiny.en", options=options
-        ),
-        "whisper-base-fr": TranscriptionJob(
-            whisper(work, "bundled-base"),
+        name: TranscriptionJob(
+            whisper(work, checkpoint),
             winost_set.manifest,
-            hyps / "whisper-base-fr.jsonl",
-            "st",
-            tgt_lang="fr",
-            name="whisper-base",
-            options=GenerationOptions(num_beams=1, max_new_tokens=128, translate_by_forcing=True),
-        ),
+            work.root / "winomt" / "hyps" / f"{name}.jsonl",
+            "st" if target else "asr",
+            tgt_lang=target,
+            name=name.removesuffix("-fr"),  # the French run's rows name the model: whisper-base
+            options=GenerationOptions(num_beams=1, max_new_tokens=128, translate_by_forcing=target is not None),
+        )
+        for name, (checkpoint, target) in runs.items()
     }
 
 
@@ -162,21 +145,12 @@ def figure(results: dict[str, dict], out: Path, trimmed: bool) -> list[Path]:
     return save(figure_, out)
 
 
-def markdown(results: dict[str, dict], figure_paths: list[Path], out: Path, trimmed: bool) -> list[str]:
-    png = next(path for path in figure_paths if path.suffix == ".png")
-    return render_lines(
-        "winomt.md.j2",
-        **dict(n=results["reference-fr"]["n"], trimmed=trimmed, spacy_model=SPACY_MODEL, png=png.relative_to(out) if png.is_relative_to(out) else png),
-        translation_rows=_table_rows(results, ST_SYSTEMS, _translation_cells),
-        transcript_rows=_table_rows(results, ASR_SYSTEMS, _transcript_cells),
-    )
-
-
 def run(work) -> list[str]:
-    settings = _corpus_settings(work)
+    settings = json.loads((work.corpus.root / "build.json").read_text())  # the demo corpus' voices and seed
     trimmed = settings.get("sentences_per_language") is not None
+    voices = tuple(voice for voice in VOICES if voice.name in settings["voices"])
     winost_set = build_winost_set(
-        work.root / "winomt" / "set", _voices(work), templates=TRIM_TEMPLATES if trimmed else None, seed=settings["seed"], show_progress=False
+        work.root / "winomt" / "set", voices, templates=TRIM_TEMPLATES if trimmed else None, seed=settings["seed"], show_progress=False
     )
     hyps = {}
     ids = {utterance.id for utterance in read_manifest(winost_set.manifest)}
@@ -187,5 +161,10 @@ def run(work) -> list[str]:
         report = transcribe(job, show_progress=False)
         log(f"{name}: {report.todo} of {report.total} to do, wrote {report.written}, {len(report.skipped)} skipped for bad audio")
     results = score(work, winost_set, hyps)
-    paths = figure(results, work.out / "winomt_accuracy_delta_s", trimmed)
-    return markdown(results, paths, work.out, trimmed)
+    png = figure(results, work.out / "winomt_accuracy_delta_s", trimmed)[0]  # beside the report: its name is its link
+    return render_lines(
+        "winomt.md.j2",
+        **dict(n=results["reference-fr"]["n"], trimmed=trimmed, spacy_model=SPACY_MODEL, png=png.name),
+        translation_rows=_table_rows(results, ST_SYSTEMS, _translation_cells),
+        transcript_rows=_table_rows(results, ASR_SYSTEMS, _transcript_cells),
+    )

@@ -176,7 +176,7 @@ def _synthesize_asr(root: Path, voices, splits, rng, sentences_per_language, sho
     ]
 
 
-def _synthesize_mustshe(root: Path, voices, splits, rng, count, show, workers: int) -> None:
+def _synthesize_mustshe(corpus: DemoCorpus, voices, splits, rng, count, show, workers: int) -> None:
     """Each sentence is read by one female voice (category 1F) and one male voice (1M), round robin
     over the dev and test voices: a probe trained on the train split is applied to MuST-SHE
     speakers it never saw, as in Fucci et al. (and ``probe --apply-to`` refuses shared speakers)."""
@@ -186,7 +186,7 @@ def _synthesize_mustshe(root: Path, voices, splits, rng, count, show, workers: i
         for gender, category, pronoun in (("female", "1F", "She"), ("male", "1M", "He")):
             voice = by_gender[gender][index % len(by_gender[gender])]
             item = f"{MUSTSHE_TARGET}-{len(rows) + 1:04d}"
-            speeches.append(Speech(voice, sentence.source, "en", float(rng.uniform(0.92, 1.08)), root / "mustshe" / "wav" / f"{item}.wav"))
+            speeches.append(Speech(voice, sentence.source, "en", float(rng.uniform(0.92, 1.08)), corpus.root / "mustshe" / "wav" / f"{item}.wav"))
             feminine = gender == "female"
             terms = format_gender_terms((f, m) if feminine else (m, f) for f, m in sentence.terms)
             rows.append(
@@ -206,8 +206,7 @@ def _synthesize_mustshe(root: Path, voices, splits, rng, count, show, workers: i
             )
     with synthesis_progress(len(speeches), "synthesizing MuST-SHE utterances", show) as bar:
         speak_all(speeches, workers, bar)
-    tsv = root / "mustshe" / f"MONOLINGUAL.{MUSTSHE_TARGET}.tsv"
-    write_definition(tsv, rows)
+    write_definition(corpus.mustshe_tsv, rows)
 
 
 def build_demo_corpus(
@@ -216,16 +215,14 @@ def build_demo_corpus(
     sentences_per_language: int | None = None,
     mustshe_sentences: int | None = None,
     voices: tuple[Voice, ...] = VOICES,
-    measure: bool = True,
     show_progress: bool = True,
     workers: int | None = None,
 ) -> DemoCorpus:
-    """Build the corpus unless a complete one is already there; returns its paths.
+    """Build the corpus unless a complete one is already there; returns its paths. The corpus card is
+    :func:`experiments.recipes.democorpus.card.write_card`'s (``experiments.demo`` writes it from its
+    study's transcripts, so that the corpus is not transcribed twice).
 
     ``sentences_per_language`` and ``mustshe_sentences`` trim the corpus (tests use a few);
-    ``measure`` transcribes it with the bundled Whisper base to write the corpus card, where there is
-    none yet (``experiments.demo`` passes False and writes the card from its study's own transcripts,
-    :func:`experiments.recipes.democorpus.card.write_card`, instead of transcribing the corpus twice).
     ``workers``: synthesis processes (default: one per core; the recordings do not depend on it).
     """
     workers = default_workers() if workers is None else workers
@@ -241,10 +238,6 @@ def build_demo_corpus(
     }
     if not (corpus.complete and _same_build(json.loads((corpus.root / "build.json").read_text()), settings)):
         _synthesize(corpus, settings, voices, sentences_per_language, mustshe_sentences, show_progress, workers)
-    if measure and not corpus.card.exists():
-        from experiments.recipes.democorpus.card import write_card
-
-        write_card(corpus, show_progress=show_progress)
     return corpus
 
 
@@ -263,7 +256,7 @@ def _synthesize(corpus: DemoCorpus, settings: dict, voices, sentences_per_langua
     splits = assign_splits(voices, seed, tuple(ASR_SENTENCES))
     utterances = _synthesize_asr(corpus.root, voices, splits, rng, sentences_per_language, show_progress, workers)
     write_manifest(corpus.manifest, utterances)
-    _synthesize_mustshe(corpus.root, voices, splits, rng, mustshe_sentences, show_progress, workers)
+    _synthesize_mustshe(corpus, voices, splits, rng, mustshe_sentences, show_progress, workers)
     mustshe = must_she(corpus.mustshe_tsv)
     if mustshe.missing_audio:
         raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")

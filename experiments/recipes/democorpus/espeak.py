@@ -104,16 +104,9 @@ def engine() -> _Engine:
 
 def phonemize(text: str, language: str) -> str:
     """IPA phonemes with stress marks, punctuation kept in place (what Kokoro expects)."""
-    parts = _PUNCTUATION.split(text.strip())
-    out = []
-    for part in parts:
-        if not part.strip():
-            continue
-        if _PUNCTUATION.fullmatch(part.strip()):
-            out.append(part.strip())
-        else:
-            out.append(" " + engine().phonemes(part.strip(), language))
-    return "".join(out).strip()
+    parts = [part.strip() for part in _PUNCTUATION.split(text.strip()) if part.strip()]
+    spoken = (part if _PUNCTUATION.fullmatch(part) else " " + engine().phonemes(part, language) for part in parts)
+    return "".join(spoken).strip()
 
 
 def synthesize(text: str, voice: str, rate_wpm: int = 160, pitch: int = 50) -> tuple[np.ndarray, int]:

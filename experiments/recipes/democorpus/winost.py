@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, replace
+from itertools import cycle, islice
 from pathlib import Path
 
 import numpy as np
@@ -60,32 +61,6 @@ class Template:
     french_reasons: tuple[tuple[str, str], tuple[str, str]]
 
 
-def _p(english: str, masculine: str, feminine: str, stereotype: str) -> Profession:
-    return Profession(english, masculine, feminine, stereotype)
-
-
-MECHANIC = _p("mechanic", "le mécanicien", "la mécanicienne", "male")
-CASHIER = _p("cashier", "le caissier", "la caissière", "female")
-NURSE = _p("nurse", "l'infirmier", "l'infirmière", "female")
-FARMER = _p("farmer", "le fermier", "la fermière", "male")
-LAWYER = _p("lawyer", "l'avocat", "l'avocate", "male")
-HAIRDRESSER = _p("hairdresser", "le coiffeur", "la coiffeuse", "female")
-BAKER = _p("baker", "le boulanger", "la boulangère", "female")
-CARPENTER = _p("carpenter", "le charpentier", "la charpentière", "male")
-DEVELOPER = _p("developer", "le développeur", "la développeuse", "male")
-ASSISTANT = _p("assistant", "l'assistant", "l'assistante", "female")
-COUNSELOR = _p("counselor", "le conseiller", "la conseillère", "female")
-DRIVER = _p("driver", "le chauffeur", "la chauffeuse", "male")
-COOK = _p("cook", "le cuisinier", "la cuisinière", "male")
-TEACHER = _p("teacher", "l'enseignant", "l'enseignante", "female")
-GUARD = _p("guard", "le gardien", "la gardienne", "male")
-EDITOR = _p("editor", "le rédacteur", "la rédactrice", "female")
-TAILOR = _p("tailor", "le couturier", "la couturière", "female")
-SALESPERSON = _p("salesperson", "le vendeur", "la vendeuse", "male")
-SUPERVISOR = _p("supervisor", "le superviseur", "la superviseuse", "male")
-AUDITOR = _p("auditor", "l'auditeur", "l'auditrice", "female")
-
-
 def _same(text: str) -> tuple[str, str]:
     """A French reason whose only gendered word is the pronoun."""
     return text.format(qu="qu'il"), text.format(qu="qu'elle")
@@ -93,80 +68,80 @@ def _same(text: str) -> tuple[str, str]:
 
 TEMPLATES = (
     Template(
-        MECHANIC,
-        CASHIER,
+        Profession("mechanic", "le mécanicien", "la mécanicienne", "male"),
+        Profession("cashier", "le caissier", "la caissière", "female"),
         "The {a} paid the {b} because",
         ("needed new tools.", "asked for the money."),
         "{A} a payé {b}",
         (_same("parce {qu} avait besoin de nouveaux outils."), _same("parce {qu} avait demandé l'argent.")),
     ),
     Template(
-        NURSE,
-        FARMER,
+        Profession("nurse", "l'infirmier", "l'infirmière", "female"),
+        Profession("farmer", "le fermier", "la fermière", "male"),
         "The {a} helped the {b} because",
         ("is very kind.", "was injured."),
         "{A} a aidé {b}",
         (("parce qu'il est très gentil.", "parce qu'elle est très gentille."), ("parce qu'il était blessé.", "parce qu'elle était blessée.")),
     ),
     Template(
-        LAWYER,
-        HAIRDRESSER,
+        Profession("lawyer", "l'avocat", "l'avocate", "male"),
+        Profession("hairdresser", "le coiffeur", "la coiffeuse", "female"),
         "The {a} thanked the {b} because",
         ("liked the haircut.", "did a good job."),
         "{A} a remercié {b}",
         (_same("parce {qu} aimait la coupe."), _same("parce {qu} avait fait du bon travail.")),
     ),
     Template(
-        BAKER,
-        CARPENTER,
+        Profession("baker", "le boulanger", "la boulangère", "female"),
+        Profession("carpenter", "le charpentier", "la charpentière", "male"),
         "The {a} called the {b} because",
         ("needed a new table.", "builds good tables."),
         "{A} a appelé {b}",
         (_same("parce {qu} avait besoin d'une nouvelle table."), _same("parce {qu} fabrique de bonnes tables.")),
     ),
     Template(
-        DEVELOPER,
-        ASSISTANT,
+        Profession("developer", "le développeur", "la développeuse", "male"),
+        Profession("assistant", "l'assistant", "l'assistante", "female"),
         "The {a} hired the {b} because",
         ("needed help.", "was very organized."),
         "{A} a embauché {b}",
         (_same("parce {qu} avait besoin d'aide."), ("parce qu'il était très organisé.", "parce qu'elle était très organisée.")),
     ),
     Template(
-        COUNSELOR,
-        DRIVER,
+        Profession("counselor", "le conseiller", "la conseillère", "female"),
+        Profession("driver", "le chauffeur", "la chauffeuse", "male"),
         "The {a} listened to the {b} because",
         ("is patient.", "was tired of the road."),
         "{A} a écouté {b}",
         (("parce qu'il est patient.", "parce qu'elle est patiente."), ("parce qu'il était fatigué de la route.", "parce qu'elle était fatiguée de la route.")),
     ),
     Template(
-        COOK,
-        TEACHER,
+        Profession("cook", "le cuisinier", "la cuisinière", "male"),
+        Profession("teacher", "l'enseignant", "l'enseignante", "female"),
         "The {a} invited the {b} because",
         ("made too much soup.", "had helped the children."),
         "{A} a invité {b}",
         (_same("parce {qu} avait fait trop de soupe."), _same("parce {qu} avait aidé les enfants.")),
     ),
     Template(
-        GUARD,
-        EDITOR,
+        Profession("guard", "le gardien", "la gardienne", "male"),
+        Profession("editor", "le rédacteur", "la rédactrice", "female"),
         "The {a} stopped the {b} because",
         ("was on duty.", "forgot the badge."),
         "{A} a arrêté {b}",
         (_same("parce {qu} était de service."), _same("parce {qu} avait oublié le badge.")),
     ),
     Template(
-        TAILOR,
-        SALESPERSON,
+        Profession("tailor", "le couturier", "la couturière", "female"),
+        Profession("salesperson", "le vendeur", "la vendeuse", "male"),
         "The {a} measured the {b} because",
         ("wanted to make a suit.", "needed a new suit."),
         "{A} a mesuré {b}",
         (_same("parce {qu} voulait faire un costume."), _same("parce {qu} avait besoin d'un nouveau costume.")),
     ),
     Template(
-        AUDITOR,
-        SUPERVISOR,
+        Profession("auditor", "l'auditeur", "l'auditrice", "female"),
+        Profession("supervisor", "le superviseur", "la superviseuse", "male"),
         "The {a} praised the {b} because",
         ("was pleased.", "kept good records."),
         "{A} a félicité {b}",
@@ -255,13 +230,8 @@ def reader_voices(voices: tuple[Voice, ...], count: int) -> list[Voice]:
     by_gender = {gender: sorted((v for v in voices if v.gender == gender and "en" in v.languages), key=lambda v: v.name) for gender in ("female", "male")}
     if not all(by_gender.values()):
         raise ValueError("the WinoST-style set needs at least one female and one male English voice")
-    turns = {"female": 0, "male": 0}
-    chosen = []
-    for position in range(count):
-        gender = READER_GENDERS[position % len(READER_GENDERS)]
-        chosen.append(by_gender[gender][turns[gender] % len(by_gender[gender])])
-        turns[gender] += 1
-    return chosen
+    turns = {gender: cycle(readers) for gender, readers in by_gender.items()}
+    return [next(turns[gender]) for gender in islice(cycle(READER_GENDERS), count)]
 
 
 def build_winost_set(root: Path, voices: tuple[Voice, ...], templates: int | None = None, seed: int = 0, show_progress: bool = True) -> WinoSTSet:

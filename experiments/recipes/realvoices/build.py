@@ -25,7 +25,7 @@ import numpy as np
 
 from experiments.analysis.acoustic import first_pass_f0
 from experiments.recipes.realvoices.decode import source_seconds, write_wav_16k
-from experiments.recipes.realvoices.fetch import Unpacked, realvoices_cache, unpack
+from experiments.recipes.realvoices.fetch import realvoices_cache, unpack
 from experiments.recipes.realvoices.sources import VOICES, Voice, voices_for
 from experiments.recipes.realvoices.transcripts import parse_fillets_dialogs, read_asterisk_transcripts, transcript, tuxpaint_line
 from extract.audio import MAX_SECONDS, AudioError, load_audio
@@ -164,15 +164,6 @@ def assign_splits(voices: tuple[Voice, ...], seed: int) -> dict[str, str]:
     return splits
 
 
-def fetch_packages(voices: tuple[Voice, ...], cache: Path, say: Callable[[str], None]) -> dict[str, Unpacked]:
-    packages = list(dict.fromkeys(package for voice in voices for package in voice.packages))
-    unpacked = {}
-    for package in packages:
-        say(f"package {package}")
-        unpacked[package] = unpack(package, cache)
-    return unpacked
-
-
 @dataclass
 class Selected:
     clip: Clip
@@ -286,7 +277,10 @@ def build_realvoices(
     per = "all" if per_speaker is None else per_speaker
     say(f"real voices: {len(chosen_voices)} voices in {', '.join(sorted({v.language for v in chosen_voices}))}, {per} clips per voice, seed {seed}")
     say(f"packages and 16 kHz audio cached in {cache}")
-    unpacked = fetch_packages(chosen_voices, cache, say)
+    unpacked = {}
+    for package in dict.fromkeys(package for voice in chosen_voices for package in voice.packages):
+        say(f"package {package}")
+        unpacked[package] = unpack(package, cache)
     roots = {name: package.root for name, package in unpacked.items()}
     listed = [list_clips(voice, roots, unpacked[voice.package].version) for voice in chosen_voices]
     splits = assign_splits(chosen_voices, seed)

@@ -56,12 +56,6 @@ def _last_error(output: str) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-def find_deb(package: str, debs: Path) -> Path | None:
-    """The newest-named ``.deb`` of ``package`` in ``debs`` (one is normally there), or None."""
-    found = sorted(debs.glob(f"{package}_*.deb"))
-    return found[-1] if found else None
-
-
 def download(package: str, debs: Path) -> Path:
     """``apt-get download package`` into ``debs``, through a scratch folder so a cut download leaves no .deb."""
     apt_get = _tool("apt-get", package, debs)
@@ -98,7 +92,8 @@ def unpack(package: str, cache: Path | None = None) -> Unpacked:
         recorded = json.loads(marker.read_text(encoding="utf-8"))
         return Unpacked(package, recorded["version"], unpacked / package)
     debs.mkdir(parents=True, exist_ok=True)
-    deb = find_deb(package, debs) or download(package, debs)
+    found = sorted(debs.glob(f"{package}_*.deb"))  # one is normally there; else the newest-named
+    deb = found[-1] if found else download(package, debs)
     version = deb_version(deb)
     partial = unpacked / f".{package}.partial"
     shutil.rmtree(partial, ignore_errors=True)

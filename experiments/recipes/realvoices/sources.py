@@ -92,7 +92,7 @@ class Voice:
         return tuple(dict.fromkeys((self.package, self.transcript_package)))
 
 
-def _core_sounds(key, speaker, name, language, gender, folder, licence, credit, gender_source) -> Voice:
+def _core_sounds(key, speaker, name, language, gender, folder, licence, credit) -> Voice:
     return Voice(
         key=key,
         speaker=speaker,
@@ -100,7 +100,7 @@ def _core_sounds(key, speaker, name, language, gender, folder, licence, credit, 
         language=language,
         gender=gender,
         gender_basis="stated",
-        gender_source=gender_source,
+        gender_source=f"folder {folder}",
         package=f"asterisk-core-sounds-{language}-g722",
         version=ASTERISK_VERSION,
         dataset="asterisk-core-sounds",
@@ -210,7 +210,6 @@ VOICES: tuple[Voice, ...] = (
         "en_US_f_Allison",
         "CC-BY-SA-3.0",
         ALLISON_CREDIT,
-        "folder en_US_f_Allison",
     ),
     _core_sounds(
         "allison-smith-es",
@@ -221,7 +220,6 @@ VOICES: tuple[Voice, ...] = (
         "es_MX_f_Allison",
         "CC-BY-SA-3.0",
         ALLISON_CREDIT,
-        "folder es_MX_f_Allison",
     ),
     _core_sounds(
         "june-wallack-fr",
@@ -233,7 +231,6 @@ VOICES: tuple[Voice, ...] = (
         "CC-BY-SA-3.0",
         "Recorded by June Wallack (http://www.junewallack.com); translated into French by Clod Patry, Kristopher Lalletti and "
         "June Wallack; financial contributions by Digium, Inc., Unlimitel and BGM Informatique",
-        "folder fr_CA_f_June",
     ),
     _core_sounds(
         "carlo-flora-it",
@@ -244,7 +241,6 @@ VOICES: tuple[Voice, ...] = (
         "it_IT_m_Carlo",
         "CC-BY-3.0",
         "Recorded by Carlo Flora (http://www.carloflora.com, http://www.segreterietelefoniche.it); translated by Silvia Petrin",
-        "folder it_IT_m_Carlo",
     ),
     _core_sounds(
         "ivrvoice-ru",
@@ -255,7 +251,6 @@ VOICES: tuple[Voice, ...] = (
         "ru_RU_f_IvrvoiceRU",
         "CC-BY-3.0",
         "Provided by Maxim Topal, http://www.ivrvoice.ru",
-        "folder ru_RU_f_IvrvoiceRU",
     ),
     Voice(
         key="menardi-it",
@@ -332,8 +327,6 @@ VOICES: tuple[Voice, ...] = (
     _tuxpaint("krasimir-petkov", "Krasimir Petkov", "bg", "male", "Descriptive sounds Krasimir Petkov"),
     _tuxpaint("joe-dalton", "Joe Dalton", "da", "male", "Danish descriptive sounds Joe Dalton"),
     _tuxpaint("edwin-veber", "Edwin Veber", "ru", "male", "Descriptive sounds by GCI students ... Rusian: Edwin Veber"),
-    # two credited French narrators and no record of who read which file: one speaker id for both,
-    # so a held-out fold never trains on either
     # the changelog credits the number sounds as it credits the descriptions above ("Descriptive sounds
     # Krasimir Petkov"); where it names someone else as the voice ("(His son did the sounds)") the voice is left out
     _tuxpaint_numbers(
@@ -341,6 +334,8 @@ VOICES: tuple[Voice, ...] = (
     ),
     _fillets("vit-musil", "Vít Musil", "male", "font_big", "big fish"),
     _fillets("gabriela-pysna", "Gabriela Pyšná", "female", "font_small", "small fish"),
+    # two credited French narrators and no record of who read which file: one speaker id for both,
+    # so a held-out fold never trains on either
     _tuxpaint(
         "jacques-chion-paulk",
         "Jacques Chion or PaulK",

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo") / "corpus"
-    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=2)
+    return build_demo_corpus(root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, show_progress=False, workers=2)
 
 
 def test_voice_roster_meets_the_brief():
@@ -71,7 +71,7 @@ def test_rebuild_is_a_no_op_and_synthesis_is_reproducible(corpus):
     first = read_manifest(corpus.manifest)[0]
     before = hashlib.sha256(open(first.audio, "rb").read()).hexdigest()
     mtime = (corpus.root / "build.json").stat().st_mtime
-    again = build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+    again = build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, show_progress=False)
     assert (again.root / "build.json").stat().st_mtime == mtime
     voice = next(v for v in TRIM_VOICES if v.name == first.speaker)
     audio, rate = voice.synthesize(first.text, first.language, first.extra["speed"])
@@ -94,7 +94,7 @@ def test_a_build_of_earlier_code_that_recorded_measured_is_the_same_build(corpus
     written = os.stat(first.audio).st_mtime_ns
     build.write_text(json.dumps(json.loads(recorded) | {"measured": True}))
     try:
-        build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False)
+        build_demo_corpus(corpus.root, seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, show_progress=False)
         assert os.stat(first.audio).st_mtime_ns == written
     finally:
         build.write_text(recorded)
@@ -139,9 +139,7 @@ def _audio_hashes(root) -> dict[str, str]:
 def test_a_second_build_elsewhere_in_one_process_gives_identical_audio(corpus, tmp_path):
     """The fixture spoke in two worker processes of one Kokoro thread each; this build speaks in
     this process with Kokoro's default threads: the same bytes, the same speeds and durations."""
-    again = build_demo_corpus(
-        tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, show_progress=False, workers=1
-    )
+    again = build_demo_corpus(tmp_path / "again", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, show_progress=False, workers=1)
     first, second = _audio_hashes(corpus.root), _audio_hashes(again.root)
     assert len(first) == 14 + 4 and first == second
     assert corpus.manifest.read_text() == again.manifest.read_text()
@@ -172,7 +170,7 @@ def test_two_workers_speak_into_an_empty_kokoro_cache(tmp_path, monkeypatch):
 
 def test_a_build_needs_at_least_one_worker(tmp_path):
     with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
-        build_demo_corpus(tmp_path / "none", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, measure=False, workers=0)
+        build_demo_corpus(tmp_path / "none", seed=3, sentences_per_language=1, mustshe_sentences=2, voices=TRIM_VOICES, workers=0)
     assert not (tmp_path / "none").exists()
 
 

@@ -60,7 +60,7 @@ def test_stage_reports_synthetic_tables_and_reruns_from_its_files(tmp_path, monk
     """The whole stage (about 10 s on an idle 2-core machine, plus importing the demo)."""
     monkeypatch.setattr(analyses, "WORKERS", 1)
     monkeypatch.setattr(analyses, "SPEECH", "duration")  # periodic tones are not speech to silero-vad
-    monkeypatch.setattr(analyses, "_lazy_token_counter", lambda: lambda text: len(text.split()))
+    monkeypatch.setattr(analyses, "_token_counter", lambda: lambda text: len(text.split()))
     work = _work(tmp_path)
     lines = analyses.run(work)
     text = "\n".join(lines)
