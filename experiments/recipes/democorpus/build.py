@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -260,5 +260,6 @@ def _synthesize(corpus: DemoCorpus, settings: dict, voices, sentences_per_langua
     mustshe = must_she(corpus.mustshe_tsv)
     if mustshe.missing_audio:
         raise RuntimeError(f"MuST-SHE build lost audio: {mustshe.summary()}")
-    write_manifest(corpus.mustshe_manifest, mustshe.utterances)
+    # relative to the corpus folder, as the ASR manifest's: a cache moved elsewhere keeps its audio
+    write_manifest(corpus.mustshe_manifest, [replace(u, audio=os.path.relpath(u.audio, corpus.root)) for u in mustshe.utterances])
     (corpus.root / "build.json").write_text(json.dumps(settings, indent=2))

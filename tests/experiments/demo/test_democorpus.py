@@ -1,8 +1,11 @@
 """The demo corpus, trimmed: one sentence per language, a subset of voices. Synthesizes speech (slow)."""
 
 import hashlib
+import json
 import os
+import shutil
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,6 +68,17 @@ def test_mustshe_tsv_is_in_the_official_format(corpus):
     assert len(read_manifest(corpus.mustshe_manifest)) == 4
     three_terms = next(s for s in MUSTSHE_SENTENCES if len(s.terms) == 3)
     assert three_terms.feminine.count(" ") == three_terms.masculine.count(" ")
+
+
+def test_a_moved_corpus_folder_keeps_both_manifests_audio(corpus, tmp_path):
+    """Both manifests name their audio relative to the corpus folder, so a cache moved elsewhere
+    still serves them (the MuST-SHE one held absolute paths: a moved cache lost all its audio)."""
+    moved = tmp_path / "moved"
+    shutil.copytree(corpus.root, moved)
+    for manifest in ("manifest.jsonl", "mustshe.jsonl"):
+        rows = [json.loads(line) for line in (moved / manifest).read_text().splitlines()]
+        assert rows and all(not Path(row["audio"]).is_absolute() for row in rows)
+        assert all(Path(u.audio).is_relative_to(moved) and Path(u.audio).is_file() for u in read_manifest(moved / manifest))
 
 
 def test_rebuild_is_a_no_op_and_synthesis_is_reproducible(corpus):
