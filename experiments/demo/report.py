@@ -235,7 +235,7 @@ def write_report(work: Work, trimmed: bool) -> Path:
     f1_rows = [row for row in read_table(f1_table, F1VsGapRow) if row.site == last and row.gap_relative is not None]
     xs, ys, labels = [row.f1_s for row in f1_rows], [row.gap_relative for row in f1_rows], [f"{row.model} {row.language}" for row in f1_rows]
     try:
-        gap_fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": str(f1_table), "points": labels}
+        gap_fit = correlate(xs, ys, seed=0) | {"x": "f1_s", "y": "gap_relative", "table": shown_path(f1_table), "points": labels}
         (out / "correlation_f1_gap.json").write_text(json.dumps(gap_fit, indent=2) + "\n")
         gap_reason = None
     except CorrelationError as error:
