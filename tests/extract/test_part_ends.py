@@ -227,7 +227,7 @@ def test_a_shard_with_no_part_to_write(tmp_path):
 
 
 _TWICE_INTERRUPTED = """
-import sys, threading, time
+import signal, sys, threading, time
 from pathlib import Path
 import numpy as np
 from extract.families import tiny_extractor
@@ -236,6 +236,8 @@ from extract.stage_options import ExtractOptions
 from extract.store import PartWriter
 from tests.corpus import write_corpus
 
+# Ctrl-C as a terminal delivers it: a suite started in the background (`make test &`) passes SIGINT down ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 folder = Path(sys.argv[1])
 rng = np.random.default_rng(0)
 waves = [(0.1 * rng.standard_normal(int(16_000 * seconds))).astype(np.float32) for seconds in np.linspace(0.5, 1.5, 7)]
