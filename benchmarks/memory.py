@@ -1,6 +1,6 @@
 """Peak memory (RSS) of per-position probes as N grows: the bounded path (positions in chunks that
-fit ``--memory-gb``) against the whole-array path (every position at once, what ``features.positional``
-held before).
+fit ``--memory-gb``) against the whole-array path (every position in one chunk, read from the store at
+once: what :func:`probing.features.in_memory_bytes` counts).
 
 For each N a synthetic store is written (float16, ``--positions`` frames per utterance at D =
 ``--dim``, 10 utterances per speaker, a gender signal on one dimension), probed by ``run_probe`` in a

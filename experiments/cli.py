@@ -29,7 +29,7 @@ from experiments.argkit import DeprecatedAlias, FileRole, add_renamed_argument, 
 from experiments.options import add_options
 from extract.device import AUTO, DEVICE_HELP, resolve_device
 from extract.diskfull import DiskFullError, is_disk_full
-from extract.errors import UserError
+from extract.errors import UserError, first_line
 from extract.manifest import normalize_gender
 
 if TYPE_CHECKING:
@@ -445,7 +445,7 @@ def load_or_exit(load: Callable[[], Loaded], spec: ModelSpec) -> Loaded:
     except LOAD_ERRORS as error:
         raise SystemExit(fail(str(error))) from None
     except OSError as error:
-        raise SystemExit(fail(f"cannot load --checkpoint {spec.checkpoint or spec.resolved_checkpoint()}: {_first_line(error)}")) from None
+        raise SystemExit(fail(f"cannot load --checkpoint {spec.checkpoint or spec.resolved_checkpoint()}: {first_line(error)}")) from None
     except (ValueError, TypeError, KeyError) as error:
         # transformers fails this way on a local folder that lacks a file (e.g. no tokenizer files:
         # "expected str ... not NoneType"); anywhere else it is a bug and keeps its traceback
@@ -453,12 +453,7 @@ def load_or_exit(load: Callable[[], Loaded], spec: ModelSpec) -> Loaded:
             raise
         raise SystemExit(
             fail(
-                f"cannot load --checkpoint {spec.checkpoint} ({type(error).__name__}: {_first_line(error)}); "
+                f"cannot load --checkpoint {spec.checkpoint} ({type(error).__name__}: {first_line(error)}); "
                 "check that the folder holds a complete transformers checkpoint (config, weights, processor files)"
             )
         ) from None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -38,6 +38,7 @@ from pathlib import Path
 from experiments.cli import CommandParser, add_out_argument, command_main, input_argument, output_argument
 from experiments.format import number
 from experiments.options import add_options, from_args
+from experiments.reports.plots import axis_label, figure_paths, scatter_with_fit
 from experiments.results.correlation import PERMUTATIONS, correlate, interval_text, read_columns, shared_values
 from extract.options import option, seed_option
 
@@ -47,12 +48,6 @@ def _condition(value: str) -> tuple[str, str]:
     if not separator or not column:
         raise argparse.ArgumentTypeError(f"{value!r}: expected COLUMN=VALUE, e.g. site=encoder.final")
     return column, wanted
-
-
-def _plot_files(plot: Path) -> list[Path]:
-    from experiments.reports.plots import figure_paths  # here, not at the top: it loads torch, only for --plot
-
-    return figure_paths(plot)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_argument(parser, "--table", required=True, type=Path, help="CSV with a header row")
     add_options(parser, CorrelateOptions)
     add_out_argument(parser, "statistics JSON")
-    output_argument(parser, "--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)", sidecars=_plot_files)
+    output_argument(parser, "--plot", type=Path, help="scatter with the fitted line (PNG; a PDF is written beside it)", sidecars=figure_paths)
     return parser
 
 
@@ -97,8 +92,6 @@ def _run(args: argparse.Namespace) -> int:
     for line in summary_lines(result):
         print(f"[correlate] {line}")
     if args.plot:
-        from experiments.reports.plots import axis_label, scatter_with_fit  # here, not at the top: matplotlib, only for --plot
-
         title = ", ".join(f"{column} {value}" for column, value in (shared_values(args.table, where) | where).items())
         written = scatter_with_fit(xs, ys, labels, result, axis_label(options.x), axis_label(options.y), args.plot, title=title)
         print(f"[correlate] plot: {', '.join(map(str, written))}")

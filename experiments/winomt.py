@@ -37,7 +37,8 @@ from experiments.cli import CommandParser, add_out_argument, add_tgt_lang_argume
 from experiments.format import number
 from experiments.options import add_options, from_args
 from experiments.scoring.grammatical_gender import DEFAULT_SPACY_MODELS, load_analyser
-from experiments.scoring.winomt import alignments_path, evaluate_transcripts, evaluate_translations, sentences_path
+from experiments.scoring.mustshe import sentences_path
+from experiments.scoring.winomt import alignments_path, evaluate_transcripts, evaluate_translations
 from experiments.scoring.word_alignment import SYMMETRISATIONS, read_parallel
 from extract.options import Checked, option, seed_option
 

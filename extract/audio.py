@@ -113,6 +113,11 @@ def load_audio(
     return Audio(samples=np.ascontiguousarray(samples, dtype=np.float32), source_seconds=source_seconds, notes=notes)
 
 
+def asr_samples(record) -> np.ndarray:
+    """A record's first 30 s, as the ASR models see it (a record: anything with ``audio``, ``offset``, ``duration``)."""
+    return load_audio(record.audio, record.offset, record.duration, max_seconds=MAX_SECONDS["asr"]).samples
+
+
 def wav_header_frames(path: Path) -> int | None:
     """Frames a RIFF/WAVE header's ``data`` chunk promises (libsndfile silently shortens a
     truncated WAV to what it holds, so this is read from the header itself); None for other formats

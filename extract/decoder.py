@@ -33,7 +33,7 @@ import torch
 
 from extract.errors import UserError
 from extract.families.base import Extractor, select_sites
-from extract.families.generation import GenerationError, Generator, quiet_transformers
+from extract.families.generation import GenerationError, Generator, check_task, quiet_transformers
 from extract.hooks import Site, _first_tensor, capture
 from extract.store import GeneratedTokens
 
@@ -187,14 +187,10 @@ def token_surface(tokenizer, ids: list[int]) -> tuple[tuple[str, ...], tuple[boo
 def decoder_states(generator: Generator, audios: list[np.ndarray], sites: list[str], language: str, task: str, tgt_lang: str | None) -> list[DecodedUtterance]:
     """Generate for a batch that shares a source language, then the teacher-forced states at
     ``sites`` (names of :func:`decoder_site_table`) for each utterance's generated tokens."""
-    if task not in ("asr", "st"):
-        raise GenerationError(f"task must be 'asr' or 'st', got {task!r}")
-    if task == "st" and not tgt_lang:
-        raise GenerationError("speech translation needs a target language (--tgt-lang)")
-    generator.check(task, tgt_lang)
+    check_task(task, tgt_lang)
     target = tgt_lang if task == "st" else language
     extractor = generator.extractor
-    inputs = extractor.on_device(extractor.prepare(audios).inputs)
+    inputs = generator.model_inputs(audios, task, tgt_lang)
     generated = generate_with_prompt(generator, inputs, language, task, target)
     states = teacher_forced_states(extractor, inputs, generated, sites)
     return [

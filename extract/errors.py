@@ -7,3 +7,9 @@ that caught those still does. A module without imports: naming it loads nothing.
 
 class UserError(Exception):
     """A problem the user can fix; its message says what and how, in one line."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, or its type's name when the message is empty: what a one-line refusal quotes."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from extract.families.generation import GenerationError, quiet_transformers
+from extract.families.generation import GenerationError, check_task, quiet_transformers
 
 if TYPE_CHECKING:
     from extract.decoder import Generated
@@ -60,17 +60,13 @@ def generate_scored(
     of ``texts[i]`` (any number of texts, possibly none) on utterance ``i`` (the module docstring)."""
     from extract.decoder import check_family, generate_with_prompt
 
-    if task not in ("asr", "st"):
-        raise GenerationError(f"task must be 'asr' or 'st', got {task!r}")
-    if task == "st" and not tgt_lang:
-        raise GenerationError("speech translation needs a target language (--tgt-lang)")
+    check_task(task, tgt_lang)
     if len(texts) != len(audios):
         raise GenerationError(f"{len(texts)} groups of texts for {len(audios)} utterances")
     check_family(generator.family)
-    generator.check(task, tgt_lang)
     target = tgt_lang if task == "st" else language
     extractor = generator.extractor
-    inputs = extractor.on_device(extractor.prepare(list(audios)).inputs)
+    inputs = generator.model_inputs(audios, task, tgt_lang)
     generated = generate_with_prompt(generator, inputs, language, task, target)
     hypotheses = [generator.tokenizer.decode(forced + tokens, skip_special_tokens=True).strip() for forced, tokens in zip(generated.forced, generated.tokens)]
     flat = [(row, list(generator.text_ids(text))) for row, group in enumerate(texts) for text in group]

@@ -47,7 +47,7 @@ import numpy as np
 
 from experiments.analysis.contrasts import feature_row_identity
 from extract.appendlog import AppendLog, RowKind
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, asr_samples
 from extract.errors import UserError
 from extract.manifest import Utterance
 
@@ -149,11 +149,6 @@ class Job:
     floor: float | None = None  # the second pass's range; None: the range is missing (``range_reason``)
     ceiling: float | None = None
     range_reason: str = ""
-
-
-def asr_samples(record) -> np.ndarray:
-    """A record's (a :class:`Job`, an :class:`~extract.manifest.Utterance`) first 30 s, as the ASR models see it."""
-    return load_audio(record.audio, record.offset, record.duration, max_seconds=MAX_SECONDS["asr"]).samples
 
 
 def first_pass_job(job: Job) -> tuple[str, np.ndarray]:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.analysis.acoustic import MIN_SECONDS, RANGE_BY, asr_samples, first_pass_f0, pitch_range_settings, pitch_values, range_key, speaker_ranges
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError
+from experiments.analysis.acoustic import MIN_SECONDS, RANGE_BY, first_pass_f0, pitch_range_settings, pitch_values, range_key, speaker_ranges
+from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, asr_samples
 from extract.errors import UserError
 from extract.manifest import Utterance
 from extract.provenance import file_sha256, provenance

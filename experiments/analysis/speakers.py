@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.audio import SAMPLE_RATE, AudioError, asr_samples
 from extract.errors import UserError
 from extract.options import option
 
@@ -106,7 +106,7 @@ def audio_embeddings(utterances: Sequence, embed, show_progress: bool = True, se
     rows = []
     for utterance in tqdm(utterances, desc="embeddings", unit="rec", disable=not show_progress):
         try:
-            samples = load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=MAX_SECONDS["asr"]).samples
+            samples = asr_samples(utterance)
         except AudioError as error:
             raise SpeakerError(f"{utterance.id}: {error}; drop the record from the manifest (experiments.vad_filter lists unreadable ones)") from None
         rows.append(embed(samples))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,7 @@ def tiny_labels() -> dict[str, str]:
 GAP_ESTIMATE_LABELS = {"resampled": "resampled", "full": "full set"}  # the estimate in a table header of E
 P_VALUE_HEADER = "p, published resampling t-test (pseudo-replicated)"
 RUN_ID = re.compile(r"\(run (\w+)\)$")  # the run id a probe's long.csv row names in its source
+number_or_dash = partial(number, missing="–")  # the extras' tables show a missing value as an en dash, not "n/a"
 
 
 @cache

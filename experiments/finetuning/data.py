@@ -12,7 +12,7 @@ from torch.utils.data import Dataset, Sampler
 
 from experiments.normalisation.corpus import check_mode, normalise_samples
 from experiments.normalisation.filters import load_filters
-from extract.audio import MAX_SECONDS, SAMPLE_RATE, AudioError, load_audio
+from extract.audio import SAMPLE_RATE, AudioError, asr_samples
 from extract.manifest import Utterance
 
 IGNORED_LABEL = -100  # positions the loss skips
@@ -41,7 +41,7 @@ class UtteranceDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Utterance, np.ndarray]:
         utterance = self.utterances[index]
-        samples = _samples(utterance)
+        samples = asr_samples(utterance)
         if self.front_end is not None:
             samples = self.front_end(samples, utterance.gender)
         return utterance, samples
@@ -52,14 +52,10 @@ class UtteranceDataset(Dataset):
         problems = []
         for utterance in self.utterances:
             try:
-                _samples(utterance)
+                asr_samples(utterance)
             except AudioError as error:
                 problems.append({"id": utterance.id, "problem": str(error)})
         return problems
-
-
-def _samples(utterance: Utterance) -> np.ndarray:
-    return load_audio(utterance.audio, utterance.offset, utterance.duration, max_seconds=MAX_SECONDS["asr"]).samples
 
 
 class SeededBatches(Sampler[list[int]]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
@@ -146,14 +146,15 @@ class Generator(ABC):
     def check(self, task: str, tgt_lang: str | None) -> None:  # noqa: B027 (an optional hook: most families take every task)
         """Raise ``GenerationError`` for a task or target this family cannot do."""
 
+    def model_inputs(self, audios: Sequence[np.ndarray], task: str, tgt_lang: str | None) -> dict[str, torch.Tensor]:
+        """The batch's model inputs on the model's device, once this family accepts ``task`` and ``tgt_lang`` (:meth:`check`)."""
+        self.check(task, tgt_lang)
+        return self.extractor.on_device(self.extractor.prepare(list(audios)).inputs)
+
     def generate(self, audios: list[np.ndarray], language: str, task: str, tgt_lang: str | None = None) -> list[str]:
         """Hypotheses for a batch of 16 kHz waveforms that share a source language and task."""
-        if task not in ("asr", "st"):
-            raise GenerationError(f"task must be 'asr' or 'st', got {task!r}")
-        if task == "st" and not tgt_lang:
-            raise GenerationError("speech translation needs a target language (--tgt-lang)")
-        self.check(task, tgt_lang)
-        inputs = self.extractor.on_device(self.extractor.prepare(audios).inputs)
+        check_task(task, tgt_lang)
+        inputs = self.model_inputs(audios, task, tgt_lang)
         with torch.inference_mode(), quiet_transformers():
             tokens = self._generate(inputs, language, task, tgt_lang if task == "st" else language)
         return self.decode(tokens)
@@ -176,6 +177,14 @@ class Generator(ABC):
     @abstractmethod
     def _generate(self, inputs: dict[str, torch.Tensor], language: str, task: str, target: str) -> torch.Tensor:
         """Token ids [batch, length]; ``target`` is the output language (the source language for ASR)."""
+
+
+def check_task(task: str, tgt_lang: str | None) -> None:
+    """Refuse a task other than ASR and ST, and ST without a target language (any family)."""
+    if task not in ("asr", "st"):
+        raise GenerationError(f"task must be 'asr' or 'st', got {task!r}")
+    if task == "st" and not tgt_lang:
+        raise GenerationError("speech translation needs a target language (--tgt-lang)")
 
 
 def tiny_refusal(family: str) -> str:

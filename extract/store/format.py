@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from extract import claims
-from extract.errors import UserError
+from extract.errors import UserError, first_line
 from extract.manifest import Utterance
 
 META_FIELDS = ("gender", "speaker", "language", "split", "dataset")
@@ -209,7 +209,7 @@ def _opened(part: Path):
     try:
         return h5py.File(part, "r")
     except OSError as error:
-        raise DamagedPartError(part, f"cannot be read as HDF5: {_first_line(error)}") from error
+        raise DamagedPartError(part, f"cannot be read as HDF5: {first_line(error)}") from error
 
 
 def part_attributes(part: str | Path) -> StoreAttributes:
@@ -229,11 +229,6 @@ def part_labels(part: str | Path) -> dict[str, dict[str, str]]:
     with _opened(Path(part)) as handle:
         columns = {name: handle[f"meta/{name}"].asstr()[:].tolist() for name in META_FIELDS}
         return {utterance_id: {name: columns[name][row] for name in META_FIELDS} for row, utterance_id in enumerate(handle["ids"].asstr()[:])}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def utterance_meta(utterance: Utterance, seconds: float) -> dict:

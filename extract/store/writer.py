@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from extract.diskfull import is_disk_full
-from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, PartClaim, StoreAttributes, StoreError, _bytes_of, _first_line, temporary_path
+from extract.errors import first_line
+from extract.store.format import CHUNK_BYTES, META_FIELDS, SITE_DIGEST, PartClaim, StoreAttributes, StoreError, _bytes_of, temporary_path
 from extract.store.verify import DATA_DIGESTS, _ChunkLayout, _content_digest, _index_digest, _meta_columns, _recorded_site_digests, _stored_digests
 
 FLUSH_BYTES = 64 << 20  # buffered states (all sites) before they are written in whole chunks
@@ -236,7 +237,7 @@ class PartWriter:
                 f"disk full while writing {where}: the part was discarded and no part was marked complete by it; "
                 "free space and rerun (complete parts are kept and skipped)"
             )
-        reason = os.strerror(error.errno) if isinstance(error, OSError) and error.errno else _first_line(error)
+        reason = os.strerror(error.errno) if isinstance(error, OSError) and error.errno else first_line(error)
         return f"cannot write {where} ({reason}): the part was discarded; fix that and rerun (complete parts are kept and skipped)"
 
     def _write_index(self) -> str:

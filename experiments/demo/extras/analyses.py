@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +26,7 @@ import numpy as np
 from experiments.analysis.acoustic import FEATURES, compute_acoustics
 from experiments.analysis.contrasts import error_regression, feature_table, group_contrasts, read_gap_setups, setup_correlations, setup_table
 from experiments.analysis.speakers import HdbscanSettings, agreement, assign_speakers, audio_embeddings, mfcc_statistics, store_embeddings
-from experiments.demo.report import render_lines
-from experiments.format import number
+from experiments.demo.report import number_or_dash, render_lines
 from experiments.reports.plots import paper_style, pyplot, save
 from experiments.scoring.gaps import finite_or_null
 from extract.manifest import read_manifest
@@ -111,9 +110,6 @@ def clustering(work, folder: Path) -> list[dict]:
     return results
 
 
-_number = partial(number, missing="–")
-
-
 def _rate_ratio(coefficient: dict) -> str:
     low, high = np.exp(coefficient["ci95"])
     return f"{coefficient['rate_ratio']:.3g} ({low:.3g}–{high:.3g})"
@@ -165,10 +161,10 @@ def run(work) -> list[str]:
     return render_lines(
         "analyses.md.j2",
         **dict(rows=rows, timing=timing, workers=WORKERS, speech=SPEECH, voices=voices, figure=figure[0].name, contrasts=contrasts, by_speaker=by_speaker),
-        **dict(setup_rows=setup_rows, regressions=regressions, speakers=speakers, labels=LABELS, n=_number, p=_p, rate_ratio=_rate_ratio),
+        **dict(setup_rows=setup_rows, regressions=regressions, speakers=speakers, labels=LABELS, n=number_or_dash, p=_p, rate_ratio=_rate_ratio),
         nulls="; ".join(f"{f}: {n} ({r})" for f, reasons in (timing.get("nulls") or {}).items() for r, n in reasons.items()),
         pearson="; ".join(
-            f"{c['feature']} {_number(c.get('pearson_r'), 2, True)}" if "pearson_r" in c else f"{c['feature']} – ({c['note']})" for c in correlations
+            f"{c['feature']} {number_or_dash(c.get('pearson_r'), 2, True)}" if "pearson_r" in c else f"{c['feature']} – ({c['note']})" for c in correlations
         ),
         unreliable=any("reliability_note" in r for r in regressions),
     )

@@ -30,10 +30,9 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from experiments.demo.report import e_header, render_lines
+from experiments.demo.report import e_header, number_or_dash, render_lines
 from experiments.demo.work import ATTENTION, extraction_jobs, find_config, held_out_manifest, probe_configs, transcription_jobs
 from experiments.demo.work import log as demo_log
-from experiments.format import number
 from experiments.reports import plots
 from experiments.reports.plots import TRANSLATION_GENDERS
 from experiments.results.records import GapReport, MustSheScores
@@ -197,9 +196,6 @@ def translation_shares(sentences: list[dict]) -> dict[str, dict]:
     return shares
 
 
-_number = partial(number, missing="–")
-
-
 def probe_table(probes: dict) -> list[str]:
     pooled = probes["pooled"]
     lines = [
@@ -208,13 +204,13 @@ def probe_table(probes: dict) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for site in probes["sites"]:
-        control = _number(probes["random"]) if site == ERASED_SITE else ""
-        pooled_control = _number(pooled["random"][site]) if site in pooled["random"] else ""
+        control = number_or_dash(probes["random"]) if site == ERASED_SITE else ""
+        pooled_control = number_or_dash(pooled["random"][site]) if site in pooled["random"] else ""
         lines.append(
-            f"| {site} | {_number(probes['before'][site])} | {_number(probes['after'][site])} | {control} "
-            f"| {_number(pooled['before'][site])} | {_number(pooled['after'][site])} | {pooled_control} |"
+            f"| {site} | {number_or_dash(probes['before'][site])} | {number_or_dash(probes['after'][site])} | {control} "
+            f"| {number_or_dash(pooled['before'][site])} | {number_or_dash(pooled['after'][site])} | {pooled_control} |"
         )
-    lines.append(f"| {FINAL_SITE}, attention probe (F1) | {_number(probes['attention_before'])} | {_number(probes['attention_after'])} | | | | |")
+    lines.append(f"| {FINAL_SITE}, attention probe (F1) | {number_or_dash(probes['attention_before'])} | {number_or_dash(probes['attention_after'])} | | | | |")
     return lines
 
 
@@ -231,9 +227,9 @@ def asr_table(reports: dict[str, dict]) -> list[str]:
             low, high = entry.get("bootstrap", {}).get("ci95", [None, None])
             notes.add(entry.get("bootstrap", {}).get("ci95_note"))
             lines.append(
-                f"| {condition} | {language} ({entry['metric'].upper()}) | {_number(entry['error_rate_all'], 2)} | "
-                f"{_number(groups.get('female', {}).get('error_rate'), 2)} | {_number(groups.get('male', {}).get('error_rate'), 2)} | "
-                f"{_number(entry.get('gap_relative'), sign=True)} | {_number(low, sign=True)} .. {_number(high, sign=True)} |"
+                f"| {condition} | {language} ({entry['metric'].upper()}) | {number_or_dash(entry['error_rate_all'], 2)} | "
+                f"{number_or_dash(groups.get('female', {}).get('error_rate'), 2)} | {number_or_dash(groups.get('male', {}).get('error_rate'), 2)} | "
+                f"{number_or_dash(entry.get('gap_relative'), sign=True)} | {number_or_dash(low, sign=True)} .. {number_or_dash(high, sign=True)} |"
             )
     return lines + ["", *(f"Interval note: {note}." for note in sorted(notes - {None}))]
 
@@ -245,8 +241,8 @@ def mustshe_table(scores: dict[str, dict]) -> list[str]:
     lines = [f"| condition | category-1 accuracy (%) | {header} |", "|---|---:|" + "---:|" * 2 * len(TRANSLATION_GENDERS)]
     for condition, score in scores.items():
         category = score["result"].get("category_1") or {}
-        shares = " | ".join(_number(score["shares"][g][k]) for g in ("She", "He") for k in TRANSLATION_GENDERS)
-        lines.append(f"| {condition} | {_number(category.get('accuracy'))} | {shares} |")
+        shares = " | ".join(number_or_dash(score["shares"][g][k]) for g in ("She", "He") for k in TRANSLATION_GENDERS)
+        lines.append(f"| {condition} | {number_or_dash(category.get('accuracy'))} | {shares} |")
     return lines
 
 
