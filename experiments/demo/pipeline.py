@@ -78,9 +78,10 @@ def set_threads(threads: int) -> int:
 # the work folder's own version: raised when stores, transcripts or probe rows written by older code can
 # no longer be resumed (3: store configs and transcription settings record the model label, the
 # manifest's sha256 and the model's fingerprint; 4: the demo is a study, with the study's layout;
-# 5: leave-one-speaker-out probe arrays carry per-utterance outcomes, the report's per-voice accuracy),
-# so an old cache is set aside instead of refused
-WORK_VERSION = 5
+# 5: leave-one-speaker-out probe arrays carry per-utterance outcomes, the report's per-voice accuracy;
+# 6: the ZeroSwot stand-in's model changed, and --trim reads 2 sentences per language), so an old cache is
+# set aside instead of refused
+WORK_VERSION = 6
 
 
 def work_root(seed: int, trim: bool) -> Path:
@@ -97,7 +98,7 @@ def report_folder(out: Path | None, root: Path) -> Path:
 
 def stage_corpus(seed: int, trim: bool, root: Path) -> DemoCorpus:
     if trim:
-        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=3, mustshe_sentences=6, voices=TRIM_VOICES)
+        return build_demo_corpus(root / "corpus", seed=seed, sentences_per_language=2, mustshe_sentences=4, voices=TRIM_VOICES)
     return build_demo_corpus(default_root(seed), seed=seed)
 
 
